@@ -1,0 +1,2 @@
+//! The `queuegen` command line.
+fn main() {}

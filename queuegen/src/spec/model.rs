@@ -1,0 +1,278 @@
+//! The normalized spec model: every default filled in, every name checked.
+//!
+//! Produced by `spec::load` from format v1 only when validation found no
+//! errors; generators read this and never the YAML.
+
+use std::time::Duration;
+
+/// A whole validated spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The format version the file declared (only 1 exists).
+    pub version: u32,
+    /// Names the Function library, ACL users and metrics.
+    pub service: String,
+    pub redis: RedisSettings,
+    /// Envelopes in file order.
+    pub envelopes: Vec<Envelope>,
+    /// Queues in file order.
+    pub queues: Vec<Queue>,
+}
+
+impl Spec {
+    pub fn envelope(&self, name: &str) -> Option<&Envelope> {
+        self.envelopes.iter().find(|e| e.name == name)
+    }
+
+    pub fn queue(&self, name: &str) -> Option<&Queue> {
+        self.queues.iter().find(|q| q.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisSettings {
+    /// First segment of every key. Default: the service name.
+    pub key_prefix: String,
+    /// Default: standalone.
+    pub deployment: Deployment,
+    /// Lowest Redis version the deployment runs, e.g. "7.0". Default "7.0".
+    pub min_version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deployment {
+    Standalone,
+    Cluster,
+}
+
+/// One envelope type: a versioned, flat record of typed fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// Type name, UpperCamelCase; also the generated struct's name.
+    pub name: String,
+    /// Schema version producers write.
+    pub schema: u32,
+    /// Versions workers decode, always including `schema`. Default: `[schema]`.
+    pub accepts: Vec<u32>,
+    /// Body fields in file order (header fields are implicit).
+    pub fields: Vec<Field>,
+}
+
+impl Envelope {
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// snake_case name; also the stream field name.
+    pub name: String,
+    pub ty: FieldType,
+    /// May be absent from an entry. Default false.
+    pub optional: bool,
+    /// Value used when absent (enums and scalars), as written in the spec.
+    pub default: Option<String>,
+    /// Upper bound of the encoded value, for strings. Default none.
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldType {
+    String,
+    Bool,
+    U32,
+    U64,
+    I32,
+    I64,
+    /// RFC 3339 UTC with milliseconds.
+    Timestamp,
+    /// One of the listed snake_case values.
+    Enum {
+        values: Vec<String>,
+    },
+}
+
+impl FieldType {
+    /// Largest encoded size a value of this type can have, when bounded.
+    /// Strings are bounded only by their `max_bytes`.
+    pub fn max_encoded_bytes(&self) -> Option<u64> {
+        match self {
+            FieldType::String => None,
+            FieldType::Bool => Some(5),
+            FieldType::U32 => Some(10),
+            FieldType::U64 => Some(20),
+            FieldType::I32 => Some(11),
+            FieldType::I64 => Some(20),
+            FieldType::Timestamp => Some(24),
+            FieldType::Enum { values } => values.iter().map(|v| v.len() as u64).max(),
+        }
+    }
+
+    /// The name used in the spec (`type: u32`).
+    pub fn spec_name(&self) -> &'static str {
+        match self {
+            FieldType::String => "string",
+            FieldType::Bool => "bool",
+            FieldType::U32 => "u32",
+            FieldType::U64 => "u64",
+            FieldType::I32 => "i32",
+            FieldType::I64 => "i64",
+            FieldType::Timestamp => "timestamp",
+            FieldType::Enum { .. } => "enum",
+        }
+    }
+}
+
+/// One work queue: its partitions, group, and every policy that governs a job in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queue {
+    /// snake_case or kebab-case; no `{`, `}`, `:` or whitespace.
+    pub name: String,
+    /// Name of the envelope this queue carries.
+    pub envelope: String,
+    /// Default 1; at most 16384.
+    pub partitions: u16,
+    /// Header (`tenant`, `job_id`) or required body fields. Default: `[job_id]`.
+    pub partition_by: Vec<String>,
+    pub group: Group,
+    pub handler: HandlerSettings,
+    pub claim: Claim,
+    pub retry: Retry,
+    pub poison: Poison,
+    pub dead_letter: DeadLetter,
+    pub retention: Retention,
+    pub payload: Payload,
+    pub admission: Admission,
+    pub alerts: Alerts,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Default: `{queue}-workers`.
+    pub name: String,
+    /// Default `$`.
+    pub start: GroupStart,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupStart {
+    /// `$`: only entries added after the group is created.
+    NewEntries,
+    /// `0-0`: everything in the stream.
+    Beginning,
+    /// A specific stream ID, `ms-seq` or `ms`.
+    Id(String),
+}
+
+impl GroupStart {
+    /// The argument given to `XGROUP CREATE`.
+    pub fn as_redis_arg(&self) -> &str {
+        match self {
+            GroupStart::NewEntries => "$",
+            GroupStart::Beginning => "0-0",
+            GroupStart::Id(id) => id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerSettings {
+    /// Default 30s.
+    pub timeout: Duration,
+    /// Default 8.
+    pub concurrency: u32,
+    /// Default 10s.
+    pub shutdown_budget: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// Default: handler.timeout * 2 (and at least timeout + 30s margin... see validation).
+    pub min_idle: Duration,
+    /// Default 10s.
+    pub every: Duration,
+    /// Default 50.
+    pub batch: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retry {
+    /// Total application attempts including the first. Default 5.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backoff {
+    /// Default 1s.
+    pub initial: Duration,
+    /// Default 5m.
+    pub max: Duration,
+    /// Default 2.0.
+    pub factor: f64,
+    /// Default full.
+    pub jitter: Jitter,
+}
+
+impl Backoff {
+    /// The longest total delay of all retries of a job: the sum of the
+    /// un-jittered backoffs before attempts 2..=max_attempts.
+    pub fn horizon(&self, max_attempts: u32) -> Duration {
+        let mut total = Duration::ZERO;
+        let mut delay = self.initial.as_secs_f64();
+        for _ in 1..max_attempts {
+            total += Duration::from_secs_f64(delay.min(self.max.as_secs_f64()));
+            delay *= self.factor;
+        }
+        total
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jitter {
+    None,
+    /// Uniform in [0, delay].
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Poison {
+    /// Deliveries (PEL count) after which an entry is quarantined. Default 5.
+    pub max_deliveries: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    /// Default 14d.
+    pub retention: Duration,
+    /// Default 100000.
+    pub max_len: u64,
+    /// Team or person paged for dead letters. Default none.
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// Ready entries younger than this are never trimmed. Default 3d.
+    pub min_age: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    /// Largest encoded envelope, header included. Default 65536.
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    /// Producers get backpressure when the oldest ready entry is older. Default none.
+    pub max_oldest_ready_age: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alerts {
+    pub oldest_pending_age: Option<Duration>,
+    pub oldest_ready_age: Option<Duration>,
+    pub dead_letters: Option<u64>,
+}

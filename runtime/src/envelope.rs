@@ -1,0 +1,272 @@
+//! The envelope: standard header fields plus a typed body, as flat stream field/value pairs.
+//!
+//! Layout of one stream entry: the header fields in a fixed order (`job_id`,
+//! `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`, then
+//! `prev_id` and `reason` on a rescheduled attempt), followed by the body
+//! fields in declaration order. Optional body fields that are `None` are left
+//! out. Unknown fields are ignored when decoding, so a newer producer can add
+//! fields an older worker does not read.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, FieldProblem};
+use crate::field::{FieldValue, Timestamp};
+
+/// Header field names, in the order they are written.
+pub mod header_fields {
+    pub const JOB_ID: &str = "job_id";
+    pub const TYPE: &str = "type";
+    pub const TENANT: &str = "tenant";
+    pub const SCHEMA: &str = "schema";
+    pub const CREATED_AT: &str = "created_at";
+    pub const TRACE_ID: &str = "trace_id";
+    pub const ATTEMPT: &str = "attempt";
+    pub const PREV_ID: &str = "prev_id";
+    pub const REASON: &str = "reason";
+
+    /// Every header field name; body fields must not reuse them.
+    pub const ALL: &[&str] = &[
+        JOB_ID, TYPE, TENANT, SCHEMA, CREATED_AT, TRACE_ID, ATTEMPT, PREV_ID, REASON,
+    ];
+}
+
+/// The standard fields every envelope carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Application-chosen, stable identity of the intent; survives retries and replays.
+    pub job_id: String,
+    /// The envelope type name (`Envelope::TYPE` of the body).
+    pub envelope_type: String,
+    pub tenant: String,
+    /// Schema version the body was written with.
+    pub schema: u32,
+    pub created_at: Timestamp,
+    pub trace_id: String,
+    /// Application attempt, starting at 1; drives retry policy.
+    pub attempt: u32,
+    /// Stream ID of the previous attempt, on a rescheduled attempt.
+    pub prev_id: Option<String>,
+    /// Why the previous attempt was rescheduled.
+    pub reason: Option<String>,
+}
+
+/// A typed envelope body. Implemented by `#[derive(Envelope)]`.
+pub trait Envelope: Sized + Send + 'static {
+    /// The envelope type name written to the `type` header field.
+    const TYPE: &'static str;
+    /// The schema version this struct is written with.
+    const SCHEMA: u32;
+    /// Every schema version this struct decodes, including `SCHEMA`.
+    const ACCEPTS: &'static [u32];
+
+    /// Appends the body fields, in declaration order.
+    fn encode_body(&self, out: &mut FieldWriter) -> Result<(), Error>;
+
+    /// Reads the body fields of an entry written with schema version `schema`.
+    fn decode_body(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error>;
+}
+
+/// Collects the field/value pairs of one entry while checking size limits.
+#[derive(Debug)]
+pub struct FieldWriter {
+    envelope: &'static str,
+    pairs: Vec<(&'static str, String)>,
+}
+
+impl FieldWriter {
+    pub fn new(envelope: &'static str) -> Self {
+        FieldWriter {
+            envelope,
+            pairs: Vec::with_capacity(16),
+        }
+    }
+
+    /// Writes one field; `max_bytes` is the field's declared limit, if any.
+    pub fn field<T: FieldValue>(
+        &mut self,
+        name: &'static str,
+        value: &T,
+        max_bytes: Option<usize>,
+    ) -> Result<(), Error> {
+        if let Some(encoded) = value.encode_field() {
+            if let Some(max) = max_bytes {
+                if encoded.len() > max {
+                    return Err(self.problem(
+                        name,
+                        FieldProblem::Oversized {
+                            len: encoded.len(),
+                            max,
+                        },
+                    ));
+                }
+            }
+            self.pairs.push((name, encoded));
+        }
+        Ok(())
+    }
+
+    fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
+        Error::Field {
+            envelope: self.envelope,
+            field,
+            problem,
+        }
+    }
+
+    pub fn into_pairs(self) -> Vec<(&'static str, String)> {
+        self.pairs
+    }
+}
+
+/// Read access to the fields of one stream entry.
+#[derive(Debug, Default)]
+pub struct FieldMap<'a> {
+    envelope: &'static str,
+    entries: Vec<(&'a str, &'a [u8])>,
+}
+
+impl<'a> FieldMap<'a> {
+    /// Fields as read from an `XRANGE`/`XREADGROUP` reply.
+    pub fn from_stream_map(envelope: &'static str, map: &'a HashMap<String, redis::Value>) -> Self {
+        let entries = map
+            .iter()
+            .filter_map(|(name, value)| match value {
+                redis::Value::BulkString(bytes) => Some((name.as_str(), bytes.as_slice())),
+                redis::Value::SimpleString(text) => Some((name.as_str(), text.as_bytes())),
+                _ => None,
+            })
+            .collect();
+        FieldMap { envelope, entries }
+    }
+
+    /// Fields as plain pairs (tests, fixtures, replays).
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<[u8]>>(
+        envelope: &'static str,
+        pairs: &'a [(K, V)],
+    ) -> Self {
+        let entries = pairs
+            .iter()
+            .map(|(name, value)| (name.as_ref(), value.as_ref()))
+            .collect();
+        FieldMap { envelope, entries }
+    }
+
+    /// The raw text of a field, if present. Non-UTF-8 values are reported as malformed.
+    pub fn raw(&self, name: &'static str) -> Result<Option<&'a str>, Error> {
+        match self.entries.iter().find(|(field, _)| *field == name) {
+            None => Ok(None),
+            Some((_, bytes)) => std::str::from_utf8(bytes).map(Some).map_err(|_| {
+                self.problem(
+                    name,
+                    FieldProblem::Malformed {
+                        expected: "UTF-8 text",
+                        found: String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).into_owned(),
+                    },
+                )
+            }),
+        }
+    }
+
+    /// Decodes one field; `max_bytes` is the field's declared limit, if any.
+    pub fn field<T: FieldValue>(
+        &self,
+        name: &'static str,
+        max_bytes: Option<usize>,
+    ) -> Result<T, Error> {
+        let raw = self.raw(name)?;
+        if let (Some(max), Some(raw)) = (max_bytes, raw) {
+            if raw.len() > max {
+                return Err(self.problem(
+                    name,
+                    FieldProblem::Oversized {
+                        len: raw.len(),
+                        max,
+                    },
+                ));
+            }
+        }
+        T::decode_field(raw).map_err(|problem| self.problem(name, problem))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
+        Error::Field {
+            envelope: self.envelope,
+            field,
+            problem,
+        }
+    }
+}
+
+/// Encodes header and body into the pairs of one `XADD`.
+pub fn encode<E: Envelope>(
+    header: &Header,
+    body: &E,
+) -> Result<Vec<(&'static str, String)>, Error> {
+    use header_fields as h;
+    let mut out = FieldWriter::new(E::TYPE);
+    out.field(h::JOB_ID, &header.job_id, None)?;
+    out.field(h::TYPE, &E::TYPE.to_owned(), None)?;
+    out.field(h::TENANT, &header.tenant, None)?;
+    out.field(h::SCHEMA, &E::SCHEMA, None)?;
+    out.field(h::CREATED_AT, &header.created_at, None)?;
+    out.field(h::TRACE_ID, &header.trace_id, None)?;
+    out.field(h::ATTEMPT, &header.attempt, None)?;
+    out.field(h::PREV_ID, &header.prev_id, None)?;
+    out.field(h::REASON, &header.reason, None)?;
+    body.encode_body(&mut out)?;
+    Ok(out.into_pairs())
+}
+
+/// Decodes the header only; used before the body type is trusted (and for dead letters).
+pub fn decode_header(fields: &FieldMap<'_>) -> Result<Header, Error> {
+    use header_fields as h;
+    let job_id: String = fields.field(h::JOB_ID, None)?;
+    if job_id.is_empty() {
+        return Err(fields.problem(
+            h::JOB_ID,
+            FieldProblem::Malformed {
+                expected: "non-empty job id",
+                found: String::new(),
+            },
+        ));
+    }
+    Ok(Header {
+        job_id,
+        envelope_type: fields.field(h::TYPE, None)?,
+        tenant: fields.field(h::TENANT, None)?,
+        schema: fields.field(h::SCHEMA, None)?,
+        created_at: fields.field(h::CREATED_AT, None)?,
+        trace_id: fields.field(h::TRACE_ID, None)?,
+        attempt: fields.field(h::ATTEMPT, None)?,
+        prev_id: fields.field(h::PREV_ID, None)?,
+        reason: fields.field(h::REASON, None)?,
+    })
+}
+
+/// Decodes a whole entry: header, type and schema checks, then the body.
+pub fn decode<E: Envelope>(fields: &FieldMap<'_>) -> Result<(Header, E), Error> {
+    let header = decode_header(fields)?;
+    if header.envelope_type != E::TYPE {
+        return Err(Error::WrongType {
+            expected: E::TYPE,
+            found: header.envelope_type,
+        });
+    }
+    if !E::ACCEPTS.contains(&header.schema) {
+        return Err(Error::UnsupportedSchema {
+            envelope: E::TYPE,
+            seen: header.schema,
+            accepted: E::ACCEPTS,
+        });
+    }
+    let body = E::decode_body(fields, header.schema)?;
+    Ok((header, body))
+}

@@ -1,0 +1,79 @@
+//! The runtime's one error type: every failure names the key, partition, job or field it is about.
+
+use std::time::Duration;
+
+/// What is wrong with one envelope field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("is missing")]
+    Missing,
+    #[error("is not a valid {expected}: {found:?}")]
+    Malformed {
+        expected: &'static str,
+        found: String,
+    },
+    #[error("is {len} bytes, above its limit of {max} bytes")]
+    Oversized { len: usize, max: usize },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An envelope field could not be encoded or decoded.
+    #[error("envelope {envelope}: field `{field}` {problem}")]
+    Field {
+        envelope: &'static str,
+        field: &'static str,
+        problem: FieldProblem,
+    },
+
+    /// The entry names a schema version this build does not decode.
+    #[error("envelope {envelope}: schema version {seen} is not accepted (accepted: {accepted:?})")]
+    UnsupportedSchema {
+        envelope: &'static str,
+        seen: u32,
+        accepted: &'static [u32],
+    },
+
+    /// The entry's `type` header names another envelope.
+    #[error("entry has type {found:?}, expected {expected}")]
+    WrongType {
+        expected: &'static str,
+        found: String,
+    },
+
+    /// The encoded envelope exceeds the queue's `payload.max_bytes`.
+    #[error("queue {queue}: envelope is {len} bytes, above payload.max_bytes = {max}")]
+    PayloadTooLarge {
+        queue: &'static str,
+        len: usize,
+        max: usize,
+    },
+
+    /// A worker was asked to shut down but jobs were still running at the end of the budget.
+    #[error("queue {queue}: {in_flight} job(s) still running after the shutdown budget of {budget:?}; they stay pending")]
+    ShutdownBudgetExceeded {
+        queue: &'static str,
+        in_flight: usize,
+        budget: Duration,
+    },
+
+    /// Redis answered with an error, or the connection failed.
+    #[error("redis: {context}: {source}")]
+    Redis {
+        context: String,
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+impl Error {
+    /// Wraps a Redis error with what was being done (key, partition, command).
+    pub fn redis(context: impl Into<String>, source: redis::RedisError) -> Self {
+        Error::Redis {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

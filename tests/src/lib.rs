@@ -1,0 +1,1 @@
+//! Shared test support: the harness that starts private redis-server processes.
