@@ -1,0 +1,10 @@
+//! `queuegen apply` (being written).
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("queuegen apply is not written yet")
+}

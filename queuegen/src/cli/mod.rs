@@ -1,0 +1,41 @@
+//! Subcommand definitions and dispatch; each subcommand lives in its own file.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod apply;
+pub mod check;
+pub mod generate;
+pub mod init;
+pub mod schema;
+
+/// Validate a queues.yaml spec and generate typed Rust and Redis artefacts for
+/// Redis Streams work queues.
+#[derive(Debug, Parser)]
+#[command(name = "queuegen", version, about, long_about = None)]
+pub struct Command {
+    #[command(subcommand)]
+    pub subcommand: Subcommands,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Subcommands {
+    Check(check::Args),
+    Schema(schema::Args),
+    Generate(generate::Args),
+    Init(init::Args),
+    Apply(apply::Args),
+}
+
+/// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
+/// code has problems (reported), 2 queuegen itself could not run.
+pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command.subcommand {
+        Subcommands::Check(args) => check::run(args),
+        Subcommands::Schema(args) => schema::run(args),
+        Subcommands::Generate(args) => generate::run(args),
+        Subcommands::Init(args) => init::run(args),
+        Subcommands::Apply(args) => apply::run(args),
+    }
+}
