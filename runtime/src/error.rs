@@ -42,11 +42,41 @@ pub enum Error {
     },
 
     /// The encoded envelope exceeds the queue's `payload.max_bytes`.
-    #[error("queue {queue}: envelope is {len} bytes, above payload.max_bytes = {max}")]
+    #[error(
+        "queue {queue}: job {job_id:?} encodes to {len} bytes, above payload.max_bytes = {max}"
+    )]
     PayloadTooLarge {
         queue: &'static str,
+        job_id: String,
         len: usize,
         max: usize,
+    },
+
+    /// A job handed to a producer has an empty `job_id`; `position` is its index in the batch.
+    #[error("queue {queue}: job at position {position} has an empty job_id")]
+    EmptyJobId {
+        queue: &'static str,
+        position: usize,
+    },
+
+    /// A job could not be encoded; nothing of its batch was sent.
+    #[error("queue {queue}: job {job_id:?} is invalid: {source}")]
+    InvalidJob {
+        queue: &'static str,
+        job_id: String,
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// A partition's stream has no consumer group of that name (or does not exist).
+    #[error("stream {key} has no consumer group {group:?}: run `queuegen apply` to create it")]
+    NoGroup { key: String, group: String },
+
+    /// A worker was set up in a way that cannot run (bad partition list, zero concurrency).
+    #[error("queue {queue}: invalid worker setup: {problem}")]
+    InvalidWorker {
+        queue: &'static str,
+        problem: String,
     },
 
     /// A worker was asked to shut down but jobs were still running at the end of the budget.

@@ -4,18 +4,32 @@
 //! pending in a group or acknowledged after its handler returned a durable
 //! outcome — never in neither. Nothing here acknowledges to go faster.
 
+pub mod admin;
 pub mod config;
 pub mod envelope;
 pub mod error;
 pub mod field;
+pub mod handler;
 pub mod outcome;
+pub mod partition;
+pub mod producer;
+pub mod redis;
+pub mod signal;
+pub mod worker;
 
+pub use admin::{ensure_groups, GroupSetup};
 pub use config::QueueConfig;
 pub use envelope::{Envelope, FieldMap, Header};
-pub use error::{Error, FieldProblem};
+pub use error::{Error, FieldProblem, Result};
 pub use field::{FieldValue, Timestamp};
+pub use handler::{Handler, JobContext};
 pub use outcome::{ErrorKind, JobError, Outcome};
+pub use partition::partition_of;
+pub use producer::{NewJob, Producer, Published};
 pub use queuegen_macros::{Envelope, FieldEnum};
+pub use redis::Redis;
+pub use signal::shutdown_signal;
+pub use worker::{Worker, WorkerReport};
 
 /// Items the derive macros expand to; not part of the public API.
 #[doc(hidden)]

@@ -1,1 +1,7 @@
-//! Shared test support: the harness that starts private redis-server processes.
+//! Shared test support: the harness that starts private redis-server processes, fixtures and helpers.
+
+pub mod fixtures;
+pub mod redis_server;
+pub mod support;
+
+pub use redis_server::RedisServer;

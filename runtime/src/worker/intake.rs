@@ -1,0 +1,234 @@
+//! The intake loop: reserve permits, then read at most that many new entries, and hand each to its own task.
+//!
+//! `XREADGROUP ... COUNT n` applies COUNT to each stream, not to the reply:
+//! a read over several streams can return up to n per stream. So a round
+//! first reads the partitions one at a time without blocking, `COUNT` = the
+//! permits still free, starting at a rotating partition so that a busy one
+//! cannot starve the others. Only when all were empty does it block on all
+//! of them at once (one connection, one round trip, woken by any of them).
+//! That blocking read can still return more than n entries, when entries
+//! arrived on several streams while it was served; those extra entries are
+//! already delivered to this consumer, so the loop waits for more permits
+//! rather than drop one.
+//!
+//! Reads run on a connection of this loop's own, whose response timeout
+//! exceeds the block time; the shared connection never carries a `BLOCK`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::streams::{StreamId, StreamReadReply};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{classify, Counters, Delivery, Failure, Shared};
+use crate::envelope::Envelope;
+use crate::error::Result;
+use crate::handler::Handler;
+use crate::redis::Redis;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Reads until the stop flag is raised. Returns an error only for a failure
+/// that retrying cannot fix (a missing group, a key of the wrong type).
+pub(super) async fn run<E: Envelope, H: Handler<E>>(
+    shared: Arc<Shared<E, H>>,
+    redis: Redis,
+    partitions: Vec<u16>,
+    block: Duration,
+) -> Result<()> {
+    let streams: Vec<(u16, String)> = partitions
+        .iter()
+        .map(|&p| (p, shared.config.ready_key(p)))
+        .collect();
+    let mut conn: Option<MultiplexedConnection> = None;
+    let mut backoff = BACKOFF_MIN;
+    let mut start = 0;
+    loop {
+        let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
+            return Ok(());
+        };
+        let reader = match conn.as_mut() {
+            Some(reader) => reader,
+            None => match shared
+                .cancel
+                .unless_raised(redis.blocking_connection(block))
+                .await
+            {
+                None => return Ok(()),
+                Some(Ok(reader)) => conn.insert(reader),
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, ?backoff, "cannot open the reader connection; retrying");
+                    drop(permits);
+                    if !pause(&shared, &mut backoff).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            },
+        };
+        let round = Round {
+            shared: &shared,
+            streams: &streams,
+            block,
+        };
+        let result = round.read(reader, start, &mut permits).await;
+        // Permits not used by this round go back before the next one.
+        drop(permits);
+        start = (start + 1) % streams.len();
+        match result {
+            Ok(()) => backoff = BACKOFF_MIN,
+            Err(Failure::Fatal(err)) => return Err(err),
+            Err(Failure::Cancelled) => return Ok(()),
+            Err(Failure::Retry { error, reconnect }) => {
+                tracing::warn!(error = %error, reconnect, ?backoff, "XREADGROUP failed; retrying");
+                if reconnect {
+                    // A timed-out or broken connection may still be blocked
+                    // server-side: a fresh one is the only safe way on.
+                    conn = None;
+                }
+                if !pause(&shared, &mut backoff).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps for the backoff (doubling it for next time); `false` if stop was raised meanwhile.
+async fn pause<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, backoff: &mut Duration) -> bool {
+    let slept = shared
+        .stop
+        .unless_raised(tokio::time::sleep(*backoff))
+        .await
+        .is_some();
+    *backoff = (*backoff * 2).min(BACKOFF_MAX);
+    slept
+}
+
+/// One read round over the worker's partitions.
+struct Round<'a, E, H> {
+    shared: &'a Arc<Shared<E, H>>,
+    streams: &'a [(u16, String)],
+    block: Duration,
+}
+
+impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
+    async fn read(
+        &self,
+        conn: &mut MultiplexedConnection,
+        start: usize,
+        permits: &mut Vec<OwnedSemaphorePermit>,
+    ) -> Result<(), Failure> {
+        let shared = self.shared;
+        let mut delivered = false;
+        for i in 0..self.streams.len() {
+            if permits.is_empty() || shared.stop.is_raised() {
+                break;
+            }
+            let (partition, key) = &self.streams[(start + i) % self.streams.len()];
+            let reply = self
+                .xreadgroup(conn, &[key.as_str()], permits.len(), None)
+                .await?;
+            for entry in reply.keys.into_iter().flat_map(|stream| stream.ids) {
+                let permit = permits
+                    .pop()
+                    .expect("COUNT bounds a one-stream read to the permits held");
+                self.dispatch(*partition, key, entry, permit);
+                delivered = true;
+            }
+        }
+        if delivered || shared.stop.is_raised() {
+            return Ok(());
+        }
+
+        let keys: Vec<&str> = self.streams.iter().map(|(_, key)| key.as_str()).collect();
+        let reply = self
+            .xreadgroup(conn, &keys, permits.len(), Some(self.block))
+            .await?;
+        let entries: Vec<(u16, &str, StreamId)> = reply
+            .keys
+            .into_iter()
+            .flat_map(|stream| {
+                let (partition, key) = self
+                    .streams
+                    .iter()
+                    .find(|(_, key)| *key == stream.key)
+                    .map(|(partition, key)| (*partition, key.as_str()))
+                    .expect("XREADGROUP answers only for the streams it was given");
+                stream
+                    .ids
+                    .into_iter()
+                    .map(move |entry| (partition, key, entry))
+            })
+            .collect();
+        let total = entries.len();
+        for (index, (partition, key, entry)) in entries.into_iter().enumerate() {
+            let permit = match permits.pop() {
+                Some(permit) => permit,
+                // More entries than permits (COUNT is per stream, see the
+                // module docs): wait for running jobs to free permits.
+                None => match shared
+                    .cancel
+                    .unless_raised(shared.permits.clone().acquire_owned())
+                    .await
+                {
+                    Some(Ok(permit)) => permit,
+                    _ => {
+                        let left = (total - index) as u64;
+                        Counters::add(&shared.counters.left_pending, left);
+                        tracing::warn!(
+                            left,
+                            "shutdown budget spent before read entries got a permit; they stay pending"
+                        );
+                        return Err(Failure::Cancelled);
+                    }
+                },
+            };
+            self.dispatch(partition, key, entry, permit);
+        }
+        Ok(())
+    }
+
+    /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`
+    async fn xreadgroup(
+        &self,
+        conn: &mut MultiplexedConnection,
+        keys: &[&str],
+        count: usize,
+        block: Option<Duration>,
+    ) -> Result<StreamReadReply, Failure> {
+        let shared = self.shared;
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(shared.config.group)
+            .arg(&shared.consumer)
+            .arg("COUNT")
+            .arg(count);
+        if let Some(block) = block {
+            cmd.arg("BLOCK").arg(block.as_millis().max(1) as u64);
+        }
+        cmd.arg("STREAMS").arg(keys).arg(vec![">"; keys.len()]);
+        let reply = shared
+            .cancel
+            .unless_raised(cmd.query_async::<Option<StreamReadReply>>(conn))
+            .await;
+        match reply {
+            None => Err(Failure::Cancelled),
+            Some(Ok(reply)) => Ok(reply.unwrap_or_default()),
+            Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
+        }
+    }
+
+    fn dispatch(&self, partition: u16, key: &str, entry: StreamId, permit: OwnedSemaphorePermit) {
+        let delivery = Delivery {
+            partition,
+            key: key.to_owned(),
+            entry,
+            claimed: false,
+        };
+        // A new entry (`>`) cannot already be running here.
+        self.shared.spawn_job(delivery, permit);
+    }
+}

@@ -1,0 +1,414 @@
+//! The worker: reads a queue's partitions, runs each job in its own task, acks only `Done`, recovers idle jobs.
+//!
+//! Pieces, each in its own module:
+//! - `intake`: one loop that reserves permits, then reads at most that many
+//!   entries with `XREADGROUP` on a connection of its own;
+//! - `job`: the task that owns one entry and its permit: decode, handle, ack;
+//! - `recovery`: one loop that claims idle pending entries with `XAUTOCLAIM`;
+//! - `shutdown`: stop reading, let the last read return, wait for jobs up
+//!   to the budget, then leave whatever still runs pending.
+
+mod intake;
+mod job;
+mod recovery;
+mod shutdown;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::streams::StreamId;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use crate::config::QueueConfig;
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::handler::Handler;
+use crate::redis::Redis;
+use shutdown::Flag;
+
+/// Default longest wait of one blocking read.
+const DEFAULT_READ_BLOCK: Duration = Duration::from_secs(1);
+/// Shortest blocking read: `BLOCK 0` would mean "forever" to Redis.
+const MIN_READ_BLOCK: Duration = Duration::from_millis(10);
+
+/// What a worker did between start and shutdown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Jobs whose handler ran to an end: an outcome, an error, a panic or a timeout.
+    pub handled: u64,
+    /// Jobs acknowledged after the handler returned `Outcome::Done`.
+    pub done: u64,
+    /// Jobs whose handler failed, panicked or timed out, or whose ack failed; they stay pending.
+    pub failed: u64,
+    /// Entries that did not decode as the envelope; they stay pending.
+    pub decode_errors: u64,
+    /// Entries taken over by `XAUTOCLAIM` from idle consumers (a crashed worker,
+    /// or this one's abandoned jobs) and run here.
+    pub claimed: u64,
+    /// Jobs still running when the shutdown budget ran out; they stay pending
+    /// with this consumer as owner, for the recovery of another worker.
+    pub in_flight_left_pending: u64,
+}
+
+/// Runs handler `H` for the envelopes `E` of one queue.
+pub struct Worker<E, H> {
+    redis: Redis,
+    config: QueueConfig,
+    handler: H,
+    partitions: Option<Vec<u16>>,
+    read_block: Duration,
+    consumer: String,
+    _envelope: PhantomData<fn(E)>,
+}
+
+impl<E: Envelope, H: Handler<E>> Worker<E, H> {
+    /// A worker for every partition of `config`, with a consumer name unique to this process.
+    pub fn new(redis: &Redis, config: QueueConfig, handler: H) -> Self {
+        Worker {
+            redis: redis.clone(),
+            config,
+            handler,
+            partitions: None,
+            read_block: DEFAULT_READ_BLOCK,
+            consumer: default_consumer_name(),
+            _envelope: PhantomData,
+        }
+    }
+
+    /// Works only these partitions (default: all of them).
+    pub fn partitions(mut self, partitions: impl IntoIterator<Item = u16>) -> Self {
+        self.partitions = Some(partitions.into_iter().collect());
+        self
+    }
+
+    /// Longest wait of one blocking read (default 1 s). Capped at a quarter of
+    /// the shutdown budget, because shutdown waits for the read in progress.
+    pub fn read_block(mut self, block: Duration) -> Self {
+        self.read_block = block;
+        self
+    }
+
+    /// Overrides the consumer name. It must be unique among running workers:
+    /// two processes sharing a name share (and ack) one pending list.
+    pub fn consumer_name(mut self, name: impl Into<String>) -> Self {
+        self.consumer = name.into();
+        self
+    }
+
+    /// This worker's consumer name in the group.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// Works jobs until `shutdown` completes, then shuts down within
+    /// `config.shutdown_budget` (plus the moment it takes to abandon whatever
+    /// still runs then) and reports.
+    ///
+    /// Returns an error, after the same orderly shutdown, when the queue
+    /// cannot be worked at all: a missing consumer group (`queuegen apply`
+    /// creates it), a key of the wrong type, missing permissions.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<WorkerReport> {
+        let partitions = self.checked_partitions()?;
+        let block = effective_read_block(self.read_block, self.config.shutdown_budget);
+        let span = tracing::info_span!(
+            "worker",
+            queue = self.config.queue,
+            group = self.config.group,
+            consumer = %self.consumer,
+        );
+        let shared = Arc::new(Shared {
+            permits: Arc::new(Semaphore::new(self.config.concurrency)),
+            acks: self.redis.shared(),
+            config: self.config,
+            consumer: self.consumer,
+            handler: self.handler,
+            counters: Counters::default(),
+            in_flight: Mutex::new(HashSet::new()),
+            tasks: Mutex::new(JoinSet::new()),
+            stop: Flag::new(),
+            cancel: Flag::new(),
+            _envelope: PhantomData,
+        });
+        tracing::info!(parent: &span, ?partitions, ?block, "worker starting");
+        let intake = tokio::spawn(
+            intake::run(shared.clone(), self.redis, partitions.clone(), block)
+                .instrument(span.clone()),
+        );
+        let recovery =
+            tokio::spawn(recovery::run(shared.clone(), partitions).instrument(span.clone()));
+        shutdown::run(shared, intake, recovery, shutdown)
+            .instrument(span)
+            .await
+    }
+
+    fn checked_partitions(&self) -> Result<Vec<u16>> {
+        let invalid = |problem: String| Error::InvalidWorker {
+            queue: self.config.queue,
+            problem,
+        };
+        if self.config.concurrency == 0 {
+            return Err(invalid("handler.concurrency is 0".into()));
+        }
+        if self.config.claim_batch == 0 {
+            return Err(invalid("claim.batch is 0".into()));
+        }
+        if self.consumer.is_empty() {
+            return Err(invalid("the consumer name is empty".into()));
+        }
+        let mut partitions = match &self.partitions {
+            None => (0..self.config.partitions).collect(),
+            Some(chosen) => chosen.clone(),
+        };
+        partitions.sort_unstable();
+        partitions.dedup();
+        if partitions.is_empty() {
+            return Err(invalid("no partitions to work".into()));
+        }
+        if let Some(&p) = partitions.iter().find(|&&p| p >= self.config.partitions) {
+            return Err(invalid(format!(
+                "partition {p} does not exist (the queue has {})",
+                self.config.partitions
+            )));
+        }
+        Ok(partitions)
+    }
+}
+
+/// State shared by the intake loop, the recovery loop and every job task.
+struct Shared<E, H> {
+    config: QueueConfig,
+    consumer: String,
+    handler: H,
+    /// The shared multiplexed connection: acks and `XAUTOCLAIM`, never blocking reads.
+    acks: ConnectionManager,
+    /// One permit per job that may run at once; a job task owns its permit.
+    permits: Arc<Semaphore>,
+    counters: Counters,
+    /// `(partition, stream id)` of every job task alive, so that recovery does
+    /// not start a second task for an entry this worker is still running.
+    in_flight: Mutex<HashSet<(u16, String)>>,
+    tasks: Mutex<JoinSet<()>>,
+    /// Raised when shutdown begins: take no new permits, start no new reads.
+    stop: Flag,
+    /// Raised when the shutdown budget is spent: abandon whatever still runs.
+    cancel: Flag,
+    _envelope: PhantomData<fn(E)>,
+}
+
+/// One stream entry handed to a job task.
+struct Delivery {
+    partition: u16,
+    key: String,
+    entry: StreamId,
+    /// Taken over by `XAUTOCLAIM` rather than read as new.
+    claimed: bool,
+}
+
+impl<E: Envelope, H: Handler<E>> Shared<E, H> {
+    /// Waits for one free permit (or returns `None` once `stop` is raised),
+    /// then takes whatever else is free, up to `max` in total.
+    async fn reserve(&self, max: usize) -> Option<Vec<OwnedSemaphorePermit>> {
+        let first = tokio::select! {
+            biased;
+            () = self.stop.raised() => return None,
+            permit = self.permits.clone().acquire_owned() => permit.ok()?,
+        };
+        let mut permits = vec![first];
+        while permits.len() < max {
+            match self.permits.clone().try_acquire_owned() {
+                Ok(permit) => permits.push(permit),
+                Err(_) => break,
+            }
+        }
+        Some(permits)
+    }
+
+    /// Starts the task that owns `delivery` and its permit; `false` if that
+    /// entry already runs here. The reading loops never run handlers themselves.
+    fn spawn_job(self: &Arc<Self>, delivery: Delivery, permit: OwnedSemaphorePermit) -> bool {
+        let id = (delivery.partition, delivery.entry.id.clone());
+        if !self.lock_in_flight().insert(id.clone()) {
+            // Recovery claimed an entry whose task is still running here: that
+            // task keeps it (and acks it); a second run would only duplicate work.
+            tracing::debug!(partition = id.0, stream_id = %id.1, "claimed an entry already running here");
+            return false;
+        }
+        let shared = self.clone();
+        // Job spans nest under the worker's span (queue, group, consumer).
+        let parent = tracing::Span::current();
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(finished) = tasks.try_join_next() {
+            log_task_end(finished);
+        }
+        tasks.spawn(async move {
+            job::run(&shared, delivery, permit, parent).await;
+            shared.lock_in_flight().remove(&id);
+        });
+        true
+    }
+
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<(u16, String)>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Job tasks catch their handler's panics; a job task itself ending abnormally is a runtime bug.
+fn log_task_end(end: std::result::Result<(), tokio::task::JoinError>) {
+    if let Err(err) = end {
+        tracing::error!(error = %err, "a job task ended abnormally");
+    }
+}
+
+/// Why a read or claim did not complete.
+enum Failure {
+    /// Retrying cannot help: stop the worker with this error.
+    Fatal(Error),
+    /// Worth retrying after a pause; `reconnect` when the connection itself is suspect.
+    Retry { error: Error, reconnect: bool },
+    /// The shutdown budget ran out while waiting.
+    Cancelled,
+}
+
+/// Sorts a Redis error from `command` on `keys` into fatal or retryable.
+fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -> Failure {
+    match err.code() {
+        Some("NOGROUP") => {
+            // A one-key command names its key; for several, Redis's message does.
+            let key = match keys {
+                [key] => (*key).to_owned(),
+                _ => err
+                    .detail()
+                    .and_then(|detail| detail.split('\'').nth(1))
+                    .map_or_else(|| keys.join(", "), str::to_owned),
+            };
+            return Failure::Fatal(Error::NoGroup {
+                key,
+                group: group.to_owned(),
+            });
+        }
+        // A Cluster reader whose slot moved away: simply read again.
+        Some("UNBLOCKED") | Some("LOADING") | Some("TRYAGAIN") | Some("CLUSTERDOWN")
+        | Some("MASTERDOWN") => {
+            return Failure::Retry {
+                error: Error::redis(command, err),
+                reconnect: false,
+            }
+        }
+        _ => {}
+    }
+    let connection_trouble = err.kind() == redis::ErrorKind::Io
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_unrecoverable_error();
+    let error = Error::redis(format!("{command} {}", keys.join(" ")), err);
+    if connection_trouble {
+        Failure::Retry {
+            error,
+            reconnect: true,
+        }
+    } else {
+        Failure::Fatal(error)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    handled: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    decode_errors: AtomicU64,
+    claimed: AtomicU64,
+    left_pending: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn report(&self) -> WorkerReport {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        WorkerReport {
+            handled: get(&self.handled),
+            done: get(&self.done),
+            failed: get(&self.failed),
+            decode_errors: get(&self.decode_errors),
+            claimed: get(&self.claimed),
+            in_flight_left_pending: get(&self.left_pending),
+        }
+    }
+}
+
+/// The block time actually used: short enough that shutdown, which waits for
+/// the read in progress, stays well inside its budget; never zero, which
+/// Redis reads as "block forever".
+fn effective_read_block(requested: Duration, shutdown_budget: Duration) -> Duration {
+    requested.min(shutdown_budget / 4).max(MIN_READ_BLOCK)
+}
+
+/// `{hostname}-{pid}-{random hex}`: unique per process, and recognisable in
+/// `XINFO CONSUMERS` as the pod or host that owns a pending entry.
+fn default_consumer_name() -> String {
+    format!(
+        "{}-{}-{:08x}",
+        hostname(),
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_block_stays_well_below_the_shutdown_budget() {
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            effective_read_block(second, Duration::from_secs(20)),
+            second
+        );
+        assert_eq!(
+            effective_read_block(second, Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(effective_read_block(second, Duration::ZERO), MIN_READ_BLOCK);
+        assert_eq!(
+            effective_read_block(Duration::ZERO, Duration::from_secs(20)),
+            MIN_READ_BLOCK
+        );
+    }
+
+    #[test]
+    fn default_consumer_names_are_unique_and_name_the_process() {
+        let a = default_consumer_name();
+        let b = default_consumer_name();
+        assert_ne!(a, b);
+        let pid = format!("-{}-", std::process::id());
+        assert!(a.contains(&pid), "{a} should contain the pid");
+        let suffix = a.rsplit('-').next().unwrap();
+        assert_eq!(suffix.len(), 8);
+        assert!(suffix.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+}

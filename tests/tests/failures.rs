@@ -1,0 +1,285 @@
+//! Handler errors, panics and timeouts leave jobs pending; recovery reports pending entries deleted from the stream.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queuegen_runtime::{
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
+    Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{capture_logs, pending_entries, unique_prefix, wait_until};
+use queuegen_tests::RedisServer;
+
+/// Behaves as the job's `subject_ref` says: `ok`, `error`, `panic` or `hang`.
+#[derive(Clone, Default)]
+struct Scripted {
+    done: Arc<Mutex<Vec<String>>>,
+}
+
+impl Handler<TestJob> for Scripted {
+    async fn handle(&self, job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        match job.subject_ref.as_str() {
+            "error" => Err(JobError::permanent("the document is unreadable")),
+            "panic" => panic!("handler bug on {}", ctx.job_id()),
+            "hang" => {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(Outcome::Done)
+            }
+            _ => {
+                self.done.lock().unwrap().push(ctx.job_id().to_owned());
+                Ok(Outcome::Done)
+            }
+        }
+    }
+}
+
+async fn start(
+    redis: &Redis,
+    config: &QueueConfig,
+    handler: Scripted,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
+) {
+    let worker = Worker::new(redis, config.clone(), handler);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    (stop, running)
+}
+
+// Current-thread runtime (the default): every task logs on this thread, into `capture_logs`.
+#[tokio::test]
+async fn failed_panicked_and_timed_out_jobs_stay_pending() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        handler_timeout: Duration::from_millis(300),
+        ..test_config(&unique_prefix("failures"), 1)
+    };
+    let key = config.ready_key(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    ensure_groups(&redis, &config).await.unwrap();
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let mut ids = Vec::new();
+    for behaviour in ["error", "panic", "hang", "ok"] {
+        let job = NewJob::new(
+            format!("job-{behaviour}"),
+            "acme",
+            TestJob::new(behaviour, None),
+        );
+        ids.push(producer.publish(job).await.unwrap().stream_id);
+    }
+
+    let handler = Scripted::default();
+    let (stop, running) = start(&redis, &config, handler.clone()).await;
+    let watched = logs.clone();
+    wait_until(Duration::from_secs(10), "every failure is logged", || {
+        let logged = ["handler failed", "handler panicked", "handler timed out"]
+            .iter()
+            .all(|message| watched.lines_with(&[message]).len() == 1);
+        async move { logged }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+
+    assert_eq!(*handler.done.lock().unwrap(), ["job-ok"]);
+    assert_eq!(
+        (
+            report.handled,
+            report.done,
+            report.failed,
+            report.in_flight_left_pending
+        ),
+        (4, 1, 3, 0),
+        "{report:?}"
+    );
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let pending: Vec<String> = pending_entries(&mut conn, &key, config.group)
+        .await
+        .into_iter()
+        .map(|entry| entry.id)
+        .collect();
+    assert_eq!(pending, ids[..3], "only the Done job was acknowledged");
+
+    let line = &logs.lines_with(&["handler failed"])[0];
+    assert!(
+        line.contains("job-error") && line.contains("permanent"),
+        "{line}"
+    );
+    let line = &logs.lines_with(&["handler panicked"])[0];
+    assert!(line.contains("handler bug on job-panic"), "{line}");
+    let line = &logs.lines_with(&["handler timed out"])[0];
+    assert!(
+        line.contains("job-hang") && line.contains("300ms"),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn recovery_claims_idle_entries_and_reports_deleted_ones() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        claim_min_idle: Duration::from_millis(300),
+        claim_every: Duration::from_millis(100),
+        handler_timeout: Duration::from_millis(200),
+        ..test_config(&unique_prefix("deleted"), 1)
+    };
+    let key = config.ready_key(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    ensure_groups(&redis, &config).await.unwrap();
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let jobs = (0..3).map(|n| NewJob::new(format!("job-{n}"), "acme", TestJob::new("ok", None)));
+    let published = producer.publish_many(jobs).await.unwrap();
+
+    // A consumer that read everything and vanished; then one entry is deleted.
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(config.group)
+        .arg("vanished")
+        .arg("STREAMS")
+        .arg(&key)
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let deleted = &published[1].stream_id;
+    let removed: usize = redis::cmd("XDEL")
+        .arg(&key)
+        .arg(deleted)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+
+    let handler = Scripted::default();
+    let (stop, running) = start(&redis, &config, handler.clone()).await;
+    let done = handler.done.clone();
+    let watched = logs.clone();
+    let deleted_id = deleted.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "live entries are claimed and done",
+        || {
+            let finished = done.lock().unwrap().len() == 2;
+            let reported = !watched.lines_with(&["deleted", &deleted_id]).is_empty();
+            async move { finished && reported }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+
+    assert_eq!((report.claimed, report.done), (2, 2), "{report:?}");
+    let mut handled = handler.done.lock().unwrap().clone();
+    handled.sort();
+    assert_eq!(handled, ["job-0", "job-2"]);
+    assert!(pending_entries(&mut conn, &key, config.group)
+        .await
+        .is_empty());
+    let lines = logs.lines_with(&["deleted", deleted]);
+    assert_eq!(lines.len(), 1, "{}", logs.text());
+    assert!(
+        lines[0].contains("ERROR") && lines[0].contains(&key),
+        "{}",
+        lines[0]
+    );
+}
+
+/// Whether some client of the server is blocked in `XREADGROUP`.
+async fn reader_blocked(conn: &mut redis::aio::MultiplexedConnection) -> bool {
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(conn)
+        .await
+        .unwrap();
+    clients
+        .lines()
+        .any(|client| client.contains("cmd=xreadgroup") && client.contains("flags=b"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_reconnects_after_its_connections_are_killed() {
+    queuegen_tests::support::init_tracing();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("reconnect"), 2);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    ensure_groups(&redis, &config).await.unwrap();
+    let worker_redis = Redis::connect(server.url()).await.unwrap();
+    let handler = Scripted::default();
+    let (stop, running) = start(&worker_redis, &config, handler.clone()).await;
+
+    let mut admin = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the worker blocks in XREADGROUP",
+        || {
+            let mut admin = admin.clone();
+            async move { reader_blocked(&mut admin).await }
+        },
+    )
+    .await;
+    // Drops every other client: the worker's reader and its shared connection,
+    // and the producer's too.
+    let killed: usize = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 3, "killed {killed} clients");
+
+    // The producer's own shared connection reconnects too: retry a failed publish.
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let job = || NewJob::new("job-after-kill", "acme", TestJob::new("ok", None));
+    let mut published = producer.publish(job()).await;
+    for _ in 0..20 {
+        if published.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        published = producer.publish(job()).await;
+    }
+    published.unwrap();
+    let done = handler.done.clone();
+    wait_until(
+        Duration::from_secs(15),
+        "the job published after the kill is done",
+        || {
+            let finished = done.lock().unwrap().len() == 1;
+            async move { finished }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.done, report.failed), (1, 0), "{report:?}");
+    for key in config.ready_keys() {
+        assert!(
+            pending_entries(&mut admin, &key, config.group)
+                .await
+                .is_empty(),
+            "{key}"
+        );
+    }
+}

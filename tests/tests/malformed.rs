@@ -1,0 +1,177 @@
+//! Entries that do not decode: the worker logs the field at fault, leaves them pending and keeps working.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queuegen_runtime::{
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
+    Timestamp, Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{capture_logs, pending_entries, unique_prefix, wait_until};
+use queuegen_tests::RedisServer;
+
+#[derive(Clone, Default)]
+struct Recorder {
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Handler<TestJob> for Recorder {
+    async fn handle(&self, _job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        self.seen.lock().unwrap().push(ctx.job_id().to_owned());
+        Ok(Outcome::Done)
+    }
+}
+
+/// A well-formed TestJob entry as field/value pairs, for tests to break.
+fn entry_fields(job_id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("job_id", job_id.to_owned()),
+        ("type", "TestJob".to_owned()),
+        ("tenant", "acme".to_owned()),
+        ("schema", "2".to_owned()),
+        ("created_at", Timestamp::now().to_string()),
+        ("trace_id", "0af7651916cd43dd8448eb211c80319c".to_owned()),
+        ("attempt", "1".to_owned()),
+        ("subject_ref", format!("doc-{job_id}")),
+        ("pages", "12".to_owned()),
+    ]
+}
+
+fn without(mut fields: Vec<(&'static str, String)>, name: &str) -> Vec<(&'static str, String)> {
+    fields.retain(|(field, _)| *field != name);
+    fields
+}
+
+fn with(
+    mut fields: Vec<(&'static str, String)>,
+    name: &str,
+    value: &str,
+) -> Vec<(&'static str, String)> {
+    for (field, old) in &mut fields {
+        if *field == name {
+            *old = value.to_owned();
+        }
+    }
+    fields
+}
+
+// The default current-thread runtime keeps every task on this thread, where
+// `capture_logs` collects their log lines.
+#[tokio::test]
+async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        concurrency: 4,
+        ..test_config(&unique_prefix("malformed"), 1)
+    };
+    let key = config.ready_key(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    ensure_groups(&redis, &config).await.unwrap();
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let good = |id: &str| NewJob::new(id, "acme", TestJob::new(format!("doc-{id}"), Some(1)));
+
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let xadd = |fields: Vec<(&'static str, String)>| {
+        let mut conn = conn.clone();
+        let key = key.clone();
+        async move {
+            let id: String = redis::cmd("XADD")
+                .arg(&key)
+                .arg("*")
+                .arg(&fields[..])
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            id
+        }
+    };
+    producer.publish(good("good-1")).await.unwrap();
+    let missing = xadd(without(entry_fields("bad-missing"), "subject_ref")).await;
+    let malformed = xadd(with(entry_fields("bad-integer"), "pages", "many")).await;
+    producer.publish(good("good-2")).await.unwrap();
+    let unaccepted = xadd(with(entry_fields("bad-schema"), "schema", "9")).await;
+    xadd(entry_fields("good-3")).await;
+
+    let recorder = Recorder::default();
+    let worker = Worker::new(&redis, config.clone(), recorder.clone());
+    let consumer = worker.consumer().to_owned();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    let seen = recorder.seen.clone();
+    let decode_logs = logs.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "good jobs are handled and bad ones logged",
+        || {
+            let handled = seen.lock().unwrap().len();
+            let logged = decode_logs.lines_with(&["does not decode"]).len();
+            async move { handled == 3 && logged == 3 }
+        },
+    )
+    .await;
+
+    // Still running: a job published after the bad ones is handled too.
+    assert!(!running.is_finished(), "the worker keeps running");
+    producer.publish(good("good-4")).await.unwrap();
+    wait_until(Duration::from_secs(10), "the later job is handled", || {
+        let handled = seen.lock().unwrap().len();
+        async move { handled == 4 }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+
+    assert_eq!(report.decode_errors, 3, "{report:?}");
+    assert_eq!(
+        (report.handled, report.done, report.failed),
+        (4, 4, 0),
+        "{report:?}"
+    );
+    let mut handled = recorder.seen.lock().unwrap().clone();
+    handled.sort();
+    assert_eq!(handled, ["good-1", "good-2", "good-3", "good-4"]);
+
+    let pending = pending_entries(&mut conn, &key, config.group).await;
+    let mut pending_ids: Vec<&str> = pending.iter().map(|entry| entry.id.as_str()).collect();
+    pending_ids.sort();
+    let mut bad_ids = [missing.as_str(), malformed.as_str(), unaccepted.as_str()];
+    bad_ids.sort();
+    assert_eq!(
+        pending_ids, bad_ids,
+        "only the malformed entries stay pending"
+    );
+    assert!(pending.iter().all(|entry| entry.consumer == consumer));
+
+    // Each log line names the queue, key, stream ID and the field at fault.
+    let line_for = |id: &str| {
+        let lines = logs.lines_with(&["does not decode", id]);
+        assert_eq!(lines.len(), 1, "one error for {id}: {}", logs.text());
+        let line = lines[0].clone();
+        assert!(line.contains("ERROR"), "{line}");
+        assert!(line.contains(&key) && line.contains("jobs"), "{line}");
+        line
+    };
+    let line = line_for(&missing);
+    assert!(line.contains("field `subject_ref` is missing"), "{line}");
+    assert!(
+        line.contains("bad-missing"),
+        "names the job when the header decodes: {line}"
+    );
+    let line = line_for(&malformed);
+    assert!(line.contains("field `pages` is not a valid u32"), "{line}");
+    assert!(
+        line.contains("\\\"many\\\"") || line.contains("\"many\""),
+        "{line}"
+    );
+    let line = line_for(&unaccepted);
+    assert!(line.contains("schema version 9 is not accepted"), "{line}");
+}
