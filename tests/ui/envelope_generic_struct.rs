@@ -1,0 +1,8 @@
+use queuegen_runtime::Envelope;
+
+#[derive(Envelope)]
+struct OcrRequested<T> {
+    subject_ref: T,
+}
+
+fn main() {}

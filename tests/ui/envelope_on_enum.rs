@@ -1,0 +1,9 @@
+use queuegen_runtime::Envelope;
+
+#[derive(Envelope)]
+enum Priority {
+    Low,
+    High,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use queuegen_runtime::Envelope;
+
+#[derive(Envelope)]
+union Either {
+    number: u32,
+    flag: bool,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use queuegen_runtime::FieldEnum;
+
+#[derive(FieldEnum)]
+enum Never {}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use queuegen_runtime::FieldEnum;
+
+#[derive(FieldEnum)]
+struct Priority {
+    level: u8,
+}
+
+fn main() {}
