@@ -1,3 +1,92 @@
 //! The queues.yaml spec: the normalized model, parsing of format v1, and validation.
+//!
+//! [`check_str`] and [`check_file`] read a spec and report every problem at
+//! once as positioned [`Diagnostic`]s; the model ([`model::Spec`]) is handed
+//! out only when there is no error.
 
+pub mod diagnostic;
+pub mod json_schema;
+pub mod limits;
 pub mod model;
+pub mod suggest;
+pub mod units;
+pub mod v1;
+pub mod yaml;
+
+use std::path::Path;
+
+pub use diagnostic::{Diagnostic, Severity};
+use model::Spec;
+
+/// The outcome of checking a spec.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The normalized model; `Some` if and only if there is no error.
+    pub spec: Option<Spec>,
+    /// Every error and warning, sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.count(Severity::Error)
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.count(Severity::Warning)
+    }
+
+    fn count(&self, severity: Severity) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == severity)
+            .count()
+    }
+}
+
+/// Checks a spec held in memory; `file` is the name diagnostics carry.
+pub fn check_str(source: &str, file: &str) -> Checked {
+    let mut ctx = v1::Ctx::new(source, file);
+    let spec = match yaml::parse(source) {
+        Ok(root) => v1::load(&mut ctx, &root),
+        Err(err) => {
+            let pos = err.pos.unwrap_or(yaml::Pos { line: 1, column: 1 });
+            let (message, help) = if err.is_tag() {
+                (err.message, "remove the tag and write the plain value")
+            } else if err.message.contains("more than one document") {
+                (
+                    format!("YAML syntax error: {}", err.message),
+                    "a spec is a single YAML document: remove the `---` separators",
+                )
+            } else {
+                (
+                    format!("YAML syntax error: {}", err.message),
+                    "fix the YAML: check indentation, and quote values that contain `: ` or ` #` or start with `{`, `[`, `*`, `&`, `!`, `%` or `@`",
+                )
+            };
+            ctx.push_at(
+                Severity::Error,
+                pos,
+                String::new(),
+                message,
+                Some(help.to_owned()),
+            );
+            None
+        }
+    };
+    let has_errors = ctx.has_errors();
+    Checked {
+        spec: if has_errors { None } else { spec },
+        diagnostics: ctx.finish(),
+    }
+}
+
+/// Reads and checks a spec file; diagnostics carry the path as given.
+pub fn check_file(path: &Path) -> std::io::Result<Checked> {
+    let source = std::fs::read_to_string(path)?;
+    Ok(check_str(&source, &path.display().to_string()))
+}

@@ -1,7 +1,8 @@
 //! The normalized spec model: every default filled in, every name checked.
 //!
-//! Produced by `spec::load` from format v1 only when validation found no
-//! errors; generators read this and never the YAML.
+//! Produced by `spec::check_str` / `spec::check_file` from format v1 only
+//! when validation found no errors; generators read this and never the YAML.
+//! Derived limits (claim margin, header allowance) are in `spec::limits`.
 
 use std::time::Duration;
 
@@ -71,7 +72,9 @@ pub struct Field {
     pub ty: FieldType,
     /// May be absent from an entry. Default false.
     pub optional: bool,
-    /// Value used when absent (enums and scalars), as written in the spec.
+    /// Value used when absent, normalized to canonical text of the field's
+    /// type (`false`, `3`, `normal`; `default: "false"` on a bool reads as
+    /// `false`). Never set together with `optional`.
     pub default: Option<String>,
     /// Upper bound of the encoded value, for strings. Default none.
     pub max_bytes: Option<u64>,
@@ -188,7 +191,10 @@ pub struct HandlerSettings {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
-    /// Default: handler.timeout * 2 (and at least timeout + 30s margin... see validation).
+    /// Default: max(2 × handler.timeout, handler.timeout + margin), where
+    /// margin = max(1s, handler.timeout / 4) rounded up to whole ms
+    /// (`spec::limits::default_claim_min_idle`). Validation rejects values
+    /// below handler.timeout + margin.
     pub min_idle: Duration,
     /// Default 10s.
     pub every: Duration,

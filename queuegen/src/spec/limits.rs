@@ -1,0 +1,203 @@
+//! Limits derived from a queue's settings, shared by validation, the
+//! generators and the docs: the claim margin, the default claim threshold,
+//! the retention floor, and the size allowance of the implicit header fields.
+
+use std::time::Duration;
+
+use super::model::{Envelope, Queue};
+
+/// How much longer than `handler.timeout` an entry must stay idle before it
+/// is claimed: max(1s, timeout / 4), rounded up to whole milliseconds.
+pub fn claim_margin(timeout: Duration) -> Duration {
+    let quarter = timeout / 4;
+    let millis = quarter.as_millis() + u128::from(quarter.as_nanos() % 1_000_000 > 0);
+    let quarter = Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX));
+    quarter.max(Duration::from_secs(1))
+}
+
+/// The smallest `claim.min_idle` that is accepted: timeout + margin.
+pub fn min_claim_idle(timeout: Duration) -> Duration {
+    timeout.saturating_add(claim_margin(timeout))
+}
+
+/// Default of `claim.min_idle`: max(2 × timeout, timeout + margin).
+pub fn default_claim_min_idle(timeout: Duration) -> Duration {
+    timeout.saturating_mul(2).max(min_claim_idle(timeout))
+}
+
+/// How long a job can stay in flight before it is settled, which
+/// `retention.min_age` must cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionFloor {
+    /// Sum of the un-jittered retry delays (`Backoff::horizon`).
+    pub retry_horizon: Duration,
+    /// claim.min_idle × poison.max_deliveries.
+    pub claim_window: Duration,
+}
+
+impl RetentionFloor {
+    pub fn of(queue: &Queue) -> Self {
+        RetentionFloor {
+            retry_horizon: queue.retry.backoff.horizon(queue.retry.max_attempts),
+            claim_window: queue
+                .claim
+                .min_idle
+                .saturating_mul(queue.poison.max_deliveries),
+        }
+    }
+
+    pub fn total(&self) -> Duration {
+        self.retry_horizon.saturating_add(self.claim_window)
+    }
+}
+
+/// The size budget of one implicit header field: its name plus at most
+/// `max_value_bytes` of value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: &'static str,
+    /// Largest value counted for payload sizing; `None` for `type`, whose
+    /// value is the envelope name itself.
+    pub max_value_bytes: Option<u64>,
+}
+
+/// Header fields in the order they are written, with the allowance the
+/// payload check assumes for each. Producers should keep values within these
+/// (a `job_id` over 128 bytes may exceed a payload bound that was accepted).
+pub const HEADER_FIELDS: &[HeaderField] = &[
+    HeaderField {
+        name: "job_id",
+        max_value_bytes: Some(128),
+    },
+    HeaderField {
+        name: "type",
+        max_value_bytes: None,
+    },
+    HeaderField {
+        name: "tenant",
+        max_value_bytes: Some(64),
+    },
+    // u32 in decimal.
+    HeaderField {
+        name: "schema",
+        max_value_bytes: Some(10),
+    },
+    // RFC 3339 UTC with milliseconds: 2024-01-01T00:00:00.000Z.
+    HeaderField {
+        name: "created_at",
+        max_value_bytes: Some(24),
+    },
+    // W3C trace id: 32 hex digits.
+    HeaderField {
+        name: "trace_id",
+        max_value_bytes: Some(32),
+    },
+    HeaderField {
+        name: "attempt",
+        max_value_bytes: Some(10),
+    },
+    // A stream ID: two u64 and a dash.
+    HeaderField {
+        name: "prev_id",
+        max_value_bytes: Some(41),
+    },
+    HeaderField {
+        name: "reason",
+        max_value_bytes: Some(256),
+    },
+];
+
+/// Header fields that may be used in `partition_by`.
+pub const PARTITION_HEADER_FIELDS: &[&str] = &["tenant", "job_id"];
+
+/// Largest encoded size of the header of an envelope named `envelope`.
+pub fn header_max_bytes(envelope: &str) -> u64 {
+    HEADER_FIELDS
+        .iter()
+        .map(|h| h.name.len() as u64 + h.max_value_bytes.unwrap_or(envelope.len() as u64))
+        .sum()
+}
+
+/// The body's largest encoded size: the sum over bounded fields of name plus
+/// largest value, and the names of the fields with no bound (strings
+/// without `max_bytes`).
+pub fn body_max_bytes(envelope: &Envelope) -> (u64, Vec<&str>) {
+    let mut bounded = 0;
+    let mut unbounded = Vec::new();
+    for field in &envelope.fields {
+        match field.max_bytes.or_else(|| field.ty.max_encoded_bytes()) {
+            Some(max) => bounded += field.name.len() as u64 + max,
+            None => unbounded.push(field.name.as_str()),
+        }
+    }
+    (bounded, unbounded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn margin_is_a_quarter_of_the_timeout_but_at_least_a_second() {
+        assert_eq!(
+            claim_margin(Duration::from_secs(60)),
+            Duration::from_secs(15)
+        );
+        assert_eq!(claim_margin(Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(
+            claim_margin(Duration::from_millis(4001)),
+            Duration::from_millis(1001)
+        );
+    }
+
+    #[test]
+    fn default_min_idle_always_passes_the_check() {
+        for millis in [1, 250, 1000, 2000, 3999, 4000, 60_000, 900_000] {
+            let timeout = Duration::from_millis(millis);
+            assert!(
+                default_claim_min_idle(timeout) >= min_claim_idle(timeout),
+                "{millis}"
+            );
+        }
+        assert_eq!(
+            default_claim_min_idle(Duration::from_secs(60)),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            default_claim_min_idle(Duration::from_millis(500)),
+            Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn retention_floor_of_a_queue() {
+        let source = "\
+version: 1
+service: s
+envelopes:
+  Job: { schema: 1 }
+queues:
+  q:
+    envelope: Job
+    claim: { min_idle: 15m }
+    retry: { max_attempts: 10, backoff: { initial: 30s, max: 1h } }
+    poison: { max_deliveries: 3 }
+    dead_letter: { owner: me }
+";
+        let spec = crate::spec::check_str(source, "q.yaml")
+            .spec
+            .expect("valid");
+        let floor = RetentionFloor::of(&spec.queues[0]);
+        // 30s + 1m + 2m + 4m + 8m + 16m + 32m + 1h + 1h (capped).
+        assert_eq!(floor.retry_horizon, Duration::from_secs(11_010));
+        assert_eq!(floor.claim_window, Duration::from_secs(45 * 60));
+        assert_eq!(floor.total(), Duration::from_secs(11_010 + 2_700));
+    }
+
+    #[test]
+    fn header_allowance() {
+        // 60 bytes of names, 565 of values, plus the envelope name.
+        assert_eq!(header_max_bytes(""), 625);
+        assert_eq!(header_max_bytes("OcrRequested"), 637);
+    }
+}

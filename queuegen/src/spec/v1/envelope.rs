@@ -1,0 +1,500 @@
+//! Envelopes and their fields: names, types, enum values, defaults and bounds.
+
+use crate::spec::limits::HEADER_FIELDS;
+use crate::spec::model::{Envelope, Field, FieldType};
+use crate::spec::suggest;
+use crate::spec::yaml::Node;
+
+use super::format::{ENVELOPE, FIELD, FIELD_TYPES};
+use super::names;
+use super::read::{entries, object, At, Ctx, Item, Object, Read};
+use super::values;
+
+/// An envelope as far as it could be read; `model` only if it is valid.
+pub(crate) struct EnvelopeDef {
+    pub name: String,
+    /// The envelope's key in `envelopes`.
+    pub at: At,
+    /// Every field by name, for partition_by; `None` when `fields` itself
+    /// is malformed, so nothing can be said about them.
+    pub fields: Option<Vec<FieldDef>>,
+    pub model: Option<Envelope>,
+}
+
+pub(crate) struct FieldDef {
+    pub name: String,
+    /// `None` when `optional` is malformed.
+    pub optional: Option<bool>,
+}
+
+const U32_MAX: u64 = u32::MAX as u64;
+
+pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> EnvelopeDef {
+    let name_ok = names::is_upper_camel(name);
+    if !name_ok {
+        ctx.error(
+            &item.key(),
+            format!("envelope name `{name}` is not UpperCamelCase"),
+            format!(
+                "rename it to `{}`; it is also the generated struct's name",
+                names::to_upper_camel(name)
+            ),
+        );
+    }
+    let obj = object(ctx, item, &ENVELOPE);
+    let schema = obj
+        .read(ctx, "schema", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "schema versions are whole numbers from 1",
+            )
+        })
+        .or(0)
+        .filter(|s| *s > 0)
+        .map(|s| s as u32);
+    let accepts = accepts(ctx, &obj, schema);
+    let mut defs = Some(Vec::new());
+    let fields = match obj.get("fields") {
+        None => Some(Vec::new()),
+        Some(fields_item) => {
+            let fields_item = fields_item.clone();
+            fields(ctx, &fields_item, &mut defs)
+        }
+    };
+    let model = match (name_ok, schema, accepts, fields) {
+        (true, Some(schema), Some(accepts), Some(fields)) => Some(Envelope {
+            name: name.to_owned(),
+            schema,
+            accepts: accepts.unwrap_or_else(|| vec![schema]),
+            fields,
+        }),
+        _ => None,
+    };
+    EnvelopeDef {
+        name: name.to_owned(),
+        at: item.key(),
+        fields: defs,
+        model,
+    }
+}
+
+/// `accepts`: `Some(None)` when absent (defaults to `[schema]`).
+fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<Option<Vec<u32>>> {
+    let read = obj.read(ctx, "accepts", |ctx, it| {
+        let items = values::list(ctx, it, "[1, 2]")?;
+        let mut versions: Vec<u32> = Vec::new();
+        let mut ok = true;
+        for version in items {
+            match values::count(
+                ctx,
+                &version,
+                1,
+                U32_MAX,
+                "schema versions are whole numbers from 1",
+            ) {
+                Some(v) if versions.contains(&(v as u32)) => {
+                    ctx.error(
+                        &version.value(),
+                        format!("schema version {v} is listed twice"),
+                        "list each accepted version once",
+                    );
+                    ok = false;
+                }
+                Some(v) => versions.push(v as u32),
+                None => ok = false,
+            }
+        }
+        ok.then_some(versions)
+    });
+    if let (Read::Ok(versions), Some(schema)) = (&read, schema) {
+        if !versions.contains(&schema) {
+            let mut fixed = versions.clone();
+            fixed.push(schema);
+            fixed.sort_unstable();
+            let fixed: Vec<String> = fixed.iter().map(u32::to_string).collect();
+            ctx.error(
+                &obj.at("accepts"),
+                format!("does not contain the current schema {schema}"),
+                format!(
+                    "workers must decode what producers write: accepts: [{}]",
+                    fixed.join(", ")
+                ),
+            );
+            return None;
+        }
+    }
+    read.optional()
+}
+
+fn fields(
+    ctx: &mut Ctx<'_>,
+    item: &Item<'_>,
+    defs: &mut Option<Vec<FieldDef>>,
+) -> Option<Vec<Field>> {
+    let Some(found) = entries(
+        ctx,
+        item,
+        "a mapping of field names to field definitions",
+        "write fields as `name: { type: string, max_bytes: 200 }`",
+    ) else {
+        *defs = None;
+        return None;
+    };
+    let list = defs.get_or_insert_with(Vec::new);
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (name, field_item) in found {
+        match field(ctx, &name, &field_item, list) {
+            Some(field) => out.push(field),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+fn field(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    item: &Item<'_>,
+    defs: &mut Vec<FieldDef>,
+) -> Option<Field> {
+    let name_ok = field_name(ctx, name, item);
+    let obj = object(ctx, item, &FIELD);
+    let ty_name = obj.read(ctx, "type", |ctx, it| {
+        values::choice(ctx, it, FIELD_TYPES, "field type")
+    });
+    let values = enum_values(ctx, &obj, &ty_name);
+    let ty = match (&ty_name, values) {
+        (Read::Ok(ty), Some(values)) => Some(field_type(ty, values)),
+        _ => None,
+    };
+    let optional = obj.read(ctx, "optional", values::boolean).or(false);
+    let max_bytes = obj.read(ctx, "max_bytes", values::size);
+    let max_bytes = match (&ty, max_bytes) {
+        (Some(ty), Read::Ok(_)) if *ty != FieldType::String => {
+            let bound = ty.max_encoded_bytes().map_or(String::new(), |b| {
+                format!("; a {} is at most {b} bytes anyway", ty.spec_name())
+            });
+            ctx.error(
+                &obj.at("max_bytes"),
+                format!(
+                    "max_bytes applies only to string fields, not {}",
+                    ty.spec_name()
+                ),
+                format!("remove max_bytes{bound}"),
+            );
+            None
+        }
+        (_, read) => read.optional(),
+    };
+    if let (Some(FieldType::String), Some(None)) = (&ty, &max_bytes) {
+        ctx.warning(
+            &item.key(),
+            "string field has no max_bytes, so the payload.max_bytes of queues carrying this envelope cannot be checked statically",
+            "add max_bytes (e.g. max_bytes: 256); producers still reject an entry over payload.max_bytes when publishing",
+        );
+    }
+    if let (true, Some(FieldType::String)) = (name_ok, &ty) {
+        if let Some(word) = names::credential_word(name) {
+            ctx.error(
+                &item.key(),
+                format!("field name looks like a credential (contains `{word}`); stream entries are replicated, persisted and readable with XRANGE"),
+                "carry a reference (e.g. secret_ref) instead of the value",
+            );
+        }
+    }
+    let default = match (&ty, obj.get("default")) {
+        (_, None) => Some(None),
+        (None, Some(_)) => None,
+        (Some(ty), Some(default_item)) => {
+            let default_item = default_item.clone();
+            let flat_max = max_bytes.flatten();
+            default_value(ctx, &default_item, ty, flat_max).map(Some)
+        }
+    };
+    if let (Some(true), Some(Some(_))) = (optional, &default) {
+        ctx.error(
+            &obj.at("default"),
+            "a field with a default is never absent, so `optional: true` and `default` contradict each other",
+            "remove `optional: true` (absent values take the default) or remove the default",
+        );
+        return None;
+    }
+    defs.push(FieldDef {
+        name: name.to_owned(),
+        optional,
+    });
+    if !name_ok {
+        return None;
+    }
+    Some(Field {
+        name: name.to_owned(),
+        ty: ty?,
+        optional: optional?,
+        default: default?,
+        max_bytes: max_bytes?,
+    })
+}
+
+fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
+    if !names::is_snake_case(name) {
+        ctx.error(
+            &item.key(),
+            format!("field name `{name}` is not a snake_case identifier"),
+            format!(
+                "rename it to `{}` (lowercase words joined by `_`, starting with a letter)",
+                names::to_snake_case(name)
+            ),
+        );
+        return false;
+    }
+    if names::is_header_field(name) {
+        let all: Vec<_> = HEADER_FIELDS.iter().map(|h| h.name).collect();
+        ctx.error(
+            &item.key(),
+            format!("field `{name}` collides with the header field of the same name"),
+            format!(
+                "every envelope already carries {}; rename this field",
+                all.join(", ")
+            ),
+        );
+        return false;
+    }
+    true
+}
+
+/// `values` of an enum field; `Some(vec![])` for other types.
+fn enum_values(
+    ctx: &mut Ctx<'_>,
+    obj: &Object<'_>,
+    ty: &Read<&'static str>,
+) -> Option<Vec<String>> {
+    let is_enum = matches!(ty, Read::Ok("enum"));
+    if !is_enum {
+        if let (Read::Ok(ty), Some(item)) = (ty, obj.get("values")) {
+            ctx.error(
+                &item.key(),
+                format!("`values` applies only to enum fields, not {ty}"),
+                "remove `values`, or set `type: enum`",
+            );
+            return None;
+        }
+        return Some(Vec::new());
+    }
+    let Some(item) = obj.get("values") else {
+        ctx.error(
+            &obj.anchor().about(format!("{}.values", obj.anchor().path)),
+            "enum field has no `values`",
+            "list the allowed values, e.g. values: [low, normal, high]",
+        );
+        return None;
+    };
+    let item = item.clone();
+    let items = values::list(ctx, &item, "[low, normal, high]")?;
+    if items.is_empty() {
+        ctx.error(
+            &item.value(),
+            "an enum needs at least one value",
+            "list the allowed values, e.g. values: [low, normal, high]",
+        );
+        return None;
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut ok = true;
+    for value in items {
+        let text = match value.node {
+            Node::Str(text) => text.clone(),
+            other => {
+                ctx.error(
+                    &value.value(),
+                    format!("expected a snake_case name, found {}", other.kind()),
+                    "enum values are snake_case names such as `high`",
+                );
+                ok = false;
+                continue;
+            }
+        };
+        if !names::is_snake_case(&text) {
+            ctx.error(
+                &value.value(),
+                format!("enum value `{text}` is not snake_case"),
+                format!("write it as `{}`", names::to_snake_case(&text)),
+            );
+            ok = false;
+        } else if out.contains(&text) {
+            ctx.error(
+                &value.value(),
+                format!("enum value `{text}` is listed twice"),
+                "list each value once",
+            );
+            ok = false;
+        } else {
+            out.push(text);
+        }
+    }
+    ok.then_some(out)
+}
+
+fn field_type(name: &str, values: Vec<String>) -> FieldType {
+    match name {
+        "string" => FieldType::String,
+        "bool" => FieldType::Bool,
+        "u32" => FieldType::U32,
+        "u64" => FieldType::U64,
+        "i32" => FieldType::I32,
+        "i64" => FieldType::I64,
+        "timestamp" => FieldType::Timestamp,
+        _ => FieldType::Enum { values },
+    }
+}
+
+/// A default normalized to its canonical text, checked against the type.
+fn default_value(
+    ctx: &mut Ctx<'_>,
+    item: &Item<'_>,
+    ty: &FieldType,
+    max_bytes: Option<u64>,
+) -> Option<String> {
+    let at = item.value();
+    let scalar = match item.node {
+        Node::Null | Node::Seq(_) | Node::Map(_) => {
+            ctx.error(
+                &at,
+                format!(
+                    "expected a {} value, found {}",
+                    ty.spec_name(),
+                    item.node.kind()
+                ),
+                "a default is a single value of the field's type, e.g. false, 3 or normal",
+            );
+            return None;
+        }
+        Node::Float(_) if *ty == FieldType::String => {
+            ctx.error(
+                &at,
+                "a decimal number as a string default is ambiguous",
+                format!("quote it: default: \"{}\"", item.node.key_text()),
+            );
+            return None;
+        }
+        other => other.key_text(),
+    };
+    let integer = |min: i128, max: i128| -> Option<String> {
+        let n = match item.node {
+            Node::Int(n) => Some(*n),
+            Node::Str(text) => text.parse::<i128>().ok(),
+            _ => None,
+        };
+        n.filter(|n| (min..=max).contains(n)).map(|n| n.to_string())
+    };
+    let (normalized, expected): (Option<String>, String) = match ty {
+        FieldType::String => (Some(scalar.clone()), String::new()),
+        FieldType::Bool => (
+            matches!(scalar.as_str(), "true" | "false").then(|| scalar.clone()),
+            "true or false".to_owned(),
+        ),
+        FieldType::U32 => (
+            integer(0, u32::MAX.into()),
+            format!("a u32 (0 to {})", u32::MAX),
+        ),
+        FieldType::U64 => (
+            integer(0, u64::MAX.into()),
+            format!("a u64 (0 to {})", u64::MAX),
+        ),
+        FieldType::I32 => (
+            integer(i32::MIN.into(), i32::MAX.into()),
+            format!("an i32 ({} to {})", i32::MIN, i32::MAX),
+        ),
+        FieldType::I64 => (
+            integer(i64::MIN.into(), i64::MAX.into()),
+            format!("an i64 ({} to {})", i64::MIN, i64::MAX),
+        ),
+        FieldType::Timestamp => (
+            is_timestamp(&scalar).then(|| scalar.clone()),
+            "an RFC 3339 UTC timestamp with milliseconds, e.g. 2024-01-31T09:30:00.000Z".to_owned(),
+        ),
+        FieldType::Enum { values } => {
+            if values.contains(&scalar) {
+                (Some(scalar.clone()), String::new())
+            } else {
+                ctx.error(
+                    &at,
+                    format!("default `{scalar}` is not one of the enum's values"),
+                    suggest::help(&scalar, values.iter().map(String::as_str), "the values are"),
+                );
+                return None;
+            }
+        }
+    };
+    let Some(normalized) = normalized else {
+        ctx.error(
+            &at,
+            format!("default `{scalar}` is not {expected}"),
+            format!("give a default of the field's type: {expected}"),
+        );
+        return None;
+    };
+    if let Some(max) = max_bytes {
+        if normalized.len() as u64 > max {
+            ctx.error(
+                &at,
+                format!(
+                    "default is {} bytes, more than the field's max_bytes of {max}",
+                    normalized.len()
+                ),
+                "shorten the default or raise max_bytes",
+            );
+            return None;
+        }
+    }
+    Some(normalized)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` with a real calendar date.
+fn is_timestamp(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.len() != 24 {
+        return false;
+    }
+    let shape = b"dddd-dd-ddTdd:dd:dd.dddZ";
+    let shaped = b.iter().zip(shape).all(|(c, s)| {
+        if *s == b'd' {
+            c.is_ascii_digit()
+        } else {
+            c == s
+        }
+    });
+    if !shaped {
+        return false;
+    }
+    let num = |range: std::ops::Range<usize>| text[range].parse::<u32>().unwrap_or(u32::MAX);
+    let (year, month, day) = (num(0..4), num(5..7), num(8..10));
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&day) && num(11..13) < 24 && num(14..16) < 60 && num(17..19) < 60
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert!(is_timestamp("2024-01-31T09:30:00.000Z"));
+        assert!(is_timestamp("2024-02-29T23:59:59.999Z"));
+        assert!(!is_timestamp("2023-02-29T00:00:00.000Z"));
+        assert!(!is_timestamp("2024-01-31T09:30:00Z"));
+        assert!(!is_timestamp("2024-01-31 09:30:00.000Z"));
+        assert!(!is_timestamp("2024-13-01T00:00:00.000Z"));
+        assert!(!is_timestamp("2024-01-01T24:00:00.000Z"));
+    }
+}

@@ -1,0 +1,450 @@
+//! The keys of format v1 as data: which keys each mapping allows, their
+//! value kinds, defaults and descriptions. The checker takes its allowed keys
+//! (and did-you-mean candidates) from here, and the JSON Schema is built from
+//! it, so the two cannot drift apart.
+
+/// A mapping with fixed keys.
+#[derive(Debug)]
+pub struct Obj {
+    /// Name of the schema definition (`#/$defs/Queue`).
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub props: &'static [Prop],
+}
+
+impl Obj {
+    pub fn prop(&self, key: &str) -> Option<&'static Prop> {
+        self.props.iter().find(|p| p.key == key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> + Clone {
+        self.props.iter().map(|p| p.key)
+    }
+}
+
+/// One key of a mapping.
+#[derive(Debug)]
+pub struct Prop {
+    pub key: &'static str,
+    pub ty: Ty,
+    pub required: bool,
+    /// The default as documented (not parsed), when the key may be omitted.
+    pub default: Option<&'static str>,
+    pub doc: &'static str,
+}
+
+/// The kind of value a key takes.
+#[derive(Debug)]
+pub enum Ty {
+    /// The format version: the integer 1.
+    Version,
+    Bool,
+    Str(StrKind),
+    /// One of a fixed set of strings.
+    Choice(&'static [&'static str]),
+    /// A whole number in `min..=max`.
+    Int {
+        min: u64,
+        max: u64,
+    },
+    /// A number (integer or decimal) of at least 1.
+    Factor,
+    Duration,
+    Size,
+    /// `$`, `0-0` or a stream ID.
+    GroupStart,
+    /// A scalar of the field's own type (field defaults).
+    Scalar,
+    List(&'static Ty),
+    Object(&'static Obj),
+    /// Named entries: keys of the given kind, each value an object.
+    Map {
+        names: StrKind,
+        value: &'static Obj,
+    },
+}
+
+/// The rules a string follows; each has a pattern for the JSON Schema that
+/// matches what the checker accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrKind {
+    /// Service and queue names: lowercase letters, digits, `_`, `-`.
+    LowerName,
+    /// Envelope names: UpperCamelCase.
+    UpperCamel,
+    /// Field names and enum values: snake_case.
+    Snake,
+    /// Group names and key prefixes: anything but `{`, `}`, `:` and whitespace.
+    KeySafe,
+    /// Any non-empty text.
+    Text,
+    /// A Redis version such as "7.0" or "7.2.4".
+    RedisVersion,
+}
+
+impl StrKind {
+    /// The JSON Schema pattern (ECMA-262) of this kind.
+    pub fn pattern(self) -> Option<&'static str> {
+        match self {
+            StrKind::LowerName => Some("^[a-z][a-z0-9_-]*$"),
+            StrKind::UpperCamel => Some("^[A-Z][A-Za-z0-9]*$"),
+            StrKind::Snake => Some("^[a-z][a-z0-9]*(_[a-z0-9]+)*$"),
+            StrKind::KeySafe => Some("^[^{}:\\s]+$"),
+            StrKind::Text => None,
+            StrKind::RedisVersion => Some("^[0-9]+\\.[0-9]+(\\.[0-9]+)?$"),
+        }
+    }
+}
+
+/// The field types of an envelope body.
+pub const FIELD_TYPES: &[&str] = &[
+    "string",
+    "bool",
+    "u32",
+    "u64",
+    "i32",
+    "i64",
+    "timestamp",
+    "enum",
+];
+
+pub const DEPLOYMENTS: &[&str] = &["standalone", "cluster"];
+pub const JITTERS: &[&str] = &["full", "none"];
+
+const U32_MAX: u64 = u32::MAX as u64;
+
+macro_rules! prop {
+    ($key:literal, $ty:expr, required, $doc:literal) => {
+        Prop {
+            key: $key,
+            ty: $ty,
+            required: true,
+            default: None,
+            doc: $doc,
+        }
+    };
+    ($key:literal, $ty:expr, default = $default:expr, $doc:literal) => {
+        Prop {
+            key: $key,
+            ty: $ty,
+            required: false,
+            default: $default,
+            doc: $doc,
+        }
+    };
+}
+
+pub static SPEC: Obj = Obj {
+    name: "Spec",
+    doc: "A queuegen spec, format version 1: the Redis Streams work queues of one service.",
+    props: &[
+        prop!("version", Ty::Version, required,
+            "Format version of this file; queuegen reads it first. Only 1 exists."),
+        prop!("service", Ty::Str(StrKind::LowerName), required,
+            "The service owning these queues; names the Redis Function library, ACL users and metrics. Lowercase letters, digits, `_` and `-`, starting with a letter."),
+        prop!("redis", Ty::Object(&REDIS), default = Some("all defaults"),
+            "The Redis deployment the queues live on."),
+        prop!("envelopes", Ty::Map { names: StrKind::UpperCamel, value: &ENVELOPE }, required,
+            "Job types, keyed by UpperCamelCase name (also the generated struct's name)."),
+        prop!("queues", Ty::Map { names: StrKind::LowerName, value: &QUEUE }, required,
+            "Work queues, keyed by name (lowercase letters, digits, `_` and `-`)."),
+    ],
+};
+
+pub static REDIS: Obj = Obj {
+    name: "Redis",
+    doc: "The Redis deployment the queues live on.",
+    props: &[
+        prop!("key_prefix", Ty::Str(StrKind::KeySafe), default = Some("the service name"),
+            "First segment of every key, as in `PREFIX:{queue-NN}:ready`. No `{`, `}`, `:` or whitespace."),
+        prop!("deployment", Ty::Choice(DEPLOYMENTS), default = Some("standalone"),
+            "`standalone` (one primary, maybe with replicas) or `cluster` (Redis Cluster: Functions are loaded on every primary)."),
+        prop!("min_version", Ty::Str(StrKind::RedisVersion), default = Some("\"7.0\""),
+            "Lowest Redis version the deployment runs, quoted, e.g. \"7.0\". Redis Functions need 7.0 or later."),
+    ],
+};
+
+pub static ENVELOPE: Obj = Obj {
+    name: "Envelope",
+    doc: "One job type: a versioned, flat record of typed fields. The header fields (job_id, type, tenant, schema, created_at, trace_id, attempt, prev_id, reason) are implicit.",
+    props: &[
+        prop!("schema", Ty::Int { min: 1, max: U32_MAX }, required,
+            "Schema version producers write."),
+        prop!("accepts", Ty::List(&Ty::Int { min: 1, max: U32_MAX }), default = Some("[schema]"),
+            "Schema versions workers decode; must include `schema`."),
+        prop!("fields", Ty::Map { names: StrKind::Snake, value: &FIELD }, default = Some("no body fields"),
+            "Body fields keyed by snake_case name, encoded in this order."),
+    ],
+};
+
+pub static FIELD: Obj = Obj {
+    name: "Field",
+    doc: "One body field of an envelope.",
+    props: &[
+        prop!("type", Ty::Choice(FIELD_TYPES), required,
+            "The value type: string, bool, u32, u64, i32, i64, timestamp (RFC 3339 UTC with milliseconds) or enum (one of `values`)."),
+        prop!("optional", Ty::Bool, default = Some("false"),
+            "Whether an entry may leave the field out."),
+        prop!("default", Ty::Scalar, default = Some("none"),
+            "Value used when the field is absent, of the field's type (e.g. false, 3, normal); not together with `optional: true`."),
+        prop!("max_bytes", Ty::Size, default = Some("unbounded"),
+            "Upper bound of the encoded value; string fields only. Without it the payload bound cannot be checked statically."),
+        prop!("values", Ty::List(&Ty::Str(StrKind::Snake)), default = Some("none"),
+            "The snake_case values of an `enum` field; required for enums, not allowed for other types."),
+    ],
+};
+
+pub static QUEUE: Obj = Obj {
+    name: "Queue",
+    doc: "One work queue: partitioned streams, a consumer group, and every policy that governs a job in it.",
+    props: &[
+        prop!("envelope", Ty::Str(StrKind::UpperCamel), required,
+            "Name of the envelope (job type) this queue carries."),
+        prop!("partitions", Ty::Int { min: 1, max: 16384 }, default = Some("1"),
+            "Number of partitions, each its own stream and hash tag; 1 to 16384."),
+        prop!("partition_by", Ty::List(&Ty::Str(StrKind::Snake)), default = Some("[job_id]"),
+            "Fields whose values pick the partition (and so the ordering scope): header fields `tenant` and `job_id`, or required body fields."),
+        prop!("group", Ty::Object(&GROUP), default = Some("all defaults"),
+            "The consumer group workers read with."),
+        prop!("handler", Ty::Object(&HANDLER), default = Some("all defaults"),
+            "How the worker runs the handler."),
+        prop!("claim", Ty::Object(&CLAIM), default = Some("all defaults"),
+            "Recovery of jobs left pending by a dead or stuck worker."),
+        prop!("retry", Ty::Object(&RETRY), default = Some("all defaults"),
+            "Application retries (the attempt counter in the envelope)."),
+        prop!("poison", Ty::Object(&POISON), default = Some("all defaults"),
+            "Quarantine of entries that crash workers (the delivery counter of the pending list)."),
+        prop!("dead_letter", Ty::Object(&DEAD_LETTER), default = Some("all defaults"),
+            "The dead-letter stream of each partition."),
+        prop!("retention", Ty::Object(&RETENTION), default = Some("all defaults"),
+            "Trimming of the ready streams."),
+        prop!("payload", Ty::Object(&PAYLOAD), default = Some("all defaults"),
+            "Limits on one encoded entry."),
+        prop!("admission", Ty::Object(&ADMISSION), default = Some("no backpressure"),
+            "Producer backpressure."),
+        prop!("alerts", Ty::Object(&ALERTS), default = Some("no alerts"),
+            "Thresholds of the generated Prometheus alerts."),
+    ],
+};
+
+pub static GROUP: Obj = Obj {
+    name: "Group",
+    doc: "The consumer group workers read with.",
+    props: &[
+        prop!("name", Ty::Str(StrKind::KeySafe), default = Some("QUEUE-workers"),
+            "Consumer group name; no `{`, `}`, `:` or whitespace."),
+        prop!("start", Ty::GroupStart, default = Some("\"$\""),
+            "Where a newly created group starts: \"$\" (entries added afterwards), \"0-0\" (everything in the stream) or a stream ID (`<ms>` or `<ms>-<seq>`)."),
+    ],
+};
+
+pub static HANDLER: Obj = Obj {
+    name: "Handler",
+    doc: "How the worker runs the handler.",
+    props: &[
+        prop!("timeout", Ty::Duration, default = Some("30s"),
+            "A handler running longer is abandoned; its job stays pending and is claimed again later."),
+        prop!("concurrency", Ty::Int { min: 1, max: U32_MAX }, default = Some("8"),
+            "Jobs one worker process runs at once; also the most it reads ahead."),
+        prop!("shutdown_budget", Ty::Duration, default = Some("10s"),
+            "How long shutdown waits for jobs in flight before leaving them pending."),
+    ],
+};
+
+pub static CLAIM: Obj = Obj {
+    name: "Claim",
+    doc: "Recovery of jobs left pending by a dead or stuck worker (XAUTOCLAIM).",
+    props: &[
+        prop!("min_idle", Ty::Duration, default = Some("max(2 × handler.timeout, handler.timeout + margin), margin = max(1s, handler.timeout / 4)"),
+            "A pending entry idle this long is claimed by another worker. Must be at least handler.timeout + margin, so a running job is not taken over."),
+        prop!("every", Ty::Duration, default = Some("10s"),
+            "How often each partition's recovery loop looks for idle entries."),
+        prop!("batch", Ty::Int { min: 1, max: U32_MAX }, default = Some("50"),
+            "Most entries claimed by one XAUTOCLAIM call."),
+    ],
+};
+
+pub static RETRY: Obj = Obj {
+    name: "Retry",
+    doc: "Application retries, driven by the attempt counter in the envelope.",
+    props: &[
+        prop!(
+            "max_attempts",
+            Ty::Int {
+                min: 1,
+                max: U32_MAX
+            },
+            default = Some("5"),
+            "Total application attempts, the first included; then the job is dead-lettered."
+        ),
+        prop!(
+            "backoff",
+            Ty::Object(&BACKOFF),
+            default = Some("all defaults"),
+            "Delay before each retry."
+        ),
+    ],
+};
+
+pub static BACKOFF: Obj = Obj {
+    name: "Backoff",
+    doc: "Exponential backoff: the delay before attempt n+1 is min(initial × factor^(n-1), max), jittered.",
+    props: &[
+        prop!("initial", Ty::Duration, default = Some("1s"),
+            "Delay before the second attempt."),
+        prop!("max", Ty::Duration, default = Some("5m"),
+            "Upper bound of any one delay; at least `initial`."),
+        prop!("factor", Ty::Factor, default = Some("2"),
+            "Growth per attempt; at least 1."),
+        prop!("jitter", Ty::Choice(JITTERS), default = Some("full"),
+            "`full`: uniform in [0, delay]; `none`: exactly the delay."),
+    ],
+};
+
+pub static POISON: Obj = Obj {
+    name: "Poison",
+    doc: "Quarantine of entries that keep crashing workers, by delivery count (separate from retry attempts).",
+    props: &[
+        prop!("max_deliveries", Ty::Int { min: 1, max: U32_MAX }, default = Some("5"),
+            "Deliveries (pending-list count) after which an entry is moved to the dead-letter stream."),
+    ],
+};
+
+pub static DEAD_LETTER: Obj = Obj {
+    name: "DeadLetter",
+    doc: "The dead-letter stream of each partition.",
+    props: &[
+        prop!(
+            "retention",
+            Ty::Duration,
+            default = Some("14d"),
+            "How long dead letters are kept."
+        ),
+        prop!(
+            "max_len",
+            Ty::Int {
+                min: 1,
+                max: u64::MAX
+            },
+            default = Some("100000"),
+            "Most dead letters kept per partition."
+        ),
+        prop!(
+            "owner",
+            Ty::Str(StrKind::Text),
+            default = Some("none (warned)"),
+            "Team or person paged for dead letters."
+        ),
+    ],
+};
+
+pub static RETENTION: Obj = Obj {
+    name: "Retention",
+    doc: "Trimming of the ready streams.",
+    props: &[
+        prop!("min_age", Ty::Duration, default = Some("3d"),
+            "Entries younger than this are never trimmed. Must cover the retry horizon plus claim.min_idle × poison.max_deliveries."),
+    ],
+};
+
+pub static PAYLOAD: Obj = Obj {
+    name: "Payload",
+    doc: "Limits on one encoded entry.",
+    props: &[
+        prop!("max_bytes", Ty::Size, default = Some("65536"),
+            "Largest encoded envelope, header fields included (names and values). Must hold the largest entry the fields allow."),
+    ],
+};
+
+pub static ADMISSION: Obj = Obj {
+    name: "Admission",
+    doc: "Producer backpressure.",
+    props: &[prop!(
+        "max_oldest_ready_age",
+        Ty::Duration,
+        default = Some("none"),
+        "Producers get a backpressure error while the oldest ready entry is older than this."
+    )],
+};
+
+pub static ALERTS: Obj = Obj {
+    name: "Alerts",
+    doc: "Thresholds of the generated Prometheus alerts; an omitted key means no such alert.",
+    props: &[
+        prop!(
+            "oldest_pending_age",
+            Ty::Duration,
+            default = Some("none"),
+            "Alert when a delivered entry has been pending longer than this."
+        ),
+        prop!(
+            "oldest_ready_age",
+            Ty::Duration,
+            default = Some("none"),
+            "Alert when an undelivered entry is older than this."
+        ),
+        prop!(
+            "dead_letters",
+            Ty::Int {
+                min: 1,
+                max: u64::MAX
+            },
+            default = Some("none"),
+            "Alert when a partition holds at least this many dead letters."
+        ),
+    ],
+};
+
+/// Every mapping of the format, root first.
+pub fn all_objects() -> Vec<&'static Obj> {
+    vec![
+        &SPEC,
+        &REDIS,
+        &ENVELOPE,
+        &FIELD,
+        &QUEUE,
+        &GROUP,
+        &HANDLER,
+        &CLAIM,
+        &RETRY,
+        &BACKOFF,
+        &POISON,
+        &DEAD_LETTER,
+        &RETENTION,
+        &PAYLOAD,
+        &ADMISSION,
+        &ALERTS,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_documented_and_optional_keys_have_defaults() {
+        for obj in all_objects() {
+            assert!(!obj.doc.is_empty(), "{}", obj.name);
+            for prop in obj.props {
+                assert!(!prop.doc.is_empty(), "{}.{}", obj.name, prop.key);
+                assert_eq!(
+                    prop.required,
+                    prop.default.is_none(),
+                    "{}.{}: a key is either required or has a documented default",
+                    obj.name,
+                    prop.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_unique_per_object() {
+        for obj in all_objects() {
+            let mut keys: Vec<_> = obj.keys().collect();
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(keys.len(), obj.props.len(), "{}", obj.name);
+        }
+    }
+}

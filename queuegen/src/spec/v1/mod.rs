@@ -1,0 +1,264 @@
+//! Format version 1 of queues.yaml: the version gate, then the whole document
+//! read strictly into the normalized model, every problem reported at once.
+
+mod envelope;
+pub mod format;
+mod names;
+mod queue;
+mod read;
+mod values;
+
+use crate::spec::model::{Deployment, RedisSettings, Spec};
+use crate::spec::yaml::Node;
+
+use envelope::EnvelopeDef;
+use format::{DEPLOYMENTS, REDIS, SPEC};
+use read::{entries, object, Item, Object};
+
+pub(crate) use read::Ctx;
+
+/// The only format version this queuegen reads.
+pub const VERSION: u32 = 1;
+
+/// Reads a parsed document. Returns the model when nothing was wrong enough
+/// to stop building it; the caller discards it if any error was reported.
+pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
+    let item = Item::root(root);
+    if !version_is_supported(ctx, &item) {
+        return None;
+    }
+    let spec = object(ctx, &item, &SPEC);
+    let service = spec
+        .read(ctx, "service", |ctx, it| {
+            let name = values::string(ctx, it)?;
+            names::check_lower_name(ctx, &it.value(), name, "service").then(|| name.to_owned())
+        })
+        .or(String::new());
+    let redis = redis(ctx, &spec, service.as_deref());
+    let envelopes = named(
+        ctx,
+        &spec,
+        "envelopes",
+        "a mapping of envelope names to envelopes",
+        |ctx, name, it| envelope::envelope(ctx, name, it),
+    );
+    let mut used = vec![false; envelopes.as_ref().map_or(0, Vec::len)];
+    let known: Option<&[EnvelopeDef]> = envelopes.as_deref();
+    let all_envelopes: &[EnvelopeDef] = known.unwrap_or(&[]);
+    let queues = named(
+        ctx,
+        &spec,
+        "queues",
+        "a mapping of queue names to queues",
+        |ctx, name, it| {
+            let queue = queue::queue(ctx, name, it, known);
+            if let Some(wanted) = declared_envelope(it) {
+                if let Some(i) = all_envelopes.iter().position(|e| e.name == wanted) {
+                    used[i] = true;
+                }
+            }
+            queue
+        },
+    );
+    if let Some(queues) = &queues {
+        if queues.is_empty() {
+            ctx.error(
+                &spec.at("queues"),
+                "declares no queue",
+                "add at least one queue, e.g. `ocr: { envelope: OcrRequested }`",
+            );
+        }
+    }
+    // An envelope no queue carries is only worth a warning when the queues
+    // themselves could be read.
+    if queues.is_some() {
+        for (envelope, used) in all_envelopes.iter().zip(&used) {
+            if !used {
+                ctx.warning(
+                    &envelope.at,
+                    "envelope is not carried by any queue",
+                    "remove it, or name it in a queue's `envelope`",
+                );
+            }
+        }
+    }
+    let envelopes = envelopes?
+        .into_iter()
+        .map(|e| e.model)
+        .collect::<Option<Vec<_>>>()?;
+    let queues = queues?.into_iter().collect::<Option<Vec<_>>>()?;
+    Some(Spec {
+        version: VERSION,
+        service: service?,
+        redis: redis?,
+        envelopes,
+        queues,
+    })
+}
+
+/// `version` is read before anything else: a missing or unknown version is
+/// the only problem reported, since the rest may be another format.
+fn version_is_supported(ctx: &mut Ctx<'_>, root: &Item<'_>) -> bool {
+    let help = format!(
+        "queuegen {} reads spec version {VERSION}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let Node::Map(pairs) = root.node else {
+        let message = match root.node {
+            Node::Null => "the spec is empty".to_owned(),
+            other => format!(
+                "expected a mapping with version, service, envelopes and queues, found {}",
+                other.kind()
+            ),
+        };
+        ctx.error(
+            &root.value(),
+            message,
+            format!("start the file with `version: {VERSION}`; {help}"),
+        );
+        return false;
+    };
+    match pairs.iter().find(|(k, _)| k.key_text() == "version") {
+        None => {
+            ctx.error(
+                &root.value().about("version".to_owned()),
+                "missing `version`",
+                format!("add `version: {VERSION}` as the first line; {help}"),
+            );
+            false
+        }
+        Some((_, Node::Int(v))) if *v == i128::from(VERSION) => true,
+        Some((_, value @ Node::Str(text))) if text.trim() == VERSION.to_string() => {
+            let at = root.entry("version", 0, value).value();
+            ctx.error(
+                &at,
+                format!("version must be the integer {VERSION}, found the string \"{text}\""),
+                format!("write `version: {VERSION}` without quotes"),
+            );
+            false
+        }
+        Some((_, value)) => {
+            let shown = match value {
+                Node::Str(s) => format!("\"{s}\""),
+                other @ (Node::Int(_) | Node::Float(_) | Node::Bool(_)) => other.key_text(),
+                other => other.kind().to_owned(),
+            };
+            let at = root.entry("version", 0, value).value();
+            ctx.error(&at, format!("unknown spec version {shown}"), help);
+            false
+        }
+    }
+}
+
+fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<RedisSettings> {
+    let r = spec.child(ctx, "redis", &REDIS);
+    let key_prefix = r.read(ctx, "key_prefix", |ctx, it| {
+        let prefix = values::string(ctx, it)?;
+        names::check_key_safe(ctx, &it.value(), prefix, "key prefix").then(|| prefix.to_owned())
+    });
+    let key_prefix = match key_prefix {
+        read::Read::Absent => service.map(str::to_owned),
+        other => other.or(String::new()),
+    };
+    let deployment = r
+        .read(ctx, "deployment", |ctx, it| {
+            values::choice(ctx, it, DEPLOYMENTS, "deployment")
+        })
+        .or("standalone")
+        .map(|d| {
+            if d == "cluster" {
+                Deployment::Cluster
+            } else {
+                Deployment::Standalone
+            }
+        });
+    let min_version = r
+        .read(ctx, "min_version", |ctx, it| {
+            let text = values::string(ctx, it)?;
+            match parse_redis_version(text) {
+                None => {
+                    ctx.error(
+                        &it.value(),
+                        format!("`{text}` is not a Redis version"),
+                        "write major.minor (or major.minor.patch) in quotes, e.g. \"7.0\"",
+                    );
+                    None
+                }
+                Some((major, _)) if major < 7 => {
+                    ctx.error(
+                        &it.value(),
+                        format!("Redis {text} is too old: queues run on Redis Functions, which need 7.0"),
+                        "set min_version to \"7.0\" or later and upgrade the deployment",
+                    );
+                    None
+                }
+                Some(_) => Some(text.to_owned()),
+            }
+        })
+        .or("7.0".to_owned());
+    Some(RedisSettings {
+        key_prefix: key_prefix?,
+        deployment: deployment?,
+        min_version: min_version?,
+    })
+}
+
+/// "7.0" or "7.2.4" -> (major, minor).
+fn parse_redis_version(text: &str) -> Option<(u32, u32)> {
+    let parts: Vec<&str> = text.split('.').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return None;
+    }
+    let numbers: Vec<u32> = parts
+        .iter()
+        .map(|p| {
+            (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse().ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    Some((numbers[0], numbers[1]))
+}
+
+/// Reads a required mapping of named entries (envelopes, queues).
+fn named<'a, T>(
+    ctx: &mut Ctx<'_>,
+    spec: &Object<'a>,
+    key: &str,
+    expected: &str,
+    mut each: impl FnMut(&mut Ctx<'_>, &str, &Item<'a>) -> T,
+) -> Option<Vec<T>> {
+    let item = spec.get(key)?.clone();
+    let found = entries(
+        ctx,
+        &item,
+        expected,
+        &format!("write `{key}:` as a mapping keyed by name"),
+    )?;
+    Some(found.iter().map(|(name, it)| each(ctx, name, it)).collect())
+}
+
+/// The envelope a queue names, as written (for the unused-envelope check).
+fn declared_envelope<'a>(queue: &Item<'a>) -> Option<&'a str> {
+    let Node::Map(pairs) = queue.node else {
+        return None;
+    };
+    pairs
+        .iter()
+        .find(|(k, _)| k.key_text() == "envelope")
+        .and_then(|(_, v)| v.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_versions() {
+        assert_eq!(parse_redis_version("7.0"), Some((7, 0)));
+        assert_eq!(parse_redis_version("7.2.4"), Some((7, 2)));
+        for bad in ["7", "7.", ".0", "7.0.0.1", "seven", "7.x", "+7.0"] {
+            assert_eq!(parse_redis_version(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,643 @@
+//! Queues: names, the envelope reference, partitioning, group, and every
+//! policy section, with the checks that tie the sections together.
+
+use std::time::Duration;
+
+use crate::spec::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
+use crate::spec::model::{
+    Admission, Alerts, Backoff, Claim, DeadLetter, Group, GroupStart, HandlerSettings, Jitter,
+    Payload, Poison, Queue, Retention, Retry,
+};
+use crate::spec::suggest;
+use crate::spec::units::{format_duration, format_size, round_up_duration};
+use crate::spec::yaml::Node;
+
+use super::envelope::EnvelopeDef;
+use super::format::{
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, GROUP, HANDLER, JITTERS, PAYLOAD, POISON,
+    QUEUE, RETENTION, RETRY,
+};
+use super::names;
+use super::read::{object, Ctx, Item, Object, Read};
+use super::values;
+
+const U32_MAX: u64 = u32::MAX as u64;
+/// Above these, a value is legal but almost certainly a mistake.
+const MANY_PARTITIONS: u64 = 1024;
+const MANY_CONCURRENT: u64 = 1024;
+
+const fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Reads one queue; the model only if every part of it is valid.
+pub(crate) fn queue(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    item: &Item<'_>,
+    envelopes: Option<&[EnvelopeDef]>,
+) -> Option<Queue> {
+    let name_ok = names::check_lower_name(ctx, &item.key(), name, "queue");
+    let q = object(ctx, item, &QUEUE);
+    let envelope_name = q.read(ctx, "envelope", values::string);
+    // With `envelopes` itself malformed, a missing name says nothing new.
+    let envelope = match (&envelope_name, envelopes) {
+        (Read::Ok(wanted), Some(envelopes)) => find_envelope(ctx, &q, wanted, envelopes),
+        _ => None,
+    };
+    let partitions = q
+        .read(ctx, "partitions", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                16384,
+                "use 1 to 16384 partitions (16384 is the number of Redis Cluster hash slots)",
+            )
+        })
+        .or(1);
+    if let Some(n) = partitions.filter(|n| *n > MANY_PARTITIONS) {
+        ctx.warning(
+            &q.at("partitions"),
+            format!("{n} partitions: every partition is a stream with its own reader, recovery and trimming work"),
+            "partitions scope ordering; a few hundred is plenty for most throughput",
+        );
+    }
+    let partition_by = partition_by(ctx, &q, envelope);
+    let group = group(ctx, &q, name);
+    let (timeout, handler) = handler(ctx, &q);
+    let (min_idle, claim) = claim(ctx, &q, timeout);
+    let retry = retry(ctx, &q);
+    let poison = q.child(ctx, "poison", &POISON);
+    let max_deliveries = poison
+        .read(ctx, "max_deliveries", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "an entry must be delivered at least once before it can be quarantined",
+            )
+        })
+        .or(5)
+        .map(|n| n as u32);
+    let dead_letter = dead_letter(ctx, &q);
+    let retention = retention(ctx, &q, retry.as_ref(), min_idle, max_deliveries);
+    let payload = payload(ctx, &q, envelope);
+    let admission = q.child(ctx, "admission", &ADMISSION);
+    let admission = admission
+        .read(ctx, "max_oldest_ready_age", values::duration)
+        .optional()
+        .map(|max_oldest_ready_age| Admission {
+            max_oldest_ready_age,
+        });
+    let alerts = alerts(ctx, &q);
+    if !name_ok {
+        return None;
+    }
+    Some(Queue {
+        name: name.to_owned(),
+        envelope: envelope?.model.as_ref()?.name.clone(),
+        partitions: partitions? as u16,
+        partition_by: partition_by?,
+        group: group?,
+        handler: handler?,
+        claim: claim?,
+        retry: retry?,
+        poison: Poison {
+            max_deliveries: max_deliveries?,
+        },
+        dead_letter: dead_letter?,
+        retention: retention?,
+        payload: payload?,
+        admission: admission?,
+        alerts: alerts?,
+    })
+}
+
+fn find_envelope<'e>(
+    ctx: &mut Ctx<'_>,
+    q: &Object<'_>,
+    wanted: &str,
+    envelopes: &'e [EnvelopeDef],
+) -> Option<&'e EnvelopeDef> {
+    if let Some(found) = envelopes.iter().find(|e| e.name == wanted) {
+        return Some(found);
+    }
+    let help = suggest::help(
+        wanted,
+        envelopes.iter().map(|e| e.name.as_str()),
+        "declared envelopes are",
+    );
+    let help = if envelopes.is_empty() {
+        "declare it under `envelopes`".to_owned()
+    } else {
+        help
+    };
+    ctx.error(
+        &q.at("envelope"),
+        format!("no envelope named `{wanted}`"),
+        help,
+    );
+    None
+}
+
+fn partition_by(
+    ctx: &mut Ctx<'_>,
+    q: &Object<'_>,
+    envelope: Option<&EnvelopeDef>,
+) -> Option<Vec<String>> {
+    q.read(ctx, "partition_by", |ctx, it| {
+        let items = values::list(ctx, it, "[tenant, subject_ref]")?;
+        if items.is_empty() {
+            ctx.error(
+                &it.value(),
+                "names no field",
+                "list at least one field, or leave partition_by out to partition by job_id",
+            );
+            return None;
+        }
+        let mut out: Vec<String> = Vec::new();
+        let mut ok = true;
+        for field in items {
+            let Some(name) = values::string(ctx, &field) else {
+                ok = false;
+                continue;
+            };
+            if out.iter().any(|f| f == name) {
+                ctx.error(
+                    &field.value(),
+                    format!("`{name}` is listed twice"),
+                    "list each field once",
+                );
+                ok = false;
+                continue;
+            }
+            ok &= partition_field(ctx, &field, name, envelope);
+            out.push(name.to_owned());
+        }
+        ok.then_some(out)
+    })
+    .or(vec!["job_id".to_owned()])
+}
+
+/// A partition key must be present in every entry: `tenant`, `job_id`, or a
+/// required body field.
+fn partition_field(
+    ctx: &mut Ctx<'_>,
+    item: &Item<'_>,
+    name: &str,
+    envelope: Option<&EnvelopeDef>,
+) -> bool {
+    if PARTITION_HEADER_FIELDS.contains(&name) {
+        return true;
+    }
+    if names::is_header_field(name) {
+        ctx.error(
+            &item.value(),
+            format!("header field `{name}` is not a useful partition key"),
+            "partition by `tenant` or `job_id`, or by a required body field",
+        );
+        return false;
+    }
+    let Some((envelope, fields)) = envelope.and_then(|e| Some((e, e.fields.as_ref()?))) else {
+        return true;
+    };
+    match fields.iter().find(|f| f.name == name) {
+        Some(field) if field.optional == Some(true) => {
+            ctx.error(
+                &item.value(),
+                format!(
+                    "`{name}` is an optional field of {}; entries without it have no partition key",
+                    envelope.name
+                ),
+                format!(
+                    "make `{name}` required (drop `optional: true`) or partition by another field"
+                ),
+            );
+            false
+        }
+        Some(_) => true,
+        None => {
+            let mut candidates: Vec<&str> = PARTITION_HEADER_FIELDS.to_vec();
+            for field in fields.iter().filter(|f| f.optional == Some(false)) {
+                if !candidates.contains(&field.name.as_str()) {
+                    candidates.push(&field.name);
+                }
+            }
+            ctx.error(
+                &item.value(),
+                format!("{} has no field `{name}`", envelope.name),
+                suggest::help(name, candidates.iter().copied(), "partition by one of"),
+            );
+            false
+        }
+    }
+}
+
+fn group(ctx: &mut Ctx<'_>, q: &Object<'_>, queue: &str) -> Option<Group> {
+    let g = q.child(ctx, "group", &GROUP);
+    let name = g
+        .read(ctx, "name", |ctx, it| {
+            let name = values::string(ctx, it)?;
+            names::check_key_safe(ctx, &it.value(), name, "group name").then(|| name.to_owned())
+        })
+        .or(format!("{queue}-workers"));
+    let start = g.read(ctx, "start", group_start).or(GroupStart::NewEntries);
+    if let Some(GroupStart::Beginning) = start {
+        ctx.warning(
+            &g.at("start"),
+            "starts at 0-0: the first deploy, and every new group name, replays every entry still in the stream",
+            "use \"$\" unless replaying retained entries is intended",
+        );
+    }
+    Some(Group {
+        name: name?,
+        start: start?,
+    })
+}
+
+fn group_start(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<GroupStart> {
+    let text = match item.node {
+        Node::Str(text) => text.clone(),
+        Node::Int(n) if *n >= 0 => n.to_string(),
+        _ => String::new(),
+    };
+    if text == "$" {
+        return Some(GroupStart::NewEntries);
+    }
+    match parse_stream_id(&text) {
+        Some((0, 0)) => Some(GroupStart::Beginning),
+        Some(_) => Some(GroupStart::Id(text)),
+        None => {
+            let shown = match item.node {
+                Node::Str(text) => format!("`{text}`"),
+                other => other.kind().to_owned(),
+            };
+            ctx.error(
+                &item.value(),
+                format!("{shown} is not a group start"),
+                "use \"$\" (only new entries), \"0-0\" (the whole stream) or a stream ID such as \"1700000000000-0\"",
+            );
+            None
+        }
+    }
+}
+
+/// `<ms>` or `<ms>-<seq>`, both u64.
+fn parse_stream_id(text: &str) -> Option<(u64, u64)> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (ms, seq) = text.split_once('-').unwrap_or((text, "0"));
+    if !digits(ms) || !digits(seq) {
+        return None;
+    }
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The timeout on its own (the claim check needs it even when another
+/// handler setting is invalid), and the whole settings.
+fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<HandlerSettings>) {
+    let h = q.child(ctx, "handler", &HANDLER);
+    let timeout = h.read(ctx, "timeout", values::duration).or(secs(30));
+    let concurrency = h
+        .read(ctx, "concurrency", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "a worker needs to run at least one job at a time",
+            )
+        })
+        .or(8);
+    if let Some(n) = concurrency.filter(|n| *n > MANY_CONCURRENT) {
+        ctx.warning(
+            &h.at("concurrency"),
+            format!("{n} jobs at once: one worker process reads that many entries ahead and holds them all in memory"),
+            "run more worker processes instead of one very wide one",
+        );
+    }
+    let shutdown_budget = h
+        .read(ctx, "shutdown_budget", values::duration)
+        .or(secs(10));
+    let settings = match (timeout, concurrency, shutdown_budget) {
+        (Some(timeout), Some(concurrency), Some(shutdown_budget)) => Some(HandlerSettings {
+            timeout,
+            concurrency: concurrency as u32,
+            shutdown_budget,
+        }),
+        _ => None,
+    };
+    (timeout, settings)
+}
+
+/// `min_idle` on its own (for the retention check), and the whole section.
+fn claim(
+    ctx: &mut Ctx<'_>,
+    q: &Object<'_>,
+    timeout: Option<Duration>,
+) -> (Option<Duration>, Option<Claim>) {
+    let c = q.child(ctx, "claim", &CLAIM);
+    let min_idle = c.read(ctx, "min_idle", values::duration);
+    let every = c.read(ctx, "every", values::duration).or(secs(10));
+    let batch = c
+        .read(ctx, "batch", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "each XAUTOCLAIM call must claim at least one entry",
+            )
+        })
+        .or(50);
+    let min_idle = match (min_idle, timeout) {
+        (Read::Ok(min_idle), Some(timeout)) => {
+            let floor = limits::min_claim_idle(timeout);
+            if min_idle < floor {
+                ctx.error(
+                    &c.at("min_idle"),
+                    format!(
+                        "{} is less than handler.timeout ({}) plus the claim margin of {} (max(1s, timeout / 4)): a job still running would be claimed by a second worker",
+                        format_duration(min_idle),
+                        format_duration(timeout),
+                        format_duration(limits::claim_margin(timeout)),
+                    ),
+                    format!(
+                        "set claim.min_idle to at least {}, or leave it out for the default of {} (max(2 × timeout, timeout + margin))",
+                        round_up_duration(floor),
+                        format_duration(limits::default_claim_min_idle(timeout)),
+                    ),
+                );
+                None
+            } else {
+                Some(min_idle)
+            }
+        }
+        (Read::Ok(_), None) | (Read::Bad, _) => None,
+        (Read::Absent, timeout) => timeout.map(limits::default_claim_min_idle),
+    };
+    let claim = match (min_idle, every, batch) {
+        (Some(min_idle), Some(every), Some(batch)) => Some(Claim {
+            min_idle,
+            every,
+            batch: batch as u32,
+        }),
+        _ => None,
+    };
+    (min_idle, claim)
+}
+
+fn retry(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Retry> {
+    let r = q.child(ctx, "retry", &RETRY);
+    let max_attempts = r
+        .read(ctx, "max_attempts", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "max_attempts counts the first attempt, so it is at least 1",
+            )
+        })
+        .or(5);
+    let b = r.child(ctx, "backoff", &BACKOFF);
+    let initial = b.read(ctx, "initial", values::duration);
+    let max = b.read(ctx, "max", values::duration);
+    let factor = b.read(ctx, "factor", values::factor).or(2.0);
+    let jitter = b
+        .read(ctx, "jitter", |ctx, it| {
+            values::choice(ctx, it, JITTERS, "jitter")
+        })
+        .or("full")
+        .map(|j| {
+            if j == "none" {
+                Jitter::None
+            } else {
+                Jitter::Full
+            }
+        });
+    let initial_given = initial.is_present();
+    let max_given = max.is_present();
+    let mut initial = initial.or(secs(1));
+    let mut max = max.or(secs(300));
+    if let (Some(i), Some(m)) = (initial, max) {
+        if i > m {
+            let default_note = |given: bool| if given { "" } else { " (the default)" };
+            let (at, fix) = if initial_given {
+                (
+                    b.at("initial"),
+                    "lower backoff.initial or raise backoff.max",
+                )
+            } else {
+                (b.at("max"), "raise backoff.max or lower backoff.initial")
+            };
+            ctx.error(
+                &at,
+                format!(
+                    "backoff.initial {}{} is longer than backoff.max {}{}",
+                    format_duration(i),
+                    default_note(initial_given),
+                    format_duration(m),
+                    default_note(max_given),
+                ),
+                format!("{fix}: the first delay cannot exceed the cap"),
+            );
+            initial = None;
+            max = None;
+        }
+    }
+    Some(Retry {
+        max_attempts: max_attempts? as u32,
+        backoff: Backoff {
+            initial: initial?,
+            max: max?,
+            factor: factor?,
+            jitter: jitter?,
+        },
+    })
+}
+
+fn dead_letter(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<DeadLetter> {
+    let d = q.child(ctx, "dead_letter", &DEAD_LETTER);
+    let retention = d
+        .read(ctx, "retention", values::duration)
+        .or(secs(14 * 86_400));
+    let max_len = d
+        .read(ctx, "max_len", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                u64::MAX,
+                "keep at least one dead letter per partition",
+            )
+        })
+        .or(100_000);
+    let owner = d
+        .read(ctx, "owner", |ctx, it| {
+            let owner = values::string(ctx, it)?;
+            if owner.trim().is_empty() {
+                ctx.error(
+                    &it.value(),
+                    "owner is empty",
+                    "name the team or person paged for dead letters",
+                );
+                return None;
+            }
+            Some(owner.to_owned())
+        })
+        .optional();
+    if let Some(None) = owner {
+        ctx.warning(
+            &d.at("owner"),
+            "no owner: nobody is named to handle this queue's dead letters",
+            "set dead_letter.owner to the team or person paged for them, e.g. owner: docs-oncall",
+        );
+    }
+    Some(DeadLetter {
+        retention: retention?,
+        max_len: max_len?,
+        owner: owner?,
+    })
+}
+
+fn retention(
+    ctx: &mut Ctx<'_>,
+    q: &Object<'_>,
+    retry: Option<&Retry>,
+    min_idle: Option<Duration>,
+    max_deliveries: Option<u32>,
+) -> Option<Retention> {
+    let r = q.child(ctx, "retention", &RETENTION);
+    let read = r.read(ctx, "min_age", values::duration);
+    let given = read.is_present();
+    let min_age = read.or(secs(3 * 86_400))?;
+    if let (Some(retry), Some(min_idle), Some(max_deliveries)) = (retry, min_idle, max_deliveries) {
+        let floor = RetentionFloor {
+            retry_horizon: retry.backoff.horizon(retry.max_attempts),
+            claim_window: min_idle.saturating_mul(max_deliveries),
+        };
+        if min_age < floor.total() {
+            let b = &retry.backoff;
+            ctx.error(
+                &r.at("min_age"),
+                format!(
+                    "{}{} is shorter than the {} a job can stay in flight: {} of retry backoff ({} attempts, initial {}, factor {}, max {}) + {} of claim and poison windows (claim.min_idle {} × poison.max_deliveries {})",
+                    format_duration(min_age),
+                    if given { "" } else { " (the default)" },
+                    format_duration(floor.total()),
+                    format_duration(floor.retry_horizon),
+                    retry.max_attempts,
+                    format_duration(b.initial),
+                    b.factor,
+                    format_duration(b.max),
+                    format_duration(floor.claim_window),
+                    format_duration(min_idle),
+                    max_deliveries,
+                ),
+                format!(
+                    "set retention.min_age to at least {}, so entries are not trimmed while a job may still need them",
+                    round_up_duration(floor.total())
+                ),
+            );
+            return None;
+        }
+    }
+    Some(Retention { min_age })
+}
+
+fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) -> Option<Payload> {
+    let p = q.child(ctx, "payload", &PAYLOAD);
+    let read = p.read(ctx, "max_bytes", values::size);
+    let given = read.is_present();
+    let max_bytes = read.or(65_536)?;
+    if let Some(envelope) = envelope.and_then(|e| e.model.as_ref()) {
+        let header = limits::header_max_bytes(&envelope.name);
+        let (body, unbounded) = limits::body_max_bytes(envelope);
+        let needed = header + body;
+        if needed > max_bytes {
+            let not_counted = if unbounded.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", not counting {} (no max_bytes)",
+                    unbounded
+                        .iter()
+                        .map(|f| format!("`{f}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            ctx.error(
+                &p.at("max_bytes"),
+                format!(
+                    "{}{} is less than the {needed} bytes one {} entry can need: {header} for the header fields + {body} for the body fields{not_counted}",
+                    format_size(max_bytes),
+                    if given { "" } else { " (the default)" },
+                    envelope.name,
+                ),
+                format!(
+                    "raise payload.max_bytes to at least {needed}, or lower the fields' max_bytes (the header allowance per field is listed in docs/spec.md)"
+                ),
+            );
+            return None;
+        }
+    }
+    Some(Payload { max_bytes })
+}
+
+fn alerts(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Alerts> {
+    let a = q.child(ctx, "alerts", &ALERTS);
+    let oldest_pending_age = a
+        .read(ctx, "oldest_pending_age", values::duration)
+        .optional();
+    let oldest_ready_age = a.read(ctx, "oldest_ready_age", values::duration).optional();
+    let dead_letters = a
+        .read(ctx, "dead_letters", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                u64::MAX,
+                "alert at 1 to be told about every dead letter",
+            )
+        })
+        .optional();
+    Some(Alerts {
+        oldest_pending_age: oldest_pending_age?,
+        oldest_ready_age: oldest_ready_age?,
+        dead_letters: dead_letters?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids() {
+        assert_eq!(parse_stream_id("0-0"), Some((0, 0)));
+        assert_eq!(parse_stream_id("0"), Some((0, 0)));
+        assert_eq!(
+            parse_stream_id("1700000000000-5"),
+            Some((1_700_000_000_000, 5))
+        );
+        assert_eq!(
+            parse_stream_id("1700000000000"),
+            Some((1_700_000_000_000, 0))
+        );
+        for bad in [
+            "",
+            "$x",
+            "-1",
+            "1-",
+            "1-2-3",
+            "a-b",
+            "99999999999999999999-0",
+            "1 - 2",
+        ] {
+            assert_eq!(parse_stream_id(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Golden tests of every diagnostic kind: each case is a small spec, and its
+//! snapshot (tests/snapshots/) shows the numbered source and the rendered
+//! diagnostics, so positions can be checked by eye.
+
+use std::fmt::Write as _;
+
+use queuegen::spec::{check_str, Checked};
+
+/// A valid spec with room for extra body fields and queue keys.
+fn spec(fields: &str, queue: &str) -> String {
+    format!(
+        "\
+version: 1
+service: shop
+envelopes:
+  OrderPlaced:
+    schema: 1
+    fields:
+      order_ref: {{ type: string, max_bytes: 64 }}
+{fields}queues:
+  orders:
+    envelope: OrderPlaced
+    dead_letter: {{ owner: shop-oncall }}
+{queue}"
+    )
+}
+
+fn render(source: &str, checked: &Checked) -> String {
+    let mut out = String::new();
+    for (i, line) in source.lines().enumerate() {
+        writeln!(out, "{:>3} | {line}", i + 1).unwrap();
+    }
+    out.push('\n');
+    for diagnostic in &checked.diagnostics {
+        writeln!(out, "{diagnostic}").unwrap();
+    }
+    out
+}
+
+#[derive(Debug, PartialEq)]
+enum Expect {
+    Errors,
+    WarningsOnly,
+}
+
+fn case(name: &str, source: &str, expect: Expect) {
+    let checked = check_str(source, "queues.yaml");
+    let got = if checked.has_errors() {
+        Expect::Errors
+    } else {
+        Expect::WarningsOnly
+    };
+    assert_eq!(got, expect, "{name}:\n{}", render(source, &checked));
+    assert!(!checked.diagnostics.is_empty(), "{name}: no diagnostics");
+    assert_eq!(checked.spec.is_some(), expect == Expect::WarningsOnly);
+    insta::assert_snapshot!(name, render(source, &checked));
+}
+
+#[test]
+fn the_base_spec_is_clean() {
+    let checked = check_str(&spec("", ""), "queues.yaml");
+    assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+    assert!(checked.spec.is_some());
+}
+
+#[test]
+fn claim_margin() {
+    let queue = "    handler: { timeout: 60s }\n    claim: { min_idle: 70s }\n";
+    case("claim_margin", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn retention_floor() {
+    let queue = "    retry: { max_attempts: 10, backoff: { initial: 30s, max: 1h } }
+    claim: { min_idle: 15m }
+    poison: { max_deliveries: 3 }
+    retention: { min_age: 2h }
+";
+    case("retention_floor", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn retention_floor_with_the_default_min_age() {
+    // Default min_idle 4h × 20 deliveries = 80h, more than the default 3d.
+    let queue = "    handler: { timeout: 2h }\n    poison: { max_deliveries: 20 }\n";
+    case("retention_floor_default", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn partition_by_missing_field() {
+    let queue = "    partition_by: [tenant, order_rf]\n";
+    case(
+        "partition_by_missing_field",
+        &spec("", queue),
+        Expect::Errors,
+    );
+}
+
+#[test]
+fn partition_by_optional_field() {
+    let fields = "      coupon: { type: string, max_bytes: 16, optional: true }\n";
+    let queue = "    partition_by: [coupon]\n";
+    case(
+        "partition_by_optional_field",
+        &spec(fields, queue),
+        Expect::Errors,
+    );
+}
+
+#[test]
+fn partition_by_header_field() {
+    let queue = "    partition_by: [job_id, created_at, tenant, tenant]\n";
+    case(
+        "partition_by_header_field",
+        &spec("", queue),
+        Expect::Errors,
+    );
+}
+
+#[test]
+fn names_that_break_the_hash_tag() {
+    let source = "\
+version: 1
+service: shop:eu
+redis: { key_prefix: \"shop {eu}\" }
+envelopes:
+  OrderPlaced:
+    schema: 1
+    fields:
+      order_ref: { type: string, max_bytes: 64 }
+queues:
+  \"orders:eu\":
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+  refunds:
+    envelope: OrderPlaced
+    group: { name: \"refund workers\" }
+    dead_letter: { owner: shop-oncall }
+  returns:
+    envelope: OrderPlaced
+    group: { name: \"\" }
+    dead_letter: { owner: shop-oncall }
+";
+    case("names_break_hash_tag", source, Expect::Errors);
+}
+
+#[test]
+fn unknown_keys_with_did_you_mean() {
+    let fields = "      note: { type: string, maxbytes: 100 }\n";
+    let queue =
+        "    claim: { min_idel: 90s }\n    retries: { max_attempts: 3 }\n    colour: blue\n";
+    case("unknown_keys", &spec(fields, queue), Expect::Errors);
+}
+
+#[test]
+fn duplicate_keys() {
+    let fields = "      order_ref: { type: string, max_bytes: 32 }\n";
+    let queue = "    partitions: 2\n    claim: { every: 5s, every: 10s }\n    partitions: 4\n";
+    case("duplicate_keys", &spec(fields, queue), Expect::Errors);
+}
+
+#[test]
+fn credential_field_names() {
+    let fields = "      db_password: { type: string, max_bytes: 64 }
+      API_KEY_VALUE: { type: string, max_bytes: 64 }
+      client_secret: { type: string, max_bytes: 64 }
+      secret_ref: { type: string, max_bytes: 64 }
+      max_tokens: { type: u32 }
+";
+    case("credential_fields", &spec(fields, ""), Expect::Errors);
+}
+
+#[test]
+fn header_field_collisions() {
+    let fields = "      tenant: { type: string, max_bytes: 64 }\n      attempt: { type: u32 }\n";
+    case("header_collisions", &spec(fields, ""), Expect::Errors);
+}
+
+#[test]
+fn naming_conventions() {
+    let source = "\
+version: 1
+service: Shop
+envelopes:
+  order_placed:
+    schema: 1
+    fields:
+      orderRef: { type: string, max_bytes: 64 }
+      priority: { type: enum, values: [low, HighPriority] }
+queues:
+  Orders:
+    envelope: order_placed
+    dead_letter: { owner: shop-oncall }
+";
+    case("naming_conventions", source, Expect::Errors);
+}
+
+#[test]
+fn payload_smaller_than_the_fields() {
+    let fields = "      note: { type: string, max_bytes: 1KiB }\n      count: { type: u32 }\n";
+    let queue = "    payload: { max_bytes: 512 }\n";
+    case("payload_too_small", &spec(fields, queue), Expect::Errors);
+}
+
+#[test]
+fn payload_check_counts_bounded_fields_only() {
+    let fields =
+        "      note: { type: string }\n      blob_ref: { type: string, max_bytes: 4KiB }\n";
+    let queue = "    payload: { max_bytes: 2KiB }\n";
+    case(
+        "payload_unbounded_string",
+        &spec(fields, queue),
+        Expect::Errors,
+    );
+}
+
+#[test]
+fn string_without_max_bytes_is_a_warning() {
+    let fields = "      note: { type: string }\n";
+    case(
+        "string_without_max_bytes",
+        &spec(fields, ""),
+        Expect::WarningsOnly,
+    );
+}
+
+#[test]
+fn group_start() {
+    let queue = "    group: { name: orders-v2, start: latest }\n";
+    case("group_start", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn counts_and_bounds() {
+    let queue = "    partitions: 0
+    handler: { concurrency: 0 }
+    claim: { batch: 0 }
+    retry: { max_attempts: 0, backoff: { initial: 10m, max: 5m, factor: 0.5 } }
+    poison: { max_deliveries: 0 }
+    dead_letter: { owner: shop-oncall, max_len: 0 }
+    alerts: { dead_letters: 0 }
+  big:
+    envelope: OrderPlaced
+    partitions: 16385
+    dead_letter: { owner: shop-oncall }
+";
+    let source = spec("", queue).replace(
+        "    dead_letter: { owner: shop-oncall }\n    partitions: 0",
+        "    partitions: 0",
+    );
+    case("counts_and_bounds", &source, Expect::Errors);
+}
+
+#[test]
+fn missing_and_unused_envelopes() {
+    let source = spec("", "").replace("envelope: OrderPlaced", "envelope: OrderPlace");
+    case("envelopes_missing_and_unused", &source, Expect::Errors);
+}
+
+#[test]
+fn accepts_without_the_current_schema() {
+    let second = "  OrderShipped: { schema: 1, accepts: [1, 1] }\nqueues:";
+    let source = spec("", "")
+        .replace("    schema: 1\n", "    schema: 3\n    accepts: [1, 2]\n")
+        .replace("queues:", second);
+    case("accepts_without_schema", &source, Expect::Errors);
+}
+
+#[test]
+fn yaml_syntax_error() {
+    let source = "version: 1\nservice: shop\nenvelopes:\n  OrderPlaced: { schema: 1\nqueues: {}\n";
+    case("yaml_syntax_error", source, Expect::Errors);
+}
+
+#[test]
+fn yaml_tags_are_refused() {
+    let source = spec("", "").replace("service: shop", "service: !env SERVICE");
+    case("yaml_tag", &source, Expect::Errors);
+}
+
+#[test]
+fn version_missing() {
+    let source = spec("", "").replace("version: 1\n", "");
+    case("version_missing", &source, Expect::Errors);
+}
+
+#[test]
+fn version_unknown_stops_at_the_version() {
+    // The unknown key below is not reported: the rest may be another format.
+    let source = spec("", "    colour: blue\n").replace("version: 1", "version: 2");
+    case("version_unknown", &source, Expect::Errors);
+}
+
+#[test]
+fn risky_choices_are_warnings() {
+    let queue = "    group: { start: \"0-0\" }
+    partitions: 2000
+    handler: { concurrency: 2000 }
+  audit:
+    envelope: OrderPlaced
+";
+    case("warnings", &spec("", queue), Expect::WarningsOnly);
+}
+
+#[test]
+fn malformed_values() {
+    let source = "\
+version: 1
+service: shop
+redis: { deployment: clustr, min_version: \"6.2\" }
+envelopes:
+  OrderPlaced:
+    schema: 1
+    fields:
+      order_ref: { type: string, max_bytes: 2KB }
+queues:
+  orders:
+    envelope: OrderPlaced
+    partitions: \"8\"
+    handler: { timeout: 60, shutdown_budget: 1.5s }
+    claim: { every: 0s }
+    retry: { backoff: { jitter: ful } }
+    retention: { min_age: 2w }
+    dead_letter: { owner: shop-oncall }
+";
+    case("malformed_values", source, Expect::Errors);
+}
+
+#[test]
+fn field_definitions() {
+    let fields = "      count: { type: u32, values: [a, b] }
+      flag: { type: bool, max_bytes: 8, default: \"yes\" }
+      mode: { type: enum }
+      priority: { type: enum, values: [low, high], default: urgent }
+      coupon: { type: string, max_bytes: 4, optional: true, default: abc }
+      label: { type: string, max_bytes: 4, default: toolong }
+      size: { type: uint32 }
+      at: { type: timestamp, default: \"2024-02-30T00:00:00.000Z\" }
+";
+    case("field_definitions", &spec(fields, ""), Expect::Errors);
+}
+
+#[test]
+fn missing_required_keys() {
+    let source = "\
+version: 1
+envelopes:
+  OrderPlaced:
+    fields:
+      order_ref: { type: string, max_bytes: 64 }
+queues:
+  orders:
+    dead_letter: { owner: shop-oncall }
+";
+    case("missing_required_keys", source, Expect::Errors);
+}
+
+#[test]
+fn wrong_shapes() {
+    let source = "\
+version: 1
+service: shop
+envelopes: [OrderPlaced]
+queues:
+  orders:
+    envelope: OrderPlaced
+    partition_by: tenant
+    handler: 60s
+";
+    case("wrong_shapes", source, Expect::Errors);
+}

@@ -1,0 +1,253 @@
+//! The JSON Schema and the reference docs follow the format table: the
+//! committed schema is current, it accepts every valid spec and rejects
+//! malformed ones as the checker does, and docs/spec.md names every key.
+
+use std::path::{Path, PathBuf};
+
+use queuegen::spec::json_schema::{json_schema, to_pretty_string};
+use queuegen::spec::v1::format::all_objects;
+use queuegen::spec::{check_file, check_str};
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the crate is in a workspace")
+        .to_path_buf()
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::draft202012::new(&json_schema()).expect("the schema compiles")
+}
+
+fn as_json(source: &str) -> Value {
+    serde_yaml_ng::from_str(source).expect("YAML that maps to JSON")
+}
+
+/// Every examples/*/queues.yaml and tests/fixtures/valid/*.yaml.
+fn valid_specs() -> Vec<PathBuf> {
+    let mut specs = Vec::new();
+    for entry in std::fs::read_dir(workspace().join("examples")).expect("examples/") {
+        let spec = entry.expect("a directory entry").path().join("queues.yaml");
+        if spec.is_file() {
+            specs.push(spec);
+        }
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid");
+    for entry in std::fs::read_dir(fixtures).expect("tests/fixtures/valid") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            specs.push(path);
+        }
+    }
+    specs.sort();
+    assert!(
+        specs.len() >= 3,
+        "expected the example and the valid fixtures: {specs:?}"
+    );
+    specs
+}
+
+#[test]
+fn committed_schema_is_current() {
+    let path = workspace().join("schemas/queuegen.v1.json");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == to_pretty_string(),
+        "{} is stale: run `cargo run -p queuegen -- schema > schemas/queuegen.v1.json`",
+        path.display()
+    );
+}
+
+#[test]
+fn schema_is_valid_draft_2020_12() {
+    let schema = json_schema();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    jsonschema::meta::validate(&schema).expect("a valid JSON Schema");
+}
+
+#[test]
+fn valid_specs_validate() {
+    let validator = validator();
+    for path in valid_specs() {
+        let checked = check_file(&path).expect("readable");
+        assert!(
+            !checked.has_errors(),
+            "{}: {:#?}",
+            path.display(),
+            checked.diagnostics
+        );
+        let source = std::fs::read_to_string(&path).expect("readable");
+        let errors: Vec<String> = validator
+            .iter_errors(&as_json(&source))
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+    }
+}
+
+const BASE: &str = "\
+version: 1
+service: shop
+envelopes:
+  OrderPlaced:
+    schema: 1
+    fields:
+      order_ref: { type: string, max_bytes: 64 }
+queues:
+  orders:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+";
+
+#[test]
+fn malformed_specs_are_rejected() {
+    let validator = validator();
+    assert!(validator.is_valid(&as_json(BASE)));
+    let cases = [
+        (
+            "unknown key",
+            BASE.replace(
+                "    envelope: OrderPlaced",
+                "    envelope: OrderPlaced\n    colour: blue",
+            ),
+        ),
+        ("unknown version", BASE.replace("version: 1", "version: 2")),
+        ("missing version", BASE.replace("version: 1\n", "")),
+        (
+            "duration without unit",
+            format!("{BASE}    handler: {{ timeout: 60 }}\n"),
+        ),
+        (
+            "decimal duration",
+            format!("{BASE}    claim: {{ every: 1.5s }}\n"),
+        ),
+        (
+            "zero duration",
+            format!("{BASE}    claim: {{ every: 0s }}\n"),
+        ),
+        (
+            "bad size unit",
+            BASE.replace("max_bytes: 64", "max_bytes: 2KB"),
+        ),
+        (
+            "unknown field type",
+            BASE.replace("type: string", "type: uint32"),
+        ),
+        (
+            "enum without values",
+            BASE.replace("type: string, max_bytes: 64", "type: enum"),
+        ),
+        (
+            "max_bytes on a u32",
+            BASE.replace("type: string", "type: u32"),
+        ),
+        (
+            "optional with a default",
+            BASE.replace("max_bytes: 64", "max_bytes: 64, optional: true, default: x"),
+        ),
+        ("zero partitions", format!("{BASE}    partitions: 0\n")),
+        (
+            "too many partitions",
+            format!("{BASE}    partitions: 16385\n"),
+        ),
+        (
+            "bad group start",
+            format!("{BASE}    group: {{ start: latest }}\n"),
+        ),
+        (
+            "factor below 1",
+            format!("{BASE}    retry: {{ backoff: {{ factor: 0.5 }} }}\n"),
+        ),
+        (
+            "unknown jitter",
+            format!("{BASE}    retry: {{ backoff: {{ jitter: ful }} }}\n"),
+        ),
+        (
+            "missing envelope key",
+            BASE.replace("    envelope: OrderPlaced\n", ""),
+        ),
+        (
+            "no queues",
+            BASE[..BASE.find("queues:").unwrap()].to_owned() + "queues: {}\n",
+        ),
+        (
+            "unquoted min_version",
+            BASE.replace(
+                "service: shop",
+                "service: shop\nredis: { min_version: 7.0 }",
+            ),
+        ),
+    ];
+    for (name, source) in cases {
+        assert!(
+            !validator.is_valid(&as_json(&source)),
+            "schema accepted: {name}\n{source}"
+        );
+        assert!(
+            check_str(&source, "q.yaml").has_errors(),
+            "checker accepted: {name}\n{source}"
+        );
+    }
+}
+
+#[test]
+fn schema_and_checker_agree_on_names() {
+    let validator = validator();
+    let queue_names = [
+        "ocr", "ocr-2", "ocr_v2", "Ocr", "2ocr", "ocr:x", "ocr x", "o{c}r",
+    ];
+    let envelope_names = [
+        "OrderPlaced",
+        "Order2",
+        "orderPlaced",
+        "Order_Placed",
+        "ORDER",
+    ];
+    let field_names = [
+        "order_ref",
+        "v2",
+        "orderRef",
+        "order__ref",
+        "order_",
+        "_order",
+    ];
+    let mut sources = Vec::new();
+    for name in queue_names {
+        sources.push(BASE.replace("  orders:", &format!("  \"{name}\":")));
+    }
+    for name in envelope_names {
+        sources.push(BASE.replace("OrderPlaced", name));
+    }
+    for name in field_names {
+        sources.push(BASE.replace("order_ref", name));
+    }
+    for source in sources {
+        let checker_ok = !check_str(&source, "q.yaml").has_errors();
+        let schema_ok = validator.is_valid(&as_json(&source));
+        assert_eq!(
+            checker_ok, schema_ok,
+            "checker and schema disagree on\n{source}"
+        );
+    }
+}
+
+#[test]
+fn docs_name_every_key() {
+    let docs = std::fs::read_to_string(workspace().join("docs/spec.md")).expect("docs/spec.md");
+    for obj in all_objects() {
+        for prop in obj.props {
+            let plain = format!("`{}`", prop.key);
+            let nested = format!(".{}`", prop.key);
+            assert!(
+                docs.contains(&plain) || docs.contains(&nested),
+                "docs/spec.md does not document `{}` of {}",
+                prop.key,
+                obj.name
+            );
+        }
+    }
+}
