@@ -1,10 +1,154 @@
-//! `queuegen apply` (being written).
+//! `queuegen apply`: create every partition's stream and consumer group on a Redis server.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use anyhow::Context;
+use queuegen::spec::{self, model};
+use queuegen_runtime::{admin, QueueConfig, Redis};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("queuegen apply is not written yet")
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Create the streams and consumer groups of a spec on Redis",
+    after_help = "Creating a group that already exists is reported and is not an error; any other \
+Redis error stops the run, naming the key and group.
+
+Examples:
+  queuegen apply queues.yaml --redis redis://127.0.0.1:6379
+  REDIS_URL=redis://cache:6379 queuegen apply queues.yaml --queue ocr --json"
+)]
+pub struct Args {
+    /// The spec file (queues.yaml).
+    pub spec: PathBuf,
+
+    /// Redis URL (redis:// or rediss://).
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    pub redis: String,
+
+    /// Only these queues (repeatable); default all.
+    #[arg(long = "queue", value_name = "QUEUE")]
+    pub queues: Vec<String>,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let checked =
+        spec::check_file(&args.spec).with_context(|| format!("reading {}", args.spec.display()))?;
+    for diagnostic in &checked.diagnostics {
+        eprintln!("{diagnostic}");
+    }
+    let Some(spec) = checked.spec else {
+        eprintln!(
+            "{}: not applying: fix the errors above first",
+            args.spec.display()
+        );
+        return Ok(ExitCode::from(1));
+    };
+    for name in &args.queues {
+        if spec.queue(name).is_none() {
+            let known: Vec<&str> = spec.queues.iter().map(|q| q.name.as_str()).collect();
+            anyhow::bail!(
+                "{}: no queue named {name:?} (queues: {})",
+                args.spec.display(),
+                known.join(", ")
+            );
+        }
+    }
+    let selected: Vec<&model::Queue> = spec
+        .queues
+        .iter()
+        .filter(|q| args.queues.is_empty() || args.queues.contains(&q.name))
+        .collect();
+
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let rows = runtime.block_on(async {
+        let redis = Redis::connect(&args.redis)
+            .await
+            .with_context(|| format!("connecting to {}", args.redis))?;
+        let mut rows = Vec::new();
+        for queue in &selected {
+            let config = queue_config(&spec, queue);
+            let setups = admin::ensure_groups(&redis, &config)
+                .await
+                .with_context(|| format!("queue {}", queue.name))?;
+            rows.extend(setups.into_iter().map(|setup| Row {
+                queue: queue.name.clone(),
+                key: setup.key,
+                group: setup.group,
+                start: config.group_start.to_owned(),
+                created: setup.created,
+            }));
+        }
+        anyhow::Ok(rows)
+    })?;
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print_table(&rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    queue: String,
+    key: String,
+    group: String,
+    start: String,
+    created: bool,
+}
+
+fn print_table(rows: &[Row]) {
+    let key_width = rows.iter().map(|r| r.key.len()).max().unwrap_or(3).max(3);
+    let group_width = rows.iter().map(|r| r.group.len()).max().unwrap_or(5).max(5);
+    println!(
+        "{:key_width$}  {:group_width$}  {:5}  RESULT",
+        "KEY", "GROUP", "START"
+    );
+    for row in rows {
+        let result = if row.created {
+            "created"
+        } else {
+            "already existed"
+        };
+        println!(
+            "{:key_width$}  {:group_width$}  {:5}  {result}",
+            row.key, row.group, row.start
+        );
+    }
+    let created = rows.iter().filter(|r| r.created).count();
+    println!(
+        "{} group(s) created, {} already existed",
+        created,
+        rows.len() - created
+    );
+}
+
+/// The runtime's view of one queue. The CLI lives for one command, so the
+/// strings are leaked to get the `'static` names `QueueConfig` holds.
+fn queue_config(spec: &model::Spec, queue: &model::Queue) -> QueueConfig {
+    fn leak(s: &str) -> &'static str {
+        Box::leak(s.to_owned().into_boxed_str())
+    }
+    let partition_by: Vec<&'static str> = queue.partition_by.iter().map(|f| leak(f)).collect();
+    QueueConfig {
+        service: leak(&spec.service),
+        key_prefix: leak(&spec.redis.key_prefix),
+        queue: leak(&queue.name),
+        partitions: queue.partitions,
+        partition_by: Box::leak(partition_by.into_boxed_slice()),
+        group: leak(&queue.group.name),
+        group_start: leak(queue.group.start.as_redis_arg()),
+        handler_timeout: queue.handler.timeout,
+        concurrency: queue.handler.concurrency as usize,
+        shutdown_budget: queue.handler.shutdown_budget,
+        claim_min_idle: queue.claim.min_idle,
+        claim_every: queue.claim.every,
+        claim_batch: queue.claim.batch as usize,
+        payload_max_bytes: queue.payload.max_bytes as usize,
+    }
 }

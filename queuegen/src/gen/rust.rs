@@ -1,0 +1,304 @@
+//! The Rust module tree for a spec: envelope structs, and per queue its
+//! settings, producer, handler trait and worker constructor.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::naming::{field_name, module_name, snake_case, upper_camel};
+use super::templates::render;
+use super::{header, GeneratedFile};
+use crate::error::{Error, Result};
+use crate::spec::model::{Envelope, Field, FieldType, Queue, Spec};
+
+/// Generates every file of the module tree. `spec_file` is how the header
+/// names the spec (a path relative to the output directory).
+pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
+    let header = header(spec_file);
+    let mut files = Vec::with_capacity(spec.queues.len() + 2);
+
+    let mut queues: Vec<QueueContext> =
+        spec.queues.iter().map(|q| queue_context(spec, q)).collect();
+    // rustfmt orders `mod` items alphabetically; so must we to stay rustfmt-clean.
+    queues.sort_by(|a, b| a.module.cmp(&b.module));
+    files.push(GeneratedFile {
+        path: PathBuf::from("mod.rs"),
+        contents: render(
+            "mod.rs",
+            ModContext {
+                header: &header,
+                service: &spec.service,
+                queues: &queues,
+            },
+        )?,
+    });
+
+    let envelopes = spec
+        .envelopes
+        .iter()
+        .map(envelope_context)
+        .collect::<Result<Vec<_>>>()?;
+    files.push(GeneratedFile {
+        path: PathBuf::from("envelopes.rs"),
+        contents: render(
+            "envelopes.rs",
+            EnvelopesContext {
+                header: &header,
+                service: &spec.service,
+                imports: envelope_imports(&spec.envelopes),
+                envelopes,
+            },
+        )?,
+    });
+
+    for queue in &queues {
+        files.push(GeneratedFile {
+            path: PathBuf::from(format!("{}.rs", queue.module.trim_start_matches("r#"))),
+            contents: render(
+                "queue.rs",
+                QueueFileContext {
+                    header: &header,
+                    queue,
+                },
+            )?,
+        });
+    }
+    Ok(files)
+}
+
+#[derive(Serialize)]
+struct ModContext<'a> {
+    header: &'a str,
+    service: &'a str,
+    queues: &'a [QueueContext],
+}
+
+#[derive(Serialize)]
+struct EnvelopesContext<'a> {
+    header: &'a str,
+    service: &'a str,
+    imports: Vec<String>,
+    envelopes: Vec<EnvelopeContext>,
+}
+
+#[derive(Serialize)]
+struct EnvelopeContext {
+    name: String,
+    schema: u32,
+    /// `1, 2, 3`
+    accepts: String,
+    /// Accepted versions other than `schema`, for the doc comment; empty if none.
+    also_accepts: String,
+    fields: Vec<FieldContext>,
+    enums: Vec<EnumContext>,
+}
+
+#[derive(Serialize)]
+struct FieldContext {
+    ident: String,
+    rust_type: String,
+    /// Contents of `#[envelope(...)]`, empty for none.
+    attrs: String,
+    doc: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct EnumContext {
+    name: String,
+    field: String,
+    has_default: bool,
+    variants: Vec<VariantContext>,
+}
+
+#[derive(Serialize)]
+struct VariantContext {
+    ident: String,
+    /// Set when the derive's snake_case of `ident` is not the spec's value.
+    rename: Option<String>,
+    is_default: bool,
+}
+
+#[derive(Serialize)]
+struct QueueFileContext<'a> {
+    header: &'a str,
+    queue: &'a QueueContext,
+}
+
+/// One queue as the templates see it: every value already a Rust expression.
+#[derive(Serialize)]
+pub(crate) struct QueueContext {
+    pub name: String,
+    pub module: String,
+    pub envelope: String,
+    /// Type name of the handler a `--stubs` skeleton declares, e.g. `OcrHandler`.
+    pub handler_type: String,
+    service: String,
+    key_prefix: String,
+    partitions: u16,
+    /// `"tenant", "subject_ref"`
+    partition_by: String,
+    group: String,
+    group_start: String,
+    handler_timeout: String,
+    concurrency: u32,
+    shutdown_budget: String,
+    claim_min_idle: String,
+    claim_every: String,
+    claim_batch: u32,
+    payload_max_bytes: u64,
+}
+
+pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
+    QueueContext {
+        name: queue.name.clone(),
+        module: module_name(&queue.name),
+        envelope: queue.envelope.clone(),
+        handler_type: format!("{}Handler", upper_camel(&queue.name)),
+        service: spec.service.clone(),
+        key_prefix: spec.redis.key_prefix.clone(),
+        partitions: queue.partitions,
+        partition_by: queue
+            .partition_by
+            .iter()
+            .map(|f| format!("{f:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        group: queue.group.name.clone(),
+        group_start: queue.group.start.as_redis_arg().to_owned(),
+        handler_timeout: duration_expr(queue.handler.timeout),
+        concurrency: queue.handler.concurrency,
+        shutdown_budget: duration_expr(queue.handler.shutdown_budget),
+        claim_min_idle: duration_expr(queue.claim.min_idle),
+        claim_every: duration_expr(queue.claim.every),
+        claim_batch: queue.claim.batch,
+        payload_max_bytes: queue.payload.max_bytes,
+    }
+}
+
+/// The shortest exact `Duration` constructor for `d`.
+fn duration_expr(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("Duration::from_secs({})", d.as_secs())
+    } else {
+        format!("Duration::from_millis({})", d.as_millis())
+    }
+}
+
+fn envelope_imports(envelopes: &[Envelope]) -> Vec<String> {
+    let fields = || envelopes.iter().flat_map(|e| &e.fields);
+    let mut names = vec!["Envelope"];
+    if fields().any(|f| matches!(f.ty, FieldType::Enum { .. })) {
+        names.push("FieldEnum");
+    }
+    if fields().any(|f| f.ty == FieldType::Timestamp) {
+        names.push("Timestamp");
+    }
+    let list = if names.len() == 1 {
+        names[0].to_owned()
+    } else {
+        format!("{{{}}}", names.join(", "))
+    };
+    vec![format!("use queuegen_runtime::{list};")]
+}
+
+fn envelope_context(envelope: &Envelope) -> Result<EnvelopeContext> {
+    let join = |versions: &mut dyn Iterator<Item = &u32>| {
+        versions.map(u32::to_string).collect::<Vec<_>>().join(", ")
+    };
+    let mut fields = Vec::with_capacity(envelope.fields.len());
+    let mut enums = Vec::new();
+    for field in &envelope.fields {
+        let (context, enum_context) = field_context(envelope, field)?;
+        fields.push(context);
+        enums.extend(enum_context);
+    }
+    Ok(EnvelopeContext {
+        name: envelope.name.clone(),
+        schema: envelope.schema,
+        accepts: join(&mut envelope.accepts.iter()),
+        also_accepts: join(&mut envelope.accepts.iter().filter(|v| **v != envelope.schema)),
+        fields,
+        enums,
+    })
+}
+
+fn field_context(
+    envelope: &Envelope,
+    field: &Field,
+) -> Result<(FieldContext, Option<EnumContext>)> {
+    let mut enum_context = None;
+    let base_type = match &field.ty {
+        FieldType::String => "String".to_owned(),
+        FieldType::Bool => "bool".to_owned(),
+        FieldType::U32 => "u32".to_owned(),
+        FieldType::U64 => "u64".to_owned(),
+        FieldType::I32 => "i32".to_owned(),
+        FieldType::I64 => "i64".to_owned(),
+        FieldType::Timestamp => "Timestamp".to_owned(),
+        FieldType::Enum { values } => {
+            let name = format!("{}{}", envelope.name, upper_camel(&field.name));
+            enum_context = Some(EnumContext {
+                name: name.clone(),
+                field: field.name.clone(),
+                has_default: field.default.is_some(),
+                variants: values
+                    .iter()
+                    .map(|value| {
+                        let ident = upper_camel(value);
+                        VariantContext {
+                            rename: (snake_case(&ident) != *value).then(|| value.clone()),
+                            is_default: field.default.as_deref() == Some(value.as_str()),
+                            ident,
+                        }
+                    })
+                    .collect(),
+            });
+            name
+        }
+    };
+
+    let mut attrs = Vec::new();
+    let mut doc = Vec::new();
+    if let Some(max) = field.max_bytes {
+        attrs.push(format!("max_bytes = {max}"));
+        doc.push(format!("At most {max} bytes."));
+    }
+    if let Some(default) = &field.default {
+        if !is_type_default(&field.ty, default) {
+            return Err(Error::Unsupported(format!(
+                "envelope {}: field `{}` has default {default:?}; generated structs support only \
+                 the type's zero value (or an enum value) as a default for now",
+                envelope.name, field.name
+            )));
+        }
+        attrs.push("default".to_owned());
+        doc.push(format!("Decodes as `{default}` when absent."));
+    }
+    let rust_type = if field.optional {
+        format!("Option<{base_type}>")
+    } else {
+        base_type
+    };
+    Ok((
+        FieldContext {
+            ident: field_name(&field.name),
+            rust_type,
+            attrs: attrs.join(", "),
+            doc,
+        },
+        enum_context,
+    ))
+}
+
+/// Whether `default` is what `Default::default()` gives for the generated type
+/// (enum defaults are marked with `#[default]` on their variant).
+fn is_type_default(ty: &FieldType, default: &str) -> bool {
+    match ty {
+        FieldType::Enum { .. } => true,
+        FieldType::String => default.is_empty(),
+        FieldType::Bool => default == "false",
+        FieldType::U32 | FieldType::U64 | FieldType::I32 | FieldType::I64 => default == "0",
+        FieldType::Timestamp => false,
+    }
+}

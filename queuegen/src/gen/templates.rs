@@ -1,0 +1,45 @@
+//! The minijinja environment: templates embedded at build time, strict undefined.
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+
+use crate::error::{Error, Result};
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("mod.rs", include_str!("../../templates/mod.rs.jinja")),
+    (
+        "envelopes.rs",
+        include_str!("../../templates/envelopes.rs.jinja"),
+    ),
+    ("queue.rs", include_str!("../../templates/queue.rs.jinja")),
+    (
+        "handler_stub.rs",
+        include_str!("../../templates/handler_stub.rs.jinja"),
+    ),
+    (
+        "queues.yaml",
+        include_str!("../../templates/queues.yaml.jinja"),
+    ),
+];
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    // A missing variable is a generator bug; never render it as empty.
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(true);
+    for (name, source) in TEMPLATES {
+        env.add_template(name, source)
+            .expect("embedded templates are valid; covered by tests");
+    }
+    env
+}
+
+/// Renders one embedded template with `context`.
+pub fn render(template: &'static str, context: impl serde::Serialize) -> Result<String> {
+    let env = environment();
+    env.get_template(template)
+        .and_then(|t| t.render(context))
+        .map_err(|source| Error::Template { template, source })
+}
