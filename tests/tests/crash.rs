@@ -5,18 +5,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Worker,
-};
-use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{
-    init_tracing, pending_count, pending_entries, unique_prefix, wait_until,
-};
+use queuegen_runtime::{ensure_groups, JobContext, JobError, NewJob, Outcome, QueueConfig, Redis};
+use queuegen_tests::queues::crashy::{self, TestJob};
+use queuegen_tests::support::{init_tracing, pending_count, pending_entries, wait_until};
 use queuegen_tests::RedisServer;
 
 const JOBS: usize = 6;
-const PARTITIONS: u16 = 2;
 const VICTIM: &str = "crash-victim";
 
 /// What Redis reported about a job's entry while it was handled, before the ack.
@@ -35,7 +29,7 @@ struct Survivor {
     seen: Arc<Mutex<Vec<(String, Seen)>>>,
 }
 
-impl Handler<TestJob> for Survivor {
+impl crashy::Handler for Survivor {
     async fn handle(&self, _job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
         let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
             .arg(self.config.ready_key(ctx.partition()))
@@ -82,11 +76,11 @@ async fn pending_of(
 async fn jobs_of_a_killed_worker_are_claimed_and_completed() {
     init_tracing();
     let server = RedisServer::start();
-    let prefix = unique_prefix("crash");
-    let config = test_config(&prefix, PARTITIONS);
+    // The generated `crashy` queue as is: handler timeout 1s, claim min_idle 2s.
+    let config = crashy::CONFIG;
     let redis = Redis::connect(server.url()).await.unwrap();
     ensure_groups(&redis, &config).await.unwrap();
-    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let producer = crashy::producer(&redis);
     let jobs = (0..JOBS).map(|n| {
         NewJob::new(
             format!("job-{n}"),
@@ -96,15 +90,13 @@ async fn jobs_of_a_killed_worker_are_claimed_and_completed() {
     });
     let published = producer.publish_many(jobs).await.unwrap();
     assert!(
-        (0..PARTITIONS).all(|p| published.iter().any(|job| job.partition == p)),
+        (0..config.partitions).all(|p| published.iter().any(|job| job.partition == p)),
         "jobs on every partition: {published:?}"
     );
 
     // A worker in its own process takes every job and never finishes one.
     let mut victim = tokio::process::Command::new(env!("CARGO_BIN_EXE_crash-worker"))
         .env("QG_REDIS_URL", server.url())
-        .env("QG_KEY_PREFIX", &prefix)
-        .env("QG_PARTITIONS", PARTITIONS.to_string())
         .env("QG_CONSUMER", VICTIM)
         .kill_on_drop(true)
         .spawn()
@@ -138,19 +130,13 @@ async fn jobs_of_a_killed_worker_are_claimed_and_completed() {
         "its jobs stay pending"
     );
 
-    let recovering = QueueConfig {
-        claim_min_idle: Duration::from_secs(2),
-        handler_timeout: Duration::from_secs(1),
-        claim_every: Duration::from_millis(500),
-        ..config.clone()
-    };
     let survivor = Survivor {
         conn: redis.shared(),
-        config: recovering.clone(),
+        config: config.clone(),
         seen: Arc::default(),
     };
     let seen = survivor.seen.clone();
-    let worker = Worker::new(&redis, recovering, survivor);
+    let worker = crashy::worker(&redis, survivor);
     let consumer = worker.consumer().to_owned();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run_until(async {

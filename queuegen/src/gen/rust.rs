@@ -88,7 +88,7 @@ struct EnvelopeContext {
     schema: u32,
     /// `1, 2, 3`
     accepts: String,
-    /// Accepted versions other than `schema`, for the doc comment; empty if none.
+    /// `version 1` / `versions 1, 2`: accepted versions other than `schema`; empty if none.
     also_accepts: String,
     fields: Vec<FieldContext>,
     enums: Vec<EnumContext>,
@@ -217,7 +217,18 @@ fn envelope_context(envelope: &Envelope) -> Result<EnvelopeContext> {
         name: envelope.name.clone(),
         schema: envelope.schema,
         accepts: join(&mut envelope.accepts.iter()),
-        also_accepts: join(&mut envelope.accepts.iter().filter(|v| **v != envelope.schema)),
+        also_accepts: {
+            let older: Vec<&u32> = envelope
+                .accepts
+                .iter()
+                .filter(|v| **v != envelope.schema)
+                .collect();
+            match older.len() {
+                0 => String::new(),
+                1 => format!("version {}", older[0]),
+                _ => format!("versions {}", join(&mut older.into_iter())),
+            }
+        },
         fields,
         enums,
     })

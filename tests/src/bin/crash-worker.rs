@@ -1,17 +1,18 @@
 //! A worker process for the crash test: it reads jobs and never finishes them, until it is killed with SIGKILL.
 //!
-//! Settings come from the environment: `QG_REDIS_URL`, `QG_KEY_PREFIX`,
-//! `QG_PARTITIONS` and `QG_CONSUMER` (the consumer name the test looks for).
+//! It runs the generated `crashy` queue of tests/queues.yaml. Settings come
+//! from the environment: `QG_REDIS_URL` and `QG_CONSUMER` (the consumer name
+//! the test looks for).
 
 use std::process::ExitCode;
 
-use queuegen_runtime::{JobContext, JobError, Outcome, Redis, Worker};
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_runtime::{JobContext, JobError, Outcome, Redis};
+use queuegen_tests::queues::crashy::{self, TestJob};
 
 /// Takes every job and holds it forever, like a handler stuck on a dependency.
 struct NeverFinishes;
 
-impl queuegen_runtime::Handler<TestJob> for NeverFinishes {
+impl crashy::Handler for NeverFinishes {
     async fn handle(&self, _job: TestJob, _ctx: &JobContext) -> Result<Outcome, JobError> {
         std::future::pending().await
     }
@@ -34,16 +35,11 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<(), String> {
     let url = setting("QG_REDIS_URL")?;
-    let prefix = setting("QG_KEY_PREFIX")?;
-    let partitions: u16 = setting("QG_PARTITIONS")?
-        .parse()
-        .map_err(|err| format!("crash-worker: QG_PARTITIONS: {err}"))?;
     let consumer = setting("QG_CONSUMER")?;
     let redis = Redis::connect(&url)
         .await
         .map_err(|err| format!("crash-worker: {err}"))?;
-    let config = test_config(&prefix, partitions);
-    Worker::new(&redis, config, NeverFinishes)
+    crashy::worker(&redis, NeverFinishes)
         .consumer_name(consumer)
         .run_until(std::future::pending())
         .await

@@ -1,0 +1,172 @@
+//! The committed docs-pipeline example, end to end: its generated producers
+//! publish, its generated workers run its handlers, every job leaves one result.
+
+use std::time::Duration;
+
+use docs_pipeline::handlers::{
+    self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
+};
+use docs_pipeline::queues::envelopes::{
+    ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedPriority,
+};
+use docs_pipeline::queues::{export, notification, ocr, reconciliation};
+use queuegen_runtime::{ensure_groups, NewJob, Timestamp};
+use queuegen_tests::support::{init_tracing, pending_count, wait_until};
+use queuegen_tests::RedisServer;
+
+const JOBS: u32 = 50;
+
+async fn results(conn: &mut redis::aio::MultiplexedConnection, queue: &str) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("docs-pipeline:results:{queue}:*"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_producers_and_workers_drain_all_four_queues() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (redis, store) = handlers::connect(&server.url()).await.unwrap();
+    for config in [
+        ocr::CONFIG,
+        notification::CONFIG,
+        export::CONFIG,
+        reconciliation::CONFIG,
+    ] {
+        ensure_groups(&redis, &config).await.unwrap();
+    }
+
+    let now = Timestamp::now();
+    let tenant = |i: u32| format!("tenant-{}", i % 3);
+    ocr::producer(&redis)
+        .publish_many((0..JOBS).map(|i| {
+            let body = ocr::OcrRequested {
+                subject_ref: format!("scan-{i}.pdf"),
+                pages: Some(i % 4),
+                priority: OcrRequestedPriority::High,
+            };
+            NewJob::new(format!("ocr-{i}"), tenant(i), body)
+        }))
+        .await
+        .unwrap();
+    notification::producer(&redis)
+        .publish_many((0..JOBS).map(|i| {
+            let body = notification::NotificationRequested {
+                recipient_ref: format!("user-{i}"),
+                channel: NotificationRequestedChannel::Push,
+                template: "done".into(),
+                urgent: i % 2 == 0,
+            };
+            NewJob::new(format!("notification-{i}"), tenant(i), body)
+        }))
+        .await
+        .unwrap();
+    export::producer(&redis)
+        .publish_many((0..JOBS).map(|i| {
+            let body = export::ExportRequested {
+                export_ref: format!("export-{i}"),
+                format: ExportRequestedFormat::Parquet,
+                requested_at: now,
+                row_limit: Some(u64::from(i)),
+            };
+            NewJob::new(format!("export-{i}"), tenant(i), body)
+        }))
+        .await
+        .unwrap();
+    reconciliation::producer(&redis)
+        .publish_many((0..JOBS).map(|i| {
+            let body = reconciliation::ReconciliationRequested {
+                ledger_ref: format!("ledger-{i}"),
+                window_start: now,
+                window_end: now,
+            };
+            NewJob::new(format!("reconciliation-{i}"), tenant(i), body)
+        }))
+        .await
+        .unwrap();
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let workers = vec![
+        tokio::spawn(
+            ocr::worker(
+                &redis,
+                OcrHandler {
+                    results: store.clone(),
+                },
+            )
+            .run_until(until_stopped(stopped.clone())),
+        ),
+        tokio::spawn(
+            notification::worker(
+                &redis,
+                NotificationHandler {
+                    results: store.clone(),
+                },
+            )
+            .run_until(until_stopped(stopped.clone())),
+        ),
+        tokio::spawn(
+            export::worker(
+                &redis,
+                ExportHandler {
+                    results: store.clone(),
+                },
+            )
+            .run_until(until_stopped(stopped.clone())),
+        ),
+        tokio::spawn(
+            reconciliation::worker(
+                &redis,
+                ReconciliationHandler {
+                    results: store.clone(),
+                },
+            )
+            .run_until(until_stopped(stopped.clone())),
+        ),
+    ];
+
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(30), "every job has its result", || {
+        let mut conn = conn.clone();
+        async move {
+            let mut done = 0;
+            for queue in ["ocr", "notification", "export", "reconciliation"] {
+                done += results(&mut conn, queue).await;
+            }
+            done == 4 * JOBS as usize
+        }
+    })
+    .await;
+    stop.send(true).unwrap();
+    let mut handled = 0;
+    for worker in workers {
+        let report = worker.await.unwrap().unwrap();
+        assert_eq!(report.failed + report.decode_errors, 0, "{report:?}");
+        handled += report.done;
+    }
+    assert_eq!(handled, 4 * u64::from(JOBS), "each job handled once");
+    for config in [
+        ocr::CONFIG,
+        notification::CONFIG,
+        export::CONFIG,
+        reconciliation::CONFIG,
+    ] {
+        for key in config.ready_keys() {
+            assert_eq!(
+                pending_count(&mut conn, &key, config.group).await,
+                0,
+                "{key}"
+            );
+        }
+    }
+}
