@@ -188,6 +188,14 @@ fn init_writes_a_starter_spec_that_checks_clean_and_is_not_overwritten() {
         check.status.success(),
         "starter spec must be valid: {check:?}"
     );
+    let spec = fs::read_to_string(dir.path().join("queues.yaml")).unwrap();
+    assert!(spec.starts_with("# yaml-language-server: $schema=queuegen.v1.json\n"));
+    let schema: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.path().join("queuegen.v1.json")).unwrap()).unwrap();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     let generate = queuegen(&["generate", "queues.yaml", "--out", "q"], dir.path());
     assert!(generate.status.success(), "{generate:?}");
 

@@ -13,7 +13,8 @@ use anyhow::Context;
   queuegen init deploy/queues.yaml --service billing"
 )]
 pub struct Args {
-    /// Where to write the spec; an existing file is never overwritten.
+    /// Where to write the spec; an existing file is never overwritten. The JSON
+    /// Schema is written beside it as queuegen.v1.json unless one exists.
     #[arg(default_value = "queues.yaml")]
     pub path: PathBuf,
 
@@ -40,11 +41,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(&args.path, spec).with_context(|| format!("writing {}", args.path.display()))?;
-    println!(
-        "wrote {}; next: queuegen check {}",
-        args.path.display(),
-        args.path.display()
-    );
+    println!("wrote {}", args.path.display());
+
+    // The starter's first line points editors at the schema beside it.
+    let schema = args.path.with_file_name("queuegen.v1.json");
+    if !schema.exists() {
+        std::fs::write(&schema, queuegen::spec::json_schema::to_pretty_string())
+            .with_context(|| format!("writing {}", schema.display()))?;
+        println!(
+            "wrote {} (JSON Schema for editor completion)",
+            schema.display()
+        );
+    }
+    println!("next: queuegen check {}", args.path.display());
     Ok(ExitCode::SUCCESS)
 }
 
