@@ -9,6 +9,8 @@ use queuegen_runtime::{
     Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Header, Timestamp,
 };
 
+// `HighPriority` is there to exercise the multi-word snake_case wire name.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FieldEnum)]
 enum Priority {
     Low,
