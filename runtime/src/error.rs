@@ -1,7 +1,5 @@
 //! The runtime's one error type: every failure names the key, partition, job or field it is about.
 
-use std::time::Duration;
-
 /// What is wrong with one envelope field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FieldProblem {
@@ -77,14 +75,6 @@ pub enum Error {
     InvalidWorker {
         queue: &'static str,
         problem: String,
-    },
-
-    /// A worker was asked to shut down but jobs were still running at the end of the budget.
-    #[error("queue {queue}: {in_flight} job(s) still running after the shutdown budget of {budget:?}; they stay pending")]
-    ShutdownBudgetExceeded {
-        queue: &'static str,
-        in_flight: usize,
-        budget: Duration,
     },
 
     /// Redis answered with an error, or the connection failed.
