@@ -7,6 +7,11 @@ use crate::error::FieldProblem;
 /// A type that can be one field of an envelope.
 ///
 /// Stream field values are UTF-8 text so that `redis-cli XRANGE` stays readable.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an envelope field",
+    label = "not a supported envelope field type",
+    note = "envelope fields can be String, bool, u8..u64, i8..i64, Timestamp, Option<T> of those, or an enum deriving FieldEnum"
+)]
 pub trait FieldValue: Sized {
     /// Encodes the value; `None` leaves the field out of the entry (only `Option` does).
     fn encode_field(&self) -> Option<String>;
