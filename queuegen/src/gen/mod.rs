@@ -1,6 +1,7 @@
 //! Generators: one module per artefact kind, all reading the validated spec model.
 
 pub mod files;
+pub mod functions;
 pub mod naming;
 pub mod rust;
 pub mod stubs;
