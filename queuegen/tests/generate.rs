@@ -141,6 +141,30 @@ fn generated_code_is_rustfmt_clean() {
 }
 
 #[test]
+fn module_declarations_stay_in_rustfmt_order_when_a_queue_sorts_before_envelopes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = fs::read_to_string(example_spec())
+        .unwrap()
+        .replace("  export:\n", "  archive:\n");
+    fs::write(dir.path().join("queues.yaml"), spec).unwrap();
+    assert!(
+        queuegen(&["generate", "queues.yaml", "--out", "q"], dir.path())
+            .status
+            .success()
+    );
+    let module = fs::read_to_string(dir.path().join("q/mod.rs")).unwrap();
+    let archive = module.find("pub mod archive;").expect("archive module");
+    let envelopes = module.find("pub mod envelopes;").expect("envelopes module");
+    assert!(archive < envelopes, "{module}");
+    let status = Command::new("rustfmt")
+        .args(["--edition", "2021", "--check"])
+        .arg(dir.path().join("q/mod.rs"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
 fn stubs_are_written_once_and_never_overwritten() {
     let dir = scratch();
     let args = [

@@ -12,16 +12,25 @@ use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
 use crate::spec::model::{Envelope, Field, FieldType, Queue, Spec};
 
+const ENVELOPES_MODULE: &str = "envelopes";
+
 /// Generates every file of the module tree. `spec_file` is how the header
 /// names the spec (a path relative to the output directory).
 pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
     let header = header(spec_file);
     let mut files = Vec::with_capacity(spec.queues.len() + 2);
 
-    let mut queues: Vec<QueueContext> =
-        spec.queues.iter().map(|q| queue_context(spec, q)).collect();
+    let queues: Vec<QueueContext> = spec.queues.iter().map(|q| queue_context(spec, q)).collect();
+    if let Some(clash) = queues.iter().find(|q| q.module == ENVELOPES_MODULE) {
+        return Err(Error::Unsupported(format!(
+            "queue `{}` would generate a module named like the envelopes module; rename the queue",
+            clash.name
+        )));
+    }
     // rustfmt orders `mod` items alphabetically; so must we to stay rustfmt-clean.
-    queues.sort_by(|a, b| a.module.cmp(&b.module));
+    let mut modules: Vec<&str> = queues.iter().map(|q| q.module.as_str()).collect();
+    modules.push(ENVELOPES_MODULE);
+    modules.sort_unstable();
     files.push(GeneratedFile {
         path: PathBuf::from("mod.rs"),
         contents: render(
@@ -29,7 +38,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
             ModContext {
                 header: &header,
                 service: &spec.service,
-                queues: &queues,
+                modules: &modules,
             },
         )?,
     });
@@ -71,7 +80,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
 struct ModContext<'a> {
     header: &'a str,
     service: &'a str,
-    queues: &'a [QueueContext],
+    modules: &'a [&'a str],
 }
 
 #[derive(Serialize)]
