@@ -207,6 +207,10 @@ pub struct Retry {
     /// Total application attempts including the first. Default 5.
     pub max_attempts: u32,
     pub backoff: Backoff,
+    /// How often the scheduler promotes due retries. Default 1s.
+    pub promote_every: Duration,
+    /// Most retries promoted by one function call. Default 100.
+    pub promote_batch: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

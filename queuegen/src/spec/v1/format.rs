@@ -283,6 +283,10 @@ pub static RETRY: Obj = Obj {
             default = Some("all defaults"),
             "Delay before each retry."
         ),
+        prop!("promote_every", Ty::Duration, default = Some("1s"),
+            "How often each partition's scheduler moves due retries back to the ready stream; a retry runs up to this much after its due time."),
+        prop!("promote_batch", Ty::Int { min: 1, max: U32_MAX }, default = Some("100"),
+            "Most due retries moved by one call of the retry_promote function; the scheduler calls again while batches come back full."),
     ],
 };
 

@@ -401,6 +401,18 @@ fn retry(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Retry> {
             )
         })
         .or(5);
+    let promote_every = r.read(ctx, "promote_every", values::duration).or(secs(1));
+    let promote_batch = r
+        .read(ctx, "promote_batch", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "promote_batch moves at least one retry per call",
+            )
+        })
+        .or(100);
     let b = r.child(ctx, "backoff", &BACKOFF);
     let initial = b.read(ctx, "initial", values::duration);
     let max = b.read(ctx, "max", values::duration);
@@ -449,6 +461,8 @@ fn retry(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Retry> {
     }
     Some(Retry {
         max_attempts: max_attempts? as u32,
+        promote_every: promote_every?,
+        promote_batch: promote_batch? as u32,
         backoff: Backoff {
             initial: initial?,
             max: max?,
