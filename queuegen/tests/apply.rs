@@ -1,4 +1,5 @@
-//! `queuegen apply` against a private redis-server: groups created once, reported after, errors named.
+//! `queuegen apply` against a private redis-server: groups created once, reported after, errors
+//! named; the Function library loaded, replaced on a re-run, and verified.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,6 +12,26 @@ const EXAMPLE: &str = concat!(
 );
 /// 8 + 4 + 2 + 1 partitions in the example.
 const PARTITIONS: usize = 15;
+
+fn library() -> String {
+    queuegen::gen::functions::library_name("docs-pipeline")
+}
+
+/// Names of the libraries loaded on the server.
+fn libraries(server: &RedisServer) -> Vec<String> {
+    let mut conn = server.client().get_connection().unwrap();
+    let listed: Vec<Vec<redis::Value>> =
+        redis::cmd("FUNCTION").arg("LIST").query(&mut conn).unwrap();
+    let mut names: Vec<String> = listed
+        .iter()
+        .map(|library| match &library[1] {
+            redis::Value::BulkString(name) => String::from_utf8_lossy(name).into_owned(),
+            other => panic!("library_name is {other:?}"),
+        })
+        .collect();
+    names.sort();
+    names
+}
 
 fn apply(server: &RedisServer, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_queuegen"))
@@ -38,6 +59,15 @@ fn creates_every_group_once_then_reports_them_as_existing() {
         "{stdout}"
     );
     assert!(stdout.contains("work:{ocr-07}:ready"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "function library {} on 127.0.0.1:{}: loaded (new on this server), verified",
+            library(),
+            server.port()
+        )),
+        "{stdout}"
+    );
+    assert_eq!(libraries(&server), [library()]);
 
     let mut conn = server.client().get_connection().unwrap();
     let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
@@ -51,11 +81,48 @@ fn creates_every_group_once_then_reports_them_as_existing() {
         redis::Value::BulkString(b"export-workers".to_vec())
     );
 
+    let version: String = redis::cmd("FCALL")
+        .arg(format!("{}_version", library()))
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(version, library());
+
     let second = apply(&server, &["--json"]);
     assert!(second.status.success(), "{second:?}");
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&second.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let rows = report["groups"].as_array().unwrap();
     assert_eq!(rows.len(), PARTITIONS);
     assert!(rows.iter().all(|row| row["created"] == false), "{rows:?}");
+    assert_eq!(report["library"]["name"], library());
+    assert_eq!(report["library"]["result"], "replaced");
+    assert_eq!(report["library"]["verified"], true);
+    assert_eq!(libraries(&server), [library()]);
+}
+
+#[test]
+fn the_library_loads_beside_another_version_and_only_replaces_its_own() {
+    let server = RedisServer::start();
+    let spec = queuegen::spec::check_file(Path::new(EXAMPLE))
+        .unwrap()
+        .spec
+        .unwrap();
+    let next = queuegen::gen::functions::LIBRARY_VERSION + 1;
+    let newer = queuegen::gen::functions::render_library(&spec, "queues.yaml", next).unwrap();
+    let mut conn = server.client().get_connection().unwrap();
+    let newer_name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&newer)
+        .query(&mut conn)
+        .unwrap();
+
+    let out = apply(&server, &["--queue", "export", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["library"]["result"], "loaded");
+    let mut expected = vec![library(), newer_name];
+    expected.sort();
+    assert_eq!(libraries(&server), expected);
 }
 
 #[test]
@@ -84,4 +151,5 @@ fn an_unknown_queue_is_refused_before_touching_redis() {
     let mut conn = server.client().get_connection().unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert!(keys.is_empty(), "nothing was created: {keys:?}");
+    assert!(libraries(&server).is_empty(), "nothing was loaded");
 }

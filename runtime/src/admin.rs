@@ -1,4 +1,5 @@
-//! Setting up a queue's Redis state: the consumer group on every partition's stream.
+//! Setting up a queue's Redis state: the consumer group on every partition's
+//! stream, and the service's Function library.
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
@@ -50,4 +51,182 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
         });
     }
     Ok(setups)
+}
+
+/// What [`load_library`] did on one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryLoad {
+    /// The library name from the code's `#!lua name=...` line, e.g. `qg_docs_pipeline_v1`.
+    pub library: String,
+    /// `host:port` of the server it was loaded on.
+    pub server: String,
+    /// `true` when a library of that name (so of that version) was already
+    /// loaded and has been replaced; `false` when it is new on this server.
+    pub replaced: bool,
+}
+
+/// Loads a generated Function library (`functions.lua`) with
+/// `FUNCTION LOAD REPLACE`. The library name carries its version, so REPLACE
+/// only ever replaces the same version (an older or newer one stays loaded
+/// beside it during a rolling deploy). Standalone: one server; in a Cluster,
+/// every primary needs its own load.
+pub async fn load_library(redis: &Redis, code: &str) -> Result<LibraryLoad> {
+    let server = server_addr(redis);
+    let library = library_name_of(code).ok_or_else(|| Error::InvalidLibrary {
+        problem: format!(
+            "the code does not start with `#!lua name=<library>` (first line: {:?})",
+            code.lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(80)
+                .collect::<String>()
+        ),
+    })?;
+    let mut conn = redis.shared();
+    let listed: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(&library)
+        .query_async(&mut conn)
+        .await
+        .map_err(|err| {
+            Error::redis(
+                format!("FUNCTION LIST LIBRARYNAME {library} on {server}"),
+                err,
+            )
+        })?;
+    let replaced = listed_library_names(&listed).contains(&library);
+    let loaded: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(code)
+        .query_async(&mut conn)
+        .await
+        .map_err(|err| Error::redis(format!("FUNCTION LOAD REPLACE {library} on {server}"), err))?;
+    if loaded != library {
+        return Err(Error::InvalidLibrary {
+            problem: format!("{server} loaded it as {loaded:?}, not {library:?}"),
+        });
+    }
+    Ok(LibraryLoad {
+        library,
+        server,
+        replaced,
+    })
+}
+
+/// Checks that the server has `library` loaded: `FCALL <library>_version 0`
+/// must answer the library's own name. A missing library (or one answering
+/// another name) is [`Error::LibraryMissing`], naming the server and library.
+pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
+    let server = server_addr(redis);
+    let function = format!("{library}_version");
+    let mut conn = redis.shared();
+    let reply: redis::RedisResult<String> = redis::cmd("FCALL")
+        .arg(&function)
+        .arg(0)
+        .query_async(&mut conn)
+        .await;
+    match reply {
+        Ok(name) if name == library => Ok(()),
+        Ok(name) => Err(Error::LibraryMissing {
+            server,
+            library: library.to_owned(),
+            problem: format!("{function} answered {name:?}"),
+        }),
+        Err(err) if is_function_not_found(&err) => Err(Error::LibraryMissing {
+            server,
+            library: library.to_owned(),
+            problem: format!("no function {function}"),
+        }),
+        Err(err) => Err(Error::redis(format!("FCALL {function} 0 on {server}"), err)),
+    }
+}
+
+/// `host:port` of the server (never its credentials).
+fn server_addr(redis: &Redis) -> String {
+    redis.client().get_connection_info().addr().to_string()
+}
+
+/// The library name of `#!lua name=<library>` on the code's first line.
+fn library_name_of(code: &str) -> Option<String> {
+    let first = code.lines().next()?;
+    let rest = first.strip_prefix("#!lua")?;
+    rest.split_whitespace()
+        .find_map(|part| part.strip_prefix("name="))
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+}
+
+/// The `library_name` of every library in a `FUNCTION LIST` reply (RESP2 or RESP3).
+fn listed_library_names(reply: &redis::Value) -> Vec<String> {
+    use redis::Value;
+    fn text(value: &Value) -> Option<String> {
+        match value {
+            Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            Value::SimpleString(text) => Some(text.clone()),
+            _ => None,
+        }
+    }
+    let Value::Array(libraries) = reply else {
+        return Vec::new();
+    };
+    libraries
+        .iter()
+        .filter_map(|library| match library {
+            Value::Array(items) => items
+                .chunks(2)
+                .find(|pair| text(&pair[0]).as_deref() == Some("library_name"))
+                .and_then(|pair| pair.get(1).and_then(text)),
+            Value::Map(pairs) => pairs
+                .iter()
+                .find(|(key, _)| text(key).as_deref() == Some("library_name"))
+                .and_then(|(_, value)| text(value)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether Redis said the called function does not exist (`ERR Function not found`).
+fn is_function_not_found(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|detail| detail.starts_with("Function not found"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_names_come_from_the_first_line() {
+        assert_eq!(
+            library_name_of("#!lua name=qg_docs_pipeline_v1\n-- x\n").as_deref(),
+            Some("qg_docs_pipeline_v1")
+        );
+        assert_eq!(library_name_of("#!lua name=\n"), None);
+        assert_eq!(library_name_of("-- no shebang\n#!lua name=x\n"), None);
+        assert_eq!(library_name_of(""), None);
+    }
+
+    #[test]
+    fn function_list_replies_name_their_libraries() {
+        use redis::Value;
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![Value::Array(vec![
+            bulk("library_name"),
+            bulk("qg_a_v1"),
+            bulk("engine"),
+            bulk("LUA"),
+        ])]);
+        assert_eq!(listed_library_names(&resp2), ["qg_a_v1"]);
+        let resp3 = Value::Array(vec![Value::Map(vec![(
+            bulk("library_name"),
+            bulk("qg_a_v2"),
+        )])]);
+        assert_eq!(listed_library_names(&resp3), ["qg_a_v2"]);
+        assert!(listed_library_names(&Value::Array(vec![])).is_empty());
+    }
 }

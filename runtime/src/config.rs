@@ -20,7 +20,7 @@ pub struct QueueConfig {
     pub group: &'static str,
     /// Where a newly created group starts: `$`, `0-0` or a stream ID.
     pub group_start: &'static str,
-    /// A handler running longer than this is abandoned; its job stays pending.
+    /// A handler running longer than this is abandoned; the job is retried as a transient failure.
     pub handler_timeout: Duration,
     /// Jobs one worker process runs at once; also the most it reads ahead.
     pub concurrency: usize,
@@ -34,6 +34,70 @@ pub struct QueueConfig {
     pub claim_batch: usize,
     /// Largest encoded envelope (sum of field names and values) a producer accepts.
     pub payload_max_bytes: usize,
+    /// The service's Function library, e.g. `qg_docs_pipeline_v1`: the
+    /// version this code was generated with. Function names are
+    /// `{functions}_{name}`, so two versions run side by side.
+    pub functions: &'static str,
+    /// Total application attempts, including the first; the last failure dead-letters.
+    pub retry_max_attempts: u32,
+    /// Backoff before the second attempt.
+    pub retry_initial: Duration,
+    /// Longest backoff between two attempts.
+    pub retry_max: Duration,
+    /// Growth of the backoff per attempt: `initial * factor^(attempt-1)`, capped at `max`.
+    pub retry_factor: f64,
+    pub retry_jitter: Jitter,
+    /// How often the scheduler moves due retries back to the ready stream.
+    pub retry_promote_every: Duration,
+    /// Most retries one `retry_promote` call moves.
+    pub retry_promote_batch: usize,
+    /// Deliveries (the pending list's count) after which an entry is quarantined
+    /// as poison: a crash loop, independent of the application attempt.
+    pub poison_max_deliveries: u32,
+    /// Approximate cap of each partition's dead-letter stream (`MAXLEN ~`).
+    pub dead_letter_max_len: u64,
+    /// Lifetime of transition markers: `retention.min_age`, so a re-run of a
+    /// transition finds its marker as long as its source can still exist.
+    pub marker_ttl: Duration,
+}
+
+/// How a retry's backoff is randomised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Jitter {
+    /// Exactly the exponential backoff.
+    None,
+    /// Uniform in `[0, backoff]`, so that jobs failing together do not retry together.
+    Full,
+}
+
+/// The transition a marker key records (`{prefix}:{queue-NN}:marker:<kind>:<id>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MarkerKind {
+    /// A ready entry was rescheduled into the retry set.
+    Retry,
+    /// A ready entry was dead-lettered.
+    Dead,
+    /// A retry was promoted back to the ready stream.
+    Promote,
+    /// A dead letter was replayed into the ready stream.
+    Replay,
+}
+
+impl MarkerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkerKind::Retry => "retry",
+            MarkerKind::Dead => "dead",
+            MarkerKind::Promote => "promote",
+            MarkerKind::Replay => "replay",
+        }
+    }
+}
+
+impl AsRef<str> for MarkerKind {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
 }
 
 impl QueueConfig {
@@ -46,8 +110,38 @@ impl QueueConfig {
 
     /// The ready stream of a partition: `{prefix}:{queue-NN}:ready`.
     pub fn ready_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "ready")
+    }
+
+    /// The dead-letter stream of a partition: `{prefix}:{queue-NN}:dead`.
+    pub fn dead_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "dead")
+    }
+
+    /// The retry schedule of a partition (zset of retry id by due time in Unix ms).
+    pub fn retry_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "retry")
+    }
+
+    /// The envelopes of a partition's scheduled retries (hash by retry id).
+    pub fn retry_jobs_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "retry-jobs")
+    }
+
+    /// The marker of one transition from source `id` (a ready entry, retry id or dead-letter ID).
+    /// `kind` is a [`MarkerKind`] or its name (`retry`, `dead`, `promote`, `replay`).
+    pub fn marker_key(&self, partition: u16, kind: impl AsRef<str>, id: &str) -> String {
+        self.partition_key(partition, &format!("marker:{}:{id}", kind.as_ref()))
+    }
+
+    /// The full name of one function of the library: `{functions}_{name}`.
+    pub fn function(&self, name: &str) -> String {
+        format!("{}_{name}", self.functions)
+    }
+
+    fn partition_key(&self, partition: u16, suffix: &str) -> String {
         format!(
-            "{}:{{{}}}:ready",
+            "{}:{{{}}}:{suffix}",
             self.key_prefix,
             self.partition_tag(partition)
         )
@@ -66,7 +160,7 @@ fn partition_digits(partitions: u16) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) const OCR: QueueConfig = QueueConfig {
@@ -84,12 +178,39 @@ mod tests {
         claim_every: Duration::from_secs(10),
         claim_batch: 50,
         payload_max_bytes: 2048,
+        functions: "qg_docs_pipeline_v1",
+        retry_max_attempts: 5,
+        retry_initial: Duration::from_secs(2),
+        retry_max: Duration::from_secs(600),
+        retry_factor: 2.0,
+        retry_jitter: Jitter::Full,
+        retry_promote_every: Duration::from_secs(1),
+        retry_promote_batch: 100,
+        poison_max_deliveries: 4,
+        dead_letter_max_len: 100_000,
+        marker_ttl: Duration::from_secs(3 * 86_400),
     };
 
     #[test]
     fn keys_share_one_hash_tag_per_partition() {
         assert_eq!(OCR.ready_key(3), "work:{ocr-03}:ready");
         assert_eq!(OCR.ready_keys().len(), 32);
+        assert_eq!(OCR.dead_key(3), "work:{ocr-03}:dead");
+        assert_eq!(OCR.retry_key(3), "work:{ocr-03}:retry");
+        assert_eq!(OCR.retry_jobs_key(3), "work:{ocr-03}:retry-jobs");
+        assert_eq!(
+            OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
+            "work:{ocr-03}:marker:retry:1700000000000-0"
+        );
+        assert_eq!(
+            OCR.marker_key(0, MarkerKind::Promote, "5-1"),
+            "work:{ocr-00}:marker:promote:5-1"
+        );
+        assert_eq!(
+            OCR.marker_key(0, "replay", "5-1"),
+            OCR.marker_key(0, MarkerKind::Replay, "5-1")
+        );
+        assert_eq!(OCR.function("version"), "qg_docs_pipeline_v1_version");
     }
 
     #[test]

@@ -77,6 +77,34 @@ pub enum Error {
         problem: String,
     },
 
+    /// A Function library call refused a transition (a `QG_*` error reply); it wrote nothing.
+    #[error("{function} on {key} (partition {partition}, job {job}) refused: {code} {detail}")]
+    Transition {
+        function: String,
+        /// The transition's source key: ready stream, retry set or dead-letter stream.
+        key: String,
+        partition: u16,
+        /// The job's `job_id`, or the source entry ID when the job is not known.
+        job: String,
+        code: crate::transitions::TransitionCode,
+        detail: String,
+    },
+
+    /// The Function library this code was generated with is not loaded on a server.
+    #[error(
+        "redis {server} does not have the Function library {library} ({problem}): run `queuegen apply` to load it"
+    )]
+    LibraryMissing {
+        server: String,
+        library: String,
+        problem: String,
+    },
+
+    /// Code handed to `load_library` is not a generated Function library
+    /// (no `#!lua name=<library>` first line), or loaded under another name.
+    #[error("not a Function library: {problem}")]
+    InvalidLibrary { problem: String },
+
     /// Redis answered with an error, or the connection failed.
     #[error("redis: {context}: {source}")]
     Redis {

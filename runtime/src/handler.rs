@@ -62,13 +62,26 @@ impl JobContext {
     }
 }
 
-/// Works jobs of envelope `E`. Only `Ok(Outcome::Done)` is acknowledged; an
-/// error, a panic or a timeout leaves the job pending for redelivery, so the
-/// effect must be idempotent by `ctx.job_id()`.
+/// Works jobs of envelope `E`.
+///
+/// `Ok(Outcome::Done)` is acknowledged; a retry or a dead letter is moved
+/// atomically by the Function library; an ambiguous outcome, a panic or a
+/// crash leaves the job pending for redelivery (see [`Outcome`]). A job can
+/// therefore run more than once: make the effect idempotent by `ctx.job_id()`.
 pub trait Handler<E: Envelope>: Send + Sync + 'static {
     fn handle(
         &self,
         job: E,
         ctx: &JobContext,
     ) -> impl Future<Output = Result<Outcome, JobError>> + Send;
+
+    /// Called after `handle` returned `Outcome::Reconcile` or an ambiguous
+    /// error: the effect may or may not have happened. The job stays pending
+    /// and is redelivered after `claim.min_idle`; use this hook to start
+    /// reconciliation (look the effect up, alert). It runs under the handler
+    /// timeout; its panics are logged. The default does nothing.
+    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, reason);
+        async {}
+    }
 }

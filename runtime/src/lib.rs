@@ -1,24 +1,29 @@
 //! queuegen-runtime: what queuegen-generated code calls to publish and work jobs on Redis Streams.
 //!
 //! The delivery contract every component keeps: a job accepted by `XADD` is
-//! pending in a group or acknowledged after its handler returned a durable
-//! outcome — never in neither. Nothing here acknowledges to go faster.
+//! pending in a group, scheduled for retry, in the dead-letter stream, or
+//! acknowledged after its handler returned a durable outcome — never in none
+//! of them. Moves between those places run in one Redis Function each
+//! ([`transitions`]); nothing here acknowledges to go faster.
 
 pub mod admin;
 pub mod config;
 pub mod envelope;
 pub mod error;
+pub mod failpoint;
 pub mod field;
 pub mod handler;
 pub mod outcome;
 pub mod partition;
 pub mod producer;
 pub mod redis;
+pub mod retry;
 pub mod signal;
+pub mod transitions;
 pub mod worker;
 
-pub use admin::{ensure_groups, GroupSetup};
-pub use config::QueueConfig;
+pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
+pub use config::{Jitter, MarkerKind, QueueConfig};
 pub use envelope::{Envelope, FieldMap, Header};
 pub use error::{Error, FieldProblem, Result};
 pub use field::{FieldValue, Timestamp};
@@ -29,6 +34,7 @@ pub use producer::{NewJob, Producer, Published};
 pub use queuegen_macros::{Envelope, FieldEnum};
 pub use redis::Redis;
 pub use signal::shutdown_signal;
+pub use transitions::{DeadReason, Moved, Promoted, TransitionCode};
 pub use worker::{Worker, WorkerReport};
 
 /// Items the derive macros expand to; not part of the public API.

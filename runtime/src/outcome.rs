@@ -1,13 +1,71 @@
 //! What a handler reports: an outcome the runtime can act on, or a classified error.
+//!
+//! How the worker acts on each (see `worker::job`):
+//! - `Done`: `XACK`.
+//! - `Retry`, a transient error or a handler timeout: the `retry_schedule`
+//!   function moves the job to the retry set with `attempt + 1`, unless the
+//!   attempt was the last (`retry.max_attempts`): then `dead_letter` with
+//!   reason `retries_exhausted`.
+//! - `DeadLetter` (reason `handler`) or a permanent error (reason `permanent`):
+//!   the `dead_letter` function, at once.
+//! - `Reconcile` or an ambiguous error: the job stays pending and the
+//!   handler's `reconcile` hook runs; redelivery after `claim.min_idle`
+//!   (and, in a loop, poison quarantine) follows as for any pending entry.
+//! - A panic: the job stays pending, nothing else. A crash loop is what poison
+//!   quarantine (by delivery count) is for, not the retry budget.
 
 use std::fmt;
+use std::time::Duration;
 
-/// A handler's durable outcome. Only an outcome is ever acknowledged.
+/// A handler's outcome: what the runtime does with the job now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Outcome {
     /// The job's effect is durable (or was already, on a redelivery): acknowledge it.
     Done,
+    /// Try again later as attempt `attempt + 1`; `after` overrides the spec's
+    /// backoff (capped at `retry.backoff.max`). Counts against `retry.max_attempts`.
+    Retry {
+        after: Option<Duration>,
+        /// Short reason, written to the next attempt's `reason` header.
+        reason: String,
+    },
+    /// Will never succeed: move the job to the dead-letter stream now (reason `handler`).
+    DeadLetter {
+        /// Short, safe diagnostic (never the payload), recorded as the dead letter's `detail`.
+        reason: String,
+    },
+    /// The effect may or may not have happened: leave the job pending and
+    /// call the handler's `reconcile` hook.
+    Reconcile { reason: String },
+}
+
+impl Outcome {
+    pub fn retry(reason: impl Into<String>) -> Self {
+        Outcome::Retry {
+            after: None,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn retry_after(after: Duration, reason: impl Into<String>) -> Self {
+        Outcome::Retry {
+            after: Some(after),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn dead_letter(reason: impl Into<String>) -> Self {
+        Outcome::DeadLetter {
+            reason: reason.into(),
+        }
+    }
+
+    pub fn reconcile(reason: impl Into<String>) -> Self {
+        Outcome::Reconcile {
+            reason: reason.into(),
+        }
+    }
 }
 
 /// How the runtime should treat a handler error.

@@ -47,26 +47,9 @@ fn fnv1a_values<'a>(values: impl IntoIterator<Item = &'a str>) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    const CONFIG: QueueConfig = QueueConfig {
-        service: "docs-pipeline",
-        key_prefix: "work",
-        queue: "ocr",
-        partitions: 32,
-        partition_by: &["tenant", "subject_ref"],
-        group: "ocr-workers-v2",
-        group_start: "$",
-        handler_timeout: Duration::from_secs(60),
-        concurrency: 16,
-        shutdown_budget: Duration::from_secs(20),
-        claim_min_idle: Duration::from_secs(120),
-        claim_every: Duration::from_secs(10),
-        claim_batch: 50,
-        payload_max_bytes: 2048,
-    };
+    const CONFIG: QueueConfig = crate::config::tests::OCR;
 
     fn pairs<'a>(items: &[(&'a str, &str)]) -> Vec<(&'a str, String)> {
         items

@@ -20,9 +20,22 @@ impl TestJob {
 /// tests adjust other fields with struct update syntax.
 pub fn test_config(key_prefix: &str, partitions: u16) -> QueueConfig {
     QueueConfig {
-        // QueueConfig holds `&'static str` (generated code bakes in literals).
-        key_prefix: Box::leak(key_prefix.to_owned().into_boxed_str()),
+        key_prefix: leak(key_prefix),
         partitions,
         ..crate::queues::jobs::CONFIG
     }
+}
+
+/// The generated `retrying` queue settings (short backoff, claim and poison
+/// timings) under `key_prefix`.
+pub fn retrying_config(key_prefix: &str) -> QueueConfig {
+    QueueConfig {
+        key_prefix: leak(key_prefix),
+        ..crate::queues::retrying::CONFIG
+    }
+}
+
+/// `QueueConfig` holds `&'static str` (generated code bakes in literals).
+pub fn leak(text: &str) -> &'static str {
+    Box::leak(text.to_owned().into_boxed_str())
 }

@@ -1,8 +1,10 @@
-//! Shared test support: the harness that starts private redis-server processes, fixtures and helpers.
+//! Shared test support: the harness that starts private redis-server processes, the Function library, fixtures and helpers.
 
 pub mod fixtures;
+pub mod library;
 pub mod queues;
 pub mod redis_server;
+pub mod scripted;
 pub mod support;
 
 pub use redis_server::RedisServer;

@@ -1,11 +1,13 @@
-//! Small helpers for tests: unique key prefixes, log setup and capture, polling until a condition holds.
+//! Small helpers for tests: unique key prefixes, log setup and capture, polling, and reading queue state back.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use queuegen_runtime::QueueConfig;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
@@ -137,4 +139,107 @@ pub async fn pending_entries(
         .await
         .unwrap_or_else(|err| panic!("XPENDING {key} {group} - +: {err}"));
     reply.ids
+}
+
+/// Every entry of the stream `key`, oldest first, as `(id, fields)`.
+pub async fn stream_entries(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> Vec<(String, HashMap<String, String>)> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XRANGE {key}: {err}"));
+    reply
+        .ids
+        .into_iter()
+        .map(|entry| {
+            let fields = entry
+                .map
+                .iter()
+                .map(|(name, value)| {
+                    let value: String = redis::from_redis_value_ref(value)
+                        .unwrap_or_else(|err| panic!("{key} {} {name}: {err}", entry.id));
+                    (name.clone(), value)
+                })
+                .collect();
+            (entry.id, fields)
+        })
+        .collect()
+}
+
+/// The dead letters of every partition of `config`, as `(partition, id, fields)`.
+pub async fn dead_letters(
+    conn: &mut redis::aio::MultiplexedConnection,
+    config: &QueueConfig,
+) -> Vec<(u16, String, HashMap<String, String>)> {
+    let mut all = Vec::new();
+    for partition in 0..config.partitions {
+        let key = config.dead_key(partition);
+        for (id, fields) in stream_entries(conn, &key).await {
+            all.push((partition, id, fields));
+        }
+    }
+    all
+}
+
+/// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`,
+/// from the retry set and its envelope store together.
+pub async fn scheduled_retries(
+    conn: &mut redis::aio::MultiplexedConnection,
+    config: &QueueConfig,
+) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+    let mut all = Vec::new();
+    for partition in 0..config.partitions {
+        // One MULTI/EXEC: a scheduler running meanwhile cannot come between the two reads.
+        let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
+            .atomic()
+            .cmd("ZRANGE")
+            .arg(config.retry_key(partition))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("HGETALL")
+            .arg(config.retry_jobs_key(partition))
+            .query_async(conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            due.len(),
+            stored.len(),
+            "partition {partition}: the retry set and its envelope store agree: {due:?} / {stored:?}"
+        );
+        for (id, due_ms) in due {
+            let envelope = stored
+                .get(&id)
+                .unwrap_or_else(|| panic!("retry {id} has no stored envelope"));
+            all.push((partition, id, due_ms, envelope_fields(envelope)));
+        }
+    }
+    all
+}
+
+/// The fields of an envelope stored by the Function library (a JSON array `[field, value, ...]`).
+pub fn envelope_fields(stored: &str) -> HashMap<String, String> {
+    let flat: Vec<String> = serde_json::from_str(stored)
+        .unwrap_or_else(|err| panic!("stored envelope {stored:?}: {err}"));
+    assert!(flat.len() % 2 == 0, "odd envelope {flat:?}");
+    flat.chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+/// Pending entries of every partition of `config`.
+pub async fn all_pending(
+    conn: &mut redis::aio::MultiplexedConnection,
+    config: &QueueConfig,
+) -> Vec<redis::streams::StreamPendingId> {
+    let mut all = Vec::new();
+    for key in config.ready_keys() {
+        all.extend(pending_entries(conn, &key, config.group).await);
+    }
+    all
 }

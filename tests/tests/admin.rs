@@ -5,7 +5,7 @@ use std::time::Duration;
 use queuegen_runtime::{ensure_groups, Error, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, unique_prefix};
-use queuegen_tests::RedisServer;
+use queuegen_tests::{library, RedisServer};
 
 #[tokio::test]
 async fn ensure_groups_creates_then_reports_existing_groups() {
@@ -74,6 +74,7 @@ async fn a_worker_without_its_group_says_to_run_apply() {
     let server = RedisServer::start();
     let config = test_config(&unique_prefix("admin-nogroup"), 2);
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
 
     let worker = Worker::new(&redis, config.clone(), NeverCalled);
     let run = worker.run_until(std::future::pending());

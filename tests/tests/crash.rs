@@ -8,7 +8,7 @@ use std::time::Duration;
 use queuegen_runtime::{ensure_groups, JobContext, JobError, NewJob, Outcome, QueueConfig, Redis};
 use queuegen_tests::queues::crashy::{self, TestJob};
 use queuegen_tests::support::{init_tracing, pending_count, pending_entries, wait_until};
-use queuegen_tests::RedisServer;
+use queuegen_tests::{library, RedisServer};
 
 const JOBS: usize = 6;
 const VICTIM: &str = "crash-victim";
@@ -79,6 +79,7 @@ async fn jobs_of_a_killed_worker_are_claimed_and_completed() {
     // The generated `crashy` queue as is: handler timeout 1s, claim min_idle 2s.
     let config = crashy::CONFIG;
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let producer = crashy::producer(&redis);
     let jobs = (0..JOBS).map(|n| {

@@ -11,7 +11,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, pending_count, unique_prefix, wait_until};
-use queuegen_tests::RedisServer;
+use queuegen_tests::{library, RedisServer};
 
 const JOBS: u32 = 1_000;
 const PARTITIONS: u16 = 4;
@@ -39,6 +39,7 @@ async fn three_workers_drain_a_thousand_jobs_exactly_once() {
     let server = RedisServer::start();
     let config = test_config(&unique_prefix("e2e"), PARTITIONS);
     let admin = Redis::connect(server.url()).await.unwrap();
+    library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
 
     let producer = Producer::<TestJob>::new(&admin, config.clone());
@@ -172,6 +173,7 @@ async fn a_worker_never_runs_more_jobs_than_its_concurrency() {
         ..test_config(&unique_prefix("e2e-permits"), 8)
     };
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let jobs = (0..240).map(|n| {

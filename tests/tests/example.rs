@@ -12,7 +12,7 @@ use docs_pipeline::queues::envelopes::{
 use docs_pipeline::queues::{export, notification, ocr, reconciliation};
 use queuegen_runtime::{ensure_groups, NewJob, Timestamp};
 use queuegen_tests::support::{init_tracing, pending_count, wait_until};
-use queuegen_tests::RedisServer;
+use queuegen_tests::{library, RedisServer};
 
 const JOBS: u32 = 50;
 
@@ -30,6 +30,7 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
     init_tracing();
     let server = RedisServer::start();
     let (redis, store) = handlers::connect(&server.url()).await.unwrap();
+    library::load_example(&redis).await;
     for config in [
         ocr::CONFIG,
         notification::CONFIG,

@@ -1,15 +1,17 @@
-//! Handler errors, panics and timeouts leave jobs pending; recovery reports pending entries deleted from the stream.
+//! Each handler failure is settled by its kind (permanent: dead letter, timeout: retry, panic: stays pending); recovery reports pending entries deleted from the stream.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Worker,
+    ensure_groups, Handler, Jitter, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
+    Redis, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{capture_logs, pending_entries, unique_prefix, wait_until};
-use queuegen_tests::RedisServer;
+use queuegen_tests::support::{
+    capture_logs, dead_letters, pending_entries, scheduled_retries, unique_prefix, wait_until,
+};
+use queuegen_tests::{library, RedisServer};
 
 /// Behaves as the job's `subject_ref` says: `ok`, `error`, `panic` or `hang`.
 #[derive(Clone, Default)]
@@ -52,15 +54,21 @@ async fn start(
 
 // Current-thread runtime (the default): every task logs on this thread, into `capture_logs`.
 #[tokio::test]
-async fn failed_panicked_and_timed_out_jobs_stay_pending() {
+async fn each_failure_is_settled_by_its_kind() {
     let (logs, _guard) = capture_logs();
     let server = RedisServer::start();
+    // A minute's backoff without jitter: the timed-out job's retry stays
+    // scheduled (and visible) for the whole test.
     let config = QueueConfig {
         handler_timeout: Duration::from_millis(300),
+        retry_initial: Duration::from_secs(60),
+        retry_max: Duration::from_secs(60),
+        retry_jitter: Jitter::None,
         ..test_config(&unique_prefix("failures"), 1)
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let mut ids = Vec::new();
@@ -76,12 +84,22 @@ async fn failed_panicked_and_timed_out_jobs_stay_pending() {
     let handler = Scripted::default();
     let (stop, running) = start(&redis, &config, handler.clone()).await;
     let watched = logs.clone();
-    wait_until(Duration::from_secs(10), "every failure is logged", || {
-        let logged = ["handler failed", "handler panicked", "handler timed out"]
+    wait_until(
+        Duration::from_secs(10),
+        "every failure is logged and settled",
+        || {
+            let logged = [
+                "handler failed",
+                "handler panicked",
+                "handler timed out",
+                "job dead-lettered",
+                "retry scheduled",
+            ]
             .iter()
             .all(|message| watched.lines_with(&[message]).len() == 1);
-        async move { logged }
-    })
+            async move { logged }
+        },
+    )
     .await;
     stop.send(()).unwrap();
     let report = running.await.unwrap().unwrap();
@@ -91,10 +109,12 @@ async fn failed_panicked_and_timed_out_jobs_stay_pending() {
         (
             report.handled,
             report.done,
+            report.dead_lettered,
+            report.retried,
             report.failed,
             report.in_flight_left_pending
         ),
-        (4, 1, 3, 0),
+        (4, 1, 1, 1, 1, 0),
         "{report:?}"
     );
     let mut conn = server
@@ -107,7 +127,34 @@ async fn failed_panicked_and_timed_out_jobs_stay_pending() {
         .into_iter()
         .map(|entry| entry.id)
         .collect();
-    assert_eq!(pending, ids[..3], "only the Done job was acknowledged");
+    assert_eq!(
+        pending,
+        [ids[1].clone()],
+        "only the panicked job stays pending (for redelivery and poison quarantine)"
+    );
+
+    // The permanent failure is a dead letter naming the error.
+    let dead = dead_letters(&mut conn, &config).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let fields = &dead[0].2;
+    assert_eq!(
+        (fields["job_id"].as_str(), fields["reason"].as_str()),
+        ("job-error", "permanent")
+    );
+    assert_eq!(fields["source_id"], ids[0]);
+    assert!(
+        fields["detail"].contains("the document is unreadable"),
+        "{fields:?}"
+    );
+    // The timeout counts as transient: attempt 2 is scheduled a minute out.
+    let retries = scheduled_retries(&mut conn, &config).await;
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    let (_, retry_id, _, envelope) = &retries[0];
+    assert_eq!(retry_id, &ids[2]);
+    assert_eq!(envelope["job_id"], "job-hang");
+    assert_eq!(envelope["attempt"], "2");
+    assert_eq!(envelope["prev_id"], ids[2]);
+    assert_eq!(envelope["reason"], "timeout");
 
     let line = &logs.lines_with(&["handler failed"])[0];
     assert!(
@@ -135,6 +182,7 @@ async fn recovery_claims_idle_entries_and_reports_deleted_ones() {
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let jobs = (0..3).map(|n| NewJob::new(format!("job-{n}"), "acme", TestJob::new("ok", None)));
@@ -217,6 +265,7 @@ async fn the_worker_reconnects_after_its_connections_are_killed() {
     let server = RedisServer::start();
     let config = test_config(&unique_prefix("reconnect"), 2);
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let worker_redis = Redis::connect(server.url()).await.unwrap();
     let handler = Scripted::default();

@@ -1,4 +1,4 @@
-//! Entries that do not decode: the worker logs the field at fault, leaves them pending and keeps working.
+//! Entries that do not decode: the worker logs the field at fault, dead-letters them with the reason and keeps working.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,8 +8,10 @@ use queuegen_runtime::{
     Timestamp, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{capture_logs, pending_entries, unique_prefix, wait_until};
-use queuegen_tests::RedisServer;
+use queuegen_tests::support::{
+    capture_logs, dead_letters, pending_entries, unique_prefix, wait_until,
+};
+use queuegen_tests::{library, RedisServer};
 
 #[derive(Clone, Default)]
 struct Recorder {
@@ -59,7 +61,7 @@ fn with(
 // The default current-thread runtime keeps every task on this thread, where
 // `capture_logs` collects their log lines.
 #[tokio::test]
-async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
+async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
     let (logs, _guard) = capture_logs();
     let server = RedisServer::start();
     let config = QueueConfig {
@@ -68,6 +70,7 @@ async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let good = |id: &str| NewJob::new(id, "acme", TestJob::new(format!("doc-{id}"), Some(1)));
@@ -100,7 +103,6 @@ async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
 
     let recorder = Recorder::default();
     let worker = Worker::new(&redis, config.clone(), recorder.clone());
-    let consumer = worker.consumer().to_owned();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
@@ -131,6 +133,7 @@ async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
     let report = running.await.unwrap().unwrap();
 
     assert_eq!(report.decode_errors, 3, "{report:?}");
+    assert_eq!(report.dead_lettered, 3, "{report:?}");
     assert_eq!(
         (report.handled, report.done, report.failed),
         (4, 4, 0),
@@ -140,16 +143,41 @@ async fn malformed_entries_stay_pending_and_the_worker_keeps_going() {
     handled.sort();
     assert_eq!(handled, ["good-1", "good-2", "good-3", "good-4"]);
 
-    let pending = pending_entries(&mut conn, &key, config.group).await;
-    let mut pending_ids: Vec<&str> = pending.iter().map(|entry| entry.id.as_str()).collect();
-    pending_ids.sort();
-    let mut bad_ids = [missing.as_str(), malformed.as_str(), unaccepted.as_str()];
-    bad_ids.sort();
-    assert_eq!(
-        pending_ids, bad_ids,
-        "only the malformed entries stay pending"
+    // Nothing stays pending: each bad entry is a dead letter with its reason,
+    // a detail naming the field (or the schema version) and the original fields.
+    assert!(pending_entries(&mut conn, &key, config.group)
+        .await
+        .is_empty());
+    let dead = dead_letters(&mut conn, &config).await;
+    assert_eq!(dead.len(), 3, "{dead:?}");
+    let letter = |source: &str| {
+        dead.iter()
+            .find(|(_, _, fields)| fields["source_id"] == source)
+            .unwrap_or_else(|| panic!("no dead letter of {source}: {dead:?}"))
+            .2
+            .clone()
+    };
+    let fields = letter(&missing);
+    assert_eq!(fields["reason"], "decode_error", "{fields:?}");
+    assert_eq!(fields["job_id"], "bad-missing");
+    assert!(
+        fields["detail"].contains("`subject_ref` is missing"),
+        "{fields:?}"
     );
-    assert!(pending.iter().all(|entry| entry.consumer == consumer));
+    assert!(
+        !fields["envelope"].contains("subject_ref") && fields["envelope"].contains("bad-missing"),
+        "the original fields, as they were: {fields:?}"
+    );
+    let fields = letter(&malformed);
+    assert_eq!(fields["reason"], "decode_error", "{fields:?}");
+    assert!(
+        fields["detail"].contains("`pages` is not a valid u32"),
+        "{fields:?}"
+    );
+    let fields = letter(&unaccepted);
+    assert_eq!(fields["reason"], "unsupported_schema", "{fields:?}");
+    assert_eq!(fields["schema"], "9");
+    assert!(fields["detail"].contains("schema version 9"), "{fields:?}");
 
     // Each log line names the queue, key, stream ID and the field at fault.
     let line_for = |id: &str| {

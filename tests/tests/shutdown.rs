@@ -12,7 +12,7 @@ use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
     init_tracing, pending_count, pending_entries, unique_prefix, wait_until,
 };
-use queuegen_tests::RedisServer;
+use queuegen_tests::{library, RedisServer};
 
 /// Counts handlers started and finished; each sleeps `work` first.
 #[derive(Clone)]
@@ -65,6 +65,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
         ..test_config(&unique_prefix("shutdown-slow"), 2)
     };
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     publish(&redis, &config, 3).await;
 
@@ -129,6 +130,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
         ..test_config(&unique_prefix("shutdown-fast"), 2)
     };
     let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     publish(&redis, &config, 20).await;
 

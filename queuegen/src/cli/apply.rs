@@ -1,17 +1,24 @@
-//! `queuegen apply`: create every partition's stream and consumer group on a Redis server.
+//! `queuegen apply`: create every partition's stream and consumer group on a
+//! Redis server, and load and verify the service's Function library there.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use queuegen::gen;
 use queuegen::spec::{self, model};
-use queuegen_runtime::{admin, QueueConfig, Redis};
+use queuegen_runtime::{admin, LibraryLoad, QueueConfig, Redis};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Create the streams and consumer groups of a spec on Redis",
+    about = "Create the streams and consumer groups of a spec on Redis and load its Function library",
     after_help = "Creating a group that already exists is reported and is not an error; any other \
 Redis error stops the run, naming the key and group.
+
+The service's Function library (the same code `queuegen generate --deploy-out` writes to \
+functions.lua) is loaded with FUNCTION LOAD REPLACE and verified by calling its version \
+function. Its name carries the library version, so REPLACE only replaces that same \
+version; other versions stay loaded beside it. --queue does not limit it.
 
 Examples:
   queuegen apply queues.yaml --redis redis://127.0.0.1:6379
@@ -63,8 +70,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|q| args.queues.is_empty() || args.queues.contains(&q.name))
         .collect();
 
+    let library_code = gen::functions::generate(&spec, &args.spec.display().to_string())?.contents;
+
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let rows = runtime.block_on(async {
+    let (rows, library) = runtime.block_on(async {
         let redis = Redis::connect(&args.redis)
             .await
             .with_context(|| format!("connecting to {}", args.redis))?;
@@ -82,15 +91,48 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 created: setup.created,
             }));
         }
-        anyhow::Ok(rows)
+        let load = admin::load_library(&redis, &library_code)
+            .await
+            .context("loading the Function library")?;
+        admin::verify_library(&redis, &load.library)
+            .await
+            .context("verifying the Function library")?;
+        anyhow::Ok((rows, load))
     })?;
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let json = serde_json::json!({
+            "groups": rows,
+            "library": {
+                "name": library.library,
+                "server": library.server,
+                "result": library_result(&library),
+                "verified": true,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_table(&rows);
+        println!(
+            "function library {} on {}: {}, verified",
+            library.library,
+            library.server,
+            match library_result(&library) {
+                "replaced" => "replaced (this version was already loaded)",
+                _ => "loaded (new on this server)",
+            }
+        );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `loaded` (new on the server) or `replaced` (the same version was there).
+fn library_result(load: &LibraryLoad) -> &'static str {
+    if load.replaced {
+        "replaced"
+    } else {
+        "loaded"
+    }
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -130,7 +172,7 @@ fn print_table(rows: &[Row]) {
 
 /// The runtime's view of one queue. The CLI lives for one command, so the
 /// strings are leaked to get the `'static` names `QueueConfig` holds.
-fn queue_config(spec: &model::Spec, queue: &model::Queue) -> QueueConfig {
+pub(crate) fn queue_config(spec: &model::Spec, queue: &model::Queue) -> QueueConfig {
     fn leak(s: &str) -> &'static str {
         Box::leak(s.to_owned().into_boxed_str())
     }
@@ -150,5 +192,19 @@ fn queue_config(spec: &model::Spec, queue: &model::Queue) -> QueueConfig {
         claim_every: queue.claim.every,
         claim_batch: queue.claim.batch as usize,
         payload_max_bytes: queue.payload.max_bytes as usize,
+        functions: leak(&queuegen::gen::functions::library_name(&spec.service)),
+        retry_max_attempts: queue.retry.max_attempts,
+        retry_initial: queue.retry.backoff.initial,
+        retry_max: queue.retry.backoff.max,
+        retry_factor: queue.retry.backoff.factor,
+        retry_jitter: match queue.retry.backoff.jitter {
+            model::Jitter::None => queuegen_runtime::Jitter::None,
+            model::Jitter::Full => queuegen_runtime::Jitter::Full,
+        },
+        retry_promote_every: queue.retry.promote_every,
+        retry_promote_batch: queue.retry.promote_batch as usize,
+        poison_max_deliveries: queue.poison.max_deliveries,
+        dead_letter_max_len: queue.dead_letter.max_len,
+        marker_ttl: queue.retention.min_age,
     }
 }

@@ -1,4 +1,5 @@
-//! `queuegen generate`: write the Rust module tree (and handler stubs), or check it for drift.
+//! `queuegen generate`: write the Rust module tree (and handler stubs) and the
+//! deploy artefacts (the Redis Function library), or check them for drift.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,10 +10,12 @@ use queuegen::spec;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Generate the Rust module tree for a spec",
-    after_help = "Examples:
-  queuegen generate queues.yaml --out src/queues
-  queuegen generate queues.yaml --out src/queues --check     # in CI: fail on drift
+    about = "Generate the Rust module tree and the deploy artefacts for a spec",
+    after_help = "At least one of --out and --deploy-out is required.
+
+Examples:
+  queuegen generate queues.yaml --out src/queues --deploy-out deploy
+  queuegen generate queues.yaml --out src/queues --deploy-out deploy --check   # in CI: fail on drift
   queuegen generate queues.yaml --out src/queues --stubs src/handlers"
 )]
 pub struct Args {
@@ -20,8 +23,13 @@ pub struct Args {
     pub spec: PathBuf,
 
     /// Directory of the generated Rust module (mount it with `mod queues;`).
+    #[arg(long, value_name = "DIR", required_unless_present = "deploy_out")]
+    pub out: Option<PathBuf>,
+
+    /// Directory of the deploy artefacts: `functions.lua`, the service's
+    /// versioned Redis Function library (`queuegen apply` loads it).
     #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    pub deploy_out: Option<PathBuf>,
 
     /// Write nothing; exit 1 listing files that differ, are missing, or are
     /// stale (marked generated but no longer produced by the spec).
@@ -29,7 +37,7 @@ pub struct Args {
     pub check: bool,
 
     /// Also write a handler skeleton per queue into DIR, only where none exists yet.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "out")]
     pub stubs: Option<PathBuf>,
 
     /// Rust path of the generated module inside your crate, used by the stubs.
@@ -54,87 +62,188 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     };
-
-    let spec_file = files::relative_path(&args.out, &args.spec);
-    let generated = gen::rust::generate(&spec, &spec_file.to_string_lossy())?;
-
-    if args.check {
-        return report_drift(&args, &files::check(&args.out, &generated)?);
+    if let (Some(out), Some(deploy_out)) = (&args.out, &args.deploy_out) {
+        refuse_overlap(out, deploy_out)?;
     }
 
-    let report = files::write(&args.out, &generated)?;
-    let stubs = match &args.stubs {
-        Some(dir) => write_stubs(dir, gen::stubs::generate(&spec, &args.module_path)?)?,
-        None => Vec::new(),
+    // Each target directory with the files the spec produces in it.
+    let mut targets = Vec::new();
+    if let Some(out) = &args.out {
+        let spec_file = files::relative_path(out, &args.spec);
+        targets.push(Target {
+            dir: out,
+            files: gen::rust::generate(&spec, &spec_file.to_string_lossy())?,
+        });
+    }
+    if let Some(deploy_out) = &args.deploy_out {
+        let spec_file = files::relative_path(deploy_out, &args.spec);
+        targets.push(Target {
+            dir: deploy_out,
+            files: vec![gen::functions::generate(
+                &spec,
+                &spec_file.to_string_lossy(),
+            )?],
+        });
+    }
+
+    if args.check {
+        let drifts = targets
+            .iter()
+            .map(|t| Ok((t.dir, files::check(t.dir, &t.files)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return report_drift(&args, &drifts);
+    }
+
+    let reports = targets
+        .iter()
+        .map(|t| Ok((t.dir, files::write(t.dir, &t.files)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let stubs = match (&args.stubs, &args.out) {
+        (Some(dir), Some(_)) => write_stubs(dir, gen::stubs::generate(&spec, &args.module_path)?)?,
+        _ => Vec::new(),
     };
 
     if args.json {
+        let report_of = |dir: &Option<PathBuf>| {
+            dir.as_deref()
+                .and_then(|dir| reports.iter().find(|(d, _)| *d == dir))
+                .map(|(_, report)| report.clone())
+                .unwrap_or_default()
+        };
+        let (rust, deploy) = (report_of(&args.out), report_of(&args.deploy_out));
         let json = serde_json::json!({
             "out": args.out,
-            "written": report.written,
-            "unchanged": report.unchanged,
+            "written": rust.written,
+            "unchanged": rust.unchanged,
             "stubs_written": stubs,
+            "deploy_out": args.deploy_out,
+            "deploy_written": deploy.written,
+            "deploy_unchanged": deploy.unchanged,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        for path in &report.written {
-            println!("wrote     {}", args.out.join(path).display());
+        for (dir, report) in &reports {
+            for path in &report.written {
+                println!("wrote     {}", dir.join(path).display());
+            }
         }
         for path in &stubs {
             println!("wrote     {} (stub; yours to edit)", path.display());
         }
-        println!(
-            "{}: {} written, {} unchanged",
-            args.out.display(),
-            report.written.len() + stubs.len(),
-            report.unchanged.len()
-        );
+        for (dir, report) in &reports {
+            let stubs = if Some(*dir) == args.out.as_deref() {
+                stubs.len()
+            } else {
+                0
+            };
+            println!(
+                "{}: {} written, {} unchanged",
+                dir.display(),
+                report.written.len() + stubs,
+                report.unchanged.len()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn report_drift(args: &Args, drift: &files::Drift) -> anyhow::Result<ExitCode> {
+/// One output directory and what the spec generates into it.
+struct Target<'a> {
+    dir: &'a Path,
+    files: Vec<gen::GeneratedFile>,
+}
+
+/// `--out` and `--deploy-out` must not be the same directory or nest: each
+/// directory's `--check` would report the other's files as stale.
+fn refuse_overlap(out: &Path, deploy_out: &Path) -> anyhow::Result<()> {
+    if is_inside(out, deploy_out) || is_inside(deploy_out, out) {
+        anyhow::bail!(
+            "--out {} and --deploy-out {} overlap: give the Rust module and the deploy \
+             artefacts separate directories",
+            out.display(),
+            deploy_out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `dir` is `other` or inside it (compared after making both absolute).
+fn is_inside(dir: &Path, other: &Path) -> bool {
+    let path = files::relative_path(other, dir);
+    !matches!(
+        path.components().next(),
+        Some(std::path::Component::ParentDir)
+    )
+}
+
+fn report_drift(args: &Args, drifts: &[(&Path, files::Drift)]) -> anyhow::Result<ExitCode> {
+    let clean = drifts.iter().all(|(_, drift)| drift.is_clean());
     if args.json {
+        let drift_of = |dir: &Option<PathBuf>| {
+            dir.as_deref()
+                .and_then(|dir| drifts.iter().find(|(d, _)| *d == dir))
+                .map(|(_, drift)| drift.clone())
+                .unwrap_or_default()
+        };
+        let (rust, deploy) = (drift_of(&args.out), drift_of(&args.deploy_out));
         let json = serde_json::json!({
             "out": args.out,
-            "clean": drift.is_clean(),
-            "differ": drift.differ,
-            "missing": drift.missing,
-            "stale": drift.stale,
+            "clean": clean,
+            "differ": rust.differ,
+            "missing": rust.missing,
+            "stale": rust.stale,
+            "deploy_out": args.deploy_out,
+            "deploy_differ": deploy.differ,
+            "deploy_missing": deploy.missing,
+            "deploy_stale": deploy.stale,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        let out = |path: &PathBuf| args.out.join(path).display().to_string();
-        drift
-            .differ
-            .iter()
-            .for_each(|p| println!("differs:  {}", out(p)));
-        drift
-            .missing
-            .iter()
-            .for_each(|p| println!("missing:  {}", out(p)));
-        drift.stale.iter().for_each(|p| {
-            println!(
-                "stale:    {} (generated, no longer produced by the spec)",
-                out(p)
-            )
-        });
-        if drift.is_clean() {
-            println!("{}: up to date", args.out.display());
-        } else {
-            println!(
-                "{}: out of date; run `queuegen generate {} --out {}` and commit the result",
-                args.out.display(),
-                args.spec.display(),
-                args.out.display()
-            );
+        for (dir, drift) in drifts {
+            let out = |path: &PathBuf| dir.join(path).display().to_string();
+            drift
+                .differ
+                .iter()
+                .for_each(|p| println!("differs:  {}", out(p)));
+            drift
+                .missing
+                .iter()
+                .for_each(|p| println!("missing:  {}", out(p)));
+            drift.stale.iter().for_each(|p| {
+                println!(
+                    "stale:    {} (generated, no longer produced by the spec)",
+                    out(p)
+                )
+            });
+        }
+        for (dir, drift) in drifts {
+            if drift.is_clean() {
+                println!("{}: up to date", dir.display());
+            } else {
+                println!("{}: out of date", dir.display());
+            }
+        }
+        if !clean {
+            println!("run `{}` and commit the result", regenerate_command(args));
         }
     }
-    Ok(if drift.is_clean() {
+    Ok(if clean {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The `queuegen generate` command line that brings the directories up to date.
+fn regenerate_command(args: &Args) -> String {
+    let mut command = format!("queuegen generate {}", args.spec.display());
+    if let Some(out) = &args.out {
+        command.push_str(&format!(" --out {}", out.display()));
+    }
+    if let Some(deploy_out) = &args.deploy_out {
+        command.push_str(&format!(" --deploy-out {}", deploy_out.display()));
+    }
+    command
 }
 
 /// Writes each stub whose file does not exist yet; never overwrites.

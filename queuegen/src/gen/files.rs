@@ -67,7 +67,7 @@ pub fn check(out_dir: &Path, files: &[GeneratedFile]) -> Result<Drift> {
     Ok(drift)
 }
 
-/// Files under `dir` (relative paths, sorted) whose first line carries the generated marker.
+/// Files under `dir` (relative paths, sorted) whose header carries the generated marker.
 fn marked_generated(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     if dir.is_dir() {
@@ -82,7 +82,7 @@ fn collect_marked(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<(
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
         if path.is_dir() {
             collect_marked(root, &path, found)?;
-        } else if first_line_is_marker(&path)? {
+        } else if has_marker(&path)? {
             let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
             found.push(relative);
         }
@@ -90,15 +90,32 @@ fn collect_marked(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<(
     Ok(())
 }
 
-fn first_line_is_marker(path: &Path) -> Result<bool> {
+/// Whether one of the first two lines is the generated marker, as a `//` or
+/// `--` comment: Rust files carry it on line 1, Lua libraries on line 2
+/// (line 1 is `#!lua name=...`).
+fn has_marker(path: &Path) -> Result<bool> {
     use std::io::{BufRead, BufReader};
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut first = String::new();
-    // Binary or non-UTF-8 files are not ours.
-    if BufReader::new(file).read_line(&mut first).is_err() {
-        return Ok(false);
+    let mut reader = BufReader::new(file);
+    let marker_text = GENERATED_MARKER
+        .strip_prefix("//")
+        .expect("the marker is a // comment");
+    for _ in 0..2 {
+        let mut line = String::new();
+        // Binary or non-UTF-8 files are not ours.
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return Ok(false),
+            Ok(_) => {}
+        }
+        let marked = ["//", "--"].iter().any(|comment| {
+            line.strip_prefix(comment)
+                .is_some_and(|rest| rest.starts_with(marker_text))
+        });
+        if marked {
+            return Ok(true);
+        }
     }
-    Ok(first.starts_with(GENERATED_MARKER))
+    Ok(false)
 }
 
 fn read_if_exists(path: &Path) -> Result<Option<String>> {
@@ -194,5 +211,32 @@ mod tests {
         assert_eq!(drift.differ, vec![PathBuf::from("a.rs")]);
         assert_eq!(drift.missing, vec![PathBuf::from("mod.rs")]);
         assert_eq!(drift.stale, vec![PathBuf::from("old.rs")]);
+    }
+
+    #[test]
+    fn lua_libraries_are_recognised_by_the_marker_on_their_second_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let lua_marker = GENERATED_MARKER.replacen("//", "--", 1);
+        let generated =
+            format!("#!lua name=qg_x_v1\n{lua_marker} 0.1.0 from q.yaml. DO NOT EDIT.\n");
+        fs::write(dir.path().join("old.lua"), &generated).unwrap();
+        fs::write(
+            dir.path().join("mine.lua"),
+            "#!lua name=mine\n-- hand-written\n",
+        )
+        .unwrap();
+        // The marker only counts in the header, not further down.
+        fs::write(
+            dir.path().join("late.lua"),
+            format!("#!lua name=late\n-- mine\n{lua_marker}\n"),
+        )
+        .unwrap();
+        fs::write(dir.path().join("one-line.rs"), "fn main() {}").unwrap();
+        fs::write(dir.path().join("binary.bin"), [0xff, 0xfe, 0x00, 0x80]).unwrap();
+        let drift = check(dir.path(), &[]).unwrap();
+        assert_eq!(drift.stale, vec![PathBuf::from("old.lua")]);
+
+        let files = vec![file("old.lua", &generated)];
+        assert!(check(dir.path(), &files).unwrap().is_clean());
     }
 }

@@ -10,7 +10,7 @@ use super::naming::{field_name, module_name, snake_case, upper_camel};
 use super::templates::render;
 use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
-use crate::spec::model::{Envelope, Field, FieldType, Queue, Spec};
+use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, Spec};
 
 const ENVELOPES_MODULE: &str = "envelopes";
 
@@ -156,6 +156,19 @@ pub(crate) struct QueueContext {
     claim_every: String,
     claim_batch: u32,
     payload_max_bytes: u64,
+    functions: String,
+    retry_max_attempts: u32,
+    retry_initial: String,
+    retry_max: String,
+    /// An `f64` literal, e.g. `2.0`.
+    retry_factor: String,
+    /// `Jitter::None` / `Jitter::Full`
+    retry_jitter: String,
+    retry_promote_every: String,
+    retry_promote_batch: u32,
+    poison_max_deliveries: u32,
+    dead_letter_max_len: u64,
+    marker_ttl: String,
 }
 
 pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
@@ -182,6 +195,23 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         claim_every: duration_expr(queue.claim.every),
         claim_batch: queue.claim.batch,
         payload_max_bytes: queue.payload.max_bytes,
+        functions: super::functions::library_name(&spec.service),
+        retry_max_attempts: queue.retry.max_attempts,
+        retry_initial: duration_expr(queue.retry.backoff.initial),
+        retry_max: duration_expr(queue.retry.backoff.max),
+        // `{:?}` always prints a valid f64 literal (`2.0`, `1.5`, `1e300`).
+        retry_factor: format!("{:?}", queue.retry.backoff.factor),
+        retry_jitter: match queue.retry.backoff.jitter {
+            Jitter::None => "Jitter::None",
+            Jitter::Full => "Jitter::Full",
+        }
+        .to_owned(),
+        retry_promote_every: duration_expr(queue.retry.promote_every),
+        retry_promote_batch: queue.retry.promote_batch,
+        poison_max_deliveries: queue.poison.max_deliveries,
+        dead_letter_max_len: queue.dead_letter.max_len,
+        // Markers must outlive any source a re-run could still find: retention.
+        marker_ttl: duration_expr(queue.retention.min_age),
     }
 }
 

@@ -19,6 +19,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "queues.yaml",
         include_str!("../../templates/queues.yaml.jinja"),
     ),
+    (
+        "functions.lua",
+        include_str!("../../templates/functions.lua.jinja"),
+    ),
 ];
 
 fn environment() -> Environment<'static> {

@@ -1,20 +1,36 @@
-//! One job task: decode the entry, run the handler under its timeout, and ack only `Outcome::Done`.
+//! One job task: decode the entry, run the handler under its timeout, then settle the outcome.
 //!
-//! Everything other than `Done` (a decode error, a handler error, a panic, a
-//! timeout, shutdown) leaves the entry pending with this consumer as owner,
-//! so that recovery redelivers it; nothing here acks to get rid of a job.
+//! Settling means exactly one of: `XACK` after `Done`; the `retry_schedule`
+//! function (which acks) for a retry; the `dead_letter` function (which acks)
+//! for a dead letter, a permanent error, an exhausted retry budget or an
+//! entry that does not decode; or nothing at all, leaving the entry pending
+//! with this consumer as owner, after a panic or an ambiguous outcome (whose
+//! `reconcile` hook runs). The job leaves the pending list only through a
+//! transition that completed: a failed call leaves it pending for recovery,
+//! and a repeated call finds the function's marker instead of moving it twice.
 
 use std::any::Any;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use super::{Counters, Delivery, Shared};
+use super::{is_connection_error, now_ms, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
+use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::handler::{Handler, JobContext};
-use crate::outcome::Outcome;
+use crate::outcome::{ErrorKind, Outcome};
+use crate::retry;
+use crate::transitions::{self, DeadReason, Moved, TransitionCode};
+
+/// Longest `detail` recorded in a dead letter: a diagnostic, not a log.
+const DETAIL_MAX_BYTES: usize = 256;
+/// Longest `reason` header written to a rescheduled attempt: it travels with
+/// the envelope, whose size the producer bounded without it.
+const REASON_MAX_BYTES: usize = 128;
 
 /// Runs one delivery to its end; the permit is released when this returns.
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
@@ -39,6 +55,27 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     drop(permit);
 }
 
+/// What to do with a job once its handler has ended.
+enum Settle {
+    Ack,
+    Retry {
+        after: Option<Duration>,
+        /// The next attempt's `reason` header.
+        reason: String,
+        /// What failed, for the dead letter should this be the last attempt.
+        detail: String,
+    },
+    DeadLetter {
+        reason: DeadReason,
+        detail: String,
+    },
+    Reconcile {
+        reason: String,
+    },
+    /// A panic: leave it pending, for redelivery and, in a loop, poison quarantine.
+    StayPending,
+}
+
 async fn run_in_span<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     delivery: Delivery,
@@ -48,24 +85,7 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     let fields = FieldMap::from_stream_map(E::TYPE, &delivery.entry.map);
     let (header, body) = match envelope::decode::<E>(&fields) {
         Ok(decoded) => decoded,
-        Err(err) => {
-            Counters::add(&counters.decode_errors, 1);
-            // The header alone may still decode and name the job.
-            let job_id = envelope::decode_header(&fields)
-                .map(|header| header.job_id)
-                .ok();
-            tracing::error!(
-                queue = shared.config.queue,
-                partition = delivery.partition,
-                key = %delivery.key,
-                stream_id = %delivery.entry.id,
-                job_id = job_id.as_deref(),
-                error = %err,
-                "entry does not decode as {}; it stays pending",
-                E::TYPE,
-            );
-            return;
-        }
+        Err(err) => return decode_failed(shared, &delivery, &fields, err).await,
     };
     span.record("job_id", header.job_id.as_str());
     span.record("trace_id", header.trace_id.as_str());
@@ -80,8 +100,9 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     // The handler runs in a task of its own so that a panic ends only that
     // task (seen here as a JoinError) and a timeout or shutdown can abort it.
     let handler_shared = shared.clone();
+    let handler_ctx = ctx.clone();
     let mut handler = tokio::spawn(
-        async move { handler_shared.handler.handle(body, &ctx).await }.in_current_span(),
+        async move { handler_shared.handler.handle(body, &handler_ctx).await }.in_current_span(),
     );
     let timeout = shared.config.handler_timeout;
     let finished = tokio::select! {
@@ -94,11 +115,18 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
         }
     };
     Counters::add(&counters.handled, 1);
-    let outcome = match finished {
+    let settle = match finished {
         Err(_elapsed) => {
             handler.abort();
-            tracing::error!(?timeout, "handler timed out; the job stays pending");
-            None
+            tracing::warn!(
+                ?timeout,
+                "handler timed out; retrying as a transient failure"
+            );
+            Settle::Retry {
+                after: None,
+                reason: "timeout".to_owned(),
+                detail: format!("handler timed out after {timeout:?}"),
+            }
         }
         Ok(Err(join_error)) => {
             let reason = if join_error.is_panic() {
@@ -107,24 +135,306 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
                 join_error.to_string()
             };
             tracing::error!(panic = %reason, "handler panicked; the job stays pending");
-            None
+            Settle::StayPending
         }
         Ok(Ok(Err(job_error))) => {
-            tracing::warn!(kind = %job_error.kind(), error = %job_error, "handler failed; the job stays pending");
-            None
+            tracing::warn!(kind = %job_error.kind(), error = %job_error, "handler failed");
+            match job_error.kind() {
+                ErrorKind::Transient => Settle::Retry {
+                    after: None,
+                    reason: "transient".to_owned(),
+                    detail: job_error.to_string(),
+                },
+                ErrorKind::Permanent => Settle::DeadLetter {
+                    reason: DeadReason::Permanent,
+                    detail: job_error.to_string(),
+                },
+                ErrorKind::Ambiguous => Settle::Reconcile {
+                    reason: job_error.to_string(),
+                },
+            }
         }
-        Ok(Ok(Ok(outcome))) => Some(outcome),
+        Ok(Ok(Ok(outcome))) => match outcome {
+            Outcome::Done => Settle::Ack,
+            Outcome::Retry { after, reason } => Settle::Retry {
+                after,
+                detail: format!("handler asked to retry: {reason}"),
+                reason,
+            },
+            Outcome::DeadLetter { reason } => Settle::DeadLetter {
+                reason: DeadReason::Handler,
+                detail: reason,
+            },
+            Outcome::Reconcile { reason } => Settle::Reconcile { reason },
+        },
     };
-    match outcome {
-        Some(Outcome::Done) => ack(shared, &delivery).await,
-        None => Counters::add(&counters.failed, 1),
+    match settle {
+        Settle::Ack => ack(shared, &delivery).await,
+        Settle::Retry {
+            after,
+            reason,
+            detail,
+        } => schedule_retry(shared, &delivery, &ctx, after, &reason, &detail).await,
+        Settle::DeadLetter { reason, detail } => {
+            dead_letter(shared, &delivery, Some(ctx.job_id()), reason, &detail).await;
+        }
+        Settle::Reconcile { reason } => reconcile(shared, &ctx, reason).await,
+        Settle::StayPending => Counters::add(&counters.failed, 1),
     }
 }
 
-/// Attempts at one `XACK` when the shared connection drops under it.
-const ACK_ATTEMPTS: u32 = 3;
+/// An entry that is not a valid envelope of `E` goes to the dead-letter
+/// stream (`unsupported_schema` or `decode_error`) instead of crashing or
+/// blocking the worker; the dead letter keeps the original fields.
+async fn decode_failed<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Shared<E, H>>,
+    delivery: &Delivery,
+    fields: &FieldMap<'_>,
+    err: Error,
+) {
+    Counters::add(&shared.counters.decode_errors, 1);
+    // The header alone may still decode and name the job.
+    let job_id = envelope::decode_header(fields)
+        .map(|header| header.job_id)
+        .ok();
+    tracing::error!(
+        queue = shared.config.queue,
+        partition = delivery.partition,
+        key = %delivery.key,
+        stream_id = %delivery.entry.id,
+        job_id = job_id.as_deref(),
+        error = %err,
+        "entry does not decode as {}; dead-lettering it",
+        E::TYPE,
+    );
+    let reason = match err {
+        Error::UnsupportedSchema { .. } => DeadReason::UnsupportedSchema,
+        _ => DeadReason::DecodeError,
+    };
+    dead_letter(
+        shared,
+        delivery,
+        job_id.as_deref(),
+        reason,
+        &err.to_string(),
+    )
+    .await;
+}
+
+/// Schedules the next attempt, or dead-letters the job when this attempt was the last.
+async fn schedule_retry<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Shared<E, H>>,
+    delivery: &Delivery,
+    ctx: &JobContext,
+    after: Option<Duration>,
+    reason: &str,
+    detail: &str,
+) {
+    let config = &shared.config;
+    let attempt = ctx.attempt();
+    if retry::attempts_exhausted(config, attempt) {
+        let detail = format!(
+            "attempt {attempt} of {}: {detail}",
+            config.retry_max_attempts
+        );
+        dead_letter(
+            shared,
+            delivery,
+            Some(ctx.job_id()),
+            DeadReason::RetriesExhausted,
+            &detail,
+        )
+        .await;
+        return;
+    }
+    let delay = match after {
+        Some(after) => retry::requested_delay(config, after),
+        None => retry::delay(config, attempt, &mut rand::rng()),
+    };
+    let due_ms = now_ms().saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+    let reason = truncate(reason, REASON_MAX_BYTES);
+    let request = transitions::ScheduleRetry {
+        partition: delivery.partition,
+        source_id: &delivery.entry.id,
+        job_id: ctx.job_id(),
+        due_ms,
+        reason,
+        accepted_schemas: E::ACCEPTS,
+    };
+    failpoint("before_retry_schedule");
+    let scheduled = with_retries("retry_schedule", || {
+        let mut conn = shared.acks.clone();
+        let request = &request;
+        async move { transitions::retry_schedule(&mut conn, config, request).await }
+    })
+    .await;
+    match scheduled {
+        Ok(moved) => {
+            failpoint("after_retry_schedule");
+            Counters::add(&shared.counters.retried, 1);
+            tracing::info!(
+                attempt,
+                next_attempt = attempt + 1,
+                ?delay,
+                reason,
+                retry_id = %moved.id,
+                rerun = moved.already,
+                "retry scheduled",
+            );
+        }
+        Err(err) => transition_failed(shared, "scheduling the retry", err),
+    }
+}
+
+/// Moves the entry to the dead-letter stream through the `dead_letter` function.
+async fn dead_letter<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Shared<E, H>>,
+    delivery: &Delivery,
+    job_id: Option<&str>,
+    reason: DeadReason,
+    detail: &str,
+) {
+    let deliveries = delivery_count(shared, delivery).await;
+    let detail = truncate(detail, DETAIL_MAX_BYTES);
+    let request = transitions::DeadLetter {
+        partition: delivery.partition,
+        source_id: &delivery.entry.id,
+        job_id,
+        reason,
+        detail,
+        deliveries,
+    };
+    let moved = dead_letter_call(shared, &request).await;
+    match moved {
+        Ok(moved) => tracing::warn!(
+            %reason,
+            detail,
+            deliveries,
+            dead_id = %moved.id,
+            rerun = moved.already,
+            "job dead-lettered",
+        ),
+        Err(err) => transition_failed(shared, "dead-lettering", err),
+    }
+}
+
+/// Reports a transition that did not happen. The entry stays pending (for
+/// redelivery, and poison quarantine if it keeps failing), unless the
+/// function found it no longer pending at all.
+fn transition_failed<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, what: &str, err: Error) {
+    if let Error::Transition {
+        code: TransitionCode::NoSource,
+        ..
+    } = err
+    {
+        // Another worker claimed and settled it meanwhile (or it was deleted
+        // from the stream, which recovery reports): nothing is left here.
+        tracing::warn!(error = %err, "{what}: the entry is no longer pending in the group");
+        return;
+    }
+    Counters::add(&shared.counters.failed, 1);
+    tracing::error!(error = %err, "{what} failed; the entry stays pending");
+}
+
+/// The `dead_letter` call with its crash points and counter; shared with poison quarantine.
+pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    request: &transitions::DeadLetter<'_>,
+) -> Result<Moved> {
+    failpoint("before_dead_letter");
+    let moved = with_retries("dead_letter", || {
+        let mut conn = shared.acks.clone();
+        async move { transitions::dead_letter(&mut conn, &shared.config, request).await }
+    })
+    .await?;
+    failpoint("after_dead_letter");
+    Counters::add(&shared.counters.dead_lettered, 1);
+    Ok(moved)
+}
+
+/// The job stays pending; the handler's `reconcile` hook runs under the
+/// handler timeout, in a task of its own so that its panic is only logged.
+async fn reconcile<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Shared<E, H>>,
+    ctx: &JobContext,
+    reason: String,
+) {
+    Counters::add(&shared.counters.reconciling, 1);
+    tracing::warn!(
+        reason = %reason,
+        "outcome is ambiguous; the job stays pending and reconciliation starts",
+    );
+    let hook_shared = shared.clone();
+    let hook_ctx = ctx.clone();
+    let mut hook = tokio::spawn(
+        async move { hook_shared.handler.reconcile(&hook_ctx, &reason).await }.in_current_span(),
+    );
+    let timeout = shared.config.handler_timeout;
+    let ended = tokio::select! {
+        ended = tokio::time::timeout(timeout, &mut hook) => ended,
+        () = shared.cancel.raised() => {
+            hook.abort();
+            return;
+        }
+    };
+    match ended {
+        Ok(Ok(())) => {}
+        Ok(Err(join_error)) => tracing::error!(error = %join_error, "the reconcile hook panicked"),
+        Err(_elapsed) => {
+            hook.abort();
+            tracing::error!(?timeout, "the reconcile hook timed out");
+        }
+    }
+}
+
+/// How often this entry was delivered, for the dead letter's record (0 if unknown).
+async fn delivery_count<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    delivery: &Delivery,
+) -> u64 {
+    let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
+        .arg(&delivery.key)
+        .arg(shared.config.group)
+        .arg(&delivery.entry.id)
+        .arg(&delivery.entry.id)
+        .arg(1)
+        .query_async(&mut shared.acks.clone())
+        .await;
+    reply
+        .ok()
+        .and_then(|reply| reply.ids.first().map(|entry| entry.times_delivered as u64))
+        .unwrap_or(0)
+}
+
+/// Attempts at one `XACK` or transition call when the shared connection drops under it.
+const CALL_ATTEMPTS: u32 = 3;
 /// Pause before the second attempt, doubled before the third.
-const ACK_RETRY_DELAY: Duration = Duration::from_millis(100);
+const CALL_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Runs `call` again after a connection error: every transition finds its
+/// marker on a re-run, so a call that was applied before its reply was lost
+/// answers `already` the second time rather than moving the job twice.
+async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut delay = CALL_RETRY_DELAY;
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(Error::Redis { source, context })
+                if attempt < CALL_ATTEMPTS && is_connection_error(&source) =>
+            {
+                tracing::warn!(error = %source, context, attempt, "{what} failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
 
 /// `XACK key group id` on the shared connection, after a `Done` outcome only.
 ///
@@ -133,25 +443,19 @@ const ACK_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// finished job would wait out `claim_min_idle` and run again.
 async fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, delivery: &Delivery) {
     let counters = &shared.counters;
-    let mut delay = ACK_RETRY_DELAY;
-    let mut attempt = 1;
-    let acked = loop {
-        let acked: redis::RedisResult<u64> = redis::cmd("XACK")
-            .arg(&delivery.key)
-            .arg(shared.config.group)
-            .arg(&delivery.entry.id)
-            .query_async(&mut shared.acks.clone())
-            .await;
-        match acked {
-            Err(err) if attempt < ACK_ATTEMPTS && is_connection_error(&err) => {
-                tracing::warn!(key = %delivery.key, error = %err, attempt, "XACK failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                attempt += 1;
-            }
-            acked => break acked,
+    let acked = with_retries("XACK", || {
+        let mut conn = shared.acks.clone();
+        async move {
+            redis::cmd("XACK")
+                .arg(&delivery.key)
+                .arg(shared.config.group)
+                .arg(&delivery.entry.id)
+                .query_async::<u64>(&mut conn)
+                .await
+                .map_err(|err| Error::redis(format!("XACK {}", delivery.key), err))
         }
-    };
+    })
+    .await;
     match acked {
         Ok(1) => Counters::add(&counters.done, 1),
         Ok(_) => {
@@ -171,8 +475,16 @@ async fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, delivery: &Deliv
     }
 }
 
-fn is_connection_error(err: &redis::RedisError) -> bool {
-    err.kind() == redis::ErrorKind::Io || err.is_timeout() || err.is_unrecoverable_error()
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 fn panic_message(payload: Box<dyn Any + Send>) -> String {
@@ -182,5 +494,18 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
             Ok(message) => (*message).to_owned(),
             Err(_) => "a non-string panic payload".to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_are_cut_at_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdef", 3), "abc");
+        // 'é' is two bytes: cutting inside it backs off to before it.
+        assert_eq!(truncate("aé", 2), "a");
     }
 }

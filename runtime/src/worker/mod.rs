@@ -1,16 +1,23 @@
-//! The worker: reads a queue's partitions, runs each job in its own task, acks only `Done`, recovers idle jobs.
+//! The worker: reads a queue's partitions, runs each job in its own task, settles each outcome, recovers idle jobs.
 //!
 //! Pieces, each in its own module:
 //! - `intake`: one loop that reserves permits, then reads at most that many
 //!   entries with `XREADGROUP` on a connection of its own;
-//! - `job`: the task that owns one entry and its permit: decode, handle, ack;
-//! - `recovery`: one loop that claims idle pending entries with `XAUTOCLAIM`;
+//! - `job`: the task that owns one entry and its permit: decode, handle,
+//!   then ack, schedule a retry, dead-letter, or leave it pending;
+//! - `recovery`: one loop that quarantines poison entries (by delivery count)
+//!   and claims idle pending entries with `XAUTOCLAIM`;
+//! - `scheduler`: one loop that promotes due retries back to the ready streams;
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up
 //!   to the budget, then leave whatever still runs pending.
+//!
+//! Before any of them starts, the worker checks that the server has the
+//! Function library it was generated with; it never loads one itself.
 
 mod intake;
 mod job;
 mod recovery;
+mod scheduler;
 mod shutdown;
 
 use std::collections::HashSet;
@@ -31,6 +38,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
 use crate::redis::Redis;
+use crate::transitions::TransitionCode;
 use shutdown::Flag;
 
 /// Default longest wait of one blocking read.
@@ -45,10 +53,21 @@ pub struct WorkerReport {
     pub handled: u64,
     /// Jobs acknowledged after the handler returned `Outcome::Done`.
     pub done: u64,
-    /// Jobs whose handler failed, panicked or timed out, or whose ack failed; they stay pending.
+    /// Jobs moved to the retry set for another attempt.
+    pub retried: u64,
+    /// Entries moved to the dead-letter stream, for any reason (decode
+    /// errors and poison included).
+    pub dead_lettered: u64,
+    /// Jobs left pending after an ambiguous outcome; their `reconcile` hook ran.
+    pub reconciling: u64,
+    /// Jobs whose handler panicked, or whose ack or transition failed; they stay pending.
     pub failed: u64,
-    /// Entries that did not decode as the envelope; they stay pending.
+    /// Entries that did not decode as the envelope (dead-lettered when the transition succeeded).
     pub decode_errors: u64,
+    /// Pending entries delivered `poison.max_deliveries` times, dead-lettered as poison.
+    pub quarantined: u64,
+    /// Retries this worker's scheduler moved back to the ready streams.
+    pub promoted: u64,
     /// Entries taken over by `XAUTOCLAIM` from idle consumers (a crashed worker,
     /// or this one's abandoned jobs) and run here.
     pub claimed: u64,
@@ -111,6 +130,10 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// `config.shutdown_budget` (plus the moment it takes to abandon whatever
     /// still runs then) and reports.
     ///
+    /// Refuses to start, with [`Error::LibraryMissing`] naming the server
+    /// and the library, when the server lacks the Function library
+    /// `config.functions` (`queuegen apply` loads it).
+    ///
     /// Returns an error, after the same orderly shutdown, when the queue
     /// cannot be worked at all: a missing consumer group (`queuegen apply`
     /// creates it), a key of the wrong type, missing permissions.
@@ -119,6 +142,8 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<WorkerReport> {
         let partitions = self.checked_partitions()?;
+        // Never loads anything itself: which code runs on the server is `apply`'s decision.
+        crate::admin::verify_library(&self.redis, self.config.functions).await?;
         let block = effective_read_block(self.read_block, self.config.shutdown_budget);
         let span = tracing::info_span!(
             "worker",
@@ -144,9 +169,12 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             intake::run(shared.clone(), self.redis, partitions.clone(), block)
                 .instrument(span.clone()),
         );
-        let recovery =
-            tokio::spawn(recovery::run(shared.clone(), partitions).instrument(span.clone()));
-        shutdown::run(shared, intake, recovery, shutdown)
+        let recovery = tokio::spawn(
+            recovery::run(shared.clone(), partitions.clone()).instrument(span.clone()),
+        );
+        let scheduler =
+            tokio::spawn(scheduler::run(shared.clone(), partitions).instrument(span.clone()));
+        shutdown::run(shared, [intake, recovery, scheduler], shutdown)
             .instrument(span)
             .await
     }
@@ -161,6 +189,18 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         }
         if self.config.claim_batch == 0 {
             return Err(invalid("claim.batch is 0".into()));
+        }
+        if self.config.retry_max_attempts == 0 {
+            return Err(invalid("retry.max_attempts is 0".into()));
+        }
+        if self.config.retry_promote_batch == 0 {
+            return Err(invalid("retry.promote_batch is 0".into()));
+        }
+        if self.config.poison_max_deliveries == 0 {
+            return Err(invalid("poison.max_deliveries is 0".into()));
+        }
+        if self.config.functions.is_empty() {
+            return Err(invalid("the Function library name is empty".into()));
         }
         if self.consumer.is_empty() {
             return Err(invalid("the consumer name is empty".into()));
@@ -184,12 +224,12 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     }
 }
 
-/// State shared by the intake loop, the recovery loop and every job task.
+/// State shared by the intake, recovery and scheduler loops and every job task.
 struct Shared<E, H> {
     config: QueueConfig,
     consumer: String,
     handler: H,
-    /// The shared multiplexed connection: acks and `XAUTOCLAIM`, never blocking reads.
+    /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
     acks: ConnectionManager,
     /// One permit per job that may run at once; a job task owns its permit.
     permits: Arc<Semaphore>,
@@ -281,6 +321,41 @@ enum Failure {
     Cancelled,
 }
 
+/// Sorts an error of a function call (or its preparation) into fatal or retryable.
+///
+/// Only what an operator must fix stops the worker: a key of the wrong type.
+/// A library refusal of one transition (a bad entry, a missing source) is
+/// about that entry: it is logged and tried again later. A library missing
+/// on the server (after a failover, say) is retried until `apply` loads it.
+fn classify_error(err: Error) -> Failure {
+    match &err {
+        Error::Transition {
+            code: TransitionCode::WrongType,
+            ..
+        } => Failure::Fatal(err),
+        Error::Redis { source, .. } if source.code() == Some("WRONGTYPE") => Failure::Fatal(err),
+        Error::Redis { source, .. } => {
+            let reconnect = is_connection_error(source);
+            Failure::Retry {
+                error: err,
+                reconnect,
+            }
+        }
+        _ => Failure::Retry {
+            error: err,
+            reconnect: false,
+        },
+    }
+}
+
+/// Whether a command failed because of the connection (and may succeed on a retry).
+fn is_connection_error(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Io
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_unrecoverable_error()
+}
+
 /// Sorts a Redis error from `command` on `keys` into fatal or retryable.
 fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -> Failure {
     match err.code() {
@@ -308,10 +383,7 @@ fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -
         }
         _ => {}
     }
-    let connection_trouble = err.kind() == redis::ErrorKind::Io
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_unrecoverable_error();
+    let connection_trouble = is_connection_error(&err);
     let error = Error::redis(format!("{command} {}", keys.join(" ")), err);
     if connection_trouble {
         Failure::Retry {
@@ -327,8 +399,13 @@ fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -
 struct Counters {
     handled: AtomicU64,
     done: AtomicU64,
+    retried: AtomicU64,
+    dead_lettered: AtomicU64,
+    reconciling: AtomicU64,
     failed: AtomicU64,
     decode_errors: AtomicU64,
+    quarantined: AtomicU64,
+    promoted: AtomicU64,
     claimed: AtomicU64,
     left_pending: AtomicU64,
 }
@@ -343,12 +420,26 @@ impl Counters {
         WorkerReport {
             handled: get(&self.handled),
             done: get(&self.done),
+            retried: get(&self.retried),
+            dead_lettered: get(&self.dead_lettered),
+            reconciling: get(&self.reconciling),
             failed: get(&self.failed),
             decode_errors: get(&self.decode_errors),
+            quarantined: get(&self.quarantined),
+            promoted: get(&self.promoted),
             claimed: get(&self.claimed),
             in_flight_left_pending: get(&self.left_pending),
         }
     }
+}
+
+/// Current time as Unix milliseconds: the clock retry due times are kept in.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// The block time actually used: short enough that shutdown, which waits for

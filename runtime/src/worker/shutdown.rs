@@ -16,6 +16,26 @@ use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
 
+/// Waits until one of the loops ends; its index and how it ended.
+async fn first_to_end<const N: usize>(
+    loops: &mut [(JoinHandle<Result<()>>, Option<JoinResult>); N],
+) -> (usize, JoinResult) {
+    std::future::poll_fn(|cx| {
+        for (index, (handle, ended)) in loops.iter_mut().enumerate() {
+            if ended.is_some() {
+                continue;
+            }
+            if let std::task::Poll::Ready(ended) = std::pin::Pin::new(handle).poll(cx) {
+                return std::task::Poll::Ready((index, ended));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+type JoinResult = std::result::Result<Result<()>, tokio::task::JoinError>;
+
 /// A one-way signal many tasks can wait for.
 pub(super) struct Flag(watch::Sender<bool>);
 
@@ -50,34 +70,31 @@ impl Flag {
 }
 
 /// Supervises a running worker until `shutdown` completes (or a loop fails),
-/// then shuts it down within the budget and reports.
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
+/// then shuts it down within the budget and reports. `loops` are the intake,
+/// recovery and scheduler loops; each ends on the stop flag.
+pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
     shared: Arc<Shared<E, H>>,
-    mut intake: JoinHandle<Result<()>>,
-    mut recovery: JoinHandle<Result<()>>,
+    loops: [JoinHandle<Result<()>>; N],
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<WorkerReport> {
-    let mut intake_done = None;
-    let mut recovery_done = None;
+    let mut loops = loops.map(|handle| (handle, None));
     // The loops only end early on an error that retrying cannot fix.
     tokio::select! {
         () = shutdown => tracing::info!("shutdown requested"),
-        ended = &mut intake => intake_done = Some(ended),
-        ended = &mut recovery => recovery_done = Some(ended),
+        (index, ended) = first_to_end(&mut loops) => loops[index].1 = Some(ended),
     }
     let budget = shared.config.shutdown_budget;
     let deadline = Instant::now() + budget;
     shared.stop.raise();
 
     // Phase 1, within the budget: the loops stop taking permits and finish the
-    // read in progress (whose entries become jobs like any others); then every
-    // permit coming back means every job task has ended.
+    // read (or claim, or promotion) in progress, whose entries become jobs like
+    // any others; then every permit coming back means every job task has ended.
     let drained = tokio::time::timeout_at(deadline, async {
-        if intake_done.is_none() {
-            intake_done = Some((&mut intake).await);
-        }
-        if recovery_done.is_none() {
-            recovery_done = Some((&mut recovery).await);
+        for (handle, ended) in &mut loops {
+            if ended.is_none() {
+                *ended = Some(handle.await);
+            }
         }
         let all = u32::try_from(shared.config.concurrency).unwrap_or(u32::MAX);
         // Only fails if the semaphore were closed, which nothing does.
@@ -87,15 +104,14 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     .is_ok();
 
     // Phase 2, budget spent: abandon handlers and reads still running. Job
-    // tasks return promptly (one in the middle of an ack finishes it).
+    // tasks return promptly (one in the middle of an ack or a transition finishes it).
     if !drained {
         shared.cancel.raise();
     }
-    if intake_done.is_none() {
-        intake_done = Some(intake.await);
-    }
-    if recovery_done.is_none() {
-        recovery_done = Some(recovery.await);
+    for (handle, ended) in &mut loops {
+        if ended.is_none() {
+            *ended = Some(handle.await);
+        }
     }
     let mut tasks = std::mem::take(
         &mut *shared
@@ -117,7 +133,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     }
     tracing::info!(?report, "worker stopped");
 
-    for ended in [intake_done, recovery_done].into_iter().flatten() {
+    for ended in loops.into_iter().filter_map(|(_, ended)| ended) {
         match ended {
             Ok(Ok(())) => {}
             Ok(Err(err)) => return Err(err),

@@ -10,3 +10,4 @@
 pub mod crashy;
 pub mod envelopes;
 pub mod jobs;
+pub mod retrying;

@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use queuegen_runtime::{JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker};
+use queuegen_runtime::{
+    Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
+};
 
 pub use super::envelopes::NotificationRequested;
 
@@ -26,6 +28,17 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_every: Duration::from_secs(5),
     claim_batch: 100,
     payload_max_bytes: 1024,
+    functions: "qg_docs_pipeline_v1",
+    retry_max_attempts: 8,
+    retry_initial: Duration::from_secs(1),
+    retry_max: Duration::from_secs(300),
+    retry_factor: 2.0,
+    retry_jitter: Jitter::Full,
+    retry_promote_every: Duration::from_secs(1),
+    retry_promote_batch: 100,
+    poison_max_deliveries: 5,
+    dead_letter_max_len: 50000,
+    marker_ttl: Duration::from_secs(172800),
 };
 
 /// A producer of [`NotificationRequested`] jobs for the `notification` queue.
@@ -37,13 +50,23 @@ pub fn producer(redis: &Redis) -> Producer<NotificationRequested> {
 ///
 /// A job can be delivered more than once (after a crash or a claim), so make
 /// the effect idempotent by `ctx.job_id()` and return [`Outcome::Done`] only
-/// once the effect is durable: only then is the job acknowledged.
+/// once the effect is durable: only then is the job acknowledged. A transient
+/// error is retried (at most 8 attempts), a permanent one dead-lettered;
+/// an ambiguous one leaves the job pending and calls [`Handler::reconcile`].
 pub trait Handler: Send + Sync + 'static {
     fn handle(
         &self,
         job: NotificationRequested,
         ctx: &JobContext,
     ) -> impl Future<Output = Result<Outcome, JobError>> + Send;
+
+    /// Called after [`Outcome::Reconcile`] or an ambiguous error: the effect
+    /// may or may not have happened, and the job stays pending. Start
+    /// reconciliation here (look the effect up, alert). Does nothing by default.
+    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, reason);
+        async {}
+    }
 }
 
 /// The worker type [`worker`] returns.
@@ -64,5 +87,9 @@ impl<H: Handler> queuegen_runtime::Handler<NotificationRequested> for Adapter<H>
         ctx: &JobContext,
     ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
         self.0.handle(job, ctx)
+    }
+
+    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+        self.0.reconcile(ctx, reason)
     }
 }

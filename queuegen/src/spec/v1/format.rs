@@ -243,7 +243,7 @@ pub static HANDLER: Obj = Obj {
     doc: "How the worker runs the handler.",
     props: &[
         prop!("timeout", Ty::Duration, default = Some("30s"),
-            "A handler running longer is abandoned; its job stays pending and is claimed again later."),
+            "A handler running longer is abandoned and the job is rescheduled like a transient failure."),
         prop!("concurrency", Ty::Int { min: 1, max: U32_MAX }, default = Some("8"),
             "Jobs one worker process runs at once; also the most it reads ahead."),
         prop!("shutdown_budget", Ty::Duration, default = Some("10s"),

@@ -1,0 +1,442 @@
+//! Typed calls of the service's Function library (docs/functions.md): retry, promote, dead letter, replay.
+//!
+//! Each multi-key transition runs in one function that checks everything
+//! before its first write, writes its destination and marker before it removes
+//! the source, and on a re-run finds the marker and only finishes cleanup. So
+//! every call here is safe to repeat after a timeout or a crash: the second
+//! call answers `already` with the same destination ID. The caller computes
+//! every key; all keys of one call share the partition's hash tag.
+//!
+//! A refusal (`QG_*` error reply; nothing was written) becomes
+//! [`Error::Transition`] naming the function, key, partition and job. The
+//! `version` check at worker start is `admin::verify_library`.
+
+use std::fmt;
+
+use redis::aio::ConnectionLike;
+
+use crate::config::{MarkerKind, QueueConfig};
+use crate::error::{Error, Result};
+
+/// Why a job was dead-lettered: the `reason` code of its dead letter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadReason {
+    /// The last attempt `retry.max_attempts` allows failed transiently.
+    RetriesExhausted,
+    /// The handler failed with a permanent error.
+    Permanent,
+    /// Delivered `poison.max_deliveries` times without an outcome (a crash loop).
+    Poison,
+    /// The entry does not decode as the queue's envelope.
+    DecodeError,
+    /// The entry's schema version is not one this worker accepts.
+    UnsupportedSchema,
+    /// The handler returned `Outcome::DeadLetter`.
+    Handler,
+}
+
+impl DeadReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::RetriesExhausted => "retries_exhausted",
+            DeadReason::Permanent => "permanent",
+            DeadReason::Poison => "poison",
+            DeadReason::DecodeError => "decode_error",
+            DeadReason::UnsupportedSchema => "unsupported_schema",
+            DeadReason::Handler => "handler",
+        }
+    }
+}
+
+impl fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error codes a library function refuses with; none of them wrote anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransitionCode {
+    /// `QG_WRONGTYPE <key> <type>`: a key holds the wrong Redis type.
+    WrongType,
+    /// `QG_BADARG <name> <why>`
+    BadArg,
+    /// `QG_NOSOURCE <id>`: the source entry does not exist (and no marker says it moved).
+    NoSource,
+    /// `QG_BADSCHEMA <seen>`: the envelope's schema is not in the accepted list.
+    BadSchema,
+    /// `QG_BADENVELOPE <why>`
+    BadEnvelope,
+    /// `QG_BATCH <n> > <max>`
+    Batch,
+    /// A `QG_` code this runtime does not know (a newer library); the
+    /// error's detail starts with the code itself.
+    Unknown,
+}
+
+impl TransitionCode {
+    fn parse(code: &str) -> Option<TransitionCode> {
+        let name = code.strip_prefix("QG_")?;
+        Some(match name {
+            "WRONGTYPE" => TransitionCode::WrongType,
+            "BADARG" => TransitionCode::BadArg,
+            "NOSOURCE" => TransitionCode::NoSource,
+            "BADSCHEMA" => TransitionCode::BadSchema,
+            "BADENVELOPE" => TransitionCode::BadEnvelope,
+            "BATCH" => TransitionCode::Batch,
+            _ => TransitionCode::Unknown,
+        })
+    }
+}
+
+impl fmt::Display for TransitionCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransitionCode::WrongType => "QG_WRONGTYPE",
+            TransitionCode::BadArg => "QG_BADARG",
+            TransitionCode::NoSource => "QG_NOSOURCE",
+            TransitionCode::BadSchema => "QG_BADSCHEMA",
+            TransitionCode::BadEnvelope => "QG_BADENVELOPE",
+            TransitionCode::Batch => "QG_BATCH",
+            TransitionCode::Unknown => "QG_(unknown)",
+        })
+    }
+}
+
+/// Where a transition put the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The destination: retry id, dead-letter ID or new ready entry ID.
+    pub id: String,
+    /// `true` when an earlier run had already made this transition (its
+    /// marker was found): this call only finished cleanup.
+    pub already: bool,
+}
+
+/// What one `retry_promote` call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Promoted {
+    /// Retries moved to the ready stream by this call.
+    pub promoted: u64,
+    /// Retries an earlier run had promoted; this call removed what was left of them.
+    pub already: u64,
+    /// Members no longer scheduled (another scheduler took them) or not yet due.
+    pub skipped: u64,
+}
+
+/// `retry_schedule`: move a pending ready entry to the retry set as its next attempt.
+#[derive(Debug, Clone)]
+pub struct ScheduleRetry<'a> {
+    pub partition: u16,
+    /// Stream ID of the attempt that failed (pending in the group).
+    pub source_id: &'a str,
+    /// The job's `job_id`, for errors.
+    pub job_id: &'a str,
+    /// When the next attempt is due, Unix ms.
+    pub due_ms: u64,
+    /// Written to the next attempt's `reason` header.
+    pub reason: &'a str,
+    /// Schema versions the envelope may have (`Envelope::ACCEPTS`).
+    pub accepted_schemas: &'a [u32],
+}
+
+/// `dead_letter`: move a pending ready entry to the dead-letter stream.
+#[derive(Debug, Clone)]
+pub struct DeadLetter<'a> {
+    pub partition: u16,
+    /// Stream ID of the entry (pending in the group).
+    pub source_id: &'a str,
+    /// The job's `job_id` when it decoded, for errors.
+    pub job_id: Option<&'a str>,
+    pub reason: DeadReason,
+    /// A short, safe diagnostic (an error's text, a field name; never the payload).
+    pub detail: &'a str,
+    /// Times the entry was delivered (the pending list's count), when known; else 0.
+    pub deliveries: u64,
+}
+
+/// Calls `retry_schedule`; the source is acknowledged when this returns `Ok`.
+pub async fn retry_schedule<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    retry: &ScheduleRetry<'_>,
+) -> Result<Moved> {
+    let p = retry.partition;
+    let function = config.function("retry_schedule");
+    let mut cmd = fcall(
+        &function,
+        &[
+            config.ready_key(p),
+            config.retry_key(p),
+            config.retry_jobs_key(p),
+            config.marker_key(p, MarkerKind::Retry, retry.source_id),
+        ],
+    );
+    cmd.arg(config.group)
+        .arg(retry.source_id)
+        .arg(retry.due_ms)
+        .arg(retry.reason)
+        .arg(marker_ttl_ms(config))
+        .arg(schema_list(retry.accepted_schemas));
+    let call = Call {
+        function: &function,
+        key: config.ready_key(p),
+        partition: p,
+        job: retry.job_id,
+    };
+    call.moved(cmd.query_async(conn).await, "scheduled")
+}
+
+/// Calls `dead_letter`; the source is acknowledged when this returns `Ok`.
+pub async fn dead_letter<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    dead: &DeadLetter<'_>,
+) -> Result<Moved> {
+    let p = dead.partition;
+    let function = config.function("dead_letter");
+    let mut cmd = fcall(
+        &function,
+        &[
+            config.ready_key(p),
+            config.dead_key(p),
+            config.marker_key(p, MarkerKind::Dead, dead.source_id),
+        ],
+    );
+    cmd.arg(config.group)
+        .arg(dead.source_id)
+        .arg(dead.reason.as_str())
+        .arg(dead.detail)
+        .arg(dead.deliveries)
+        .arg(marker_ttl_ms(config))
+        .arg(config.dead_letter_max_len);
+    let call = Call {
+        function: &function,
+        key: config.ready_key(p),
+        partition: p,
+        job: dead.job_id.unwrap_or(dead.source_id),
+    };
+    call.moved(cmd.query_async(conn).await, "dead_lettered")
+}
+
+/// Retry ids of `partition` due at `now_ms`, oldest first, at most `limit`
+/// (`ZRANGEBYSCORE retry -inf now LIMIT 0 limit`).
+pub async fn due_retries<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    now_ms: u64,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let key = config.retry_key(partition);
+    redis::cmd("ZRANGEBYSCORE")
+        .arg(&key)
+        .arg("-inf")
+        .arg(now_ms)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(limit)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("ZRANGEBYSCORE {key}"), err))
+}
+
+/// Calls `retry_promote` for `members` (read by [`due_retries`]); at most
+/// `config.retry_promote_batch` of them. Safe with many schedulers at once:
+/// a member another one promoted first is skipped or only cleaned up.
+pub async fn retry_promote<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    now_ms: u64,
+    members: &[String],
+) -> Result<Promoted> {
+    let p = partition;
+    let function = config.function("retry_promote");
+    let mut keys = vec![
+        config.retry_key(p),
+        config.retry_jobs_key(p),
+        config.ready_key(p),
+    ];
+    keys.extend(
+        members
+            .iter()
+            .map(|member| config.marker_key(p, MarkerKind::Promote, member)),
+    );
+    let mut cmd = fcall(&function, &keys);
+    cmd.arg(now_ms)
+        .arg(config.retry_promote_batch)
+        .arg(marker_ttl_ms(config))
+        .arg(members);
+    let job = match members {
+        [] => String::from("no retries"),
+        [one] => format!("retry {one}"),
+        [first, ..] => format!("retries {first} and {} more", members.len() - 1),
+    };
+    let call = Call {
+        function: &function,
+        key: config.retry_key(p),
+        partition: p,
+        job: &job,
+    };
+    let counts: Vec<u64> = cmd.query_async(conn).await.map_err(|err| call.error(err))?;
+    match counts[..] {
+        [promoted, already, skipped] => Ok(Promoted {
+            promoted,
+            already,
+            skipped,
+        }),
+        _ => Err(call.unexpected(format!("{counts:?}"))),
+    }
+}
+
+/// Calls `replay`: appends the dead letter's envelope to the ready stream as
+/// attempt 1 (with `new_job_id`, or its own), leaving the dead letter in place.
+pub async fn replay<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    dead_id: &str,
+    new_job_id: Option<&str>,
+    accepted_schemas: &[u32],
+) -> Result<Moved> {
+    let p = partition;
+    let function = config.function("replay");
+    let mut cmd = fcall(
+        &function,
+        &[
+            config.dead_key(p),
+            config.ready_key(p),
+            config.marker_key(p, MarkerKind::Replay, dead_id),
+        ],
+    );
+    cmd.arg(dead_id)
+        .arg(new_job_id.unwrap_or(""))
+        .arg(marker_ttl_ms(config))
+        .arg(schema_list(accepted_schemas));
+    let call = Call {
+        function: &function,
+        key: config.dead_key(p),
+        partition: p,
+        job: new_job_id.unwrap_or(dead_id),
+    };
+    call.moved(cmd.query_async(conn).await, "replayed")
+}
+
+/// `FCALL function numkeys key...`; the caller appends ARGV.
+fn fcall(function: &str, keys: &[String]) -> redis::Cmd {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(function).arg(keys.len()).arg(keys);
+    cmd
+}
+
+fn marker_ttl_ms(config: &QueueConfig) -> u64 {
+    // A zero TTL would make SET ... PX fail; markers live at least a second.
+    u64::try_from(config.marker_ttl.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1000)
+}
+
+/// `1,2`: the `accepted_schemas` argument.
+fn schema_list(versions: &[u32]) -> String {
+    versions
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One function call, for its errors.
+struct Call<'a> {
+    function: &'a str,
+    key: String,
+    partition: u16,
+    job: &'a str,
+}
+
+impl Call<'_> {
+    /// Reads a `[status, id]` reply: `fresh` (e.g. `scheduled`) or `already`.
+    fn moved(&self, reply: redis::RedisResult<Vec<String>>, fresh: &str) -> Result<Moved> {
+        let reply = reply.map_err(|err| self.error(err))?;
+        match <[String; 2]>::try_from(reply) {
+            Ok([status, id]) if status == fresh || status == "already" => Ok(Moved {
+                already: status == "already",
+                id,
+            }),
+            Ok(other) => Err(self.unexpected(format!("{other:?}"))),
+            Err(other) => Err(self.unexpected(format!("{other:?}"))),
+        }
+    }
+
+    fn error(&self, err: redis::RedisError) -> Error {
+        // `redis.error_reply("QG_X ...")` arrives with code QG_X; a library
+        // that raised with `error()` instead arrives as `ERR QG_X ...`.
+        let (code, detail) = match (err.code(), err.detail()) {
+            (Some(code), detail) if code.starts_with("QG_") => (code, detail.unwrap_or("")),
+            (Some("ERR"), Some(detail)) if detail.starts_with("QG_") => {
+                detail.split_once(' ').unwrap_or((detail, ""))
+            }
+            _ => {
+                return Error::redis(
+                    format!(
+                        "FCALL {} on {} (partition {}, job {})",
+                        self.function, self.key, self.partition, self.job
+                    ),
+                    err,
+                )
+            }
+        };
+        let parsed = TransitionCode::parse(code).expect("checked for the QG_ prefix");
+        let detail = match parsed {
+            TransitionCode::Unknown => format!("{code} {detail}"),
+            _ => detail.to_owned(),
+        };
+        Error::Transition {
+            function: self.function.to_owned(),
+            key: self.key.clone(),
+            partition: self.partition,
+            job: self.job.to_owned(),
+            code: parsed,
+            detail,
+        }
+    }
+
+    fn unexpected(&self, reply: String) -> Error {
+        let err = redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "unexpected reply from the Function library",
+            reply,
+        ));
+        self.error(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_parse_and_print_as_redis_sends_them() {
+        for code in [
+            "QG_WRONGTYPE",
+            "QG_BADARG",
+            "QG_NOSOURCE",
+            "QG_BADSCHEMA",
+            "QG_BADENVELOPE",
+            "QG_BATCH",
+        ] {
+            assert_eq!(TransitionCode::parse(code).unwrap().to_string(), code);
+        }
+        assert_eq!(
+            TransitionCode::parse("QG_FUTURE"),
+            Some(TransitionCode::Unknown)
+        );
+        assert_eq!(TransitionCode::parse("ERR"), None);
+    }
+
+    #[test]
+    fn schema_lists_are_comma_separated() {
+        assert_eq!(schema_list(&[1, 2]), "1,2");
+        assert_eq!(schema_list(&[3]), "3");
+    }
+}

@@ -1,0 +1,98 @@
+//! The scheduler loop: every `retry_promote_every`, move due retries of each partition back to its ready stream.
+//!
+//! Per partition: `ZRANGEBYSCORE retry -inf now LIMIT 0 batch`, then one
+//! `retry_promote` call with those members, again while full batches come
+//! back. Every worker runs this loop; that is safe because the function
+//! re-checks each member atomically (a member another scheduler promoted
+//! first is skipped, or only cleaned up after a crash), so a retry is
+//! appended to the ready stream once. Due times are Unix ms of the workers'
+//! clocks: skew between hosts shifts a retry by that much, never loses it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{classify_error, now_ms, Counters, Failure, Shared};
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
+use crate::handler::Handler;
+use crate::transitions;
+
+/// Promotes until the stop flag is raised. Returns an error only for a
+/// failure that retrying cannot fix (a key of the wrong type).
+pub(super) async fn run<E: Envelope, H: Handler<E>>(
+    shared: Arc<Shared<E, H>>,
+    partitions: Vec<u16>,
+) -> Result<()> {
+    let every = shared
+        .config
+        .retry_promote_every
+        .max(Duration::from_millis(1));
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+            return Ok(());
+        }
+        for &partition in &partitions {
+            match promote_partition(&shared, partition).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(Failure::Fatal(err)) => return Err(err),
+                Err(Failure::Cancelled) => return Ok(()),
+                // The due retries wait for the next period; nothing is lost.
+                Err(Failure::Retry { error, .. }) => match error {
+                    // The library refused the batch (a damaged retry entry):
+                    // it will again until someone looks.
+                    Error::Transition { .. } => {
+                        tracing::error!(partition, error = %error, "the library refused to promote due retries; retrying next period");
+                    }
+                    // The shared connection reconnects by itself.
+                    _ => {
+                        tracing::warn!(partition, error = %error, "promoting retries failed; retrying next period");
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Promotes every due retry of one partition, a batch per call; `Ok(false)` if stop was raised meanwhile.
+async fn promote_partition<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    partition: u16,
+) -> Result<bool, Failure> {
+    let config = &shared.config;
+    let batch = config.retry_promote_batch;
+    loop {
+        let now = now_ms();
+        let mut conn = shared.acks.clone();
+        let due = transitions::due_retries(&mut conn, config, partition, now, batch)
+            .await
+            .map_err(classify_error)?;
+        if due.is_empty() {
+            return Ok(true);
+        }
+        let promoted = transitions::retry_promote(&mut conn, config, partition, now, &due)
+            .await
+            .map_err(classify_error)?;
+        failpoint("after_retry_promote");
+        Counters::add(&shared.counters.promoted, promoted.promoted);
+        tracing::debug!(
+            partition,
+            due = due.len(),
+            promoted = promoted.promoted,
+            already = promoted.already,
+            skipped = promoted.skipped,
+            "promoted due retries",
+        );
+        // A short batch was everything due. A full one where nothing moved
+        // (every member skipped) would only read the same members again.
+        if due.len() < batch || promoted.promoted + promoted.already == 0 {
+            return Ok(true);
+        }
+        if shared.stop.is_raised() {
+            return Ok(false);
+        }
+    }
+}

@@ -1,0 +1,1376 @@
+//! The generated Function library (docs/functions.md) loaded into a real redis-server and called:
+//! every function's happy path, re-runs, and every refusal leaving the keyspace untouched.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use queuegen_runtime::{admin, Error, Redis};
+use queuegen_tests::support::{init_tracing, unique_prefix};
+use queuegen_tests::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/queues.yaml");
+const COMMITTED_LIBRARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/functions.lua");
+const GROUP: &str = "workers";
+const TTL_MS: i64 = 60_000;
+const ACCEPTED: &str = "1,2";
+
+// ---------------------------------------------------------------------------
+// Setup
+
+fn spec() -> queuegen::spec::model::Spec {
+    let checked = queuegen::spec::check_file(Path::new(SPEC)).expect("tests/queues.yaml reads");
+    checked
+        .spec
+        .unwrap_or_else(|| panic!("tests/queues.yaml is valid: {:?}", checked.diagnostics))
+}
+
+/// The library of tests/queues.yaml at `version`, and its name.
+fn library(version: u32) -> (String, String) {
+    let code = queuegen::gen::functions::render_library(&spec(), "../queues.yaml", version)
+        .expect("the library renders");
+    let name = code
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("#!lua name="))
+        .expect("line 1 names the library")
+        .to_owned();
+    (code, name)
+}
+
+/// A private server with the current library loaded; `lib` prefixes function names.
+struct Fixture {
+    server: RedisServer,
+    conn: MultiplexedConnection,
+    lib: String,
+    prefix: String,
+}
+
+impl Fixture {
+    async fn start() -> Fixture {
+        init_tracing();
+        let server = RedisServer::start();
+        let mut conn = server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let (code, lib) = library(queuegen::gen::functions::LIBRARY_VERSION);
+        let loaded: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(&code)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(loaded, lib);
+        Fixture {
+            server,
+            conn,
+            lib,
+            prefix: unique_prefix("fn"),
+        }
+    }
+
+    /// The keys of partition `n` of the `jobs` queue.
+    fn part(&self, n: u16) -> Part {
+        Part {
+            base: format!("{}:{{jobs-{n:02}}}", self.prefix),
+        }
+    }
+
+    async fn call(&mut self, function: &str, keys: &[String], args: &[&str]) -> Reply {
+        fcall(
+            &mut self.conn,
+            &format!("{}_{function}", self.lib),
+            keys,
+            args,
+        )
+        .await
+    }
+
+    async fn dump(&mut self) -> Keyspace {
+        keyspace(&mut self.conn).await
+    }
+
+    /// Calls `function`, asserts it was refused with `code` and changed nothing.
+    async fn assert_refused(
+        &mut self,
+        function: &str,
+        keys: &[String],
+        args: &[&str],
+        code: &str,
+    ) -> String {
+        let before = self.dump().await;
+        let reply = self.call(function, keys, args).await;
+        let after = self.dump().await;
+        let err = match reply {
+            Err(err) => err,
+            Ok(value) => {
+                panic!("{function} {keys:?} {args:?}: expected {code}, got the reply {value:?}")
+            }
+        };
+        assert_eq!(
+            err.code(),
+            Some(code),
+            "{function} {keys:?} {args:?}: {err}"
+        );
+        assert_keyspace_eq(&before, &after, &format!("{function} {keys:?} {args:?}"));
+        err.detail().unwrap_or_default().to_owned()
+    }
+
+    async fn cmd<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> T {
+        let mut cmd = redis::cmd(args[0]);
+        cmd.arg(&args[1..]);
+        cmd.query_async(&mut self.conn)
+            .await
+            .unwrap_or_else(|err| panic!("{args:?}: {err}"))
+    }
+
+    /// Creates the group on `ready` (and the stream).
+    async fn group(&mut self, ready: &str) {
+        let () = self
+            .cmd(&["XGROUP", "CREATE", ready, GROUP, "0", "MKSTREAM"])
+            .await;
+    }
+
+    /// Appends an entry with `fields` and reads it into the group: pending.
+    async fn pending(&mut self, ready: &str, fields: &[(&str, &str)]) -> String {
+        let mut args = vec!["XADD", ready, "*"];
+        for (name, value) in fields {
+            args.extend([*name, *value]);
+        }
+        let id: String = self.cmd(&args).await;
+        let _: redis::Value = self
+            .cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                GROUP,
+                "consumer-1",
+                "COUNT",
+                "1000",
+                "STREAMS",
+                ready,
+                ">",
+            ])
+            .await;
+        id
+    }
+
+    /// A pending job as the runtime writes it (schema 2, `attempt`).
+    async fn pending_job(&mut self, ready: &str, job_id: &str, attempt: &str) -> String {
+        self.pending(ready, &job_fields(job_id, "2", attempt)).await
+    }
+
+    async fn pending_ids(&mut self, ready: &str) -> Vec<String> {
+        let reply: Vec<(String, String, u64, u64)> = self
+            .cmd(&["XPENDING", ready, GROUP, "-", "+", "1000"])
+            .await;
+        reply.into_iter().map(|(id, ..)| id).collect()
+    }
+
+    async fn entries(&mut self, stream: &str) -> Vec<(String, Vec<(String, String)>)> {
+        let raw: Vec<(String, Vec<String>)> = self.cmd(&["XRANGE", stream, "-", "+"]).await;
+        raw.into_iter()
+            .map(|(id, flat)| (id, pairs(&flat)))
+            .collect()
+    }
+
+    /// The marker's value, after checking its TTL is in (0, TTL_MS].
+    async fn marker(&mut self, key: &str) -> String {
+        let ttl: i64 = self.cmd(&["PTTL", key]).await;
+        assert!(ttl > 0 && ttl <= TTL_MS, "marker {key} has PTTL {ttl}");
+        self.cmd(&["GET", key]).await
+    }
+}
+
+/// The keys of one partition.
+struct Part {
+    base: String,
+}
+
+impl Part {
+    fn ready(&self) -> String {
+        format!("{}:ready", self.base)
+    }
+    fn dead(&self) -> String {
+        format!("{}:dead", self.base)
+    }
+    fn retry(&self) -> String {
+        format!("{}:retry", self.base)
+    }
+    fn retry_jobs(&self) -> String {
+        format!("{}:retry-jobs", self.base)
+    }
+    fn marker(&self, kind: &str, id: &str) -> String {
+        format!("{}:marker:{kind}:{id}", self.base)
+    }
+    fn schedule_keys(&self, id: &str) -> Vec<String> {
+        vec![
+            self.ready(),
+            self.retry(),
+            self.retry_jobs(),
+            self.marker("retry", id),
+        ]
+    }
+    fn promote_keys(&self, members: &[&str]) -> Vec<String> {
+        let mut keys = vec![self.retry(), self.retry_jobs(), self.ready()];
+        keys.extend(members.iter().map(|m| self.marker("promote", m)));
+        keys
+    }
+    fn dead_keys(&self, id: &str) -> Vec<String> {
+        vec![self.ready(), self.dead(), self.marker("dead", id)]
+    }
+    fn replay_keys(&self, dead_id: &str) -> Vec<String> {
+        vec![self.dead(), self.ready(), self.marker("replay", dead_id)]
+    }
+}
+
+type Reply = redis::RedisResult<redis::Value>;
+
+async fn fcall(
+    conn: &mut MultiplexedConnection,
+    function: &str,
+    keys: &[String],
+    args: &[&str],
+) -> Reply {
+    redis::cmd("FCALL")
+        .arg(function)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query_async(conn)
+        .await
+}
+
+/// Header fields in the runtime's order, then the body of a `TestJob`.
+fn job_fields<'a>(job_id: &'a str, schema: &'a str, attempt: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("job_id", job_id),
+        ("type", "TestJob"),
+        ("tenant", "acme"),
+        ("schema", schema),
+        ("created_at", "1700000000000"),
+        ("trace_id", "trace-1"),
+        ("attempt", attempt),
+        ("subject_ref", "doc-7"),
+        ("pages", "3"),
+    ]
+}
+
+fn pairs(flat: &[String]) -> Vec<(String, String)> {
+    flat.chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+    fields
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A `[status, id]` reply.
+fn moved(reply: Reply) -> (String, String) {
+    let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
+    redis::from_redis_value(value).expect("a [status, id] reply")
+}
+
+fn counts(reply: Reply) -> (u64, u64, u64) {
+    let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
+    redis::from_redis_value(value).expect("a [promoted, already, skipped] reply")
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// Every key with its type, serialized value and absolute expiry.
+type Keyspace = BTreeMap<String, (String, Vec<u8>, i64)>;
+
+async fn keyspace(conn: &mut MultiplexedConnection) -> Keyspace {
+    let mut keys = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .unwrap();
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let mut space = Keyspace::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let dump: Vec<u8> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        // Absolute, so that it does not tick while we compare (-1: no expiry).
+        let expires: i64 = redis::cmd("PEXPIRETIME")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        space.insert(key, (kind, dump, expires));
+    }
+    space
+}
+
+fn assert_keyspace_eq(before: &Keyspace, after: &Keyspace, what: &str) {
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|key| before.get(*key) != after.get(*key))
+        .collect();
+    assert!(changed.is_empty(), "{what} wrote to {changed:?}");
+}
+
+// ---------------------------------------------------------------------------
+// retry_schedule
+
+#[tokio::test]
+async fn retry_schedule_moves_a_pending_entry_to_the_retry_set_once() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let due = (now_ms() + 5_000).to_string();
+    let args = [
+        GROUP,
+        id.as_str(),
+        due.as_str(),
+        "timeout",
+        "60000",
+        ACCEPTED,
+    ];
+
+    let first = moved(f.call("retry_schedule", &p.schedule_keys(&id), &args).await);
+    assert_eq!(first, ("scheduled".to_owned(), id.clone()));
+
+    let stored: String = f.cmd(&["HGET", &p.retry_jobs(), &id]).await;
+    let stored: Vec<String> = serde_json::from_str(&stored).unwrap();
+    let mut expected = job_fields("job-1", "2", "2");
+    expected.insert(7, ("prev_id", &id));
+    expected.insert(8, ("reason", "timeout"));
+    assert_eq!(pairs(&stored), owned(&expected));
+    let score: String = f.cmd(&["ZSCORE", &p.retry(), &id]).await;
+    assert_eq!(score, due);
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+    assert_eq!(f.marker(&p.marker("retry", &id)).await, id);
+
+    let after_first = f.dump().await;
+    let second = moved(f.call("retry_schedule", &p.schedule_keys(&id), &args).await);
+    assert_eq!(second, ("already".to_owned(), id.clone()));
+    assert_keyspace_eq(&after_first, &f.dump().await, "the re-run");
+    let zcard: u64 = f.cmd(&["ZCARD", &p.retry()]).await;
+    let hlen: u64 = f.cmd(&["HLEN", &p.retry_jobs()]).await;
+    assert_eq!((zcard, hlen), (1, 1));
+}
+
+#[tokio::test]
+async fn retry_schedule_keeps_a_later_attempts_order_and_replaces_its_reason() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let mut fields = job_fields("job-1", "1", "2");
+    fields.insert(7, ("prev_id", "1-1"));
+    fields.insert(8, ("reason", "earlier"));
+    let id = f.pending(&p.ready(), &fields).await;
+    let args = [GROUP, id.as_str(), "1", "again", "60000", ACCEPTED];
+    moved(f.call("retry_schedule", &p.schedule_keys(&id), &args).await);
+
+    let stored: String = f.cmd(&["HGET", &p.retry_jobs(), &id]).await;
+    let stored: Vec<String> = serde_json::from_str(&stored).unwrap();
+    let mut expected = job_fields("job-1", "1", "3");
+    expected.insert(7, ("prev_id", &id));
+    expected.insert(8, ("reason", "again"));
+    assert_eq!(pairs(&stored), owned(&expected));
+}
+
+#[tokio::test]
+async fn a_retry_schedule_rerun_finds_the_marker_and_only_acks() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    // An earlier run wrote destination and marker, but the source is still pending.
+    let () = f
+        .cmd(&["SET", &p.marker("retry", &id), &id, "PX", "60000"])
+        .await;
+
+    let reply = moved(
+        f.call(
+            "retry_schedule",
+            &p.schedule_keys(&id),
+            &[GROUP, &id, "1", "r", "60000", ACCEPTED],
+        )
+        .await,
+    );
+    assert_eq!(reply, ("already".to_owned(), id.clone()));
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+    let exists: u64 = f.cmd(&["EXISTS", &p.retry(), &p.retry_jobs()]).await;
+    assert_eq!(exists, 0, "a re-run writes no second destination");
+}
+
+#[tokio::test]
+async fn retry_schedule_refuses_a_key_of_the_wrong_type_at_every_position() {
+    let mut f = Fixture::start().await;
+    // Each case: its own partition; the squatter at one KEYS position.
+    for position in 0..4 {
+        let p = f.part(position as u16);
+        let id = if position == 0 {
+            "1-1".to_owned()
+        } else {
+            f.group(&p.ready()).await;
+            f.pending_job(&p.ready(), "job-1", "1").await
+        };
+        let keys = p.schedule_keys(&id);
+        let (squat, kind) = squat(&mut f, &keys[position], position == 3).await;
+        let args = [GROUP, id.as_str(), "1", "r", "60000", ACCEPTED];
+        let detail = f
+            .assert_refused("retry_schedule", &keys, &args, "QG_WRONGTYPE")
+            .await;
+        assert_eq!(detail, format!("{squat} {kind}"));
+        if position > 0 {
+            // Without the squatter the same call goes through.
+            let () = f.cmd(&["DEL", &squat]).await;
+            moved(f.call("retry_schedule", &keys, &args).await);
+        }
+    }
+}
+
+/// Puts a key of the wrong type at `key`: a hash for a marker, else a string.
+async fn squat(f: &mut Fixture, key: &str, is_marker: bool) -> (String, &'static str) {
+    if is_marker {
+        let () = f.cmd(&["HSET", key, "not", "a marker"]).await;
+        (key.to_owned(), "hash")
+    } else {
+        let () = f.cmd(&["SET", key, "squatter"]).await;
+        (key.to_owned(), "string")
+    }
+}
+
+#[tokio::test]
+async fn retry_schedule_refuses_bad_arguments_keys_and_envelopes_without_writing() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let keys = p.schedule_keys(&id);
+    let good = [GROUP, id.as_str(), "1", "r", "60000", ACCEPTED];
+
+    let with = |i: usize, value: &'static str| {
+        let mut args = good.map(str::to_owned).to_vec();
+        args[i] = value.to_owned();
+        args
+    };
+    let bad_args = [
+        (with(0, ""), "QG_BADARG"),
+        (with(1, "abc"), "QG_BADARG"),
+        (with(1, "1-"), "QG_BADARG"),
+        (with(2, "soon"), "QG_BADARG"),
+        (with(2, "-5"), "QG_BADARG"),
+        (with(2, "1.5"), "QG_BADARG"),
+        (with(2, "12345678901234567890"), "QG_BADARG"),
+        (with(4, "0"), "QG_BADARG"),
+        (with(4, "ten"), "QG_BADARG"),
+        (with(5, ""), "QG_BADARG"),
+        (with(5, "1,,2"), "QG_BADARG"),
+        (with(5, "two"), "QG_BADARG"),
+        (with(5, "1,"), "QG_BADARG"),
+        (with(0, "no-such-group"), "QG_BADARG"),
+        (with(5, "1"), "QG_BADSCHEMA"),
+    ];
+    for (args, code) in &bad_args {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.assert_refused("retry_schedule", &keys, &args, code).await;
+    }
+    // Too few or too many arguments and keys.
+    f.assert_refused("retry_schedule", &keys, &good[..5], "QG_BADARG")
+        .await;
+    let mut more = good.to_vec();
+    more.push("extra");
+    f.assert_refused("retry_schedule", &keys, &more, "QG_BADARG")
+        .await;
+    f.assert_refused("retry_schedule", &keys[..3], &good, "QG_BADARG")
+        .await;
+    // Keys of another partition, another role, or the marker of another entry.
+    let other = f.part(1);
+    let mut mixed = keys.clone();
+    mixed[1] = other.retry();
+    let detail = f
+        .assert_refused("retry_schedule", &mixed, &good, "QG_BADARG")
+        .await;
+    assert!(detail.contains("KEYS[2]"), "{detail}");
+    let mut swapped = keys.clone();
+    swapped.swap(1, 2);
+    f.assert_refused("retry_schedule", &swapped, &good, "QG_BADARG")
+        .await;
+    let mut wrong_marker = keys.clone();
+    wrong_marker[3] = p.marker("retry", "1-1");
+    f.assert_refused("retry_schedule", &wrong_marker, &good, "QG_BADARG")
+        .await;
+    let mut dead_marker = keys.clone();
+    dead_marker[3] = p.marker("dead", &id);
+    f.assert_refused("retry_schedule", &dead_marker, &good, "QG_BADARG")
+        .await;
+
+    // The source: absent, or not pending in the group.
+    let missing = "1-1";
+    f.assert_refused(
+        "retry_schedule",
+        &p.schedule_keys(missing),
+        &[GROUP, missing, "1", "r", "60000", ACCEPTED],
+        "QG_NOSOURCE",
+    )
+    .await;
+    let acked = f.pending_job(&p.ready(), "job-2", "1").await;
+    let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &acked]).await;
+    f.assert_refused(
+        "retry_schedule",
+        &p.schedule_keys(&acked),
+        &[GROUP, &acked, "1", "r", "60000", ACCEPTED],
+        "QG_NOSOURCE",
+    )
+    .await;
+
+    // Envelopes: schema missing or unknown, attempt missing or not a positive number.
+    let envelopes: [(Vec<(&str, &str)>, &str); 6] = [
+        (
+            job_fields("j", "2", "1")
+                .into_iter()
+                .filter(|(n, _)| *n != "schema")
+                .collect(),
+            "QG_BADENVELOPE",
+        ),
+        (job_fields("j", "v2", "1"), "QG_BADSCHEMA"),
+        (job_fields("j", "3", "1"), "QG_BADSCHEMA"),
+        (
+            job_fields("j", "2", "1")
+                .into_iter()
+                .filter(|(n, _)| *n != "attempt")
+                .collect(),
+            "QG_BADENVELOPE",
+        ),
+        (job_fields("j", "2", "first"), "QG_BADENVELOPE"),
+        (job_fields("j", "2", "0"), "QG_BADENVELOPE"),
+    ];
+    for (fields, code) in &envelopes {
+        let bad = f.pending(&p.ready(), fields).await;
+        f.assert_refused(
+            "retry_schedule",
+            &p.schedule_keys(&bad),
+            &[GROUP, &bad, "1", "r", "60000", ACCEPTED],
+            code,
+        )
+        .await;
+    }
+
+    // After all that, the good call still works.
+    assert_eq!(
+        moved(f.call("retry_schedule", &keys, &good).await).0,
+        "scheduled"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// retry_promote
+
+/// Schedules `n` pending jobs of partition `p` due at `due` (Unix ms); their retry ids.
+async fn scheduled(f: &mut Fixture, p: &Part, n: usize, due: u64) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = f.pending_job(&p.ready(), &format!("job-{i}"), "1").await;
+        let due = due.to_string();
+        let reply = moved(
+            f.call(
+                "retry_schedule",
+                &p.schedule_keys(&id),
+                &[GROUP, &id, &due, "later", "60000", ACCEPTED],
+            )
+            .await,
+        );
+        assert_eq!(reply.0, "scheduled");
+        ids.push(id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn retry_promote_moves_due_retries_to_ready_and_skips_the_rest() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let now = now_ms();
+    let due = scheduled(&mut f, &p, 2, now - 1_000).await;
+    let later = scheduled(&mut f, &p, 1, now + 60_000).await;
+    let members: Vec<&str> = due.iter().chain(&later).map(String::as_str).collect();
+    let now_arg = now.to_string();
+    let mut args = vec![now_arg.as_str(), "10", "60000"];
+    args.extend(&members);
+
+    let ready_before = f.entries(&p.ready()).await.len();
+    let first = counts(
+        f.call("retry_promote", &p.promote_keys(&members), &args)
+            .await,
+    );
+    assert_eq!(first, (2, 0, 1));
+    let entries = f.entries(&p.ready()).await;
+    assert_eq!(entries.len(), ready_before + 2);
+    for (source, (ready_id, fields)) in due.iter().zip(&entries[ready_before..]) {
+        assert_eq!(field(fields, "prev_id"), Some(source.as_str()));
+        assert_eq!(field(fields, "attempt"), Some("2"));
+        assert_eq!(field(fields, "reason"), Some("later"));
+        assert_eq!(field(fields, "subject_ref"), Some("doc-7"));
+        assert_eq!(&f.marker(&p.marker("promote", source)).await, ready_id);
+    }
+    let left: Vec<String> = f.cmd(&["ZRANGE", &p.retry(), "0", "-1"]).await;
+    assert_eq!(left, later);
+    let left_jobs: Vec<String> = f.cmd(&["HKEYS", &p.retry_jobs()]).await;
+    assert_eq!(left_jobs, later);
+
+    // Again with the same members: nothing is promoted twice.
+    let after_first = f.dump().await;
+    let second = counts(
+        f.call("retry_promote", &p.promote_keys(&members), &args)
+            .await,
+    );
+    assert_eq!(second, (0, 2, 1));
+    assert_keyspace_eq(&after_first, &f.dump().await, "the second promote");
+}
+
+#[tokio::test]
+async fn a_retry_promote_rerun_finds_the_marker_and_only_cleans_up() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let ids = scheduled(&mut f, &p, 1, 1).await;
+    let () = f
+        .cmd(&["SET", &p.marker("promote", &ids[0]), "5-5", "PX", "60000"])
+        .await;
+    let ready_before = f.entries(&p.ready()).await.len();
+    let reply = counts(
+        f.call(
+            "retry_promote",
+            &p.promote_keys(&[&ids[0]]),
+            &["2", "10", "60000", &ids[0]],
+        )
+        .await,
+    );
+    assert_eq!(reply, (0, 1, 0));
+    assert_eq!(f.entries(&p.ready()).await.len(), ready_before);
+    let exists: u64 = f.cmd(&["EXISTS", &p.retry(), &p.retry_jobs()]).await;
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn retry_promote_enforces_its_batch_bound() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let ids = scheduled(&mut f, &p, 3, 1).await;
+    let members: Vec<&str> = ids.iter().map(String::as_str).collect();
+
+    let mut args = vec!["2", "2", "60000"];
+    args.extend(&members);
+    let detail = f
+        .assert_refused(
+            "retry_promote",
+            &p.promote_keys(&members),
+            &args,
+            "QG_BATCH",
+        )
+        .await;
+    assert_eq!(detail, "3 > 2");
+
+    let mut args = vec!["2", "2", "60000"];
+    args.extend(&members[..2]);
+    let reply = counts(
+        f.call("retry_promote", &p.promote_keys(&members[..2]), &args)
+            .await,
+    );
+    assert_eq!(reply, (2, 0, 0));
+    let reply = counts(
+        f.call("retry_promote", &p.promote_keys(&[]), &["2", "2", "60000"])
+            .await,
+    );
+    assert_eq!(reply, (0, 0, 0));
+}
+
+#[tokio::test]
+async fn concurrent_promoters_promote_each_retry_once() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let ids = scheduled(&mut f, &p, 40, 1).await;
+    let ready_before = f.entries(&p.ready()).await.len();
+
+    let function = format!("{}_retry_promote", f.lib);
+    let mut promoters = Vec::new();
+    for _ in 0..2 {
+        // Each promoter on its own connection, as separate scheduler processes.
+        let mut conn = f
+            .server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let (function, retry) = (function.clone(), p.retry());
+        let part = Part {
+            base: p.base.clone(),
+        };
+        promoters.push(tokio::spawn(async move {
+            let mut promoted = 0;
+            loop {
+                let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(&retry)
+                    .arg("-inf")
+                    .arg(2)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(7)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if due.is_empty() {
+                    return promoted;
+                }
+                let members: Vec<&str> = due.iter().map(String::as_str).collect();
+                let mut args = vec!["2", "7", "60000"];
+                args.extend(&members);
+                let reply = fcall(&mut conn, &function, &part.promote_keys(&members), &args).await;
+                promoted += counts(reply).0;
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut total = 0;
+    for promoter in promoters {
+        total += promoter.await.unwrap();
+    }
+    assert_eq!(total, 40);
+    let entries = f.entries(&p.ready()).await;
+    let mut sources: Vec<&str> = entries[ready_before..]
+        .iter()
+        .map(|(_, fields)| field(fields, "prev_id").unwrap())
+        .collect();
+    sources.sort_unstable();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(sources, expected, "each retry promoted exactly once");
+}
+
+#[tokio::test]
+async fn retry_promote_refuses_wrong_types_and_bad_arguments_without_writing() {
+    let mut f = Fixture::start().await;
+    // Wrong types, one partition per KEYS position (3 = the first marker).
+    for position in 0..4 {
+        let p = f.part(position as u16);
+        f.group(&p.ready()).await;
+        let ids = scheduled(&mut f, &p, 1, 1).await;
+        let keys = p.promote_keys(&[&ids[0]]);
+        let squatted = if position == 2 {
+            // The ready stream is a stream here: make it something else.
+            let () = f.cmd(&["DEL", &keys[2]]).await;
+            squat(&mut f, &keys[2], false).await
+        } else if position < 2 {
+            let () = f
+                .cmd(&["RENAME", &keys[position], &format!("{}-saved", p.base)])
+                .await;
+            squat(&mut f, &keys[position], false).await
+        } else {
+            squat(&mut f, &keys[position], true).await
+        };
+        let args = ["2", "10", "60000", ids[0].as_str()];
+        let detail = f
+            .assert_refused("retry_promote", &keys, &args, "QG_WRONGTYPE")
+            .await;
+        assert_eq!(detail, format!("{} {}", squatted.0, squatted.1));
+        if position == 3 {
+            let () = f.cmd(&["DEL", &keys[3]]).await;
+            assert_eq!(
+                counts(f.call("retry_promote", &keys, &args).await),
+                (1, 0, 0)
+            );
+        }
+    }
+
+    let p = f.part(10);
+    f.group(&p.ready()).await;
+    let ids = scheduled(&mut f, &p, 2, 1).await;
+    let (a, b) = (ids[0].as_str(), ids[1].as_str());
+    let keys = p.promote_keys(&[a, b]);
+    let bad: [(Vec<&str>, &str); 9] = [
+        (vec!["now", "10", "60000", a, b], "QG_BADARG"),
+        (vec!["-1", "10", "60000", a, b], "QG_BADARG"),
+        (vec!["2", "0", "60000", a, b], "QG_BADARG"),
+        (vec!["2", "many", "60000", a, b], "QG_BADARG"),
+        (vec!["2", "10", "0", a, b], "QG_BADARG"),
+        (vec!["2", "10", "60000", a, "member"], "QG_BADARG"),
+        (vec!["2", "10", "60000", b, a], "QG_BADARG"),
+        (vec!["2", "10", "60000", a], "QG_BADARG"),
+        (vec!["2", "10"], "QG_BADARG"),
+    ];
+    for (args, code) in &bad {
+        f.assert_refused("retry_promote", &keys, args, code).await;
+    }
+    let mut other_partition = keys.clone();
+    other_partition[4] = f.part(11).marker("promote", b);
+    f.assert_refused(
+        "retry_promote",
+        &other_partition,
+        &["2", "10", "60000", a, b],
+        "QG_BADARG",
+    )
+    .await;
+
+    // A due member whose envelope is missing or not an envelope.
+    let args = ["2", "10", "60000", a, b];
+    let saved: String = f.cmd(&["HGET", &p.retry_jobs(), b]).await;
+    for broken in ["not json", "[]", "[\"odd\"]", "{\"a\":1}", "[1,2]"] {
+        let () = f.cmd(&["HSET", &p.retry_jobs(), b, broken]).await;
+        f.assert_refused("retry_promote", &keys, &args, "QG_BADENVELOPE")
+            .await;
+    }
+    let () = f.cmd(&["HDEL", &p.retry_jobs(), b]).await;
+    f.assert_refused("retry_promote", &keys, &args, "QG_BADENVELOPE")
+        .await;
+    let () = f.cmd(&["HSET", &p.retry_jobs(), b, &saved]).await;
+    assert_eq!(
+        counts(f.call("retry_promote", &keys, &args).await),
+        (2, 0, 0)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// dead_letter
+
+#[tokio::test]
+async fn dead_letter_records_a_pending_entry_once_and_acks_it() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "3").await;
+    let args = [
+        GROUP,
+        id.as_str(),
+        "retries_exhausted",
+        "timeout after 10s",
+        "4",
+        "60000",
+        "1000",
+    ];
+    let before = now_ms();
+    let (status, dead_id) = moved(f.call("dead_letter", &p.dead_keys(&id), &args).await);
+    assert_eq!(status, "dead_lettered");
+
+    let dead = f.entries(&p.dead()).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0, dead_id);
+    let fields = &dead[0].1;
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "job_id",
+            "type",
+            "tenant",
+            "schema",
+            "attempt",
+            "source_id",
+            "deliveries",
+            "reason",
+            "detail",
+            "dead_at",
+            "envelope"
+        ]
+    );
+    assert_eq!(field(fields, "job_id"), Some("job-1"));
+    assert_eq!(field(fields, "type"), Some("TestJob"));
+    assert_eq!(field(fields, "tenant"), Some("acme"));
+    assert_eq!(field(fields, "schema"), Some("2"));
+    assert_eq!(field(fields, "attempt"), Some("3"));
+    assert_eq!(field(fields, "source_id"), Some(id.as_str()));
+    assert_eq!(field(fields, "deliveries"), Some("4"));
+    assert_eq!(field(fields, "reason"), Some("retries_exhausted"));
+    assert_eq!(field(fields, "detail"), Some("timeout after 10s"));
+    let dead_at: u64 = field(fields, "dead_at").unwrap().parse().unwrap();
+    assert!(
+        dead_at >= before - 1_000 && dead_at <= now_ms() + 1_000,
+        "{dead_at}"
+    );
+    let envelope: Vec<String> = serde_json::from_str(field(fields, "envelope").unwrap()).unwrap();
+    assert_eq!(pairs(&envelope), owned(&job_fields("job-1", "2", "3")));
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+    assert_eq!(f.marker(&p.marker("dead", &id)).await, dead_id);
+
+    let after_first = f.dump().await;
+    let second = moved(f.call("dead_letter", &p.dead_keys(&id), &args).await);
+    assert_eq!(second, ("already".to_owned(), dead_id));
+    assert_keyspace_eq(&after_first, &f.dump().await, "the re-run");
+}
+
+#[tokio::test]
+async fn dead_letter_takes_entries_that_do_not_decode() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f
+        .pending(
+            &p.ready(),
+            &[("subject_ref", "doc-7"), ("junk", "\u{1}\n\"")],
+        )
+        .await;
+    let (status, dead_id) = moved(
+        f.call(
+            "dead_letter",
+            &p.dead_keys(&id),
+            &[
+                GROUP,
+                &id,
+                "decode_error",
+                "field `job_id` is missing",
+                "1",
+                "60000",
+                "1000",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(status, "dead_lettered");
+    let dead = f.entries(&p.dead()).await;
+    let fields = &dead[0].1;
+    assert_eq!(dead[0].0, dead_id);
+    for header in ["job_id", "type", "tenant", "schema", "attempt"] {
+        assert_eq!(field(fields, header), Some(""), "{header}");
+    }
+    assert_eq!(field(fields, "reason"), Some("decode_error"));
+    assert_eq!(field(fields, "detail"), Some("field `job_id` is missing"));
+    assert_eq!(field(fields, "deliveries"), Some("1"));
+    let envelope: Vec<String> = serde_json::from_str(field(fields, "envelope").unwrap()).unwrap();
+    assert_eq!(
+        pairs(&envelope),
+        owned(&[("subject_ref", "doc-7"), ("junk", "\u{1}\n\"")])
+    );
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_dead_letter_rerun_finds_the_marker_and_only_acks() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let () = f
+        .cmd(&["SET", &p.marker("dead", &id), "9-9", "PX", "60000"])
+        .await;
+    let reply = moved(
+        f.call(
+            "dead_letter",
+            &p.dead_keys(&id),
+            &[GROUP, &id, "poison", "", "5", "60000", "1000"],
+        )
+        .await,
+    );
+    assert_eq!(reply, ("already".to_owned(), "9-9".to_owned()));
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+    let exists: u64 = f.cmd(&["EXISTS", &p.dead()]).await;
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
+    let mut f = Fixture::start().await;
+    for position in 0..3 {
+        let p = f.part(position as u16);
+        let id = if position == 0 {
+            "1-1".to_owned()
+        } else {
+            f.group(&p.ready()).await;
+            f.pending_job(&p.ready(), "job-1", "1").await
+        };
+        let keys = p.dead_keys(&id);
+        let (squatted, kind) = squat(&mut f, &keys[position], position == 2).await;
+        let args = [GROUP, id.as_str(), "permanent", "", "1", "60000", "1000"];
+        let detail = f
+            .assert_refused("dead_letter", &keys, &args, "QG_WRONGTYPE")
+            .await;
+        assert_eq!(detail, format!("{squatted} {kind}"));
+        if position > 0 {
+            let () = f.cmd(&["DEL", &squatted]).await;
+            moved(f.call("dead_letter", &keys, &args).await);
+        }
+    }
+
+    let p = f.part(5);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let keys = p.dead_keys(&id);
+    let good = [
+        GROUP,
+        id.as_str(),
+        "handler",
+        "bad input",
+        "2",
+        "60000",
+        "1000",
+    ];
+    let with = |i: usize, value: &'static str| {
+        let mut args = good.map(str::to_owned).to_vec();
+        args[i] = value.to_owned();
+        args
+    };
+    let bad = [
+        with(0, ""),
+        with(0, "no-such-group"),
+        with(1, "one"),
+        with(2, "oops"),
+        with(2, ""),
+        with(4, "many"),
+        with(4, "-1"),
+        with(5, "0"),
+        with(6, "0"),
+        with(6, "all"),
+    ];
+    for args in &bad {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.assert_refused("dead_letter", &keys, &args, "QG_BADARG")
+            .await;
+    }
+    f.assert_refused("dead_letter", &keys, &good[..6], "QG_BADARG")
+        .await;
+    f.assert_refused("dead_letter", &keys[..2], &good, "QG_BADARG")
+        .await;
+    let mut wrong_marker = keys.clone();
+    wrong_marker[2] = p.marker("retry", &id);
+    f.assert_refused("dead_letter", &wrong_marker, &good, "QG_BADARG")
+        .await;
+    let mut swapped = keys.clone();
+    swapped.swap(0, 1);
+    f.assert_refused("dead_letter", &swapped, &good, "QG_BADARG")
+        .await;
+    f.assert_refused(
+        "dead_letter",
+        &p.dead_keys("1-1"),
+        &[GROUP, "1-1", "handler", "", "1", "60000", "1000"],
+        "QG_NOSOURCE",
+    )
+    .await;
+    let acked = f.pending_job(&p.ready(), "job-2", "1").await;
+    let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &acked]).await;
+    f.assert_refused(
+        "dead_letter",
+        &p.dead_keys(&acked),
+        &[GROUP, &acked, "handler", "", "1", "60000", "1000"],
+        "QG_NOSOURCE",
+    )
+    .await;
+    assert_eq!(
+        moved(f.call("dead_letter", &keys, &good).await).0,
+        "dead_lettered"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// replay
+
+/// Dead-letters a fresh pending job of `p`; its dead-letter ID.
+async fn dead_lettered(f: &mut Fixture, p: &Part, fields: &[(&str, &str)]) -> String {
+    let id = f.pending(&p.ready(), fields).await;
+    let (status, dead_id) = moved(
+        f.call(
+            "dead_letter",
+            &p.dead_keys(&id),
+            &[GROUP, &id, "permanent", "rejected", "1", "60000", "1000"],
+        )
+        .await,
+    );
+    assert_eq!(status, "dead_lettered");
+    dead_id
+}
+
+#[tokio::test]
+async fn replay_puts_a_dead_letter_back_as_attempt_one_once() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let mut fields = job_fields("job-1", "1", "4");
+    fields.insert(7, ("prev_id", "1-1"));
+    fields.insert(8, ("reason", "timeout"));
+    let dead_id = dead_lettered(&mut f, &p, &fields).await;
+    let dead_before = f.entries(&p.dead()).await;
+
+    let args = [dead_id.as_str(), "", "60000", ACCEPTED];
+    let (status, ready_id) = moved(f.call("replay", &p.replay_keys(&dead_id), &args).await);
+    assert_eq!(status, "replayed");
+    let entries = f.entries(&p.ready()).await;
+    let (last_id, replayed) = entries.last().unwrap();
+    assert_eq!(last_id, &ready_id);
+    let mut expected = job_fields("job-1", "1", "1");
+    expected.insert(7, ("reason", "replay"));
+    expected.insert(8, ("replay_of", &dead_id));
+    assert_eq!(replayed, &owned(&expected), "no prev_id, attempt 1");
+    assert_eq!(f.marker(&p.marker("replay", &dead_id)).await, ready_id);
+    assert_eq!(
+        f.entries(&p.dead()).await,
+        dead_before,
+        "the dead letter stays"
+    );
+
+    let after_first = f.dump().await;
+    let second = moved(f.call("replay", &p.replay_keys(&dead_id), &args).await);
+    assert_eq!(second, ("already".to_owned(), ready_id));
+    assert_keyspace_eq(&after_first, &f.dump().await, "the re-run");
+}
+
+#[tokio::test]
+async fn replay_with_a_new_job_id() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let dead_id = dead_lettered(&mut f, &p, &job_fields("job-1", "2", "1")).await;
+    let (_, ready_id) = moved(
+        f.call(
+            "replay",
+            &p.replay_keys(&dead_id),
+            &[&dead_id, "job-1-again", "60000", ACCEPTED],
+        )
+        .await,
+    );
+    let entries = f.entries(&p.ready()).await;
+    let (_, replayed) = entries.iter().find(|(id, _)| *id == ready_id).unwrap();
+    assert_eq!(field(replayed, "job_id"), Some("job-1-again"));
+    assert_eq!(field(replayed, "attempt"), Some("1"));
+    assert_eq!(field(replayed, "replay_of"), Some(dead_id.as_str()));
+
+    // A dead letter without a job_id needs a new one.
+    let mut fields = job_fields("", "2", "1");
+    fields.remove(0);
+    let anonymous = dead_lettered(&mut f, &p, &fields).await;
+    f.assert_refused(
+        "replay",
+        &p.replay_keys(&anonymous),
+        &[&anonymous, "", "60000", ACCEPTED],
+        "QG_BADENVELOPE",
+    )
+    .await;
+    let (_, ready_id) = moved(
+        f.call(
+            "replay",
+            &p.replay_keys(&anonymous),
+            &[&anonymous, "job-named", "60000", ACCEPTED],
+        )
+        .await,
+    );
+    let entries = f.entries(&p.ready()).await;
+    let (_, replayed) = entries.iter().find(|(id, _)| *id == ready_id).unwrap();
+    assert_eq!(replayed[0], ("job_id".to_owned(), "job-named".to_owned()));
+}
+
+#[tokio::test]
+async fn replay_refuses_wrong_types_and_bad_arguments_without_writing() {
+    let mut f = Fixture::start().await;
+    for position in 0..3 {
+        let p = f.part(position as u16);
+        f.group(&p.ready()).await;
+        let dead_id = if position == 0 {
+            "1-1".to_owned()
+        } else {
+            dead_lettered(&mut f, &p, &job_fields("job-1", "2", "1")).await
+        };
+        let keys = p.replay_keys(&dead_id);
+        if position == 1 {
+            let () = f.cmd(&["DEL", &keys[1]]).await;
+        }
+        let (squatted, kind) = squat(&mut f, &keys[position], position == 2).await;
+        let args = [dead_id.as_str(), "", "60000", ACCEPTED];
+        let detail = f
+            .assert_refused("replay", &keys, &args, "QG_WRONGTYPE")
+            .await;
+        assert_eq!(detail, format!("{squatted} {kind}"));
+        if position > 0 {
+            let () = f.cmd(&["DEL", &squatted]).await;
+            moved(f.call("replay", &keys, &args).await);
+        }
+    }
+
+    let p = f.part(5);
+    f.group(&p.ready()).await;
+    let dead_id = dead_lettered(&mut f, &p, &job_fields("job-1", "2", "1")).await;
+    let keys = p.replay_keys(&dead_id);
+    let d = dead_id.as_str();
+    let bad: [(Vec<&str>, &str); 8] = [
+        (vec!["dead", "", "60000", ACCEPTED], "QG_BADARG"),
+        (vec![d, "", "0", ACCEPTED], "QG_BADARG"),
+        (vec![d, "", "1h", ACCEPTED], "QG_BADARG"),
+        (vec![d, "", "60000", ""], "QG_BADARG"),
+        (vec![d, "", "60000", "1;2"], "QG_BADARG"),
+        (vec![d, "", "60000"], "QG_BADARG"),
+        (vec![d, "", "60000", ACCEPTED, "x"], "QG_BADARG"),
+        (vec![d, "", "60000", "1"], "QG_BADSCHEMA"),
+    ];
+    for (args, code) in &bad {
+        f.assert_refused("replay", &keys, args, code).await;
+    }
+    let mut wrong_marker = keys.clone();
+    wrong_marker[2] = p.marker("replay", "1-1");
+    f.assert_refused(
+        "replay",
+        &wrong_marker,
+        &[d, "", "60000", ACCEPTED],
+        "QG_BADARG",
+    )
+    .await;
+    f.assert_refused(
+        "replay",
+        &p.replay_keys("1-1"),
+        &["1-1", "", "60000", ACCEPTED],
+        "QG_NOSOURCE",
+    )
+    .await;
+
+    // Dead letters whose envelope is missing, not JSON, or lacks a schema.
+    for (name, value) in [
+        ("detail", "no envelope field"),
+        ("envelope", "{not json"),
+        ("envelope", "[\"job_id\",\"j\",\"attempt\",\"1\"]"),
+    ] {
+        let broken: String = f.cmd(&["XADD", &p.dead(), "*", name, value]).await;
+        f.assert_refused(
+            "replay",
+            &p.replay_keys(&broken),
+            &[&broken, "", "60000", ACCEPTED],
+            "QG_BADENVELOPE",
+        )
+        .await;
+    }
+    assert_eq!(
+        moved(f.call("replay", &keys, &[d, "", "60000", ACCEPTED]).await).0,
+        "replayed"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// version, two versions side by side, loading through the runtime
+
+#[tokio::test]
+async fn two_library_versions_load_side_by_side_and_both_answer() {
+    let mut f = Fixture::start().await;
+    let (v1, name1) = library(1);
+    let (v2, name2) = library(2);
+    assert_ne!(name1, name2);
+    for code in [&v1, &v2] {
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(code)
+            .query_async(&mut f.conn)
+            .await
+            .unwrap();
+    }
+    for name in [&name1, &name2] {
+        let reply = fcall(&mut f.conn, &format!("{name}_version"), &[], &[])
+            .await
+            .unwrap();
+        let answer: String = redis::from_redis_value(reply).unwrap();
+        assert_eq!(&answer, name);
+    }
+    // Each version's transitions work on the same keys.
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    for name in [&name1, &name2] {
+        let id = f.pending_job(&p.ready(), "job-1", "1").await;
+        let reply = fcall(
+            &mut f.conn,
+            &format!("{name}_retry_schedule"),
+            &p.schedule_keys(&id),
+            &[GROUP, &id, "1", "r", "60000", ACCEPTED],
+        )
+        .await;
+        assert_eq!(moved(reply), ("scheduled".to_owned(), id));
+    }
+    // `version` is read-only: it runs on a read-only replica's terms (no-writes).
+    let flags: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(&name2)
+        .query_async(&mut f.conn)
+        .await
+        .unwrap();
+    assert!(format!("{flags:?}").contains("no-writes"), "{flags:?}");
+}
+
+#[tokio::test]
+async fn the_runtime_loads_verifies_and_names_a_missing_library() {
+    init_tracing();
+    let server = RedisServer::start();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let code = std::fs::read_to_string(COMMITTED_LIBRARY).expect("tests/deploy/functions.lua");
+    let (_, name) = library(queuegen::gen::functions::LIBRARY_VERSION);
+
+    let missing = admin::verify_library(&redis, &name).await.unwrap_err();
+    let message = missing.to_string();
+    assert!(
+        matches!(missing, Error::LibraryMissing { .. }),
+        "{missing:?}"
+    );
+    assert!(message.contains(&name), "{message}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", server.port())),
+        "{message}"
+    );
+
+    let first = admin::load_library(&redis, &code).await.unwrap();
+    assert_eq!(first.library, name);
+    assert!(!first.replaced);
+    admin::verify_library(&redis, &name).await.unwrap();
+    let second = admin::load_library(&redis, &code).await.unwrap();
+    assert!(second.replaced);
+    admin::verify_library(&redis, &name).await.unwrap();
+
+    let other = admin::verify_library(&redis, "qg_queuegen_tests_v999")
+        .await
+        .unwrap_err();
+    assert!(matches!(other, Error::LibraryMissing { .. }), "{other:?}");
+    let invalid = admin::load_library(&redis, "return 1").await.unwrap_err();
+    assert!(
+        matches!(invalid, Error::InvalidLibrary { .. }),
+        "{invalid:?}"
+    );
+}
+
+#[test]
+fn the_committed_library_is_what_the_spec_generates() {
+    let committed = std::fs::read_to_string(COMMITTED_LIBRARY).expect("tests/deploy/functions.lua");
+    let generated = queuegen::gen::functions::generate(&spec(), "../queues.yaml").unwrap();
+    assert!(
+        committed == generated.contents,
+        "tests/deploy/functions.lua is stale: run `queuegen generate tests/queues.yaml --deploy-out tests/deploy`"
+    );
+}
