@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod apply;
 pub mod check;
+pub mod dlq;
 pub mod generate;
 pub mod init;
 pub mod schema;
@@ -26,6 +27,7 @@ pub enum Subcommands {
     Generate(generate::Args),
     Init(init::Args),
     Apply(apply::Args),
+    Dlq(dlq::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -37,5 +39,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Generate(args) => generate::run(args),
         Subcommands::Init(args) => init::run(args),
         Subcommands::Apply(args) => apply::run(args),
+        Subcommands::Dlq(args) => dlq::run(args),
     }
 }
