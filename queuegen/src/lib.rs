@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod gen;
+pub mod runtime_config;
 pub mod spec;
 
 pub use error::{Error, Result};

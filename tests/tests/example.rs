@@ -171,3 +171,29 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
         }
     }
 }
+
+/// The CLI (`apply`, `dlq`) builds a queue's settings from the spec at run
+/// time; the generated code bakes them in. They must be the same settings.
+#[test]
+fn generated_configs_equal_what_the_cli_builds_from_the_spec() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/docs-pipeline/queues.yaml"
+    );
+    let spec = queuegen::spec::check_file(std::path::Path::new(path))
+        .unwrap()
+        .spec
+        .expect("the example spec is valid");
+    for generated in [
+        ocr::CONFIG,
+        notification::CONFIG,
+        export::CONFIG,
+        reconciliation::CONFIG,
+    ] {
+        let queue = spec.queue(generated.queue).unwrap();
+        assert_eq!(
+            queuegen::runtime_config::queue_config(&spec, queue),
+            generated
+        );
+    }
+}

@@ -6,8 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use queuegen::gen;
-use queuegen::spec::{self, model};
-use queuegen_runtime::{admin, LibraryLoad, QueueConfig, Redis};
+use queuegen::runtime_config::queue_config;
+use queuegen::spec::model;
+use queuegen_runtime::{admin, LibraryLoad, Redis};
+
+use super::common;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -42,27 +45,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let checked =
-        spec::check_file(&args.spec).with_context(|| format!("reading {}", args.spec.display()))?;
-    for diagnostic in &checked.diagnostics {
-        eprintln!("{diagnostic}");
-    }
-    let Some(spec) = checked.spec else {
-        eprintln!(
-            "{}: not applying: fix the errors above first",
-            args.spec.display()
-        );
+    let Some(spec) = common::valid_spec(&args.spec, "applying")? else {
         return Ok(ExitCode::from(1));
     };
     for name in &args.queues {
-        if spec.queue(name).is_none() {
-            let known: Vec<&str> = spec.queues.iter().map(|q| q.name.as_str()).collect();
-            anyhow::bail!(
-                "{}: no queue named {name:?} (queues: {})",
-                args.spec.display(),
-                known.join(", ")
-            );
-        }
+        common::queue(&spec, &args.spec, name)?;
     }
     let selected: Vec<&model::Queue> = spec
         .queues
@@ -168,43 +155,4 @@ fn print_table(rows: &[Row]) {
         created,
         rows.len() - created
     );
-}
-
-/// The runtime's view of one queue. The CLI lives for one command, so the
-/// strings are leaked to get the `'static` names `QueueConfig` holds.
-pub(crate) fn queue_config(spec: &model::Spec, queue: &model::Queue) -> QueueConfig {
-    fn leak(s: &str) -> &'static str {
-        Box::leak(s.to_owned().into_boxed_str())
-    }
-    let partition_by: Vec<&'static str> = queue.partition_by.iter().map(|f| leak(f)).collect();
-    QueueConfig {
-        service: leak(&spec.service),
-        key_prefix: leak(&spec.redis.key_prefix),
-        queue: leak(&queue.name),
-        partitions: queue.partitions,
-        partition_by: Box::leak(partition_by.into_boxed_slice()),
-        group: leak(&queue.group.name),
-        group_start: leak(queue.group.start.as_redis_arg()),
-        handler_timeout: queue.handler.timeout,
-        concurrency: queue.handler.concurrency as usize,
-        shutdown_budget: queue.handler.shutdown_budget,
-        claim_min_idle: queue.claim.min_idle,
-        claim_every: queue.claim.every,
-        claim_batch: queue.claim.batch as usize,
-        payload_max_bytes: queue.payload.max_bytes as usize,
-        functions: leak(&queuegen::gen::functions::library_name(&spec.service)),
-        retry_max_attempts: queue.retry.max_attempts,
-        retry_initial: queue.retry.backoff.initial,
-        retry_max: queue.retry.backoff.max,
-        retry_factor: queue.retry.backoff.factor,
-        retry_jitter: match queue.retry.backoff.jitter {
-            model::Jitter::None => queuegen_runtime::Jitter::None,
-            model::Jitter::Full => queuegen_runtime::Jitter::Full,
-        },
-        retry_promote_every: queue.retry.promote_every,
-        retry_promote_batch: queue.retry.promote_batch as usize,
-        poison_max_deliveries: queue.poison.max_deliveries,
-        dead_letter_max_len: queue.dead_letter.max_len,
-        marker_ttl: queue.retention.min_age,
-    }
 }

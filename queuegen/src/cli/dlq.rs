@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use queuegen::spec;
+use queuegen::runtime_config::queue_config;
 use queuegen_runtime::{transitions, QueueConfig, Redis};
 use redis::streams::{StreamId, StreamRangeReply};
 
-use super::apply::queue_config;
+use super::common;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -151,23 +151,10 @@ struct Target {
 }
 
 async fn open(selection: &Selection) -> anyhow::Result<Target> {
-    let checked = spec::check_file(&selection.spec)
-        .with_context(|| format!("reading {}", selection.spec.display()))?;
-    let Some(spec) = checked.spec else {
-        for diagnostic in checked.diagnostics.iter() {
-            eprintln!("{diagnostic}");
-        }
-        bail!("{}: fix the errors above first", selection.spec.display());
+    let Some(spec) = common::valid_spec(&selection.spec, "reading dead letters")? else {
+        bail!("{}: the spec has errors", selection.spec.display());
     };
-    let Some(queue) = spec.queue(&selection.queue) else {
-        let known: Vec<&str> = spec.queues.iter().map(|q| q.name.as_str()).collect();
-        bail!(
-            "{}: no queue named {:?} (queues: {})",
-            selection.spec.display(),
-            selection.queue,
-            known.join(", ")
-        );
-    };
+    let queue = common::queue(&spec, &selection.spec, &selection.queue)?;
     if let Some(partition) = selection.partition {
         if partition >= queue.partitions {
             bail!(

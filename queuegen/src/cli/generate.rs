@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use queuegen::gen::{self, files};
-use queuegen::spec;
+
+use super::common;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -50,16 +51,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let checked =
-        spec::check_file(&args.spec).with_context(|| format!("reading {}", args.spec.display()))?;
-    for diagnostic in &checked.diagnostics {
-        eprintln!("{diagnostic}");
-    }
-    let Some(spec) = checked.spec else {
-        eprintln!(
-            "{}: not generating: fix the errors above first",
-            args.spec.display()
-        );
+    let Some(spec) = common::valid_spec(&args.spec, "generating")? else {
         return Ok(ExitCode::from(1));
     };
     if let (Some(out), Some(deploy_out)) = (&args.out, &args.deploy_out) {

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod apply;
 pub mod check;
+mod common;
 pub mod dlq;
 pub mod generate;
 pub mod init;

@@ -1,0 +1,47 @@
+//! A queue's runtime settings built from the validated spec, for commands that
+//! talk to Redis; generated code bakes the same values in as a `const`, and a
+//! test keeps the two equal.
+
+use queuegen_runtime::{self as runtime, QueueConfig};
+
+use crate::spec::model::{Jitter, Queue, Spec};
+
+/// The runtime's view of one queue. `QueueConfig` holds `'static` names (the
+/// generated consts are literals), so the strings are leaked: call this in a
+/// short-lived process, once per queue.
+pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
+    fn leak(s: &str) -> &'static str {
+        Box::leak(s.to_owned().into_boxed_str())
+    }
+    let partition_by: Vec<&'static str> = queue.partition_by.iter().map(|f| leak(f)).collect();
+    QueueConfig {
+        service: leak(&spec.service),
+        key_prefix: leak(&spec.redis.key_prefix),
+        queue: leak(&queue.name),
+        partitions: queue.partitions,
+        partition_by: Box::leak(partition_by.into_boxed_slice()),
+        group: leak(&queue.group.name),
+        group_start: leak(queue.group.start.as_redis_arg()),
+        handler_timeout: queue.handler.timeout,
+        concurrency: queue.handler.concurrency as usize,
+        shutdown_budget: queue.handler.shutdown_budget,
+        claim_min_idle: queue.claim.min_idle,
+        claim_every: queue.claim.every,
+        claim_batch: queue.claim.batch as usize,
+        payload_max_bytes: queue.payload.max_bytes as usize,
+        functions: leak(&crate::gen::functions::library_name(&spec.service)),
+        retry_max_attempts: queue.retry.max_attempts,
+        retry_initial: queue.retry.backoff.initial,
+        retry_max: queue.retry.backoff.max,
+        retry_factor: queue.retry.backoff.factor,
+        retry_jitter: match queue.retry.backoff.jitter {
+            Jitter::None => runtime::Jitter::None,
+            Jitter::Full => runtime::Jitter::Full,
+        },
+        retry_promote_every: queue.retry.promote_every,
+        retry_promote_batch: queue.retry.promote_batch as usize,
+        poison_max_deliveries: queue.poison.max_deliveries,
+        dead_letter_max_len: queue.dead_letter.max_len,
+        marker_ttl: queue.retention.min_age,
+    }
+}
