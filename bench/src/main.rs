@@ -1,0 +1,177 @@
+//! `queuegen-bench`: the hand-written redis-rs baseline and queuegen's generated
+//! producer and workers, measured side by side on fresh keys each round.
+//!
+//! This file holds the arguments and the run: start (or connect to) Redis,
+//! load the Function library, run every variant once per round, then print
+//! the markdown table and write the JSON report.
+
+mod baseline;
+mod probe;
+mod queuegen;
+mod report;
+mod stats;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use crate::probe::RoundResult;
+
+/// Measures queuegen against a hand-written redis-rs work-queue loop.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "queuegen-bench",
+    after_help = "Examples:\n  \
+        cargo run --release -p queuegen-bench -- --jobs 50000 --rounds 3\n  \
+        cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 1\n  \
+        cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 64\n  \
+        cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n\n\
+        Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
+        free loopback port and stopped at the end. With --redis nothing is flushed: every\n\
+        variant of every round uses its own key prefix and deletes its keys afterwards."
+)]
+pub struct Args {
+    /// Use this Redis instead of starting a private redis-server.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// Jobs per variant and round.
+    #[arg(long, default_value_t = 50_000, value_name = "N")]
+    pub jobs: u64,
+    /// Partitions of the queuegen queue (the baseline always uses one stream).
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub partitions: u16,
+    /// Rounds; each figure is reported as the median over rounds with min–max.
+    #[arg(long, default_value_t = 3, value_name = "R")]
+    pub rounds: u32,
+    /// Where the JSON report goes (`latest.json` in it).
+    #[arg(long, default_value = "target/bench", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Jobs per `publish_many` call and per baseline XADD pipeline.
+    #[arg(long, default_value_t = 1_000, value_name = "B")]
+    pub batch: usize,
+    /// Handler concurrency of each queuegen worker (its read COUNT), in place
+    /// of the spec's 8; the baseline reads COUNT 100.
+    #[arg(long, default_value_t = 100, value_name = "C")]
+    pub concurrency: usize,
+    /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub timeout: u64,
+}
+
+impl Args {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout)
+    }
+}
+
+/// The variants of one round, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    Baseline,
+    Queuegen { workers: usize },
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [
+        Variant::Baseline,
+        Variant::Queuegen { workers: 1 },
+        Variant::Queuegen { workers: 8 },
+    ];
+
+    pub fn name(self) -> String {
+        match self {
+            Variant::Baseline => "baseline (redis-rs, 8 consumers)".to_owned(),
+            Variant::Queuegen { workers: 1 } => "queuegen, 1 worker".to_owned(),
+            Variant::Queuegen { workers } => format!("queuegen, {workers} workers"),
+        }
+    }
+
+    pub fn slug(self) -> String {
+        match self {
+            Variant::Baseline => "base".to_owned(),
+            Variant::Queuegen { workers } => format!("qg{workers}"),
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.jobs == 0 || args.rounds == 0 || args.partitions == 0 {
+        bail!("--jobs, --rounds and --partitions must be at least 1");
+    }
+    if args.batch == 0 || args.concurrency == 0 {
+        bail!("--batch and --concurrency must be at least 1");
+    }
+    // Dropped at the end of main (or on an error): kills and reaps the server.
+    let server = match &args.redis {
+        Some(_) => None,
+        None => Some(
+            std::panic::catch_unwind(queuegen_tests::RedisServer::start)
+                .map_err(|_| anyhow::anyhow!("could not start a private redis-server"))?,
+        ),
+    };
+    let url = match (&args.redis, &server) {
+        (Some(url), _) => url.clone(),
+        (None, Some(server)) => server.url(),
+        (None, None) => unreachable!("a server is started when no URL is given"),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let result = runtime.block_on(run(&args, &url));
+    // Stop background tasks before the server goes away.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(server);
+    result
+}
+
+async fn run(args: &Args, url: &str) -> Result<()> {
+    let redis = queuegen_runtime::Redis::connect(url)
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
+    let code = std::fs::read_to_string(queuegen_tests::library::tests_library_path())
+        .context("reading the tests' Function library (tests/deploy/functions.lua)")?;
+    queuegen_runtime::load_library(&redis, &code)
+        .await
+        .context("loading the Function library")?;
+    let redis_version = report::redis_version(&redis).await?;
+    eprintln!(
+        "queuegen-bench: redis {redis_version} at {url}; {} jobs, {} partitions, {} rounds",
+        args.jobs, args.partitions, args.rounds
+    );
+
+    let mut rounds: Vec<Vec<(Variant, RoundResult)>> = Vec::new();
+    for round in 0..args.rounds {
+        let mut results = Vec::new();
+        for variant in Variant::ALL {
+            let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
+            let outcome = match variant {
+                Variant::Baseline => baseline::run(args, url, &prefix).await,
+                Variant::Queuegen { workers } => queuegen::run(args, url, &prefix, workers).await,
+            };
+            // Clean up even after a failed variant, then report the failure.
+            let cleaned = report::delete_prefix(&redis, &prefix).await;
+            let result = outcome.with_context(|| format!("round {round}, {}", variant.name()))?;
+            cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
+            eprintln!(
+                "round {round}: {:<34} enqueue {:>9.0}/s  process {:>9.0}/s  end-to-end {:>9.0}/s",
+                variant.name(),
+                result.enqueue_rate(),
+                result.process_rate(),
+                result.end_to_end_rate()
+            );
+            results.push((variant, result));
+        }
+        rounds.push(results);
+    }
+
+    let table = report::markdown(args, &rounds);
+    println!("{table}");
+    println!("{}", report::machine_line(&redis_version));
+    let path = report::write_json(args, &redis_version, &rounds).await?;
+    eprintln!("queuegen-bench: wrote {}", path.display());
+    Ok(())
+}

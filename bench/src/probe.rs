@@ -1,0 +1,200 @@
+//! What every variant shares: the per-job probe its handler calls, the wait
+//! for the last ack, and one variant's raw figures for one round.
+//!
+//! The probe costs one `SystemTime::now`, a stream-ID parse and two relaxed
+//! atomic adds per job, the same in the baseline and in queuegen's handler.
+//! Latency is publish→handler-start measured as the handler's wall clock
+//! minus the millisecond part of the entry's stream ID (the server's clock
+//! at `XADD`; same host), kept in a 1 ms histogram.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use redis::aio::ConnectionLike;
+
+use crate::stats;
+
+/// Histogram buckets: 0..LATENCY_BUCKETS-1 ms, the last one "or more".
+const LATENCY_BUCKETS: usize = 120_001;
+/// How often the waiter looks at the counter and the pending lists.
+const POLL: Duration = Duration::from_millis(1);
+
+/// Shared by every consumer / handler of one variant in one round.
+pub struct Probe {
+    base: Instant,
+    jobs: u64,
+    started: AtomicU64,
+    /// Nanoseconds after `base` of the first handler start (+1; 0 = none yet).
+    first_start: AtomicU64,
+    latency_ms: Box<[AtomicU64]>,
+}
+
+impl Probe {
+    pub fn new(jobs: u64) -> Probe {
+        Probe {
+            base: Instant::now(),
+            jobs,
+            started: AtomicU64::new(0),
+            first_start: AtomicU64::new(0),
+            latency_ms: (0..LATENCY_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Called at the start of every job's handler with the entry's stream ID.
+    pub fn handler_started(&self, stream_id: &str) {
+        let before = self.started.fetch_add(1, Ordering::Relaxed);
+        if before == 0 {
+            let at = self.base.elapsed().as_nanos() as u64 + 1;
+            self.first_start.store(at, Ordering::Relaxed);
+        }
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let id_ms = stream_id
+            .split_once('-')
+            .and_then(|(ms, _)| ms.parse::<u64>().ok())
+            .unwrap_or(now_ms);
+        let bucket = (now_ms.saturating_sub(id_ms) as usize).min(LATENCY_BUCKETS - 1);
+        self.latency_ms[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    pub fn all_started(&self) -> bool {
+        self.started() >= self.jobs
+    }
+
+    fn first_start(&self) -> Option<Instant> {
+        match self.first_start.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(self.base + Duration::from_nanos(ns - 1)),
+        }
+    }
+
+    fn histogram(&self) -> Vec<u64> {
+        self.latency_ms
+            .iter()
+            .map(|bucket| bucket.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+/// Polls until every job's handler has started and no entry of `keys` is
+/// pending in `group`; returns the moment that was first seen (the last ack,
+/// to within one poll plus a round trip).
+pub async fn wait_last_ack<C: ConnectionLike>(
+    conn: &mut C,
+    probe: &Probe,
+    keys: &[String],
+    group: &str,
+    timeout: Duration,
+) -> Result<Instant> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if probe.all_started() {
+            let mut pipe = redis::pipe();
+            for key in keys {
+                pipe.cmd("XPENDING").arg(key).arg(group);
+            }
+            let replies: Vec<redis::Value> =
+                pipe.query_async(conn).await.context("polling XPENDING")?;
+            let pending: i64 = replies.iter().map(pending_count).sum();
+            if pending == 0 {
+                return Ok(Instant::now());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "timed out after {timeout:?}: {} of {} handlers started, entries still pending \
+                 (raise --timeout for larger --jobs)",
+                probe.started(),
+                probe.jobs
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The count of an `XPENDING key group` summary reply (`[count, min, max, consumers]`).
+fn pending_count(reply: &redis::Value) -> i64 {
+    match reply {
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::Int(n)) => *n,
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// The instants a variant's run went through, before they become rates.
+pub struct Timeline {
+    pub publish_start: Instant,
+    pub publish_end: Instant,
+    pub last_ack: Instant,
+}
+
+/// One variant's raw figures in one round.
+#[derive(Debug, Clone)]
+pub struct RoundResult {
+    pub jobs: u64,
+    pub publish_secs: f64,
+    /// First handler start → last ack.
+    pub process_secs: f64,
+    /// First publish → last ack.
+    pub end_to_end_secs: f64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+    pub latency_max_ms: f64,
+    /// Jobs the workers reported done (queuegen only; the baseline acks all it reads).
+    pub reported_done: Option<u64>,
+}
+
+impl RoundResult {
+    pub fn new(
+        jobs: u64,
+        probe: &Probe,
+        timeline: Timeline,
+        reported_done: Option<u64>,
+    ) -> Result<Self> {
+        let first_start = probe.first_start().context("no handler ever started")?;
+        let histogram = probe.histogram();
+        let percentile = |p: f64| stats::histogram_percentile(&histogram, p).unwrap_or(0) as f64;
+        Ok(RoundResult {
+            jobs,
+            publish_secs: (timeline.publish_end - timeline.publish_start).as_secs_f64(),
+            process_secs: timeline
+                .last_ack
+                .saturating_duration_since(first_start)
+                .as_secs_f64(),
+            end_to_end_secs: (timeline.last_ack - timeline.publish_start).as_secs_f64(),
+            latency_p50_ms: percentile(50.0),
+            latency_p99_ms: percentile(99.0),
+            latency_max_ms: percentile(100.0),
+            reported_done,
+        })
+    }
+
+    pub fn enqueue_rate(&self) -> f64 {
+        rate(self.jobs, self.publish_secs)
+    }
+
+    pub fn process_rate(&self) -> f64 {
+        rate(self.jobs, self.process_secs)
+    }
+
+    pub fn end_to_end_rate(&self) -> f64 {
+        rate(self.jobs, self.end_to_end_secs)
+    }
+}
+
+fn rate(jobs: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        jobs as f64 / secs
+    } else {
+        f64::INFINITY
+    }
+}

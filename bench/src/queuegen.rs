@@ -1,0 +1,114 @@
+//! queuegen's side: the generated `jobs` queue of tests/queues.yaml, its
+//! `TestJob` envelope and the runtime's `Producer` and `Worker`, as an
+//! application would run them.
+//!
+//! Settings are the generated `jobs::CONFIG` with `key_prefix` (a fresh one
+//! per round), `partitions` and `concurrency` overridden. Publish:
+//! `publish_many` in batches of `--batch` on one `Redis`. Process: `workers`
+//! workers, each with its own `Redis` (as separate processes would have) and
+//! its default recovery and scheduler loops, running a no-op handler that
+//! calls the probe and returns `Outcome::Done`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use queuegen_runtime::{JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, Worker};
+use queuegen_tests::queues::envelopes::TestJob;
+use queuegen_tests::queues::jobs;
+use tokio::sync::watch;
+
+use crate::baseline::{job, tenant};
+use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::Args;
+
+/// The no-op handler. `jobs::Adapter` cannot be built outside the generated
+/// module (`jobs::worker` takes no config), so this implements the runtime's
+/// handler trait directly, which is all the adapter forwards to.
+struct Noop(Arc<Probe>);
+
+impl queuegen_runtime::Handler<TestJob> for Noop {
+    fn handle(
+        &self,
+        _job: TestJob,
+        ctx: &JobContext,
+    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+        self.0.handler_started(ctx.stream_id());
+        std::future::ready(Ok(Outcome::Done))
+    }
+}
+
+pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result<RoundResult> {
+    // QueueConfig holds `&'static str`s: one small leak per variant and round.
+    let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
+    let config = QueueConfig {
+        key_prefix,
+        partitions: args.partitions,
+        concurrency: args.concurrency,
+        ..jobs::CONFIG
+    };
+    let redis = Redis::connect(url)
+        .await
+        .context("connecting the producer")?;
+    queuegen_runtime::ensure_groups(&redis, &config)
+        .await
+        .context("creating the consumer groups")?;
+    let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
+    let probe = Arc::new(Probe::new(args.jobs));
+    let mut worker_redis = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
+    }
+
+    let publish_start = Instant::now();
+    let publishing = async {
+        let mut i = 0;
+        while i < args.jobs {
+            let end = (i + args.batch as u64).min(args.jobs);
+            let batch = (i..end).map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
+            producer.publish_many(batch).await.context("publish_many")?;
+            i = end;
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(args.timeout(), publishing)
+        .await
+        .context("timed out publishing (raise --timeout)")??;
+    let publish_end = Instant::now();
+
+    let (stop, stopped) = watch::channel(false);
+    let mut running = Vec::with_capacity(workers);
+    for (n, redis) in worker_redis.iter().enumerate() {
+        let worker = Worker::new(redis, config.clone(), Noop(probe.clone()))
+            .consumer_name(format!("{prefix}-w{n}"));
+        let mut stopped = stopped.clone();
+        running.push(tokio::spawn(worker.run_until(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })));
+    }
+    let keys = config.ready_keys();
+    let mut conn = redis.shared();
+    let last_ack =
+        probe::wait_last_ack(&mut conn, &probe, &keys, config.group, args.timeout()).await;
+    let _ = stop.send(true);
+    let mut done = 0;
+    for worker in running {
+        let report = tokio::time::timeout(config.shutdown_budget + args.timeout(), worker)
+            .await
+            .context("timed out waiting for a worker to shut down")?
+            .context("a worker panicked")?
+            .context("a worker failed")?;
+        done += report.done;
+    }
+    let last_ack = last_ack?;
+    if done < args.jobs {
+        bail!("the workers reported {done} jobs done of {}", args.jobs);
+    }
+    let timeline = Timeline {
+        publish_start,
+        publish_end,
+        last_ack,
+    };
+    RoundResult::new(args.jobs, &probe, timeline, Some(done))
+}

@@ -1,0 +1,273 @@
+//! The results: the markdown table on stdout and the JSON file with every
+//! round's raw numbers, the machine, the Redis version, the commit, the date
+//! and the command line; plus the Redis housekeeping the run needs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use queuegen_runtime::Redis;
+use serde_json::{json, Value};
+
+use crate::probe::RoundResult;
+use crate::{stats, Args, Variant};
+
+/// `redis_version` from `INFO server`.
+pub async fn redis_version(redis: &Redis) -> Result<String> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut redis.shared())
+        .await
+        .context("INFO server")?;
+    Ok(info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_owned())
+}
+
+/// Deletes every key starting with `prefix:` (SCAN + UNLINK).
+pub async fn delete_prefix(redis: &Redis, prefix: &str) -> Result<()> {
+    let mut conn = redis.shared();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .context("SCAN")?;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await
+                .context("UNLINK")?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// One figure of one variant over all rounds.
+struct Figure {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Figure {
+    fn of(values: &[f64]) -> Figure {
+        Figure {
+            median: stats::median(values).unwrap_or(f64::NAN),
+            min: stats::min(values).unwrap_or(f64::NAN),
+            max: stats::max(values).unwrap_or(f64::NAN),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({ "median": self.median, "min": self.min, "max": self.max })
+    }
+}
+
+type Metric = (&'static str, &'static str, fn(&RoundResult) -> f64);
+
+/// Name, unit and extractor of every reported figure.
+const METRICS: [Metric; 5] = [
+    ("enqueue", "jobs/s", RoundResult::enqueue_rate),
+    ("process", "jobs/s", RoundResult::process_rate),
+    ("end_to_end", "jobs/s", RoundResult::end_to_end_rate),
+    ("latency_p50", "ms", |r| r.latency_p50_ms),
+    ("latency_p99", "ms", |r| r.latency_p99_ms),
+];
+
+fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Metric) -> Vec<f64> {
+    rounds
+        .iter()
+        .flat_map(|round| round.iter())
+        .filter(|(v, _)| *v == variant)
+        .map(|(_, result)| (metric.2)(result))
+        .collect()
+}
+
+fn rate(value: f64) -> String {
+    if value >= 10_000.0 {
+        format!("{:.0}k", value / 1000.0)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) -> String {
+    let text = match metric.1 {
+        "ms" => format!(
+            "{:.0} ms ({:.0}–{:.0})",
+            figure.median, figure.min, figure.max
+        ),
+        _ => format!(
+            "{}/s ({}–{})",
+            rate(figure.median),
+            rate(figure.min),
+            rate(figure.max)
+        ),
+    };
+    if is_baseline {
+        text
+    } else {
+        format!("{text} **{:.2}×**", figure.median / baseline.median)
+    }
+}
+
+/// The table: one row per variant, medians with min–max, ratio to the baseline's median.
+pub fn markdown(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
+    let mut out = format!(
+        "{} jobs, {} partition(s) (queuegen; the baseline uses one stream), {} round(s), \
+         publish batches of {}, worker concurrency {}; median (min–max), ratio = queuegen median / baseline median\n\n",
+        args.jobs, args.partitions, args.rounds, args.batch, args.concurrency
+    );
+    out.push_str(
+        "| variant | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|\n");
+    for variant in Variant::ALL {
+        let cells: Vec<String> = METRICS
+            .iter()
+            .map(|metric| {
+                let figure = Figure::of(&values(rounds, variant, metric));
+                let baseline = Figure::of(&values(rounds, Variant::Baseline, metric));
+                cell(metric, &figure, &baseline, variant == Variant::Baseline)
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", variant.name(), cells.join(" | ")));
+    }
+    out
+}
+
+/// Writes `latest.json` under `--out`; returns its path.
+pub async fn write_json(
+    args: &Args,
+    redis_version: &str,
+    rounds: &[Vec<(Variant, RoundResult)>],
+) -> Result<PathBuf> {
+    let raw: Vec<Value> = rounds
+        .iter()
+        .enumerate()
+        .map(|(round, results)| {
+            json!({
+                "round": round,
+                "variants": results.iter().map(|(variant, r)| json!({
+                    "variant": variant.name(),
+                    "jobs": r.jobs,
+                    "publish_secs": r.publish_secs,
+                    "process_secs": r.process_secs,
+                    "end_to_end_secs": r.end_to_end_secs,
+                    "enqueue_jobs_per_sec": r.enqueue_rate(),
+                    "process_jobs_per_sec": r.process_rate(),
+                    "end_to_end_jobs_per_sec": r.end_to_end_rate(),
+                    "latency_p50_ms": r.latency_p50_ms,
+                    "latency_p99_ms": r.latency_p99_ms,
+                    "latency_max_ms": r.latency_max_ms,
+                    "workers_reported_done": r.reported_done,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let summary: Vec<Value> = Variant::ALL
+        .iter()
+        .map(|&variant| {
+            let mut figures = serde_json::Map::new();
+            for metric in &METRICS {
+                let figure = Figure::of(&values(rounds, variant, metric));
+                let baseline = Figure::of(&values(rounds, Variant::Baseline, metric));
+                let mut value = figure.json();
+                value["unit"] = json!(metric.1);
+                value["ratio_to_baseline"] = json!(figure.median / baseline.median);
+                figures.insert(metric.0.to_owned(), value);
+            }
+            json!({ "variant": variant.name(), "figures": figures })
+        })
+        .collect();
+    let report = json!({
+        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "git_commit": git_commit(),
+        "redis_version": redis_version,
+        "redis": args.redis.as_deref().unwrap_or("private redis-server (queuegen_tests::RedisServer)"),
+        "machine": machine(),
+        "settings": {
+            "jobs": args.jobs,
+            "partitions": args.partitions,
+            "rounds": args.rounds,
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+            "baseline_consumers": 8,
+            "baseline_read_count": 100,
+            "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
+        },
+        "summary": summary,
+        "rounds": raw,
+    });
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let path = args.out.join("latest.json");
+    let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
+    std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// `nproc`, CPU model and memory, from the OS.
+pub fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find(|line| line.starts_with(name))
+            .and_then(|line| line.split_once(':'))
+            .map(|(_, value)| value.trim().to_owned())
+    };
+    json!({
+        "nproc": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "cpu_model": field(&cpuinfo, "model name"),
+        "memory": field(&meminfo, "MemTotal"),
+        "os": command_output("uname", &["-srm"]),
+    })
+}
+
+/// The short commit, with `-dirty` when the work tree has changes.
+fn git_commit() -> Option<String> {
+    let commit = command_output("git", &["rev-parse", "--short", "HEAD"])?;
+    let dirty = command_output("git", &["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    })
+}
+
+fn command_output(program: &str, args: &[&str]) -> Option<String> {
+    let output = Command::new(program).args(args).output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// One line naming the machine, the Redis version and the commit, for under the table.
+pub fn machine_line(redis_version: &str) -> String {
+    let machine = machine();
+    let text = |key: &str| machine[key].as_str().unwrap_or("unknown").to_owned();
+    format!(
+        "Machine: {} CPUs ({}), {} memory, {}; redis {redis_version}; commit {}",
+        machine["nproc"],
+        text("cpu_model"),
+        text("memory"),
+        text("os"),
+        git_commit().unwrap_or_else(|| "unknown".to_owned())
+    )
+}
