@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
+use super::acks::AckRequest;
 use super::{is_connection_error, now_ms, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, Result};
@@ -414,7 +415,7 @@ const CALL_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Runs `call` again after a connection error: every transition finds its
 /// marker on a re-run, so a call that was applied before its reply was lost
 /// answers `already` the second time rather than moving the job twice.
-async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T>
+pub(super) async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
@@ -436,34 +437,25 @@ where
     }
 }
 
-/// `XACK key group id` on the shared connection, after a `Done` outcome only.
-///
-/// `XACK` is idempotent, so a connection error (after which the shared
-/// connection reconnects by itself) is retried a few times: otherwise a
-/// finished job would wait out `claim_min_idle` and run again.
+/// Acknowledges the entry after a `Done` outcome only, through the worker's
+/// acker (one `XACK` per stream per flush; see `acks`). Waits for the answer,
+/// so the job counts as done only once Redis has it.
 async fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, delivery: &Delivery) {
     let counters = &shared.counters;
-    let acked = with_retries("XACK", || {
-        let mut conn = shared.acks.clone();
-        async move {
-            redis::cmd("XACK")
-                .arg(&delivery.key)
-                .arg(shared.config.group)
-                .arg(&delivery.entry.id)
-                .query_async::<u64>(&mut conn)
-                .await
-                .map_err(|err| Error::redis(format!("XACK {}", delivery.key), err))
-        }
-    })
-    .await;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let request = AckRequest {
+        key: delivery.key.clone(),
+        id: delivery.entry.id.clone(),
+        reply,
+    };
+    let acked = match shared.acker.send(request) {
+        Ok(()) => answer
+            .await
+            .unwrap_or_else(|_| Err("the acker stopped".to_owned())),
+        Err(_) => Err("the acker stopped".to_owned()),
+    };
     match acked {
-        Ok(1) => Counters::add(&counters.done, 1),
-        Ok(_) => {
-            // Another consumer claimed and finished this entry meanwhile; the
-            // effect is idempotent by job_id, so both runs were harmless.
-            Counters::add(&counters.done, 1);
-            tracing::warn!(key = %delivery.key, "job was already acknowledged elsewhere");
-        }
+        Ok(()) => Counters::add(&counters.done, 1),
         Err(err) => {
             Counters::add(&counters.failed, 1);
             tracing::error!(

@@ -14,6 +14,7 @@
 //! Before any of them starts, the worker checks that the server has the
 //! Function library it was generated with; it never loads one itself.
 
+mod acks;
 mod intake;
 mod job;
 mod recovery;
@@ -154,6 +155,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
+            acker: acks::start(self.redis.shared(), self.config.group),
             config: self.config,
             consumer: self.consumer,
             handler: self.handler,
@@ -231,6 +233,8 @@ struct Shared<E, H> {
     handler: H,
     /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
     acks: ConnectionManager,
+    /// Where job tasks send `Done` entries to be acknowledged in groups.
+    acker: acks::AckSender,
     /// One permit per job that may run at once; a job task owns its permit.
     permits: Arc<Semaphore>,
     counters: Counters,
