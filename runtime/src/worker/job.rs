@@ -11,9 +11,11 @@
 
 use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
@@ -98,18 +100,14 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
         queue: shared.config.queue,
         consumer: shared.consumer.clone(),
     };
-    // The handler runs in a task of its own so that a panic ends only that
-    // task (seen here as a JoinError) and a timeout or shutdown can abort it.
-    let handler_shared = shared.clone();
-    let handler_ctx = ctx.clone();
-    let mut handler = tokio::spawn(
-        async move { handler_shared.handler.handle(body, &handler_ctx).await }.in_current_span(),
-    );
+    // The handler runs inside this task: a panic is caught as a value, and a
+    // timeout or the end of the shutdown budget drops (cancels) its future.
+    // No extra task per job.
+    let handling = AssertUnwindSafe(shared.handler.handle(body, &ctx)).catch_unwind();
     let timeout = shared.config.handler_timeout;
     let finished = tokio::select! {
-        finished = tokio::time::timeout(timeout, &mut handler) => finished,
+        finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
-            handler.abort();
             Counters::add(&counters.left_pending, 1);
             tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
             return;
@@ -118,7 +116,6 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     Counters::add(&counters.handled, 1);
     let settle = match finished {
         Err(_elapsed) => {
-            handler.abort();
             tracing::warn!(
                 ?timeout,
                 "handler timed out; retrying as a transient failure"
@@ -129,12 +126,8 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
                 detail: format!("handler timed out after {timeout:?}"),
             }
         }
-        Ok(Err(join_error)) => {
-            let reason = if join_error.is_panic() {
-                panic_message(join_error.into_panic())
-            } else {
-                join_error.to_string()
-            };
+        Ok(Err(panic)) => {
+            let reason = panic_message(panic);
             tracing::error!(panic = %reason, "handler panicked; the job stays pending");
             Settle::StayPending
         }
