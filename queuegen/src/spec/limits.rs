@@ -138,6 +138,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn header_fields_are_the_runtimes() {
+        // The payload bound must count exactly the header the runtime writes.
+        let names: Vec<&str> = HEADER_FIELDS.iter().map(|h| h.name).collect();
+        assert_eq!(names, queuegen_runtime::envelope::header_fields::ALL);
+    }
+
+    #[test]
     fn margin_is_a_quarter_of_the_timeout_but_at_least_a_second() {
         assert_eq!(
             claim_margin(Duration::from_secs(60)),
