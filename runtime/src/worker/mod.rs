@@ -438,6 +438,14 @@ impl Counters {
 }
 
 /// Current time as Unix milliseconds: the clock retry due times are kept in.
+/// A ticker for a loop that runs every `period` (at least 1 ms); after a slow
+/// pass it waits a full period again rather than catch up in a burst.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval(period.max(Duration::from_millis(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

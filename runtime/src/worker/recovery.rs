@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use redis::streams::{StreamAutoClaimReply, StreamPendingCountReply};
 
-use super::{classify, classify_error, job, Counters, Delivery, Failure, Shared};
+use super::{classify, classify_error, every, job, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
@@ -33,13 +33,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
     partitions: Vec<u16>,
 ) -> Result<()> {
-    let every = shared
-        .config
-        .claim_every
-        .max(std::time::Duration::from_millis(1));
-    let mut ticker = tokio::time::interval(every);
-    // After a slow pass, wait a full period again rather than catch up in a burst.
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticker = every(shared.config.claim_every);
     loop {
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());

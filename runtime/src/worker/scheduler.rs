@@ -9,9 +9,8 @@
 //! clocks: skew between hosts shifts a retry by that much, never loses it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{classify_error, now_ms, Counters, Failure, Shared};
+use super::{classify_error, every, now_ms, Counters, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
@@ -24,12 +23,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
     partitions: Vec<u16>,
 ) -> Result<()> {
-    let every = shared
-        .config
-        .retry_promote_every
-        .max(Duration::from_millis(1));
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticker = every(shared.config.retry_promote_every);
     loop {
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
