@@ -4,6 +4,7 @@
 pub mod error;
 pub mod gen;
 pub mod runtime_config;
-pub mod spec;
 
 pub use error::{Error, Result};
+/// The spec model and validation live in their own crate (the derive macro reads specs too).
+pub use queuegen_spec as spec;

@@ -45,3 +45,15 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         marker_ttl: queue.retention.min_age,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::limits::HEADER_FIELDS;
+
+    #[test]
+    fn header_fields_are_the_runtimes() {
+        // The spec's payload bound must count exactly the header the runtime writes.
+        let names: Vec<&str> = HEADER_FIELDS.iter().map(|h| h.name).collect();
+        assert_eq!(names, queuegen_runtime::envelope::header_fields::ALL);
+    }
+}

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::spec::suggest;
-use crate::spec::units::{self, DURATION_HELP, SIZE_HELP};
-use crate::spec::yaml::Node;
+use crate::suggest;
+use crate::units::{self, DURATION_HELP, SIZE_HELP};
+use crate::yaml::Node;
 
 use super::read::{Ctx, Item};
 

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use crate::spec::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
-use crate::spec::model::{
+use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
+use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Group, GroupStart, HandlerSettings, Jitter,
     Payload, Poison, Queue, Retention, Retry,
 };
-use crate::spec::suggest;
-use crate::spec::units::{format_duration, format_size, round_up_duration};
-use crate::spec::yaml::Node;
+use crate::suggest;
+use crate::units::{format_duration, format_size, round_up_duration};
+use crate::yaml::Node;
 
 use super::envelope::EnvelopeDef;
 use super::format::{

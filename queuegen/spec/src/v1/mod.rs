@@ -8,8 +8,8 @@ mod queue;
 mod read;
 mod values;
 
-use crate::spec::model::{Deployment, RedisSettings, Spec};
-use crate::spec::yaml::Node;
+use crate::model::{Deployment, RedisSettings, Spec};
+use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
 use format::{DEPLOYMENTS, REDIS, SPEC};

@@ -1,9 +1,9 @@
 //! Envelopes and their fields: names, types, enum values, defaults and bounds.
 
-use crate::spec::limits::HEADER_FIELDS;
-use crate::spec::model::{Envelope, Field, FieldType};
-use crate::spec::suggest;
-use crate::spec::yaml::Node;
+use crate::limits::HEADER_FIELDS;
+use crate::model::{Envelope, Field, FieldType};
+use crate::suggest;
+use crate::yaml::Node;
 
 use super::format::{ENVELOPE, FIELD, FIELD_TYPES};
 use super::names;

@@ -1,9 +1,9 @@
 //! Walking the YAML tree with paths: strict mappings (unknown, duplicate and
 //! missing keys) and a context that turns problems into positioned diagnostics.
 
-use crate::spec::diagnostic::{Diagnostic, Severity};
-use crate::spec::suggest;
-use crate::spec::yaml::{locate, Node, Pos, Seg, Target};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::suggest;
+use crate::yaml::{locate, Node, Pos, Seg, Target};
 
 use super::format::Obj;
 
@@ -81,7 +81,7 @@ impl<'s> Ctx<'s> {
 
     pub fn finish(self) -> Vec<Diagnostic> {
         let mut diagnostics = self.diagnostics;
-        crate::spec::diagnostic::sort(&mut diagnostics);
+        crate::diagnostic::sort(&mut diagnostics);
         diagnostics
     }
 }

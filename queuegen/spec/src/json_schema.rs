@@ -182,7 +182,7 @@ fn canonical(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::v1::format::FIELD_TYPES;
+    use crate::v1::format::FIELD_TYPES;
 
     #[test]
     fn every_property_has_a_description() {

@@ -1,7 +1,7 @@
 //! Name rules: what breaks the hash-tag key layout, naming conventions, header
 //! collisions and credential-looking field names.
 
-use crate::spec::limits::HEADER_FIELDS;
+use crate::limits::HEADER_FIELDS;
 
 use super::read::{At, Ctx};
 
