@@ -66,6 +66,24 @@ pub trait Envelope: Sized + Send + 'static {
     fn decode_body(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error>;
 }
 
+/// Decodes entries written with an older accepted schema version into the current struct.
+///
+/// `#[derive(Envelope)]` calls it for every version in `ACCEPTS` other than
+/// `SCHEMA`, so only an envelope that accepts older versions needs it.
+/// Generated envelopes implement it with one struct per older version and a
+/// `From` conversion for each step between versions, as the spec's `changes`
+/// declare them; a step marked `upcast: manual` leaves that `From` to you.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` accepts older schema versions, so it needs `impl Upcast for {Self}`",
+    label = "decodes older schema versions through `Upcast`",
+    note = "implement `queuegen_runtime::Upcast::decode_older` to turn an entry of each older accepted version into `{Self}`, or accept only the current schema"
+)]
+pub trait Upcast: Sized {
+    /// Decodes the body of an entry written with `schema`, one of the
+    /// accepted versions older than the current one.
+    fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error>;
+}
+
 /// Collects the field/value pairs of one entry while checking size limits.
 #[derive(Debug)]
 pub struct FieldWriter {

@@ -24,7 +24,7 @@ pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
 pub use config::{Jitter, MarkerKind, QueueConfig};
-pub use envelope::{Envelope, FieldMap, Header};
+pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, Result};
 pub use field::{FieldValue, Timestamp};
 pub use handler::{Handler, JobContext};
