@@ -369,3 +369,114 @@ queues:
 ";
     case("wrong_shapes", source, Expect::Errors);
 }
+
+// Schema evolution: `accepts` and `changes` against the current fields.
+
+/// `OrderPlaced` at schema 3, with room for its accepts, fields and changes.
+fn evolving(accepts: &str, fields: &str, changes: &str, partition_by: &str) -> String {
+    format!(
+        "\
+version: 1
+service: shop
+envelopes:
+  OrderPlaced:
+    schema: 3
+    accepts: {accepts}
+    fields:
+      order_ref: {{ type: string, max_bytes: 64 }}
+{fields}    changes:
+{changes}queues:
+  orders:
+    envelope: OrderPlaced
+    partition_by: {partition_by}
+    dead_letter: {{ owner: shop-oncall }}
+"
+    )
+}
+
+#[test]
+fn a_declared_evolution_is_clean() {
+    let source = evolving(
+        "[1, 2, 3]",
+        "      \
+      currency: { type: enum, values: [eur, usd], default: eur }
+      note: { type: string, max_bytes: 100, optional: true }
+",
+        "      \
+      2:
+        added: [currency]
+        renamed: { order_id: order_ref }
+      3:
+        added: [note]
+        removed: { legacy_flag: { type: bool } }
+",
+        "[tenant, order_ref]",
+    );
+    let checked = check_str(&source, "queues.yaml");
+    assert!(
+        checked.diagnostics.is_empty(),
+        "{}",
+        render(&source, &checked)
+    );
+    let spec = checked.spec.expect("valid");
+    assert_eq!(spec.envelopes[0].changes.len(), 2);
+}
+
+#[test]
+fn added_field_without_default_while_an_older_version_is_accepted() {
+    let source = evolving(
+        "[1, 2, 3]",
+        "      \
+      currency: { type: enum, values: [eur, usd] }
+      note: { type: string, max_bytes: 100 }
+",
+        "      \
+      2:
+        added: [currency]
+      3:
+        added: [note]
+",
+        "[order_ref]",
+    );
+    case("added_field_without_default", &source, Expect::Errors);
+}
+
+#[test]
+fn removed_field_still_in_partition_by() {
+    let source = evolving(
+        "[2, 3]",
+        "",
+        "      \
+      3:
+        removed: { customer_ref: { type: string, max_bytes: 64 } }
+",
+        "[tenant, customer_ref]",
+    );
+    case("removed_field_in_partition_by", &source, Expect::Errors);
+}
+
+#[test]
+fn accepts_a_version_newer_than_the_schema() {
+    let source = evolving("[3, 4]", "", "      2: {}\n", "[order_ref]");
+    case("accepts_newer_than_schema", &source, Expect::Errors);
+}
+
+#[test]
+fn changes_that_do_not_fit_their_versions() {
+    let source = evolving(
+        "[3]",
+        "      currency: { type: enum, values: [eur, usd], default: eur }\n",
+        "      \
+      1: { added: [order_ref] }
+      5: { added: [order_ref] }
+      two: {}
+      3:
+        added: [currency, colour]
+        renamed: { order_id: order_number }
+        removed: { order_ref: { type: string } }
+        upcast: by-hand
+",
+        "[order_ref]",
+    );
+    case("changes_do_not_fit", &source, Expect::Errors);
+}

@@ -133,6 +133,11 @@ fn ty_schema(ty: &Ty) -> Value {
             "uniqueItems": true,
         }),
         Ty::Object(obj) => json!({ "$ref": format!("#/$defs/{}", obj.name) }),
+        Ty::Renames => json!({
+            "type": "object",
+            "propertyNames": str_schema(StrKind::Snake),
+            "additionalProperties": str_schema(StrKind::Snake),
+        }),
         Ty::Map { names, value } => {
             let mut schema = json!({
                 "type": "object",
@@ -149,6 +154,11 @@ fn ty_schema(ty: &Ty) -> Value {
 }
 
 fn str_schema(kind: StrKind) -> Value {
+    if kind == StrKind::SchemaVersion {
+        // YAML reads `2:` as an integer key; JSON Schema sees property names
+        // only as strings.
+        return json!({ "type": "string", "pattern": kind.pattern() });
+    }
     let mut schema = json!({ "type": "string", "minLength": 1 });
     if let Some(pattern) = kind.pattern() {
         schema

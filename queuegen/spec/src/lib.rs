@@ -5,6 +5,7 @@
 //! out only when there is no error.
 
 pub mod diagnostic;
+pub mod evolution;
 pub mod json_schema;
 pub mod limits;
 pub mod model;

@@ -57,6 +57,42 @@ pub struct Envelope {
     pub accepts: Vec<u32>,
     /// Body fields in file order (header fields are implicit).
     pub fields: Vec<Field>,
+    /// What each schema version changed from the one before, by ascending
+    /// version (2..=schema); versions without changes are left out.
+    /// `spec::evolution` reconstructs older versions from them.
+    pub changes: Vec<SchemaChange>,
+}
+
+/// How schema `version` differs from `version - 1`. Fields not named here
+/// are carried over unchanged: a field's type never changes between versions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaChange {
+    /// From 2 to the envelope's schema.
+    pub version: u32,
+    /// Fields of `version` that `version - 1` did not have.
+    pub added: Vec<String>,
+    /// Fields of `version - 1` that `version` dropped, as they were defined.
+    pub removed: Vec<Field>,
+    /// Fields of `version - 1` that `version` carries under another name.
+    pub renamed: Vec<Rename>,
+    /// Who writes the conversion of `version - 1` into `version`.
+    pub upcast: UpcastKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rename {
+    /// The name in the previous version.
+    pub from: String,
+    /// The name in this version.
+    pub to: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpcastKind {
+    /// The generated code converts field by field, as the change declares.
+    Generated,
+    /// The team writes `From<Previous> for This` by hand.
+    Manual,
 }
 
 impl Envelope {

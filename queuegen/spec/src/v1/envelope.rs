@@ -5,6 +5,7 @@ use crate::model::{Envelope, Field, FieldType};
 use crate::suggest;
 use crate::yaml::Node;
 
+use super::changes::{changes, older_versions_decode};
 use super::format::{ENVELOPE, FIELD, FIELD_TYPES};
 use super::names;
 use super::read::{entries, object, At, Ctx, Item, Object, Read};
@@ -18,6 +19,8 @@ pub(crate) struct EnvelopeDef {
     /// Every field by name, for partition_by; `None` when `fields` itself
     /// is malformed, so nothing can be said about them.
     pub fields: Option<Vec<FieldDef>>,
+    /// Fields some version removed, with that version, for partition_by.
+    pub removed: Vec<(String, u32)>,
     pub model: Option<Envelope>,
 }
 
@@ -57,26 +60,44 @@ pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> Envelo
         .map(|s| s as u32);
     let accepts = accepts(ctx, &obj, schema);
     let mut defs = Some(Vec::new());
+    let mut field_keys = Vec::new();
     let fields = match obj.get("fields") {
         None => Some(Vec::new()),
         Some(fields_item) => {
             let fields_item = fields_item.clone();
-            fields(ctx, &fields_item, &mut defs)
+            fields(ctx, &fields_item, &mut defs, &mut field_keys)
         }
     };
-    let model = match (name_ok, schema, accepts, fields) {
-        (true, Some(schema), Some(accepts), Some(fields)) => Some(Envelope {
+    let changes = match obj.get("changes") {
+        None => Some(Vec::new()),
+        Some(changes_item) => {
+            let changes_item = changes_item.clone();
+            changes(ctx, &changes_item, schema, fields.as_deref())
+        }
+    };
+    let removed = changes
+        .iter()
+        .flatten()
+        .flat_map(|c| c.removed.iter().map(|f| (f.name.clone(), c.version)))
+        .collect();
+    let model = match (name_ok, schema, accepts, fields, changes) {
+        (true, Some(schema), Some(accepts), Some(fields), Some(changes)) => Some(Envelope {
             name: name.to_owned(),
             schema,
             accepts: accepts.unwrap_or_else(|| vec![schema]),
             fields,
+            changes,
         }),
         _ => None,
     };
+    if let Some(model) = &model {
+        older_versions_decode(ctx, model, &field_keys);
+    }
     EnvelopeDef {
         name: name.to_owned(),
         at: item.key(),
         fields: defs,
+        removed,
         model,
     }
 }
@@ -110,6 +131,14 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
         ok.then_some(versions)
     });
     if let (Read::Ok(versions), Some(schema)) = (&read, schema) {
+        if let Some(newer) = versions.iter().find(|v| **v > schema) {
+            ctx.error(
+                &obj.at("accepts"),
+                format!("lists {newer}, newer than the current schema {schema}"),
+                format!("a worker cannot know the fields of a version this spec does not describe: remove {newer}, and add it when schema {newer} is written here"),
+            );
+            return None;
+        }
         if !versions.contains(&schema) {
             let mut fixed = versions.clone();
             fixed.push(schema);
@@ -133,6 +162,7 @@ fn fields(
     ctx: &mut Ctx<'_>,
     item: &Item<'_>,
     defs: &mut Option<Vec<FieldDef>>,
+    keys: &mut Vec<(String, At)>,
 ) -> Option<Vec<Field>> {
     let Some(found) = entries(
         ctx,
@@ -147,7 +177,8 @@ fn fields(
     let mut out = Vec::new();
     let mut ok = true;
     for (name, field_item) in found {
-        match field(ctx, &name, &field_item, list) {
+        keys.push((name.clone(), field_item.key()));
+        match field(ctx, &name, &field_item, list, false) {
             Some(field) => out.push(field),
             None => ok = false,
         }
@@ -155,11 +186,14 @@ fn fields(
     ok.then_some(out)
 }
 
-fn field(
+/// One field definition; `historic` for a field a later version removed,
+/// which is only described, so the warnings about payloads do not apply.
+pub(crate) fn field(
     ctx: &mut Ctx<'_>,
     name: &str,
     item: &Item<'_>,
     defs: &mut Vec<FieldDef>,
+    historic: bool,
 ) -> Option<Field> {
     let name_ok = field_name(ctx, name, item);
     let obj = object(ctx, item, &FIELD);
@@ -190,14 +224,14 @@ fn field(
         }
         (_, read) => read.optional(),
     };
-    if let (Some(FieldType::String), Some(None)) = (&ty, &max_bytes) {
+    if let (false, Some(FieldType::String), Some(None)) = (historic, &ty, &max_bytes) {
         ctx.warning(
             &item.key(),
             "string field has no max_bytes, so the payload.max_bytes of queues carrying this envelope cannot be checked statically",
             "add max_bytes (e.g. max_bytes: 256); producers still reject an entry over payload.max_bytes when publishing",
         );
     }
-    if let (true, Some(FieldType::String)) = (name_ok, &ty) {
+    if let (true, false, Some(FieldType::String)) = (name_ok, historic, &ty) {
         if let Some(word) = names::credential_word(name) {
             ctx.error(
                 &item.key(),

@@ -62,6 +62,8 @@ pub enum Ty {
         names: StrKind,
         value: &'static Obj,
     },
+    /// A mapping of snake_case names to snake_case names (old name: new name).
+    Renames,
 }
 
 /// The rules a string follows; each has a pattern for the JSON Schema that
@@ -80,6 +82,8 @@ pub enum StrKind {
     Text,
     /// A Redis version such as "7.0" or "7.2.4".
     RedisVersion,
+    /// A schema version from 2, as the key of `changes`.
+    SchemaVersion,
 }
 
 impl StrKind {
@@ -92,6 +96,7 @@ impl StrKind {
             StrKind::KeySafe => Some("^[^{}:\\s]+$"),
             StrKind::Text => None,
             StrKind::RedisVersion => Some("^[0-9]+\\.[0-9]+(\\.[0-9]+)?$"),
+            StrKind::SchemaVersion => Some("^[1-9][0-9]*$"),
         }
     }
 }
@@ -109,6 +114,7 @@ pub const FIELD_TYPES: &[&str] = &[
 ];
 
 pub const DEPLOYMENTS: &[&str] = &["standalone", "cluster"];
+pub const UPCASTS: &[&str] = &["generated", "manual"];
 pub const JITTERS: &[&str] = &["full", "none"];
 
 const U32_MAX: u64 = u32::MAX as u64;
@@ -174,6 +180,23 @@ pub static ENVELOPE: Obj = Obj {
             "Schema versions workers decode; must include `schema`."),
         prop!("fields", Ty::Map { names: StrKind::Snake, value: &FIELD }, default = Some("no body fields"),
             "Body fields keyed by snake_case name, encoded in this order."),
+        prop!("changes", Ty::Map { names: StrKind::SchemaVersion, value: &CHANGE }, default = Some("none"),
+            "What each schema version changed from the one before, keyed by version (2 describes the step from 1). Workers decode every accepted older version through these steps."),
+    ],
+};
+
+pub static CHANGE: Obj = Obj {
+    name: "Change",
+    doc: "How one schema version differs from the version before it. Fields not named here are carried over unchanged; a field's type never changes.",
+    props: &[
+        prop!("added", Ty::List(&Ty::Str(StrKind::Snake)), default = Some("none"),
+            "Fields this version added. If an older version is still accepted, each must be optional or have a default."),
+        prop!("removed", Ty::Map { names: StrKind::Snake, value: &FIELD }, default = Some("none"),
+            "Fields of the previous version that this version dropped, with their definition in that version."),
+        prop!("renamed", Ty::Renames, default = Some("none"),
+            "Fields this version renamed, as `old_name: new_name`; the type stays the same."),
+        prop!("upcast", Ty::Choice(UPCASTS), default = Some("generated"),
+            "`generated`: the generated code converts the previous version's struct into this one. `manual`: you write that `From` conversion yourself."),
     ],
 };
 
@@ -405,6 +428,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &SPEC,
         &REDIS,
         &ENVELOPE,
+        &CHANGE,
         &FIELD,
         &QUEUE,
         &GROUP,

@@ -1,6 +1,7 @@
 //! Format version 1 of queues.yaml: the version gate, then the whole document
 //! read strictly into the normalized model, every problem reported at once.
 
+mod changes;
 mod envelope;
 pub mod format;
 mod names;

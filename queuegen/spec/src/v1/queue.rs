@@ -218,6 +218,22 @@ fn partition_field(
             false
         }
         Some(_) => true,
+        None if envelope.removed.iter().any(|(removed, _)| removed == name) => {
+            let version = envelope
+                .removed
+                .iter()
+                .find(|(removed, _)| removed == name)
+                .map_or(0, |(_, version)| *version);
+            ctx.error(
+                &item.value(),
+                format!(
+                    "`{name}` was removed from {} in schema {version}; entries written since do not carry it",
+                    envelope.name
+                ),
+                "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
+            );
+            false
+        }
         None => {
             let mut candidates: Vec<&str> = PARTITION_HEADER_FIELDS.to_vec();
             for field in fields.iter().filter(|f| f.optional == Some(false)) {
