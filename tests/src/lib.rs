@@ -1,5 +1,6 @@
 //! Shared test support: the harness that starts private redis-server processes, the Function library, fixtures and helpers.
 
+pub mod evolved;
 pub mod fixtures;
 pub mod library;
 pub mod queues;

@@ -7,7 +7,7 @@ use docs_pipeline::handlers::{
     self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
 };
 use docs_pipeline::queues::envelopes::{
-    ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedPriority,
+    ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedEngine, OcrRequestedPriority,
 };
 use docs_pipeline::queues::{export, notification, ocr, reconciliation};
 use queuegen_runtime::{ensure_groups, NewJob, Timestamp};
@@ -48,6 +48,7 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
                 subject_ref: format!("scan-{i}.pdf"),
                 pages: Some(i % 4),
                 priority: OcrRequestedPriority::High,
+                engine: OcrRequestedEngine::CloudVision,
             };
             NewJob::new(format!("ocr-{i}"), tenant(i), body)
         }))

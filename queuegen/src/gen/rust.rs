@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::naming::{field_name, module_name, snake_case, upper_camel};
 use super::templates::render;
+use super::upcast;
 use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
 use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, Spec};
@@ -101,10 +102,12 @@ struct EnvelopeContext {
     also_accepts: String,
     fields: Vec<FieldContext>,
     enums: Vec<EnumContext>,
+    /// Structs of older versions, their conversions and the `Upcast` impl.
+    older: Option<upcast::OlderVersions>,
 }
 
 #[derive(Serialize)]
-struct FieldContext {
+pub(super) struct FieldContext {
     ident: String,
     rust_type: String,
     /// Contents of `#[envelope(...)]`, empty for none.
@@ -113,7 +116,7 @@ struct FieldContext {
 }
 
 #[derive(Serialize)]
-struct EnumContext {
+pub(super) struct EnumContext {
     name: String,
     field: String,
     has_default: bool,
@@ -225,13 +228,30 @@ fn duration_expr(d: Duration) -> String {
 }
 
 fn envelope_imports(envelopes: &[Envelope]) -> Vec<String> {
-    let fields = || envelopes.iter().flat_map(|e| &e.fields);
+    // Older versions' structs may carry removed fields of other types.
+    let fields = || {
+        envelopes.iter().flat_map(|e| {
+            e.fields
+                .iter()
+                .chain(e.changes.iter().flat_map(|c| &c.removed))
+        })
+    };
+    let upcasts = envelopes.iter().any(upcast::has_older);
     let mut names = vec!["Envelope"];
+    if upcasts {
+        names.push("Error");
+    }
     if fields().any(|f| matches!(f.ty, FieldType::Enum { .. })) {
         names.push("FieldEnum");
     }
+    if upcasts {
+        names.push("FieldMap");
+    }
     if fields().any(|f| f.ty == FieldType::Timestamp) {
         names.push("Timestamp");
+    }
+    if upcasts {
+        names.push("Upcast");
     }
     let list = if names.len() == 1 {
         names[0].to_owned()
@@ -248,10 +268,11 @@ fn envelope_context(envelope: &Envelope) -> Result<EnvelopeContext> {
     let mut fields = Vec::with_capacity(envelope.fields.len());
     let mut enums = Vec::new();
     for field in &envelope.fields {
-        let (context, enum_context) = field_context(envelope, field)?;
+        let (context, enum_context) = field_context(envelope, field, &enum_type(envelope, field))?;
         fields.push(context);
         enums.extend(enum_context);
     }
+    let older = upcast::older_versions(envelope)?;
     Ok(EnvelopeContext {
         name: envelope.name.clone(),
         schema: envelope.schema,
@@ -270,12 +291,21 @@ fn envelope_context(envelope: &Envelope) -> Result<EnvelopeContext> {
         },
         fields,
         enums,
+        older,
     })
 }
 
-fn field_context(
+/// The enum type of a current field: `{Envelope}{Field}`.
+pub(super) fn enum_type(envelope: &Envelope, field: &Field) -> String {
+    format!("{}{}", envelope.name, upper_camel(&field.name))
+}
+
+/// A field of the envelope's struct, and its enum type when it is an enum
+/// (named `enum_name`).
+pub(super) fn field_context(
     envelope: &Envelope,
     field: &Field,
+    enum_name: &str,
 ) -> Result<(FieldContext, Option<EnumContext>)> {
     let mut enum_context = None;
     let base_type = match &field.ty {
@@ -287,7 +317,7 @@ fn field_context(
         FieldType::I64 => "i64".to_owned(),
         FieldType::Timestamp => "Timestamp".to_owned(),
         FieldType::Enum { values } => {
-            let name = format!("{}{}", envelope.name, upper_camel(&field.name));
+            let name = enum_name.to_owned();
             enum_context = Some(EnumContext {
                 name: name.clone(),
                 field: field.name.clone(),

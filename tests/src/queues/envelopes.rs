@@ -6,7 +6,7 @@
 //! Each struct is one envelope's body; the runtime adds the standard header
 //! (`job_id`, `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`).
 
-use queuegen_runtime::Envelope;
+use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, Upcast};
 
 /// The `TestJob` envelope, written with schema version 2; also decodes version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
@@ -16,4 +16,119 @@ pub struct TestJob {
     #[envelope(max_bytes = 200)]
     pub subject_ref: String,
     pub pages: Option<u32>,
+}
+
+/// `TestJob` as schema 1 wrote it; workers decode it and convert it up.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "TestJob", schema = 1)]
+pub struct TestJobV1 {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+    pub pages: Option<u32>,
+}
+
+/// Schema 2 changed no fields.
+impl From<TestJobV1> for TestJob {
+    fn from(v1: TestJobV1) -> Self {
+        TestJob {
+            subject_ref: v1.subject_ref,
+            pages: v1.pages,
+        }
+    }
+}
+
+impl Upcast for TestJob {
+    fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
+        match schema {
+            1 => {
+                let v1 = TestJobV1::decode_body(fields, 1)?;
+                Ok(Self::from(v1))
+            }
+            _ => Err(Error::UnsupportedSchema {
+                envelope: Self::TYPE,
+                seen: schema,
+                accepted: Self::ACCEPTS,
+            }),
+        }
+    }
+}
+
+/// The `EvolvedJob` envelope, written with schema version 3; also decodes version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "EvolvedJob", schema = 3, accepts = [1, 3])]
+pub struct EvolvedJob {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+    pub page_count: u32,
+    /// Decodes as `fast` when absent.
+    #[envelope(default)]
+    pub mode: EvolvedJobMode,
+}
+
+/// Values of `EvolvedJob.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FieldEnum)]
+pub enum EvolvedJobMode {
+    #[default]
+    Fast,
+    Thorough,
+}
+
+/// `EvolvedJob` as schema 2 defined it: a step between accepted versions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvolvedJobV2 {
+    pub subject_ref: String,
+    pub pages: u32,
+    pub mode: EvolvedJobMode,
+}
+
+/// `EvolvedJob` as schema 1 wrote it; workers decode it and convert it up.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "EvolvedJob", schema = 1)]
+pub struct EvolvedJobV1 {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+    pub pages: u32,
+    pub legacy_mode: EvolvedJobV1LegacyMode,
+}
+
+/// Values of `EvolvedJobV1.legacy_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, FieldEnum)]
+pub enum EvolvedJobV1LegacyMode {
+    Quick,
+    Careful,
+}
+
+/// Schema 2 added `mode` and removed `legacy_mode`.
+impl From<EvolvedJobV1> for EvolvedJobV2 {
+    fn from(v1: EvolvedJobV1) -> Self {
+        EvolvedJobV2 {
+            subject_ref: v1.subject_ref,
+            pages: v1.pages,
+            mode: EvolvedJobMode::Fast,
+        }
+    }
+}
+
+// Schema 3 renamed `pages` to `page_count`. That step is written by hand
+// (changes.3.upcast: manual): implement
+// `From<EvolvedJobV2> for EvolvedJob` in your crate.
+
+impl Upcast for EvolvedJob {
+    fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
+        match schema {
+            1 => {
+                let v1 = EvolvedJobV1::decode_body(fields, 1)?;
+                let v2 = EvolvedJobV2::from(v1);
+                Ok(Self::from(v2))
+            }
+            _ => Err(Error::UnsupportedSchema {
+                envelope: Self::TYPE,
+                seen: schema,
+                accepted: Self::ACCEPTS,
+            }),
+        }
+    }
 }

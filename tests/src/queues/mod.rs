@@ -9,5 +9,6 @@
 
 pub mod crashy;
 pub mod envelopes;
+pub mod evolving;
 pub mod jobs;
 pub mod retrying;

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use docs_pipeline::queues::envelopes::{
-    ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedPriority,
+    ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedEngine, OcrRequestedPriority,
 };
 use docs_pipeline::queues::{export, notification, ocr, reconciliation};
 use queuegen_runtime::{NewJob, Redis, Timestamp};
@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     OcrRequestedPriority::Normal
                 },
+                engine: OcrRequestedEngine::Tesseract,
             },
         )
     });

@@ -6,11 +6,11 @@
 //! Each struct is one envelope's body; the runtime adds the standard header
 //! (`job_id`, `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`).
 
-use queuegen_runtime::{Envelope, FieldEnum, Timestamp};
+use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, Timestamp, Upcast};
 
-/// The `OcrRequested` envelope, written with schema version 1.
+/// The `OcrRequested` envelope, written with schema version 2; also decodes version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
-#[envelope(name = "OcrRequested", schema = 1, accepts = [1])]
+#[envelope(name = "OcrRequested", schema = 2, accepts = [1, 2])]
 pub struct OcrRequested {
     /// At most 200 bytes.
     #[envelope(max_bytes = 200)]
@@ -19,6 +19,9 @@ pub struct OcrRequested {
     /// Decodes as `normal` when absent.
     #[envelope(default)]
     pub priority: OcrRequestedPriority,
+    /// Decodes as `tesseract` when absent.
+    #[envelope(default)]
+    pub engine: OcrRequestedEngine,
 }
 
 /// Values of `OcrRequested.priority`.
@@ -28,6 +31,56 @@ pub enum OcrRequestedPriority {
     #[default]
     Normal,
     High,
+}
+
+/// Values of `OcrRequested.engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FieldEnum)]
+pub enum OcrRequestedEngine {
+    #[default]
+    Tesseract,
+    CloudVision,
+}
+
+/// `OcrRequested` as schema 1 wrote it; workers decode it and convert it up.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "OcrRequested", schema = 1)]
+pub struct OcrRequestedV1 {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub document_ref: String,
+    pub pages: Option<u32>,
+    /// Decodes as `normal` when absent.
+    #[envelope(default)]
+    pub priority: OcrRequestedPriority,
+    pub dpi: Option<u32>,
+}
+
+/// Schema 2 renamed `document_ref` to `subject_ref`, added `engine`, and removed `dpi`.
+impl From<OcrRequestedV1> for OcrRequested {
+    fn from(v1: OcrRequestedV1) -> Self {
+        OcrRequested {
+            subject_ref: v1.document_ref,
+            pages: v1.pages,
+            priority: v1.priority,
+            engine: OcrRequestedEngine::Tesseract,
+        }
+    }
+}
+
+impl Upcast for OcrRequested {
+    fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
+        match schema {
+            1 => {
+                let v1 = OcrRequestedV1::decode_body(fields, 1)?;
+                Ok(Self::from(v1))
+            }
+            _ => Err(Error::UnsupportedSchema {
+                envelope: Self::TYPE,
+                seen: schema,
+                accepted: Self::ACCEPTS,
+            }),
+        }
+    }
 }
 
 /// The `NotificationRequested` envelope, written with schema version 1.
