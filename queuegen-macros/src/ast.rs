@@ -3,7 +3,7 @@
 use syn::ext::IdentExt;
 use syn::{Data, DataStruct, DeriveInput, Fields, Ident, Type};
 
-use crate::attr::{self, Setting};
+use crate::attr::{self, FieldDefault, Setting};
 use crate::case::snake_case;
 use crate::errors::Errors;
 
@@ -142,8 +142,8 @@ impl Field<'_> {
         self.attrs.max_bytes.as_ref().map(|max| max.value)
     }
 
-    pub(crate) fn has_default(&self) -> bool {
-        self.attrs.default.is_some()
+    pub(crate) fn default(&self) -> Option<&FieldDefault> {
+        self.attrs.default.as_ref().map(|default| &default.value)
     }
 }
 

@@ -5,7 +5,7 @@
 //! string, an integer, a list); whether a value makes sense for the
 //! whole type is left to `validate`.
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, ToTokens};
 use syn::meta::ParseNestedMeta;
 use syn::{Attribute, Expr, ExprArray, Lit, Token};
@@ -13,7 +13,7 @@ use syn::{Attribute, Expr, ExprArray, Lit, Token};
 use crate::errors::Errors;
 
 /// Keys of `#[envelope(...)]` on a struct.
-const CONTAINER_KEYS: &[&str] = &["name", "schema", "accepts"];
+const CONTAINER_KEYS: &[&str] = &["name", "schema", "accepts", "spec", "queue"];
 /// Keys of `#[envelope(...)]` on a struct field.
 const FIELD_KEYS: &[&str] = &["rename", "max_bytes", "default"];
 /// Keys of `#[field(...)]` on an enum variant.
@@ -34,15 +34,30 @@ impl<T> Setting<T> {
     pub(crate) fn error(&self, message: impl std::fmt::Display) -> syn::Error {
         syn::Error::new_spanned(&self.tokens, message)
     }
+
+    /// Where the setting starts (its key), for generated code whose errors
+    /// rustc reports, like a missing trait impl.
+    pub(crate) fn span(&self) -> Span {
+        self.tokens
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |token| token.span())
+    }
 }
 
-/// `#[envelope(name = "...", schema = N, accepts = [N, ...])]` on the struct.
+/// `#[envelope(name = "...", schema = N, accepts = [N, ...], spec = "...", queue = "...")]`
+/// on the struct.
 #[derive(Default)]
 pub(crate) struct Container {
     pub(crate) name: Option<Setting<String>>,
     pub(crate) schema: Option<Setting<u32>>,
     /// Each version keeps its own literal, so a bad one can be pointed at.
     pub(crate) accepts: Option<Setting<Vec<Setting<u32>>>>,
+    /// The spec file the struct must match, relative to the crate's manifest directory.
+    pub(crate) spec: Option<Setting<String>>,
+    /// The queue of that spec whose envelope the struct must match.
+    pub(crate) queue: Option<Setting<String>>,
 }
 
 /// `#[envelope(rename = "...", max_bytes = N, default)]` on a struct field.
@@ -50,7 +65,16 @@ pub(crate) struct Container {
 pub(crate) struct Field {
     pub(crate) rename: Option<Setting<String>>,
     pub(crate) max_bytes: Option<Setting<usize>>,
-    pub(crate) default: Option<Setting<()>>,
+    pub(crate) default: Option<Setting<FieldDefault>>,
+}
+
+/// What an entry without the field decodes as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FieldDefault {
+    /// `default`: `Default::default()`.
+    Trait,
+    /// `default = "text"`: the field's type decoding `text`, as if the entry had it.
+    Text(String),
 }
 
 /// `#[field(rename = "...")]` on an enum variant.
@@ -75,6 +99,14 @@ pub(crate) fn container(attrs: &[Attribute], errors: &mut Errors) -> Container {
                 let value = value_of(meta, errors)?.and_then(|v| versions(v, errors));
                 set(&mut out.accepts, value, key, errors);
             }
+            "spec" => {
+                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
+                set(&mut out.spec, value, key, errors);
+            }
+            "queue" => {
+                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
+                set(&mut out.queue, value, key, errors);
+            }
             _ => unknown_key(meta, "envelope attribute", CONTAINER_KEYS, errors)?,
         }
         Ok(())
@@ -95,7 +127,7 @@ pub(crate) fn field(attrs: &[Attribute], errors: &mut Errors) -> Field {
                 set(&mut out.max_bytes, value, key, errors);
             }
             "default" => {
-                let value = flag(meta, errors)?;
+                let value = default(meta, errors)?;
                 set(&mut out.default, value, key, errors);
             }
             _ => unknown_key(meta, "envelope field attribute", FIELD_KEYS, errors)?,
@@ -177,16 +209,45 @@ fn value_of(meta: &ParseNestedMeta, errors: &mut Errors) -> syn::Result<Option<S
     Ok(Some(Setting::new(value, tokens)))
 }
 
-/// A key that takes no value, like `default`.
-fn flag(meta: &ParseNestedMeta, errors: &mut Errors) -> syn::Result<Option<Setting<()>>> {
+/// `default` alone, or `default = "text"`.
+fn default(
+    meta: &ParseNestedMeta,
+    errors: &mut Errors,
+) -> syn::Result<Option<Setting<FieldDefault>>> {
     let path = &meta.path;
     if meta.input.is_empty() || meta.input.peek(Token![,]) {
-        return Ok(Some(Setting::new((), path.to_token_stream())));
+        return Ok(Some(Setting::new(
+            FieldDefault::Trait,
+            path.to_token_stream(),
+        )));
     }
-    let key = path.to_token_stream();
-    errors.spanned(path, format_args!("`{key}` takes no value"));
-    skip_value(meta)?;
-    Ok(None)
+    if !meta.input.peek(Token![=]) {
+        errors.spanned(
+            path,
+            "expected `default` or `default = \"text\"`, like `default = \"normal\"`",
+        );
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let Some(setting) = value_of(meta, errors)? else {
+        return Ok(None);
+    };
+    match &setting.value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(Some(Setting::new(
+            FieldDefault::Text(lit.value()),
+            setting.tokens,
+        ))),
+        other => {
+            errors.spanned(
+                other,
+                "expected the default as the text of a field value, like `default = \"normal\"` \
+                 or `default = \"3\"`",
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// Reports a key no attribute of this kind has, suggesting the closest known one.
@@ -208,8 +269,8 @@ fn unknown_key(
     skip_value(meta)
 }
 
-/// The known key closest to `key`, if one is close enough to be a likely typo.
-fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+/// The known name closest to `key`, if one is close enough to be a likely typo.
+pub(crate) fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     known
         .iter()
         .map(|candidate| (strsim::jaro_winkler(key, candidate), *candidate))
@@ -293,8 +354,8 @@ mod tests {
         assert_eq!(did_you_mean("accept", CONTAINER_KEYS), Some("accepts"));
         assert_eq!(did_you_mean("max_byte", FIELD_KEYS), Some("max_bytes"));
         assert_eq!(did_you_mean("renam", VARIANT_KEYS), Some("rename"));
-        assert_eq!(did_you_mean("spec", CONTAINER_KEYS), None);
-        assert_eq!(did_you_mean("queue", CONTAINER_KEYS), None);
+        assert_eq!(did_you_mean("queues", CONTAINER_KEYS), Some("queue"));
+        assert_eq!(did_you_mean("path", CONTAINER_KEYS), None);
         assert_eq!(did_you_mean("skip", FIELD_KEYS), None);
     }
 
@@ -345,22 +406,49 @@ mod tests {
     }
 
     #[test]
-    fn field_flags_take_no_value() {
+    fn reads_the_spec_keys() {
+        let (container, result) = parse_container(syn::parse_quote!(
+            #[envelope(spec = "queues.yaml", queue = "ocr")]
+        ));
+        assert!(result.is_ok());
+        assert_eq!(container.spec.unwrap().value, "queues.yaml");
+        assert_eq!(container.queue.unwrap().value, "ocr");
+    }
+
+    fn parse_field(attr: Attribute) -> (Field, Vec<String>) {
         let mut errors = Errors::new();
-        let field = field(
-            &[syn::parse_quote!(#[envelope(default = true, max_bytes, max_bytes = 9)])],
-            &mut errors,
+        let field = field(&[attr], &mut errors);
+        let messages = match errors.check() {
+            Ok(()) => Vec::new(),
+            Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+        };
+        (field, messages)
+    }
+
+    #[test]
+    fn default_is_a_flag_or_a_text() {
+        let (field, messages) = parse_field(syn::parse_quote!(#[envelope(default)]));
+        assert!(messages.is_empty());
+        assert_eq!(field.default.unwrap().value, FieldDefault::Trait);
+
+        let (field, messages) = parse_field(syn::parse_quote!(#[envelope(default = "normal")]));
+        assert!(messages.is_empty());
+        assert_eq!(
+            field.default.unwrap().value,
+            FieldDefault::Text("normal".into())
         );
-        let messages: Vec<String> = errors
-            .check()
-            .unwrap_err()
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect();
+    }
+
+    #[test]
+    fn bad_field_values_are_reported() {
+        let (field, messages) = parse_field(syn::parse_quote!(
+            #[envelope(default = true, max_bytes, max_bytes = 9)]
+        ));
         assert_eq!(
             messages,
             [
-                "`default` takes no value",
+                "expected the default as the text of a field value, like `default = \"normal\"` \
+                 or `default = \"3\"`",
                 "expected a value: `max_bytes = ...`"
             ]
         );

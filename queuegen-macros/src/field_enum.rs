@@ -63,6 +63,12 @@ fn expand(field_enum: &FieldEnum<'_>) -> TokenStream {
                     }
                 }
             }
+
+            // Lets `#[envelope(spec = ...)]` check the values against the spec at compile time.
+            #[automatically_derived]
+            impl ::queuegen_runtime::__private::FieldEnumValues for #ident {
+                const VALUES: &'static [&'static str] = &[#(#values),*];
+            }
         };
     }
 }

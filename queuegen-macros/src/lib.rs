@@ -15,10 +15,14 @@ use syn::{parse_macro_input, DeriveInput};
 mod ast;
 mod attr;
 mod case;
+mod drift;
 mod envelope;
 mod errors;
 mod field_enum;
+mod field_type;
+mod spec_file;
 mod validate;
+mod wire;
 
 /// Implements `queuegen_runtime::Envelope` for a struct with named fields.
 ///
@@ -34,7 +38,12 @@ mod validate;
 ///   (default: the struct's name).
 /// - `#[envelope(schema = 3)]`: the schema version written (default 1).
 /// - `#[envelope(accepts = [2, 3])]`: the schema versions decoded; must
-///   include `schema` (default: just `schema`).
+///   include `schema` (default: just `schema`). Entries of the other
+///   versions are decoded by your `impl queuegen_runtime::Upcast`, which the
+///   struct then needs.
+/// - `#[envelope(spec = "queues.yaml", queue = "ocr")]`: the struct must match
+///   the envelope of queue `ocr` in that spec, at its current schema version
+///   (see below).
 ///
 /// On a field:
 ///
@@ -46,6 +55,10 @@ mod validate;
 ///   when encoding and when decoding.
 /// - `#[envelope(default)]`: an entry without the field decodes as
 ///   `Default::default()` (not needed on `Option` fields).
+/// - `#[envelope(default = "normal")]`: an entry without the field decodes as
+///   if it had this text (not on `Option` fields). Texts a `bool` or integer
+///   field cannot take fail the compile; for other types, decoding such an
+///   entry fails with a malformed-field error.
 ///
 /// ```text
 /// #[derive(Envelope)]
@@ -58,6 +71,42 @@ mod validate;
 ///     priority: Priority,
 /// }
 /// ```
+///
+/// # Checked against a spec
+///
+/// With `spec` and `queue`, the derive reads the spec while the crate
+/// compiles (a relative path starts at the directory of the crate's
+/// Cargo.toml, `CARGO_MANIFEST_DIR`) and fails the compile, at the struct's
+/// own tokens, for every way the struct differs from the envelope of that
+/// queue: a spec field it lacks, a field the spec lacks, a type or `Option`
+/// that does not fit the field's spec type, and a `name`, `schema`,
+/// `accepts`, `rename`, `max_bytes` or `default` that says otherwise than the
+/// spec. Fields match spec fields by wire name. The types that fit are:
+/// `String` for `string`, `bool`, `u32`, `u64`, `i32`, `i64`, `Timestamp`
+/// for `timestamp`, and for `enum` an enum deriving `FieldEnum` whose values
+/// are the spec's (checked at compile time too); `Option<T>` exactly when
+/// the spec field is `optional: true`.
+///
+/// The type name, schema versions, `max_bytes` and defaults then come from
+/// the spec, so the struct need not repeat them. If the spec's envelope
+/// accepts older schema versions, implement `Upcast` for them: the derive
+/// decodes only the current version. The crate is rebuilt when the spec
+/// file changes.
+///
+/// ```text
+/// #[derive(Envelope)]
+/// #[envelope(spec = "queues.yaml", queue = "ocr")]
+/// struct OcrJob {
+///     subject_ref: String,   // subject_ref: { type: string, max_bytes: 200 }
+///     pages: Option<u32>,    // pages: { type: u32, optional: true }
+///     priority: Priority,    // priority: { type: enum, values: [low, normal, high], default: normal }
+/// }
+/// ```
+///
+/// `QUEUEGEN_SPEC_BASE_DIR`, when set, replaces `CARGO_MANIFEST_DIR` as the
+/// start of relative spec paths in the crates cargo is asked to build (not in
+/// their dependencies); UI tests under trybuild, which compiles them in a
+/// crate of its own under `target/`, set it to the test crate's directory.
 #[proc_macro_derive(Envelope, attributes(envelope))]
 pub fn derive_envelope(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -2,10 +2,10 @@
 
 use std::collections::HashMap;
 
-use syn::{GenericArgument, PathArguments, Type};
-
 use crate::ast::{Envelope, FieldEnum};
+use crate::attr::FieldDefault;
 use crate::errors::Errors;
+use crate::field_type;
 
 /// Header field names the runtime writes before the body of every entry.
 ///
@@ -65,11 +65,23 @@ pub(crate) fn envelope(envelope: &Envelope<'_>, errors: &mut Errors) {
             }
         }
         if let Some(default) = &field.attrs.default {
-            if is_option(field.ty) {
-                errors.push(default.error(
+            let option_inner = field_type::option_inner(field.ty);
+            match &default.value {
+                FieldDefault::Trait if option_inner.is_some() => errors.push(default.error(
                     "`default` is redundant on an `Option` field: \
                      an absent `Option` field already decodes as `None`",
-                ));
+                )),
+                FieldDefault::Text(_) if option_inner.is_some() => errors.push(default.error(
+                    "`default = \"...\"` does not apply to an `Option` field: \
+                     an absent `Option` field decodes as `None`; \
+                     drop the `Option` to decode an absent field as the default",
+                )),
+                FieldDefault::Text(text) => {
+                    if let Some(problem) = field_type::default_text_problem(field.ty, text) {
+                        errors.push(default.error(problem));
+                    }
+                }
+                FieldDefault::Trait => {}
             }
         }
     }
@@ -108,8 +120,11 @@ fn container(envelope: &Envelope<'_>, errors: &mut Errors) {
             seen.push(version.value);
         }
     }
+    // With `spec` and no `schema`, the schema comes from the spec, which
+    // `drift` compares `accepts` with instead.
+    let schema_from_spec = attrs.spec.is_some() && attrs.schema.is_none();
     let schema = envelope.schema();
-    if schema_is_valid && !seen.contains(&schema) {
+    if schema_is_valid && !schema_from_spec && !seen.contains(&schema) {
         errors.push(accepts.error(format_args!(
             "`accepts` must include the schema version this struct is written with ({schema}): \
              a worker must decode what its own producer writes"
@@ -132,36 +147,5 @@ pub(crate) fn field_enum(field_enum: &FieldEnum<'_>, errors: &mut Errors) {
         } else {
             wire_values.insert(wire_value, variant.ident);
         }
-    }
-}
-
-/// Whether `ty` is written as `Option<T>` (under any path, like `std::option::Option<T>`).
-fn is_option(ty: &Type) -> bool {
-    let Type::Path(path) = ty else {
-        return false;
-    };
-    let Some(last) = path.path.segments.last() else {
-        return false;
-    };
-    let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return false;
-    };
-    path.qself.is_none()
-        && last.ident == "Option"
-        && args.args.len() == 1
-        && matches!(args.args.first(), Some(GenericArgument::Type(_)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_option;
-
-    #[test]
-    fn recognises_option_types() {
-        assert!(is_option(&syn::parse_quote!(Option<u32>)));
-        assert!(is_option(&syn::parse_quote!(std::option::Option<String>)));
-        assert!(!is_option(&syn::parse_quote!(u32)));
-        assert!(!is_option(&syn::parse_quote!(Vec<u32>)));
-        assert!(!is_option(&syn::parse_quote!(Option)));
     }
 }

@@ -84,6 +84,62 @@ pub trait Upcast: Sized {
     fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error>;
 }
 
+/// The wire values of an enum deriving `FieldEnum`, which `#[derive(FieldEnum)]`
+/// implements so that `#[envelope(spec = ...)]` can compare them with the
+/// spec's at compile time. Not public API.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an enum deriving `FieldEnum`",
+    label = "the spec says this field is an enum",
+    note = "an enum field of an envelope checked against a spec must be an enum deriving `FieldEnum`, with the spec's values"
+)]
+pub trait FieldEnumValues {
+    const VALUES: &'static [&'static str];
+}
+
+/// Whether `found` and `expected` hold the same values, in any order; a
+/// `const fn` so that the comparison fails the compile. Not public API.
+#[doc(hidden)]
+pub const fn same_values(found: &[&str], expected: &[&str]) -> bool {
+    // Both lists are free of repeats (the derive and the spec check reject
+    // them), so equal lengths and every found value expected mean equal sets.
+    if found.len() != expected.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < found.len() {
+        let mut j = 0;
+        let mut seen = false;
+        while j < expected.len() {
+            if same_str(found[i], expected[j]) {
+                seen = true;
+            }
+            j += 1;
+        }
+        if !seen {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `a == b` on `&str`, which is not `const` yet.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Collects the field/value pairs of one entry while checking size limits.
 #[derive(Debug)]
 pub struct FieldWriter {

@@ -40,5 +40,5 @@ pub use worker::{Worker, WorkerReport};
 /// Items the derive macros expand to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::envelope::FieldWriter;
+    pub use crate::envelope::{same_values, FieldEnumValues, FieldWriter};
 }

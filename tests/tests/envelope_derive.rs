@@ -6,7 +6,7 @@
 
 use queuegen_runtime::envelope::{self, header_fields};
 use queuegen_runtime::{
-    Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Header, Timestamp,
+    Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Header, Timestamp, Upcast,
 };
 
 // `HighPriority` is there to exercise the multi-word snake_case wire name.
@@ -39,6 +39,26 @@ struct OcrRequest {
     offset: i64,
 }
 
+/// Schema 2 had no `offset`; the derive hands schema 2 entries to this impl.
+impl Upcast for OcrRequest {
+    fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
+        assert_eq!(schema, 2, "the only older version `accepts` lists");
+        Ok(OcrRequest {
+            subject_ref: fields.field("subject_ref", Some(16))?,
+            page_count: fields.field("page_count", None)?,
+            pages: fields.field("pages", None)?,
+            searchable: fields.field("searchable", None)?,
+            requested_at: fields.field("requested_at", None)?,
+            priority: fields.field("priority", None)?,
+            max_retries: fields
+                .field::<Option<u8>>("max_retries", None)?
+                .unwrap_or_default(),
+            language: fields.field("lang", None)?,
+            offset: 0,
+        })
+    }
+}
+
 /// Everything left to the defaults: type name, schema 1, wire names.
 #[derive(Debug, PartialEq, Eq, Envelope)]
 struct Reindex {
@@ -50,6 +70,20 @@ struct Reindex {
 /// No body fields at all.
 #[derive(Debug, PartialEq, Eq, Envelope)]
 struct Ping {}
+
+/// Defaults given as the text an absent field decodes as.
+#[derive(Debug, PartialEq, Eq, Envelope)]
+struct Export {
+    export_ref: String,
+    #[envelope(default = "urgent")]
+    priority: Priority,
+    #[envelope(default = "true")]
+    compress: bool,
+    #[envelope(default = "-7")]
+    shift: i32,
+    #[envelope(default = "asap")]
+    deadline: Priority,
+}
 
 fn header_for<E: Envelope>() -> Header {
     Header {
@@ -437,6 +471,91 @@ fn only_accepted_schemas_decode() {
                 accepted: &[1],
                 ..
             }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn older_accepted_schemas_go_through_upcast() {
+    // Schema 2 entries have no `offset`: decoded directly, this would be a
+    // missing field.
+    let pairs = without(&with(&encode(&request()), "schema", "2"), "offset");
+    let (header, decoded) = decode::<OcrRequest>(&pairs).unwrap();
+    assert_eq!(header.schema, 2);
+    assert_eq!(
+        decoded,
+        OcrRequest {
+            offset: 0,
+            ..request()
+        }
+    );
+
+    // The current schema is decoded directly, `offset` and all.
+    let error = decode::<OcrRequest>(&without(&encode(&request()), "offset")).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Field {
+                field: "offset",
+                problem: FieldProblem::Missing,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn absent_fields_decode_the_default_text() {
+    let body = Export {
+        export_ref: "exp-1".into(),
+        priority: Priority::Low,
+        compress: false,
+        shift: 2,
+        deadline: Priority::Normal,
+    };
+    let pairs = encode(&body);
+    assert_eq!(decode::<Export>(&pairs).unwrap().1, body);
+
+    let (_, decoded) =
+        decode::<Export>(&without(&without(&pairs, "priority"), "compress")).unwrap();
+    assert_eq!(
+        decoded.priority,
+        Priority::Immediate,
+        "default = \"urgent\""
+    );
+    assert!(decoded.compress, "default = \"true\"");
+
+    let (_, decoded) = decode::<Export>(&without(&pairs, "shift")).unwrap();
+    assert_eq!(decoded.shift, -7);
+}
+
+#[test]
+fn a_default_text_the_type_does_not_take_is_a_malformed_field() {
+    let pairs = without(
+        &encode(&Export {
+            export_ref: "exp-1".into(),
+            priority: Priority::Low,
+            compress: false,
+            shift: 2,
+            deadline: Priority::Normal,
+        }),
+        "deadline",
+    );
+    let error = decode::<Export>(&pairs).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "envelope Export: field `deadline` is not a valid one of low, normal, high_priority, urgent: \"asap\""
+    );
+    assert!(
+        matches!(
+            &error,
+            Error::Field {
+                envelope: "Export",
+                field: "deadline",
+                problem: FieldProblem::Malformed { found, .. },
+            } if found == "asap"
         ),
         "{error:?}"
     );

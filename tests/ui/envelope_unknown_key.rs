@@ -6,9 +6,9 @@ struct Typo {
     subject_ref: String,
 }
 
-// `spec` and `queue` are not envelope attributes (yet): no close match.
+// No close match: every key is listed.
 #[derive(Envelope)]
-#[envelope(spec = "queues.yaml", queue = "ocr")]
+#[envelope(path = "queues.yaml")]
 struct FromSpec {
     subject_ref: String,
 }
