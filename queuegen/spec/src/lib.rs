@@ -2,12 +2,17 @@
 //!
 //! [`check_str`] and [`check_file`] read a spec and report every problem at
 //! once as positioned [`Diagnostic`]s; the model ([`model::Spec`]) is handed
-//! out only when there is no error.
+//! out only when there is no error. [`check_str_with_lock`] also compares the
+//! spec with its lock file ([`lock`]), the schema versions already published;
+//! [`diff`] compares two specs for review.
 
+pub mod compat;
 pub mod diagnostic;
+pub mod diff;
 pub mod evolution;
 pub mod json_schema;
 pub mod limits;
+pub mod lock;
 pub mod model;
 pub mod suggest;
 pub mod units;
@@ -17,6 +22,7 @@ pub mod yaml;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use lock::{Lock, LockError};
 use model::Spec;
 
 /// The outcome of checking a spec.
@@ -51,6 +57,15 @@ impl Checked {
 
 /// Checks a spec held in memory; `file` is the name diagnostics carry.
 pub fn check_str(source: &str, file: &str) -> Checked {
+    check_str_with_lock(source, file, None)
+}
+
+/// Checks a spec held in memory and, when it is valid on its own, against
+/// `lock` (the lock and its file name, for messages): a published version
+/// changed in place, an accepted older version that no longer decodes what
+/// was published, or a schema older than a published one is an error; an
+/// envelope gone from the spec and a schema not yet locked are warnings.
+pub fn check_str_with_lock(source: &str, file: &str, lock: Option<(&Lock, &str)>) -> Checked {
     let mut ctx = v1::Ctx::new(source, file);
     let spec = match yaml::parse(source) {
         Ok(root) => v1::load(&mut ctx, &root),
@@ -79,6 +94,9 @@ pub fn check_str(source: &str, file: &str) -> Checked {
             None
         }
     };
+    if let (Some(spec), Some((lock, lock_file)), false) = (&spec, lock, ctx.has_errors()) {
+        lock::check_spec(&mut ctx, spec, lock, lock_file);
+    }
     let has_errors = ctx.has_errors();
     Checked {
         spec: if has_errors { None } else { spec },

@@ -4,13 +4,18 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use queuegen::spec::{self, Checked};
+use queuegen::spec::Checked;
+
+use super::common;
 
 const AFTER_HELP: &str = "\
 Examples:
   queuegen check queues.yaml
+  queuegen check queues.yaml --lock deploy/queues.lock
   queuegen check queues.yaml --format json | jq '.[] | select(.severity == \"error\")'
+
+When the lock file of published schema versions exists (queues.lock beside queues.yaml, or
+--lock PATH), the spec is also checked against it: a published version must not change.
 
 Each problem is printed as FILE:LINE:COL: error|warning: PATH: MESSAGE, then a help line.
 Exit status: 0 when the spec is valid (warnings may be printed), 1 when it has errors,
@@ -28,6 +33,11 @@ pub struct Args {
     /// `json`: a JSON array of diagnostics.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+
+    /// The lock file of published schema versions to check against
+    /// (default: the spec's name with `.lock`, beside it, when it exists).
+    #[arg(long, value_name = "PATH")]
+    pub lock: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -37,8 +47,7 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let checked = spec::check_file(&args.spec)
-        .with_context(|| format!("cannot read {}", args.spec.display()))?;
+    let checked = common::check_with_lock(&args.spec, args.lock.as_deref())?;
     match args.format {
         Format::Human => {
             for diagnostic in &checked.diagnostics {

@@ -1,9 +1,10 @@
-//! Helpers for subcommands that read a spec: load it valid, find a queue by name.
+//! Helpers for subcommands that read a spec: load it valid (against its lock
+//! file when there is one), find a queue by name.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use queuegen::spec::{self, model};
+use queuegen::spec::{self, lock, model, Checked, Lock, LockError};
 
 /// Reads and validates the spec, printing every diagnostic on stderr. `None`
 /// when there were errors: the caller, which is about to `doing` something
@@ -20,6 +21,67 @@ pub fn valid_spec(path: &Path, doing: &str) -> anyhow::Result<Option<model::Spec
         );
     }
     Ok(checked.spec)
+}
+
+/// Like [`valid_spec`], and also checked against the lock file: `lock` when
+/// given, else the one beside the spec when it exists.
+pub fn valid_spec_with_lock(
+    path: &Path,
+    lock: Option<&Path>,
+    doing: &str,
+) -> anyhow::Result<Option<model::Spec>> {
+    let checked = check_with_lock(path, lock)?;
+    for diagnostic in &checked.diagnostics {
+        eprintln!("{diagnostic}");
+    }
+    if checked.spec.is_none() {
+        eprintln!(
+            "{}: not {doing}: fix the errors above first",
+            path.display()
+        );
+    }
+    Ok(checked.spec)
+}
+
+/// Where the lock of `spec` is: `given` (`--lock PATH`), else beside the spec.
+pub fn lock_path(spec: &Path, given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = given.map_or_else(|| lock::path_beside(spec), Path::to_path_buf);
+    if path == spec {
+        anyhow::bail!(
+            "{}: the lock file would be the spec itself; name the spec *.yaml or pass --lock PATH",
+            spec.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Reads and checks the spec, against its lock when there is one. A
+/// malformed lock is reported as an error diagnostic in the lock file; a
+/// `--lock` file that does not exist is an error.
+pub fn check_with_lock(path: &Path, lock: Option<&Path>) -> anyhow::Result<Checked> {
+    let source =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file = path.display().to_string();
+    let lock_path = lock_path(path, lock)?;
+    let lock_file = lock_path.display().to_string();
+    match Lock::read(&lock_path) {
+        Ok(Some(lock)) => Ok(spec::check_str_with_lock(
+            &source,
+            &file,
+            Some((&lock, &lock_file)),
+        )),
+        Ok(None) if lock.is_some() => {
+            anyhow::bail!("cannot read {lock_file}: no such file (given with --lock)")
+        }
+        Ok(None) => Ok(spec::check_str(&source, &file)),
+        Err(err @ LockError::Malformed { .. }) => {
+            let mut checked = spec::check_str(&source, &file);
+            checked.diagnostics.extend(err.to_diagnostic());
+            checked.spec = None;
+            Ok(checked)
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// The queue named `name`, or an error listing the spec's queues.

@@ -48,10 +48,16 @@ pub struct Args {
     /// Print what was done as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// The lock file of published schema versions the spec must keep
+    /// (default: the spec's name with `.lock`, beside it, when it exists).
+    #[arg(long, value_name = "PATH")]
+    pub lock: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(spec) = common::valid_spec(&args.spec, "generating")? else {
+    let Some(spec) = common::valid_spec_with_lock(&args.spec, args.lock.as_deref(), "generating")?
+    else {
         return Ok(ExitCode::from(1));
     };
     if let (Some(out), Some(deploy_out)) = (&args.out, &args.deploy_out) {

@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 pub mod apply;
 pub mod check;
 mod common;
+pub mod diff_spec;
 pub mod dlq;
 pub mod generate;
 pub mod init;
+pub mod lock;
 pub mod schema;
 
 /// Validate a queues.yaml spec and generate typed Rust and Redis artefacts for
@@ -26,6 +28,8 @@ pub enum Subcommands {
     Check(check::Args),
     Schema(schema::Args),
     Generate(generate::Args),
+    Lock(lock::Args),
+    DiffSpec(diff_spec::Args),
     Init(init::Args),
     Apply(apply::Args),
     Dlq(dlq::Args),
@@ -38,6 +42,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Check(args) => check::run(args),
         Subcommands::Schema(args) => schema::run(args),
         Subcommands::Generate(args) => generate::run(args),
+        Subcommands::Lock(args) => lock::run(args),
+        Subcommands::DiffSpec(args) => diff_spec::run(args),
         Subcommands::Init(args) => init::run(args),
         Subcommands::Apply(args) => apply::run(args),
         Subcommands::Dlq(args) => dlq::run(args),

@@ -79,6 +79,27 @@ impl<'s> Ctx<'s> {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
+    /// A diagnostic about the key (or value) at `keys` from the document
+    /// root, for checks that run on the model after reading (the lock file).
+    /// An absent key is reported at its nearest enclosing key.
+    pub fn report_at_keys(
+        &mut self,
+        severity: Severity,
+        keys: &[&str],
+        target: Target,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        let at = At {
+            segs: keys.iter().map(|k| Seg::key(*k)).collect(),
+            target,
+            path: keys
+                .iter()
+                .fold(String::new(), |path, key| join(&path, key)),
+        };
+        self.report(severity, &at, message.into(), Some(help.into()));
+    }
+
     pub fn finish(self) -> Vec<Diagnostic> {
         let mut diagnostics = self.diagnostics;
         crate::diagnostic::sort(&mut diagnostics);

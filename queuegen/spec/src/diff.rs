@@ -1,0 +1,706 @@
+//! What changing a spec from OLD to NEW does to compatibility, for code review (`queuegen diff-spec`).
+//!
+//! Each finding is `breaking` (entries would be lost, misread or
+//! mis-ordered whatever the deploy order), `rollout` (safe only if deployed
+//! in a certain order or once old entries are gone) or `info`.
+
+use serde::Serialize;
+
+use crate::compat::{self, definition, reads_all_of};
+use crate::evolution::VersionField;
+use crate::model::{Envelope, Queue, Spec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Impact {
+    /// Entries would be lost, misread or mis-ordered whatever the deploy order.
+    Breaking,
+    /// Safe only when deployed in the order the message says, or once old
+    /// entries are gone.
+    Rollout,
+    /// Worth knowing in review; needs nothing.
+    Info,
+}
+
+impl Impact {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Impact::Breaking => "breaking",
+            Impact::Rollout => "rollout",
+            Impact::Info => "info",
+        }
+    }
+}
+
+/// One consequence of the change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Impact,
+    /// Dotted path in NEW (in OLD for what NEW removed), e.g. `queues.ocr.partitions`.
+    pub path: String,
+    pub message: String,
+}
+
+/// How many findings of each severity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub breaking: usize,
+    pub rollout: usize,
+    pub info: usize,
+}
+
+impl Summary {
+    pub fn of(findings: &[Finding]) -> Summary {
+        let count = |impact| findings.iter().filter(|f| f.severity == impact).count();
+        Summary {
+            breaking: count(Impact::Breaking),
+            rollout: count(Impact::Rollout),
+            info: count(Impact::Info),
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} breaking, {} rollout, {} info",
+            self.breaking, self.rollout, self.info
+        )
+    }
+}
+
+/// Every finding, breaking first, then rollout, then info; within a
+/// severity in the order of the specs (service, envelopes, queues).
+pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
+    let mut out = Findings::default();
+    settings(&mut out, old, new);
+    for envelope in &new.envelopes {
+        match old.envelope(&envelope.name) {
+            Some(before) => envelope_changes(&mut out, before, envelope),
+            None => out.push(
+                Impact::Info,
+                format!("envelopes.{}", envelope.name),
+                format!(
+                    "new envelope `{}` (schema {})",
+                    envelope.name, envelope.schema
+                ),
+            ),
+        }
+    }
+    for envelope in &old.envelopes {
+        if new.envelope(&envelope.name).is_none() {
+            out.push(
+                Impact::Rollout,
+                format!("envelopes.{}", envelope.name),
+                format!(
+                    "envelope `{}` removed: its entries left in streams, retry schedules and dead-letter streams can no longer be decoded or replayed; remove it once none remain",
+                    envelope.name
+                ),
+            );
+        }
+    }
+    for queue in &new.queues {
+        match old.queue(&queue.name) {
+            Some(before) => {
+                let envelopes = old
+                    .envelope(&before.envelope)
+                    .zip(new.envelope(&queue.envelope));
+                queue_changes(&mut out, before, queue, envelopes)
+            }
+            None => out.push(
+                Impact::Info,
+                format!("queues.{}", queue.name),
+                format!(
+                    "new queue `{}` carrying `{}` ({} {})",
+                    queue.name,
+                    queue.envelope,
+                    queue.partitions,
+                    plural(queue.partitions.into(), "partition")
+                ),
+            ),
+        }
+    }
+    for queue in &old.queues {
+        if new.queue(&queue.name).is_none() {
+            out.push(
+                Impact::Rollout,
+                format!("queues.{}", queue.name),
+                format!(
+                    "queue `{}` removed: its stream, pending entries, retries and dead letters are abandoned; stop its producers and drain it before deploying",
+                    queue.name
+                ),
+            );
+        }
+    }
+    let mut findings = out.0;
+    findings.sort_by_key(|f| f.severity);
+    findings
+}
+
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn push(&mut self, severity: Impact, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Finding {
+            severity,
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
+    if old.service != new.service {
+        out.push(
+            Impact::Breaking,
+            "service",
+            format!(
+                "service `{}` → `{}`: the Redis Function library, ACL users and metric names move; workers and producers of the two specs call different libraries",
+                old.service, new.service
+            ),
+        );
+    }
+    let (a, b) = (&old.redis, &new.redis);
+    if a.key_prefix != b.key_prefix {
+        out.push(
+            Impact::Breaking,
+            "redis.key_prefix",
+            format!(
+                "key prefix `{}` → `{}`: every stream, retry and dead-letter key moves; entries under `{}:` are stranded",
+                a.key_prefix, b.key_prefix, a.key_prefix
+            ),
+        );
+    }
+    if a.deployment != b.deployment {
+        out.push(
+            Impact::Rollout,
+            "redis.deployment",
+            format!(
+                "deployment {:?} → {:?}: the queues' keys must be migrated to the new deployment before workers and producers switch",
+                a.deployment, b.deployment
+            )
+            .to_lowercase(),
+        );
+    }
+    if a.min_version != b.min_version {
+        out.push(
+            Impact::Info,
+            "redis.min_version",
+            format!("min_version \"{}\" → \"{}\"", a.min_version, b.min_version),
+        );
+    }
+}
+
+fn envelope_changes(out: &mut Findings, old: &Envelope, new: &Envelope) {
+    let path = format!("envelopes.{}", new.name);
+    let (was, now) = (old.schema, new.schema);
+    if now > was {
+        out.push(
+            Impact::Info,
+            format!("{path}.schema"),
+            format!("schema {was} → {now}: producers write schema {now}"),
+        );
+        out.push(
+            Impact::Rollout,
+            format!("{path}.schema"),
+            format!(
+                "deploy workers before producers: workers on OLD (accepts: [{}]) dead-letter schema {now} entries as unsupported_schema",
+                list(&old.accepts)
+            ),
+        );
+        if !new.accepts.contains(&was) {
+            out.push(
+                Impact::Breaking,
+                format!("{path}.accepts"),
+                format!(
+                    "NEW no longer accepts schema {was}, which producers on OLD write until they are redeployed, while workers on OLD do not accept schema {now}: whichever deploys first, entries are dead-lettered as unsupported_schema; keep accepting {was} for one release"
+                ),
+            );
+        }
+    } else if now < was {
+        out.push(
+            Impact::Breaking,
+            format!("{path}.schema"),
+            format!(
+                "schema {was} → {now}: producers would write a version older than schema {was}, already published"
+            ),
+        );
+    } else {
+        changed_in_place(out, &path, old, new);
+    }
+    accepted_versions(out, &path, old, new);
+    for version in sorted(&new.accepts) {
+        if version <= was {
+            old_entries_decode(out, &path, version, old, new);
+        }
+    }
+    current_fields(out, &path, old, new);
+}
+
+/// The same schema number with other fields: both sides of a rollout
+/// disagree about what the version holds.
+fn changed_in_place(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope) {
+    let schema = new.schema;
+    let mut changes = Vec::new();
+    for field in &old.fields {
+        match new.field(&field.name) {
+            None => changes.push(format!("`{}` removed", field.name)),
+            Some(now) => {
+                let d = compat::differences(field, now);
+                if !d.is_empty() {
+                    changes.push(format!("`{}` {}", field.name, d.join(", ")));
+                }
+            }
+        }
+    }
+    for field in &new.fields {
+        if old.field(&field.name).is_none() {
+            changes.push(format!("`{}` added", field.name));
+        }
+    }
+    let names = |e: &Envelope| e.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+    if changes.is_empty() && names(old) != names(new) {
+        changes.push("fields reordered".to_owned());
+    }
+    if !changes.is_empty() {
+        out.push(
+            Impact::Breaking,
+            format!("{path}.fields"),
+            format!(
+                "published version changed in place: schema {schema} now has other fields ({}); producers and workers on either side of the rollout disagree about schema {schema}; declare the change as schema {}",
+                changes.join("; "),
+                schema + 1
+            ),
+        );
+    }
+}
+
+fn accepted_versions(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope) {
+    for version in sorted(&old.accepts) {
+        // Dropping the old current schema during a bump is reported as breaking above.
+        let dropped_during_bump = version == old.schema && new.schema > old.schema;
+        if !new.accepts.contains(&version) && !dropped_during_bump {
+            out.push(
+                Impact::Rollout,
+                format!("{path}.accepts"),
+                format!(
+                    "no longer accepts schema {version}: its entries still in the stream, the retry schedule or the dead-letter stream will be dead-lettered as unsupported_schema on delivery or replay; deploy once none remain"
+                ),
+            );
+        }
+    }
+    for version in sorted(&new.accepts) {
+        if !old.accepts.contains(&version) && version <= old.schema {
+            out.push(
+                Impact::Info,
+                format!("{path}.accepts"),
+                format!("now also accepts schema {version}"),
+            );
+        }
+    }
+}
+
+/// Entries of `version` written under OLD must decode with NEW's idea of
+/// that version.
+fn old_entries_decode(
+    out: &mut Findings,
+    path: &str,
+    version: u32,
+    old: &Envelope,
+    new: &Envelope,
+) {
+    let written = old.fields_of(version);
+    let reader = new.fields_of(version);
+    for field in written.iter().map(|vf| &vf.field) {
+        let Some(now) = reader.iter().find(|vf| vf.field.name == field.name) else {
+            out.push(
+                Impact::Breaking,
+                format!("{path}.changes"),
+                format!(
+                    "schema {version} had `{}: {}`, and NEW's changes no longer give schema {version} that field: its history was rewritten, and its entries would not decode as written",
+                    field.name,
+                    definition(field)
+                ),
+            );
+            continue;
+        };
+        if let Err(why) = reads_all_of(field, &now.field) {
+            out.push(
+                Impact::Breaking,
+                field_path(path, new, version, now),
+                format!(
+                    "schema {version} entries hold `{}` as {}; NEW decodes them as {}: {why}",
+                    field.name,
+                    definition(field),
+                    definition(&now.field)
+                ),
+            );
+        }
+    }
+    for now in &reader {
+        let field = &now.field;
+        let known = written.iter().any(|vf| vf.field.name == field.name);
+        if !known && !field.optional && field.default.is_none() {
+            out.push(
+                Impact::Breaking,
+                field_path(path, new, version, now),
+                format!(
+                    "schema {version} entries written under OLD lack `{}`, which NEW's schema {version} requires: they would not decode",
+                    field.name
+                ),
+            );
+        }
+    }
+}
+
+/// Fields added, removed, renamed or retyped in the current schema.
+fn current_fields(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope) {
+    let fields = |name: &str| format!("{path}.fields.{name}");
+    // A schema changed in place already lists its changes; a lowered one
+    // has no version to follow the fields through.
+    if old.schema >= new.schema {
+        return;
+    }
+    // NEW's reconstruction of OLD's current version says where each of its
+    // fields went.
+    let then: Vec<VersionField> = new.fields_of(old.schema);
+    let mut reached: Vec<&str> = Vec::new();
+    for field in &old.fields {
+        let Some(vf) = then.iter().find(|vf| vf.field.name == field.name) else {
+            out.push(
+                Impact::Info,
+                fields(&field.name),
+                format!("`{}` removed", field.name),
+            );
+            continue;
+        };
+        let Some(current) = &vf.current else {
+            out.push(
+                Impact::Info,
+                fields(&field.name),
+                format!("`{}` removed", field.name),
+            );
+            continue;
+        };
+        reached.push(current);
+        if *current != field.name {
+            out.push(
+                Impact::Info,
+                fields(current),
+                format!("`{}` renamed to `{current}`", field.name),
+            );
+        }
+        if let Some(now) = new.field(current) {
+            let d = compat::differences(field, now);
+            if !d.is_empty() {
+                out.push(
+                    Impact::Info,
+                    fields(current),
+                    format!("`{current}` changed: {}", d.join(", ")),
+                );
+            }
+        }
+    }
+    for field in &new.fields {
+        if !reached.contains(&field.name.as_str()) && old.field(&field.name).is_none() {
+            out.push(
+                Impact::Info,
+                fields(&field.name),
+                format!("`{}` added: {}", field.name, definition(field)),
+            );
+        }
+    }
+}
+
+/// Where a field of an older version of NEW is defined.
+fn field_path(path: &str, envelope: &Envelope, version: u32, field: &VersionField) -> String {
+    match &field.current {
+        Some(current) => format!("{path}.fields.{current}"),
+        None => envelope
+            .changes
+            .iter()
+            .find(|c| c.version > version && c.removed.iter().any(|f| f.name == field.field.name))
+            .map_or(format!("{path}.changes"), |c| {
+                format!("{path}.changes.{}.removed.{}", c.version, field.field.name)
+            }),
+    }
+}
+
+/// Whether NEW's `partition_by` is OLD's with renamed fields renamed: the
+/// partition hashes the values only, and a rename carries them over.
+/// `envelopes` are OLD's and NEW's envelope of the queue, when both exist.
+fn partition_by_renamed(
+    old: &Queue,
+    new: &Queue,
+    envelopes: Option<(&Envelope, &Envelope)>,
+) -> bool {
+    let Some((before, after)) = envelopes else {
+        return false;
+    };
+    if old.envelope != new.envelope || before.schema > after.schema {
+        return false;
+    }
+    let then = after.fields_of(before.schema);
+    let renamed: Vec<String> = old
+        .partition_by
+        .iter()
+        .map(|name| {
+            then.iter()
+                .find(|vf| vf.field.name == *name)
+                .and_then(|vf| vf.current.clone())
+                .unwrap_or_else(|| name.clone())
+        })
+        .collect();
+    renamed == new.partition_by
+}
+
+fn queue_changes(
+    out: &mut Findings,
+    old: &Queue,
+    new: &Queue,
+    envelopes: Option<(&Envelope, &Envelope)>,
+) {
+    let path = |key: &str| format!("queues.{}.{key}", new.name);
+    if old.envelope != new.envelope {
+        out.push(
+            Impact::Breaking,
+            path("envelope"),
+            format!(
+                "carries `{}` instead of `{}`: entries of `{}` in its stream, retry schedule and dead letters would be decoded as `{}`",
+                new.envelope, old.envelope, old.envelope, new.envelope
+            ),
+        );
+    }
+    if old.partitions != new.partitions {
+        let stranded = if new.partitions < old.partitions {
+            format!(
+                "; partitions {}..{} are no longer read and their entries are stranded",
+                new.partitions,
+                old.partitions - 1
+            )
+        } else {
+            String::new()
+        };
+        out.push(
+            Impact::Breaking,
+            path("partitions"),
+            format!(
+                "{} → {} partitions: keys hash to other partitions, so a key's new entries can be handled before its older ones still queued on the old partition{stranded}",
+                old.partitions, new.partitions
+            ),
+        );
+    }
+    if old.partition_by != new.partition_by && partition_by_renamed(old, new, envelopes) {
+        out.push(
+            Impact::Info,
+            path("partition_by"),
+            format!(
+                "[{}] → [{}] follows the renamed fields: the key's values, and so its partition, stay the same",
+                old.partition_by.join(", "),
+                new.partition_by.join(", ")
+            ),
+        );
+    } else if old.partition_by != new.partition_by {
+        out.push(
+            Impact::Breaking,
+            path("partition_by"),
+            format!(
+                "[{}] → [{}]: entries of the same key move to another partition, so per-key ordering breaks while the old partitions still hold entries",
+                old.partition_by.join(", "),
+                new.partition_by.join(", ")
+            ),
+        );
+    }
+    if old.group.name != new.group.name {
+        out.push(
+            Impact::Rollout,
+            path("group.name"),
+            format!(
+                "group `{}` → `{}`: the new group starts at `{}`, and the old group's pending and unread entries are stranded; drain the old group before switching",
+                old.group.name,
+                new.group.name,
+                new.group.start.as_redis_arg()
+            ),
+        );
+    } else if old.group.start != new.group.start {
+        out.push(
+            Impact::Info,
+            path("group.start"),
+            format!(
+                "group.start `{}` → `{}`: applies only when the group is created; the existing group keeps its position",
+                old.group.start.as_redis_arg(),
+                new.group.start.as_redis_arg()
+            ),
+        );
+    }
+    let mut changed = Vec::new();
+    let mut note = |same: bool, key: &str| {
+        if !same {
+            changed.push(key.to_owned());
+        }
+    };
+    note(old.handler == new.handler, "handler");
+    note(old.claim == new.claim, "claim");
+    note(old.retry == new.retry, "retry");
+    note(old.poison == new.poison, "poison");
+    note(old.dead_letter == new.dead_letter, "dead_letter");
+    note(old.retention == new.retention, "retention");
+    note(old.payload == new.payload, "payload");
+    note(old.admission == new.admission, "admission");
+    note(old.alerts == new.alerts, "alerts");
+    if !changed.is_empty() {
+        out.push(
+            Impact::Info,
+            format!("queues.{}", new.name),
+            format!("settings changed: {}", changed.join(", ")),
+        );
+    }
+}
+
+fn sorted(versions: &[u32]) -> Vec<u32> {
+    let mut versions = versions.to_vec();
+    versions.sort_unstable();
+    versions
+}
+
+fn list(versions: &[u32]) -> String {
+    sorted(versions)
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(envelope: &str, queue: &str) -> Spec {
+        let source = format!(
+            "version: 1\nservice: shop\nenvelopes:\n  OrderPlaced:\n{envelope}queues:\n  orders:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\n{queue}"
+        );
+        let checked = crate::check_str(&source, "q.yaml");
+        assert!(
+            !checked.has_errors(),
+            "{source}\n{:#?}",
+            checked.diagnostics
+        );
+        checked.spec.unwrap()
+    }
+
+    const V1: &str = "    schema: 1\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u64 }\n";
+
+    fn findings(old: &Spec, new: &Spec) -> Vec<(Impact, String, String)> {
+        diff(old, new)
+            .into_iter()
+            .map(|f| (f.severity, f.path, f.message))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_spec_has_no_findings() {
+        assert!(diff(&spec(V1, ""), &spec(V1, "")).is_empty());
+    }
+
+    #[test]
+    fn a_compatible_bump_needs_workers_first() {
+        let v2 = "    schema: 2\n    accepts: [1, 2]\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u64 }\n      note: { type: string, max_bytes: 32, optional: true }\n    changes:\n      2: { added: [note] }\n";
+        let found = findings(&spec(V1, ""), &spec(v2, ""));
+        let severities: Vec<Impact> = found.iter().map(|f| f.0).collect();
+        assert_eq!(
+            severities,
+            [Impact::Rollout, Impact::Info, Impact::Info],
+            "{found:#?}"
+        );
+        assert!(found[0].2.starts_with("deploy workers before producers"));
+        assert_eq!(found[2].1, "envelopes.OrderPlaced.fields.note");
+    }
+
+    #[test]
+    fn a_narrowed_field_of_an_accepted_version_breaks() {
+        let v2 = "    schema: 2\n    accepts: [1, 2]\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u32 }\n";
+        let found = findings(&spec(V1, ""), &spec(v2, ""));
+        assert_eq!(found[0].0, Impact::Breaking);
+        assert_eq!(found[0].1, "envelopes.OrderPlaced.fields.pages");
+        assert!(
+            found[0]
+                .2
+                .contains("values above 4294967295 would not decode"),
+            "{found:#?}"
+        );
+        assert!(found
+            .iter()
+            .any(|f| f.2 == "`pages` changed: type u64 → u32"));
+    }
+
+    #[test]
+    fn a_version_changed_in_place_breaks() {
+        let changed = "    schema: 1\n    fields:\n      order_ref: { type: string, max_bytes: 128 }\n      pages: { type: u64 }\n";
+        let found = findings(&spec(V1, ""), &spec(changed, ""));
+        assert_eq!(found[0].0, Impact::Breaking);
+        assert!(found[0].2.starts_with("published version changed in place"));
+        assert!(found[0].2.contains("`order_ref` max_bytes 64 → 128"));
+    }
+
+    #[test]
+    fn dropping_the_old_schema_during_a_bump_breaks() {
+        let v2 = "    schema: 2\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u64 }\n";
+        let found = findings(&spec(V1, ""), &spec(v2, ""));
+        assert_eq!(found[0].0, Impact::Breaking);
+        assert_eq!(found[0].1, "envelopes.OrderPlaced.accepts");
+    }
+
+    #[test]
+    fn dropping_an_older_accepted_version_is_a_rollout() {
+        let v2 = "    schema: 2\n    accepts: [1, 2]\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u64 }\n";
+        let v2_only = v2.replace("    accepts: [1, 2]\n", "");
+        let found = findings(&spec(v2, ""), &spec(&v2_only, ""));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Rollout);
+        assert!(found[0]
+            .2
+            .contains("unsupported_schema on delivery or replay"));
+    }
+
+    #[test]
+    fn queue_changes() {
+        let old = spec(V1, "    partitions: 4\n");
+        let new = spec(
+            V1,
+            "    partitions: 8\n    partition_by: [order_ref]\n    group: { name: orders-v2 }\n    handler: { timeout: 10s }\n",
+        );
+        let found = findings(&old, &new);
+        let got: Vec<(Impact, &str)> = found.iter().map(|f| (f.0, f.1.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Impact::Breaking, "queues.orders.partitions"),
+                (Impact::Breaking, "queues.orders.partition_by"),
+                (Impact::Rollout, "queues.orders.group.name"),
+                (Impact::Info, "queues.orders"),
+            ]
+        );
+        // The default claim.min_idle follows handler.timeout.
+        assert_eq!(found[3].2, "settings changed: handler, claim");
+    }
+
+    #[test]
+    fn summaries_count_by_severity() {
+        let v2 = "    schema: 2\n    fields:\n      order_ref: { type: string, max_bytes: 64 }\n      pages: { type: u64 }\n";
+        let found = diff(&spec(V1, ""), &spec(v2, ""));
+        assert_eq!(
+            Summary::of(&found).to_string(),
+            "1 breaking, 1 rollout, 1 info"
+        );
+    }
+}
