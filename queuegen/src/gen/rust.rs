@@ -268,7 +268,7 @@ fn envelope_context(envelope: &Envelope) -> Result<EnvelopeContext> {
     let mut fields = Vec::with_capacity(envelope.fields.len());
     let mut enums = Vec::new();
     for field in &envelope.fields {
-        let (context, enum_context) = field_context(envelope, field, &enum_type(envelope, field))?;
+        let (context, enum_context) = field_context(field, &enum_type(envelope, field))?;
         fields.push(context);
         enums.extend(enum_context);
     }
@@ -303,7 +303,6 @@ pub(super) fn enum_type(envelope: &Envelope, field: &Field) -> String {
 /// A field of the envelope's struct, and its enum type when it is an enum
 /// (named `enum_name`).
 pub(super) fn field_context(
-    envelope: &Envelope,
     field: &Field,
     enum_name: &str,
 ) -> Result<(FieldContext, Option<EnumContext>)> {
@@ -345,14 +344,14 @@ pub(super) fn field_context(
         doc.push(format!("At most {max} bytes."));
     }
     if let Some(default) = &field.default {
-        if !is_type_default(&field.ty, default) {
-            return Err(Error::Unsupported(format!(
-                "envelope {}: field `{}` has default {default:?}; generated structs support only \
-                 the type's zero value (or an enum value) as a default for now",
-                envelope.name, field.name
-            )));
+        // `Default::default()` reads best where it is the spec's default
+        // (enums mark theirs with `#[default]`); any other default is
+        // decoded from its text, as if the entry carried it.
+        if is_type_default(&field.ty, default) {
+            attrs.push("default".to_owned());
+        } else {
+            attrs.push(format!("default = {default:?}"));
         }
-        attrs.push("default".to_owned());
         doc.push(format!("Decodes as `{default}` when absent."));
     }
     let rust_type = if field.optional {

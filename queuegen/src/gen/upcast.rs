@@ -113,7 +113,7 @@ fn older_struct(envelope: &Envelope, version: u32) -> Result<OlderStruct> {
     let mut enums = Vec::new();
     for vf in envelope.fields_of(version) {
         let (enum_name, owns_enum) = older_enum_type(envelope, version, &vf);
-        let (context, enum_context) = field_context(envelope, &vf.field, &enum_name)?;
+        let (context, enum_context) = field_context(&vf.field, &enum_name)?;
         fields.push(context);
         if owns_enum {
             enums.extend(enum_context);

@@ -6,7 +6,7 @@
 //! Each struct is one envelope's body; the runtime adds the standard header
 //! (`job_id`, `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`).
 
-use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, Upcast};
+use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, Timestamp, Upcast};
 
 /// The `TestJob` envelope, written with schema version 2; also decodes version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
@@ -131,4 +131,26 @@ impl Upcast for EvolvedJob {
             }),
         }
     }
+}
+
+/// The `DefaultsJob` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "DefaultsJob", schema = 1, accepts = [1])]
+pub struct DefaultsJob {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+    /// Decodes as `true` when absent.
+    #[envelope(default = "true")]
+    pub searchable: bool,
+    /// Decodes as `3` when absent.
+    #[envelope(default = "3")]
+    pub max_retries: i32,
+    /// At most 16 bytes.
+    /// Decodes as `en` when absent.
+    #[envelope(max_bytes = 16, default = "en")]
+    pub language: String,
+    /// Decodes as `2026-01-01T00:00:00.000Z` when absent.
+    #[envelope(default = "2026-01-01T00:00:00.000Z")]
+    pub not_before: Timestamp,
 }

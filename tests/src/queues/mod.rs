@@ -8,6 +8,7 @@
 //! The envelope types live in [`envelopes`].
 
 pub mod crashy;
+pub mod defaults;
 pub mod envelopes;
 pub mod evolving;
 pub mod jobs;
