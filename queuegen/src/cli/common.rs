@@ -11,16 +11,7 @@ use queuegen::spec::{self, lock, model, Checked, Lock, LockError};
 /// ("generating", "applying"), exits 1 without touching anything.
 pub fn valid_spec(path: &Path, doing: &str) -> anyhow::Result<Option<model::Spec>> {
     let checked = spec::check_file(path).with_context(|| format!("reading {}", path.display()))?;
-    for diagnostic in &checked.diagnostics {
-        eprintln!("{diagnostic}");
-    }
-    if checked.spec.is_none() {
-        eprintln!(
-            "{}: not {doing}: fix the errors above first",
-            path.display()
-        );
-    }
-    Ok(checked.spec)
+    Ok(reported(checked, path, doing))
 }
 
 /// Like [`valid_spec`], and also checked against the lock file: `lock` when
@@ -31,6 +22,12 @@ pub fn valid_spec_with_lock(
     doing: &str,
 ) -> anyhow::Result<Option<model::Spec>> {
     let checked = check_with_lock(path, lock)?;
+    Ok(reported(checked, path, doing))
+}
+
+/// Prints every diagnostic on stderr, and why nothing will be done when
+/// there were errors; the spec when there were none.
+fn reported(checked: Checked, path: &Path, doing: &str) -> Option<model::Spec> {
     for diagnostic in &checked.diagnostics {
         eprintln!("{diagnostic}");
     }
@@ -40,7 +37,7 @@ pub fn valid_spec_with_lock(
             path.display()
         );
     }
-    Ok(checked.spec)
+    checked.spec
 }
 
 /// Where the lock of `spec` is: `given` (`--lock PATH`), else beside the spec.
