@@ -130,10 +130,9 @@ fn round_trip<W: Envelope>(body: &W) -> OcrRequested {
 #[test]
 fn an_older_version_decodes_into_the_current_struct_through_its_conversion() {
     let v1 = OcrRequestedV1 {
-        document_ref: "s3://scans/1.pdf".into(),
+        subject_ref: "s3://scans/1.pdf".into(),
         pages: Some(3),
         priority: OcrRequestedPriority::Low,
-        dpi: Some(600),
     };
     let expected = OcrRequested {
         subject_ref: "s3://scans/1.pdf".into(),
@@ -253,7 +252,7 @@ async fn a_schema_2_worker_handles_versions_1_and_2_and_dead_letters_3() {
             priority: OcrRequestedPriority::High,
             engine: OcrRequestedEngine::Tesseract,
         },
-        "schema 1 is converted: document_ref renamed, engine defaulted, dpi dropped"
+        "schema 1 is converted: the engine it predates takes its default"
     );
     assert_eq!(
         handled["ocr-golden-2"],

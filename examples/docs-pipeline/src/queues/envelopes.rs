@@ -47,19 +47,18 @@ pub enum OcrRequestedEngine {
 pub struct OcrRequestedV1 {
     /// At most 200 bytes.
     #[envelope(max_bytes = 200)]
-    pub document_ref: String,
+    pub subject_ref: String,
     pub pages: Option<u32>,
     /// Decodes as `normal` when absent.
     #[envelope(default)]
     pub priority: OcrRequestedPriority,
-    pub dpi: Option<u32>,
 }
 
-/// Schema 2 renamed `document_ref` to `subject_ref`, added `engine`, and removed `dpi`.
+/// Schema 2 added `engine`.
 impl From<OcrRequestedV1> for OcrRequested {
     fn from(v1: OcrRequestedV1) -> Self {
         OcrRequested {
-            subject_ref: v1.document_ref,
+            subject_ref: v1.subject_ref,
             pages: v1.pages,
             priority: v1.priority,
             engine: OcrRequestedEngine::Tesseract,
