@@ -96,6 +96,19 @@ impl Envelope {
             .collect()
     }
 
+    /// The accepted versions older than the current schema, oldest first:
+    /// the ones workers decode through upcasts.
+    pub fn older_accepted(&self) -> Vec<u32> {
+        let mut older: Vec<u32> = self
+            .accepts
+            .iter()
+            .copied()
+            .filter(|v| *v < self.schema)
+            .collect();
+        older.sort_unstable();
+        older
+    }
+
     /// The oldest accepted version, which the upcast chain starts from.
     pub fn oldest_accepted(&self) -> u32 {
         self.accepts.iter().copied().min().unwrap_or(self.schema)

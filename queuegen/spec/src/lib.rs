@@ -95,7 +95,7 @@ pub fn check_str_with_lock(source: &str, file: &str, lock: Option<(&Lock, &str)>
         }
     };
     if let (Some(spec), Some((lock, lock_file)), false) = (&spec, lock, ctx.has_errors()) {
-        lock::check_spec(&mut ctx, spec, lock, lock_file);
+        lock::check::check_spec(&mut ctx, spec, lock, lock_file);
     }
     let has_errors = ctx.has_errors();
     Checked {

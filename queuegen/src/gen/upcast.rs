@@ -90,13 +90,7 @@ pub(super) fn older_versions(envelope: &Envelope) -> Result<Option<OlderVersions
     let conversions = (oldest + 1..=envelope.schema)
         .map(|version| conversion(envelope, version))
         .collect::<Result<Vec<_>>>()?;
-    let mut accepted: Vec<u32> = envelope
-        .accepts
-        .iter()
-        .copied()
-        .filter(|v| *v < envelope.schema)
-        .collect();
-    accepted.sort_unstable();
+    let accepted = envelope.older_accepted();
     let arms = accepted
         .into_iter()
         .map(|version| upcast_arm(envelope, version))

@@ -313,13 +313,7 @@ pub(crate) fn older_versions_decode(
     envelope: &Envelope,
     field_keys: &[(String, At)],
 ) {
-    let mut older: Vec<u32> = envelope
-        .accepts
-        .iter()
-        .copied()
-        .filter(|v| *v < envelope.schema)
-        .collect();
-    older.sort_unstable();
+    let older = envelope.older_accepted();
     for field in envelope
         .fields
         .iter()
