@@ -1,0 +1,169 @@
+//! The Redis durable-result store: one result per job, whoever commits first, and the effect done once across redeliveries.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queuegen_runtime::{
+    ensure_groups, Committed, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis,
+    RedisResults, Results, Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{pending_count, unique_prefix, wait_until};
+use queuegen_tests::{library, RedisServer};
+
+const TTL: Duration = Duration::from_secs(3600);
+
+#[tokio::test]
+async fn the_first_commit_wins_and_later_ones_get_it_back() {
+    let server = RedisServer::start();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let results = RedisResults::new(&redis, unique_prefix("results"), TTL);
+
+    assert_eq!(results.find("ocr", "job-1").await.unwrap(), None);
+    assert_eq!(
+        results.commit("ocr", "job-1", b"first").await.unwrap(),
+        Committed::Stored
+    );
+    let again = results.commit("ocr", "job-1", b"second").await.unwrap();
+    assert_eq!(again, Committed::Existing(b"first".to_vec()));
+    assert!(again.was_redelivery());
+    assert_eq!(
+        results.find("ocr", "job-1").await.unwrap().as_deref(),
+        Some(&b"first"[..])
+    );
+    // Another queue's job of the same id is another result.
+    assert_eq!(results.find("export", "job-1").await.unwrap(), None);
+
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ttl_ms: i64 = redis::cmd("PTTL")
+        .arg(results.key("ocr", "job-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        ttl_ms > 0 && ttl_ms <= TTL.as_millis() as i64,
+        "the result expires after the ttl: {ttl_ms} ms"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_commits_agree_on_one_result() {
+    let server = RedisServer::start();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let results = RedisResults::new(&redis, unique_prefix("results-race"), TTL);
+    let commits = (0..32).map(|n| {
+        let results = results.clone();
+        tokio::spawn(async move {
+            let value = format!("attempt-{n}");
+            let committed = results
+                .commit("ocr", "job-1", value.as_bytes())
+                .await
+                .unwrap();
+            (value, committed)
+        })
+    });
+    let mut stored = Vec::new();
+    let mut existing = Vec::new();
+    for commit in commits {
+        match commit.await.unwrap() {
+            (value, Committed::Stored) => stored.push(value),
+            (_, Committed::Existing(value)) => existing.push(String::from_utf8(value).unwrap()),
+        }
+    }
+    assert_eq!(stored.len(), 1, "exactly one commit stores: {stored:?}");
+    assert_eq!(existing.len(), 31);
+    assert!(
+        existing.iter().all(|value| *value == stored[0]),
+        "{existing:?}"
+    );
+}
+
+/// Commits a result per job; counts the effects it performed.
+#[derive(Clone)]
+struct Committing {
+    results: RedisResults,
+    effects: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<bool>>>,
+}
+
+impl Handler<TestJob> for Committing {
+    async fn handle(&self, job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        let committed = self
+            .results
+            .commit(ctx.queue(), ctx.job_id(), job.subject_ref.as_bytes())
+            .await
+            .map_err(JobError::transient)?;
+        if !committed.was_redelivery() {
+            self.effects.fetch_add(1, Ordering::SeqCst);
+        }
+        self.seen.lock().unwrap().push(committed.was_redelivery());
+        Ok(Outcome::Done)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_delivered_twice_has_its_effect_once() {
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("results-worker"), 2);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    // The same intent published twice (a producer retry): two entries, one job id.
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    for _ in 0..2 {
+        producer
+            .publish(NewJob::new("job-1", "acme", TestJob::new("doc-1", None)))
+            .await
+            .unwrap();
+    }
+    let handler = Committing {
+        results: RedisResults::new(&redis, config.key_prefix, config.marker_ttl),
+        effects: Arc::new(AtomicUsize::new(0)),
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(
+        Worker::new(&redis, config.clone(), handler.clone()).run_until(async {
+            let _ = stopped.await;
+        }),
+    );
+    let seen = handler.seen.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "both deliveries are handled",
+        || {
+            let handled = seen.lock().unwrap().len();
+            async move { handled == 2 }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+
+    assert_eq!(
+        handler.effects.load(Ordering::SeqCst),
+        1,
+        "the effect ran once"
+    );
+    let mut seen = handler.seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [false, true],
+        "the second delivery found the first's result"
+    );
+    assert_eq!(report.done, 2, "{report:?}");
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for key in config.ready_keys() {
+        assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
+    }
+}
