@@ -1,40 +1,32 @@
 //! Small handlers for the four queues. Each records its effect under the job's
-//! id with `SET NX`, so a redelivered job finds the effect and does not repeat it.
+//! id in the runtime's Redis result store, so a redelivered job finds the effect
+//! and does not repeat it.
 
 use std::time::Duration;
 
-use queuegen_runtime::{JobContext, JobError, Outcome, Redis};
-use redis::AsyncCommands;
+use queuegen_runtime::{JobContext, JobError, Outcome, Redis, RedisResults, Results};
 
 use crate::queues::envelopes::NotificationRequestedChannel;
 use crate::queues::{export, notification, ocr, reconciliation};
 
-/// Where handlers store their results: a key per queue and job id.
-#[derive(Clone)]
-pub struct ResultStore {
-    connection: redis::aio::ConnectionManager,
-}
+/// Where handlers store their results: `docs-pipeline:results:{queue}:{job_id}`,
+/// kept longer than any queue retains or replays a job.
+pub type ResultStore = RedisResults;
 
-impl ResultStore {
-    pub async fn open(redis_url: &str) -> anyhow::Result<Self> {
-        let client = redis::Client::open(redis_url)?;
-        Ok(ResultStore {
-            connection: client.get_connection_manager().await?,
-        })
-    }
+const RESULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
-    /// Stores `value` as the job's result unless one exists; true if this call stored it.
-    async fn record_once(
-        &self,
-        queue: &str,
-        ctx: &JobContext,
-        value: String,
-    ) -> Result<bool, JobError> {
-        let key = format!("docs-pipeline:results:{queue}:{}", ctx.job_id());
-        let mut connection = self.connection.clone();
-        let stored: bool = connection.set_nx(&key, value).await?;
-        Ok(stored)
-    }
+/// Stores `value` as the job's result unless an earlier delivery stored one;
+/// true if this delivery did.
+async fn record_once(
+    results: &ResultStore,
+    ctx: &JobContext,
+    value: String,
+) -> Result<bool, JobError> {
+    let committed = results
+        .commit(ctx.queue(), ctx.job_id(), value.as_bytes())
+        .await
+        .map_err(JobError::transient)?;
+    Ok(!committed.was_redelivery())
 }
 
 pub struct OcrHandler {
@@ -50,7 +42,7 @@ impl ocr::Handler for OcrHandler {
             "{} pages of {} ({:?})",
             pages, job.subject_ref, job.priority
         );
-        if !self.results.record_once("ocr", ctx, text).await? {
+        if !record_once(&self.results, ctx, text).await? {
             tracing::info!(
                 job_id = ctx.job_id(),
                 "ocr result already stored; redelivery"
@@ -79,7 +71,7 @@ impl notification::Handler for NotificationHandler {
             NotificationRequestedChannel::Push => "push",
         };
         let sent = format!("{} via {via} to {}", job.template, job.recipient_ref);
-        self.results.record_once("notification", ctx, sent).await?;
+        record_once(&self.results, ctx, sent).await?;
         Ok(Outcome::Done)
     }
 }
@@ -101,7 +93,7 @@ impl export::Handler for ExportHandler {
             job.row_limit.map_or("all".to_owned(), |n| n.to_string()),
             job.requested_at
         );
-        self.results.record_once("export", ctx, file).await?;
+        record_once(&self.results, ctx, file).await?;
         Ok(Outcome::Done)
     }
 }
@@ -125,17 +117,14 @@ impl reconciliation::Handler for ReconciliationHandler {
             "{} from {} to {}",
             job.ledger_ref, job.window_start, job.window_end
         );
-        self.results
-            .record_once("reconciliation", ctx, summary)
-            .await?;
+        record_once(&self.results, ctx, summary).await?;
         Ok(Outcome::Done)
     }
 }
 
 /// Connects to Redis for queue traffic; a thin wrapper so binaries share the setup.
 pub async fn connect(redis_url: &str) -> anyhow::Result<(Redis, ResultStore)> {
-    Ok((
-        Redis::connect(redis_url).await?,
-        ResultStore::open(redis_url).await?,
-    ))
+    let redis = Redis::connect(redis_url).await?;
+    let results = RedisResults::new(&redis, "docs-pipeline", RESULT_TTL);
+    Ok((redis, results))
 }
