@@ -70,28 +70,51 @@ impl Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     Baseline,
-    Queuegen { workers: usize },
+    /// `results`: each job commits a result to the Redis result store
+    /// (`RedisResults`) before it reports `Done`.
+    Queuegen {
+        workers: usize,
+        results: bool,
+    },
 }
 
 impl Variant {
-    pub const ALL: [Variant; 3] = [
+    pub const ALL: [Variant; 4] = [
         Variant::Baseline,
-        Variant::Queuegen { workers: 1 },
-        Variant::Queuegen { workers: 8 },
+        Variant::Queuegen {
+            workers: 1,
+            results: false,
+        },
+        Variant::Queuegen {
+            workers: 8,
+            results: false,
+        },
+        Variant::Queuegen {
+            workers: 8,
+            results: true,
+        },
     ];
 
     pub fn name(self) -> String {
         match self {
             Variant::Baseline => "baseline (redis-rs, 8 consumers)".to_owned(),
-            Variant::Queuegen { workers: 1 } => "queuegen, 1 worker".to_owned(),
-            Variant::Queuegen { workers } => format!("queuegen, {workers} workers"),
+            Variant::Queuegen { workers, results } => {
+                let workers = match workers {
+                    1 => "1 worker".to_owned(),
+                    n => format!("{n} workers"),
+                };
+                let store = if results { " + result store" } else { "" };
+                format!("queuegen, {workers}{store}")
+            }
         }
     }
 
     pub fn slug(self) -> String {
         match self {
             Variant::Baseline => "base".to_owned(),
-            Variant::Queuegen { workers } => format!("qg{workers}"),
+            Variant::Queuegen { workers, results } => {
+                format!("qg{workers}{}", if results { "r" } else { "" })
+            }
         }
     }
 }
@@ -150,7 +173,9 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
             let outcome = match variant {
                 Variant::Baseline => baseline::run(args, url, &prefix).await,
-                Variant::Queuegen { workers } => queuegen::run(args, url, &prefix, workers).await,
+                Variant::Queuegen { workers, results } => {
+                    queuegen::run(args, url, &prefix, workers, results).await
+                }
             };
             // Clean up even after a failed variant, then report the failure.
             let cleaned = report::delete_prefix(&redis, &prefix).await;

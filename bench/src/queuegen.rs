@@ -6,15 +6,17 @@
 //! per round), `partitions` and `concurrency` overridden. Publish:
 //! `publish_many` in batches of `--batch` on one `Redis`. Process: `workers`
 //! workers, each with its own `Redis` (as separate processes would have) and
-//! its default recovery and scheduler loops, running a no-op handler that
-//! calls the probe and returns `Outcome::Done`.
+//! its default recovery and scheduler loops, running a handler that calls
+//! the probe and returns `Outcome::Done` — with the result store on, after
+//! committing the job's result with `RedisResults` (`SET … NX GET PX`).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use queuegen_runtime::{JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, Worker};
+use queuegen_runtime::{
+    JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
+};
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use tokio::sync::watch;
@@ -23,23 +25,36 @@ use crate::baseline::{job, tenant};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::Args;
 
-/// The no-op handler. `jobs::Adapter` cannot be built outside the generated
-/// module (`jobs::worker` takes no config), so this implements the runtime's
-/// handler trait directly, which is all the adapter forwards to.
-struct Noop(Arc<Probe>);
+/// The handler: no work, or (with the result store) one committed result
+/// per job, as an idempotent handler would store its effect. `jobs::Adapter`
+/// cannot be built outside the generated module (`jobs::worker` takes no
+/// config), so this implements the runtime's handler trait directly, which
+/// is all the adapter forwards to.
+struct Bench {
+    probe: Arc<Probe>,
+    results: Option<RedisResults>,
+}
 
-impl queuegen_runtime::Handler<TestJob> for Noop {
-    fn handle(
-        &self,
-        _job: TestJob,
-        ctx: &JobContext,
-    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
-        self.0.handler_started(ctx.stream_id());
-        std::future::ready(Ok(Outcome::Done))
+impl queuegen_runtime::Handler<TestJob> for Bench {
+    async fn handle(&self, job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        self.probe.handler_started(ctx.stream_id());
+        if let Some(results) = &self.results {
+            results
+                .commit(ctx.queue(), ctx.job_id(), job.subject_ref.as_bytes())
+                .await
+                .map_err(JobError::transient)?;
+        }
+        Ok(Outcome::Done)
     }
 }
 
-pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result<RoundResult> {
+pub async fn run(
+    args: &Args,
+    url: &str,
+    prefix: &str,
+    workers: usize,
+    results: bool,
+) -> Result<RoundResult> {
     // QueueConfig holds `&'static str`s: one small leak per variant and round.
     let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
     let config = QueueConfig {
@@ -80,8 +95,12 @@ pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);
     for (n, redis) in worker_redis.iter().enumerate() {
-        let worker = Worker::new(redis, config.clone(), Noop(probe.clone()))
-            .consumer_name(format!("{prefix}-w{n}"));
+        let handler = Bench {
+            probe: probe.clone(),
+            results: results.then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
+        };
+        let worker =
+            Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
         let mut stopped = stopped.clone();
         running.push(tokio::spawn(worker.run_until(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
