@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::streams::{StreamId, StreamReadReply};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::reply::{Entry, ReadReply};
 use super::{classify, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::Result;
@@ -131,7 +131,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             let reply = self
                 .xreadgroup(conn, &[key.as_str()], permits.len(), None)
                 .await?;
-            for entry in reply.keys.into_iter().flat_map(|stream| stream.ids) {
+            for entry in reply.streams.into_iter().flat_map(|(_, entries)| entries) {
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
@@ -147,18 +147,17 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let reply = self
             .xreadgroup(conn, &keys, permits.len(), Some(self.block))
             .await?;
-        let entries: Vec<(u16, &str, StreamId)> = reply
-            .keys
+        let entries: Vec<(u16, &str, Entry)> = reply
+            .streams
             .into_iter()
-            .flat_map(|stream| {
+            .flat_map(|(stream_key, entries)| {
                 let (partition, key) = self
                     .streams
                     .iter()
-                    .find(|(_, key)| *key == stream.key)
+                    .find(|(_, key)| *key == stream_key)
                     .map(|(partition, key)| (*partition, key.as_str()))
                     .expect("XREADGROUP answers only for the streams it was given");
-                stream
-                    .ids
+                entries
                     .into_iter()
                     .map(move |entry| (partition, key, entry))
             })
@@ -198,7 +197,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         keys: &[&str],
         count: usize,
         block: Option<Duration>,
-    ) -> Result<StreamReadReply, Failure> {
+    ) -> Result<ReadReply, Failure> {
         let shared = self.shared;
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
@@ -212,16 +211,16 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         cmd.arg("STREAMS").arg(keys).arg(vec![">"; keys.len()]);
         let reply = shared
             .cancel
-            .unless_raised(cmd.query_async::<Option<StreamReadReply>>(conn))
+            .unless_raised(cmd.query_async::<ReadReply>(conn))
             .await;
         match reply {
             None => Err(Failure::Cancelled),
-            Some(Ok(reply)) => Ok(reply.unwrap_or_default()),
+            Some(Ok(reply)) => Ok(reply),
             Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
         }
     }
 
-    fn dispatch(&self, partition: u16, key: &str, entry: StreamId, permit: OwnedSemaphorePermit) {
+    fn dispatch(&self, partition: u16, key: &str, entry: Entry, permit: OwnedSemaphorePermit) {
         let delivery = Delivery {
             partition,
             key: key.to_owned(),

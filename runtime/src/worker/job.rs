@@ -85,7 +85,7 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     span: &tracing::Span,
 ) {
     let counters = &shared.counters;
-    let fields = FieldMap::from_stream_map(E::TYPE, &delivery.entry.map);
+    let fields = FieldMap::from_pairs(E::TYPE, &delivery.entry.fields);
     let (header, body) = match envelope::decode::<E>(&fields) {
         Ok(decoded) => decoded,
         Err(err) => return decode_failed(shared, &delivery, &fields, err).await,

@@ -18,6 +18,7 @@ mod acks;
 mod intake;
 mod job;
 mod recovery;
+mod reply;
 mod scheduler;
 mod shutdown;
 
@@ -29,7 +30,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::streams::StreamId;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -40,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::handler::Handler;
 use crate::redis::Redis;
 use crate::transitions::TransitionCode;
+use reply::Entry;
 use shutdown::Flag;
 
 /// Default longest wait of one blocking read.
@@ -253,7 +254,7 @@ struct Shared<E, H> {
 struct Delivery {
     partition: u16,
     key: String,
-    entry: StreamId,
+    entry: Entry,
     /// Taken over by `XAUTOCLAIM` rather than read as new.
     claimed: bool,
 }

@@ -106,7 +106,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             let delivery = Delivery {
                 partition,
                 key: key.clone(),
-                entry,
+                entry: entry.into(),
                 claimed: true,
             };
             if shared.spawn_job(delivery, permit) {
