@@ -13,7 +13,8 @@ pub struct JobContext {
     pub(crate) stream_id: String,
     pub(crate) partition: u16,
     pub(crate) queue: &'static str,
-    pub(crate) consumer: String,
+    /// Shared with the worker: cloned per job, never copied.
+    pub(crate) consumer: std::sync::Arc<str>,
 }
 
 impl JobContext {

@@ -202,7 +202,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(shared.config.group)
-            .arg(&shared.consumer)
+            .arg(&*shared.consumer)
             .arg("COUNT")
             .arg(count);
         if let Some(block) = block {

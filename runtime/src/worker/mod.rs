@@ -158,7 +158,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             acks: self.redis.shared(),
             acker: acks::start(self.redis.shared(), self.config.group),
             config: self.config,
-            consumer: self.consumer,
+            consumer: Arc::from(self.consumer),
             handler: self.handler,
             counters: Counters::default(),
             in_flight: Mutex::new(HashSet::new()),
@@ -230,7 +230,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
 /// State shared by the intake, recovery and scheduler loops and every job task.
 struct Shared<E, H> {
     config: QueueConfig,
-    consumer: String,
+    consumer: Arc<str>,
     handler: H,
     /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
     acks: ConnectionManager,

@@ -74,7 +74,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         let mut cmd = redis::cmd("XAUTOCLAIM");
         cmd.arg(&key)
             .arg(config.group)
-            .arg(&shared.consumer)
+            .arg(&*shared.consumer)
             .arg(min_idle_ms)
             .arg(&cursor)
             .arg("COUNT")
@@ -224,7 +224,7 @@ async fn take_over<E: Envelope, H: Handler<E>>(
     let claimed: Vec<String> = redis::cmd("XCLAIM")
         .arg(key)
         .arg(config.group)
-        .arg(&shared.consumer)
+        .arg(&*shared.consumer)
         .arg(min_idle_ms)
         .arg(id)
         .arg("JUSTID")
