@@ -18,6 +18,7 @@ use queuegen_tests::queues::envelopes::TestJob;
 use redis::streams::StreamReadReply;
 
 use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::usage;
 use crate::Args;
 
 const CONSUMERS: usize = 8;
@@ -43,11 +44,13 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
         .context("XGROUP CREATE")?;
     let probe = Arc::new(Probe::new(args.jobs));
 
+    let before_publish = usage::sample(&mut conn).await?;
     let publish_start = Instant::now();
     tokio::time::timeout(args.timeout(), publish(&mut conn, &key, args))
         .await
         .context("timed out publishing (raise --timeout)")??;
     let publish_end = Instant::now();
+    let after_publish = usage::sample(&mut conn).await?;
 
     let mut consumers = Vec::with_capacity(CONSUMERS);
     for n in 0..CONSUMERS {
@@ -62,6 +65,7 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
         args.timeout(),
     )
     .await;
+    let after_last_ack = usage::sample(&mut conn).await?;
     for consumer in consumers {
         // A consumer still blocked in its read returns within BLOCK_MS.
         tokio::time::timeout(args.timeout(), consumer)
@@ -74,6 +78,7 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
         publish_start,
         publish_end,
         last_ack: last_ack?,
+        samples: [before_publish, after_publish, after_last_ack],
     };
     RoundResult::new(args.jobs, &probe, timeline, None)
 }

@@ -10,6 +10,7 @@ mod probe;
 mod queuegen;
 mod report;
 mod stats;
+mod usage;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --jobs 50000 --rounds 3\n  \
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 1\n  \
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 64\n  \
+        cargo run --release -p queuegen-bench -- --variant base --variant qg8 --rounds 5\n  \
         cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n\n\
         Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
         free loopback port and stopped at the end. With --redis nothing is flushed: every\n\
@@ -58,6 +60,10 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
+    /// Run only these variants (repeatable): base, qg1, qg8, qg8r. Default:
+    /// all. Without base the table has no ratios.
+    #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
+    pub variants: Vec<Variant>,
 }
 
 impl Args {
@@ -107,6 +113,17 @@ impl Variant {
                 format!("queuegen, {workers}{store}")
             }
         }
+    }
+
+    /// The variant a `--variant` value names.
+    fn parse_slug(slug: &str) -> Result<Variant, String> {
+        Variant::ALL
+            .into_iter()
+            .find(|variant| variant.slug() == slug)
+            .ok_or_else(|| {
+                let known: Vec<String> = Variant::ALL.iter().map(|v| v.slug()).collect();
+                format!("unknown variant {slug:?}; known: {}", known.join(", "))
+            })
     }
 
     pub fn slug(self) -> String {
@@ -170,6 +187,9 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     for round in 0..args.rounds {
         let mut results = Vec::new();
         for variant in Variant::ALL {
+            if !args.variants.is_empty() && !args.variants.contains(&variant) {
+                continue;
+            }
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
             let outcome = match variant {
                 Variant::Baseline => baseline::run(args, url, &prefix).await,

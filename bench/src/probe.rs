@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use redis::aio::ConnectionLike;
 
 use crate::stats;
+use crate::usage::{self, Usage};
 
 /// Histogram buckets: 0..LATENCY_BUCKETS-1 ms, the last one "or more".
 const LATENCY_BUCKETS: usize = 120_001;
@@ -135,6 +136,8 @@ pub struct Timeline {
     pub publish_start: Instant,
     pub publish_end: Instant,
     pub last_ack: Instant,
+    /// Samples taken just before `publish_start`, just after `publish_end` and just after `last_ack`.
+    pub samples: [usage::Sample; 3],
 }
 
 /// One variant's raw figures in one round.
@@ -151,6 +154,8 @@ pub struct RoundResult {
     pub latency_max_ms: f64,
     /// Jobs the workers reported done (queuegen only; the baseline acks all it reads).
     pub reported_done: Option<u64>,
+    pub publish_usage: Usage,
+    pub process_usage: Usage,
 }
 
 impl RoundResult {
@@ -175,6 +180,8 @@ impl RoundResult {
             latency_p99_ms: percentile(99.0),
             latency_max_ms: percentile(100.0),
             reported_done,
+            publish_usage: Usage::between(&timeline.samples[0], &timeline.samples[1]),
+            process_usage: Usage::between(&timeline.samples[1], &timeline.samples[2]),
         })
     }
 

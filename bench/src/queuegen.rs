@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
 use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::usage;
 use crate::Args;
 
 /// The handler: no work, or (with the result store) one committed result
@@ -76,6 +77,8 @@ pub async fn run(
         worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
     }
 
+    let mut conn = redis.shared();
+    let before_publish = usage::sample(&mut conn).await?;
     let publish_start = Instant::now();
     let publishing = async {
         let mut i = 0;
@@ -91,6 +94,7 @@ pub async fn run(
         .await
         .context("timed out publishing (raise --timeout)")??;
     let publish_end = Instant::now();
+    let after_publish = usage::sample(&mut conn).await?;
 
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);
@@ -107,9 +111,9 @@ pub async fn run(
         })));
     }
     let keys = config.ready_keys();
-    let mut conn = redis.shared();
     let last_ack =
         probe::wait_last_ack(&mut conn, &probe, &keys, config.group, args.timeout()).await;
+    let after_last_ack = usage::sample(&mut conn).await;
     let _ = stop.send(true);
     let mut done = 0;
     for worker in running {
@@ -121,6 +125,7 @@ pub async fn run(
         done += report.done;
     }
     let last_ack = last_ack?;
+    let after_last_ack = after_last_ack?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
@@ -128,6 +133,7 @@ pub async fn run(
         publish_start,
         publish_end,
         last_ack,
+        samples: [before_publish, after_publish, after_last_ack],
     };
     RoundResult::new(args.jobs, &probe, timeline, Some(done))
 }

@@ -87,6 +87,28 @@ const METRICS: [Metric; 5] = [
     ("latency_p99", "ms", |r| r.latency_p99_ms),
 ];
 
+/// Where each phase's time went, per job (see `usage`).
+const COSTS: [Metric; 6] = [
+    ("publish_client_cpu", "µs/job", |r| {
+        r.publish_usage.client_us_per_job(r.jobs)
+    }),
+    ("publish_server_cpu", "µs/job", |r| {
+        r.publish_usage.server_us_per_job(r.jobs)
+    }),
+    ("publish_commands", "cmd/job", |r| {
+        r.publish_usage.commands_per_job(r.jobs)
+    }),
+    ("process_client_cpu", "µs/job", |r| {
+        r.process_usage.client_us_per_job(r.jobs)
+    }),
+    ("process_server_cpu", "µs/job", |r| {
+        r.process_usage.server_us_per_job(r.jobs)
+    }),
+    ("process_commands", "cmd/job", |r| {
+        r.process_usage.commands_per_job(r.jobs)
+    }),
+];
+
 fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Metric) -> Vec<f64> {
     rounds
         .iter()
@@ -106,6 +128,8 @@ fn rate(value: f64) -> String {
 
 fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) -> String {
     let text = match metric.1 {
+        "µs/job" => format!("{:.1} µs", figure.median),
+        "cmd/job" => format!("{:.3}", figure.median),
         "ms" => format!(
             "{:.0} ms ({:.0}–{:.0})",
             figure.median, figure.min, figure.max
@@ -117,7 +141,7 @@ fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) 
             rate(figure.max)
         ),
     };
-    if is_baseline {
+    if is_baseline || baseline.median.is_nan() {
         text
     } else {
         format!("{text} **{:.2}×**", figure.median / baseline.median)
@@ -135,8 +159,24 @@ pub fn markdown(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
         "| variant | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
     );
     out.push_str("|---|---|---|---|---|---|\n");
-    for variant in Variant::ALL {
-        let cells: Vec<String> = METRICS
+    push_rows(&mut out, rounds, &METRICS);
+    out.push_str(
+        "\nCost per job (median; client = this process's CPU, server = redis-server's CPU \
+         and commands from INFO; ratio to the baseline's):\n\n",
+    );
+    out.push_str(
+        "| variant | publish client CPU | publish server CPU | publish commands \
+         | process client CPU | process server CPU | process commands |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|\n");
+    push_rows(&mut out, rounds, &COSTS);
+    out
+}
+
+/// One row per variant that ran, one cell per metric.
+fn push_rows(out: &mut String, rounds: &[Vec<(Variant, RoundResult)>], metrics: &[Metric]) {
+    for variant in ran(rounds) {
+        let cells: Vec<String> = metrics
             .iter()
             .map(|metric| {
                 let figure = Figure::of(&values(rounds, variant, metric));
@@ -146,7 +186,14 @@ pub fn markdown(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
             .collect();
         out.push_str(&format!("| {} | {} |\n", variant.name(), cells.join(" | ")));
     }
-    out
+}
+
+/// The variants that ran, in their usual order.
+fn ran(rounds: &[Vec<(Variant, RoundResult)>]) -> Vec<Variant> {
+    Variant::ALL
+        .into_iter()
+        .filter(|variant| rounds.iter().flatten().any(|(v, _)| v == variant))
+        .collect()
 }
 
 /// Writes `latest.json` under `--out`; returns its path.
@@ -174,15 +221,17 @@ pub async fn write_json(
                     "latency_p99_ms": r.latency_p99_ms,
                     "latency_max_ms": r.latency_max_ms,
                     "workers_reported_done": r.reported_done,
+                    "publish_usage": usage_json(&r.publish_usage),
+                    "process_usage": usage_json(&r.process_usage),
                 })).collect::<Vec<_>>(),
             })
         })
         .collect();
-    let summary: Vec<Value> = Variant::ALL
-        .iter()
-        .map(|&variant| {
+    let summary: Vec<Value> = ran(rounds)
+        .into_iter()
+        .map(|variant| {
             let mut figures = serde_json::Map::new();
-            for metric in &METRICS {
+            for metric in METRICS.iter().chain(&COSTS) {
                 let figure = Figure::of(&values(rounds, variant, metric));
                 let baseline = Figure::of(&values(rounds, Variant::Baseline, metric));
                 let mut value = figure.json();
@@ -219,6 +268,14 @@ pub async fn write_json(
     let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
     std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+fn usage_json(usage: &crate::usage::Usage) -> Value {
+    json!({
+        "client_cpu_secs": usage.client_cpu_secs,
+        "server_cpu_secs": usage.server_cpu_secs,
+        "server_commands": usage.commands,
+    })
 }
 
 /// `nproc`, CPU model and memory, from the OS.
