@@ -135,7 +135,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
-                self.dispatch(*partition, key, entry, permit);
+                self.dispatch(*partition, entry, permit);
                 delivered = true;
             }
         }
@@ -147,23 +147,21 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let reply = self
             .xreadgroup(conn, &keys, permits.len(), Some(self.block))
             .await?;
-        let entries: Vec<(u16, &str, Entry)> = reply
+        let entries: Vec<(u16, Entry)> = reply
             .streams
             .into_iter()
             .flat_map(|(stream_key, entries)| {
-                let (partition, key) = self
+                let partition = self
                     .streams
                     .iter()
                     .find(|(_, key)| *key == stream_key)
-                    .map(|(partition, key)| (*partition, key.as_str()))
+                    .map(|(partition, _)| *partition)
                     .expect("XREADGROUP answers only for the streams it was given");
-                entries
-                    .into_iter()
-                    .map(move |entry| (partition, key, entry))
+                entries.into_iter().map(move |entry| (partition, entry))
             })
             .collect();
         let total = entries.len();
-        for (index, (partition, key, entry)) in entries.into_iter().enumerate() {
+        for (index, (partition, entry)) in entries.into_iter().enumerate() {
             let permit = match permits.pop() {
                 Some(permit) => permit,
                 // More entries than permits (COUNT is per stream, see the
@@ -185,7 +183,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     }
                 },
             };
-            self.dispatch(partition, key, entry, permit);
+            self.dispatch(partition, entry, permit);
         }
         Ok(())
     }
@@ -220,10 +218,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         }
     }
 
-    fn dispatch(&self, partition: u16, key: &str, entry: Entry, permit: OwnedSemaphorePermit) {
+    fn dispatch(&self, partition: u16, entry: Entry, permit: OwnedSemaphorePermit) {
         let delivery = Delivery {
             partition,
-            key: key.to_owned(),
             entry,
             claimed: false,
         };

@@ -20,6 +20,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 use super::acks::AckRequest;
+use super::in_flight::Slot;
 use super::{is_connection_error, now_ms, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, Result};
@@ -35,11 +36,18 @@ const DETAIL_MAX_BYTES: usize = 256;
 /// the envelope, whose size the producer bounded without it.
 const REASON_MAX_BYTES: usize = 128;
 
-/// Runs one delivery to its end; the permit is released when this returns.
+/// What a job holds until it is settled: its permit and its in-flight entry.
+/// A `Done` job hands both to the acker; any other ends with the job task.
+pub(super) struct Held {
+    pub permit: OwnedSemaphorePermit,
+    pub slot: Slot,
+}
+
+/// Runs one delivery to its end.
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: Arc<Shared<E, H>>,
     delivery: Delivery,
-    permit: OwnedSemaphorePermit,
+    held: Held,
     parent: tracing::Span,
 ) {
     let span = tracing::info_span!(
@@ -52,10 +60,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         job_id = tracing::field::Empty,
         trace_id = tracing::field::Empty,
     );
-    run_in_span(shared, delivery, &span)
+    run_in_span(&shared, delivery, held, &span)
         .instrument(span.clone())
         .await;
-    drop(permit);
 }
 
 /// What to do with a job once its handler has ended.
@@ -82,6 +89,7 @@ enum Settle {
 async fn run_in_span<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     delivery: Delivery,
+    held: Held,
     span: &tracing::Span,
 ) {
     let counters = &shared.counters;
@@ -90,12 +98,14 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
         Ok(decoded) => decoded,
         Err(err) => return decode_failed(shared, &delivery, &fields, err).await,
     };
+    drop(fields);
     span.record("job_id", header.job_id.as_str());
     span.record("trace_id", header.trace_id.as_str());
 
     let ctx = JobContext {
         header,
-        stream_id: delivery.entry.id.clone(),
+        // The context owns the ID from here on: no copy per job.
+        stream_id: delivery.entry.id,
         partition: delivery.partition,
         queue: shared.config.queue,
         consumer: shared.consumer.clone(),
@@ -105,7 +115,10 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     // No extra task per job.
     let handling = AssertUnwindSafe(shared.handler.handle(body, &ctx)).catch_unwind();
     let timeout = shared.config.handler_timeout;
+    // Biased, handler first: a handler that finishes without waiting costs
+    // neither a timer nor a wait on the cancel flag.
     let finished = tokio::select! {
+        biased;
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
             Counters::add(&counters.left_pending, 1);
@@ -163,14 +176,15 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
         },
     };
     match settle {
-        Settle::Ack => ack(shared, &delivery).await,
+        Settle::Ack => ack(shared, ctx, held),
         Settle::Retry {
             after,
             reason,
             detail,
-        } => schedule_retry(shared, &delivery, &ctx, after, &reason, &detail).await,
+        } => schedule_retry(shared, &ctx, after, &reason, &detail).await,
         Settle::DeadLetter { reason, detail } => {
-            dead_letter(shared, &delivery, Some(ctx.job_id()), reason, &detail).await;
+            let source = (ctx.partition, ctx.stream_id());
+            dead_letter(shared, source, Some(ctx.job_id()), reason, &detail).await;
         }
         Settle::Reconcile { reason } => reconcile(shared, &ctx, reason).await,
         Settle::StayPending => Counters::add(&counters.failed, 1),
@@ -194,7 +208,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     tracing::error!(
         queue = shared.config.queue,
         partition = delivery.partition,
-        key = %delivery.key,
+        key = shared.ready_key(delivery.partition),
         stream_id = %delivery.entry.id,
         job_id = job_id.as_deref(),
         error = %err,
@@ -207,7 +221,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     };
     dead_letter(
         shared,
-        delivery,
+        (delivery.partition, &delivery.entry.id),
         job_id.as_deref(),
         reason,
         &err.to_string(),
@@ -218,7 +232,6 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
 /// Schedules the next attempt, or dead-letters the job when this attempt was the last.
 async fn schedule_retry<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
-    delivery: &Delivery,
     ctx: &JobContext,
     after: Option<Duration>,
     reason: &str,
@@ -233,7 +246,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         );
         dead_letter(
             shared,
-            delivery,
+            (ctx.partition, ctx.stream_id()),
             Some(ctx.job_id()),
             DeadReason::RetriesExhausted,
             &detail,
@@ -248,8 +261,8 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     let due_ms = now_ms().saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
     let reason = truncate(reason, REASON_MAX_BYTES);
     let request = transitions::ScheduleRetry {
-        partition: delivery.partition,
-        source_id: &delivery.entry.id,
+        partition: ctx.partition,
+        source_id: ctx.stream_id(),
         job_id: ctx.job_id(),
         due_ms,
         reason,
@@ -281,18 +294,20 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
 }
 
 /// Moves the entry to the dead-letter stream through the `dead_letter` function.
+/// `source` is the entry's partition and stream ID.
 async fn dead_letter<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
-    delivery: &Delivery,
+    source: (u16, &str),
     job_id: Option<&str>,
     reason: DeadReason,
     detail: &str,
 ) {
-    let deliveries = delivery_count(shared, delivery).await;
+    let (partition, source_id) = source;
+    let deliveries = delivery_count(shared, partition, source_id).await;
     let detail = truncate(detail, DETAIL_MAX_BYTES);
     let request = transitions::DeadLetter {
-        partition: delivery.partition,
-        source_id: &delivery.entry.id,
+        partition,
+        source_id,
         job_id,
         reason,
         detail,
@@ -384,13 +399,14 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
 /// How often this entry was delivered, for the dead letter's record (0 if unknown).
 async fn delivery_count<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
-    delivery: &Delivery,
+    partition: u16,
+    id: &str,
 ) -> u64 {
     let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
-        .arg(&delivery.key)
+        .arg(shared.ready_key(partition))
         .arg(shared.config.group)
-        .arg(&delivery.entry.id)
-        .arg(&delivery.entry.id)
+        .arg(id)
+        .arg(id)
         .arg(1)
         .query_async(&mut shared.acks.clone())
         .await;
@@ -431,32 +447,23 @@ where
 }
 
 /// Acknowledges the entry after a `Done` outcome only, through the worker's
-/// acker (one `XACK` per stream per flush; see `acks`). Waits for the answer,
-/// so the job counts as done only once Redis has it.
-async fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, delivery: &Delivery) {
-    let counters = &shared.counters;
-    let (reply, answer) = tokio::sync::oneshot::channel();
+/// acker (one `XACK` per stream per flush; see `acks`), which counts the job
+/// done and releases what it held once Redis has the ack.
+fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held: Held) {
     let request = AckRequest {
-        key: delivery.key.clone(),
-        id: delivery.entry.id.clone(),
-        reply,
+        partition: ctx.partition,
+        id: ctx.stream_id,
+        permit: held.permit,
+        slot: held.slot,
     };
-    let acked = match shared.acker.send(request) {
-        Ok(()) => answer
-            .await
-            .unwrap_or_else(|_| Err("the acker stopped".to_owned())),
-        Err(_) => Err("the acker stopped".to_owned()),
-    };
-    match acked {
-        Ok(()) => Counters::add(&counters.done, 1),
-        Err(err) => {
-            Counters::add(&counters.failed, 1);
-            tracing::error!(
-                key = %delivery.key,
-                error = %err,
-                "XACK failed after the job was done; it stays pending and will be redelivered",
-            );
-        }
+    if let Err(unsent) = shared.acker.send(request) {
+        // Only while the worker itself is torn down: the entry stays pending.
+        Counters::add(&shared.counters.failed, 1);
+        tracing::error!(
+            key = shared.ready_key(unsent.0.partition),
+            stream_id = %unsent.0.id,
+            "the acker stopped before the job was acknowledged; it stays pending and will be redelivered",
+        );
     }
 }
 

@@ -15,6 +15,7 @@
 //! Function library it was generated with; it never loads one itself.
 
 mod acks;
+mod in_flight;
 mod intake;
 mod job;
 mod recovery;
@@ -22,16 +23,14 @@ mod reply;
 mod scheduler;
 mod shutdown;
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::config::QueueConfig;
@@ -40,6 +39,8 @@ use crate::error::{Error, Result};
 use crate::handler::Handler;
 use crate::redis::Redis;
 use crate::transitions::TransitionCode;
+use in_flight::InFlight;
+use job::Held;
 use reply::Entry;
 use shutdown::Flag;
 
@@ -153,16 +154,23 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             group = self.config.group,
             consumer = %self.consumer,
         );
+        let ready_keys: Arc<[String]> = self.config.ready_keys().into();
+        let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
-            acker: acks::start(self.redis.shared(), self.config.group),
+            acker: acks::start(acks::Acker {
+                conn: self.redis.shared(),
+                group: self.config.group,
+                keys: ready_keys.clone(),
+                counters: counters.clone(),
+            }),
+            ready_keys,
             config: self.config,
             consumer: Arc::from(self.consumer),
             handler: self.handler,
-            counters: Counters::default(),
-            in_flight: Mutex::new(HashSet::new()),
-            tasks: Mutex::new(JoinSet::new()),
+            counters,
+            in_flight: Arc::new(InFlight::default()),
             stop: Flag::new(),
             cancel: Flag::new(),
             _envelope: PhantomData,
@@ -236,13 +244,14 @@ struct Shared<E, H> {
     acks: ConnectionManager,
     /// Where job tasks send `Done` entries to be acknowledged in groups.
     acker: acks::AckSender,
-    /// One permit per job that may run at once; a job task owns its permit.
+    /// The ready stream key of every partition of the queue, by partition.
+    ready_keys: Arc<[String]>,
+    /// One permit per job that may run at once, held until the job is settled.
     permits: Arc<Semaphore>,
-    counters: Counters,
-    /// `(partition, stream id)` of every job task alive, so that recovery does
-    /// not start a second task for an entry this worker is still running.
-    in_flight: Mutex<HashSet<(u16, String)>>,
-    tasks: Mutex<JoinSet<()>>,
+    counters: Arc<Counters>,
+    /// Every entry whose job is not settled yet, so that recovery does not
+    /// start a second task for an entry this worker is still running.
+    in_flight: Arc<InFlight>,
     /// Raised when shutdown begins: take no new permits, start no new reads.
     stop: Flag,
     /// Raised when the shutdown budget is spent: abandon whatever still runs.
@@ -253,7 +262,6 @@ struct Shared<E, H> {
 /// One stream entry handed to a job task.
 struct Delivery {
     partition: u16,
-    key: String,
     entry: Entry,
     /// Taken over by `XAUTOCLAIM` rather than read as new.
     claimed: bool,
@@ -280,39 +288,30 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
 
     /// Starts the task that owns `delivery` and its permit; `false` if that
     /// entry already runs here. The reading loops never run handlers themselves.
+    ///
+    /// Job tasks are not joined: the permits say how many are unsettled, and
+    /// shutdown waits for all of them to come back.
     fn spawn_job(self: &Arc<Self>, delivery: Delivery, permit: OwnedSemaphorePermit) -> bool {
-        let id = (delivery.partition, delivery.entry.id.clone());
-        if !self.lock_in_flight().insert(id.clone()) {
+        let Some(slot) = self.in_flight.enter(delivery.partition, &delivery.entry.id) else {
             // Recovery claimed an entry whose task is still running here: that
             // task keeps it (and acks it); a second run would only duplicate work.
-            tracing::debug!(partition = id.0, stream_id = %id.1, "claimed an entry already running here");
+            tracing::debug!(
+                partition = delivery.partition,
+                stream_id = %delivery.entry.id,
+                "claimed an entry already running here"
+            );
             return false;
-        }
-        let shared = self.clone();
+        };
         // Job spans nest under the worker's span (queue, group, consumer).
         let parent = tracing::Span::current();
-        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-        while let Some(finished) = tasks.try_join_next() {
-            log_task_end(finished);
-        }
-        tasks.spawn(async move {
-            job::run(&shared, delivery, permit, parent).await;
-            shared.lock_in_flight().remove(&id);
-        });
+        let held = Held { permit, slot };
+        tokio::spawn(job::run(self.clone(), delivery, held, parent));
         true
     }
 
-    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<(u16, String)>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Job tasks catch their handler's panics; a job task itself ending abnormally is a runtime bug.
-fn log_task_end(end: std::result::Result<(), tokio::task::JoinError>) {
-    if let Err(err) = end {
-        tracing::error!(error = %err, "a job task ended abnormally");
+    /// The ready stream key of `partition`.
+    fn ready_key(&self, partition: u16) -> &str {
+        &self.ready_keys[usize::from(partition)]
     }
 }
 

@@ -105,7 +105,6 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 .expect("XAUTOCLAIM's COUNT bounds the entries to the permits held");
             let delivery = Delivery {
                 partition,
-                key: key.clone(),
                 entry: entry.into(),
                 claimed: true,
             };
@@ -155,11 +154,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
         let page = reply.ids.len();
         for entry in &reply.ids {
             let deliveries = entry.times_delivered as u64;
-            if deliveries < max_deliveries
-                || shared
-                    .lock_in_flight()
-                    .contains(&(partition, entry.id.clone()))
-            {
+            if deliveries < max_deliveries || shared.in_flight.contains(partition, &entry.id) {
                 continue;
             }
             if !take_over(shared, &key, &entry.id, min_idle_ms).await? {

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{log_task_end, Shared, WorkerReport};
+use super::{Shared, WorkerReport};
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
@@ -69,6 +69,10 @@ impl Flag {
     }
 }
 
+fn all_permits<E, H>(shared: &Shared<E, H>) -> u32 {
+    u32::try_from(shared.config.concurrency).unwrap_or(u32::MAX)
+}
+
 /// Supervises a running worker until `shutdown` completes (or a loop fails),
 /// then shuts it down within the budget and reports. `loops` are the intake,
 /// recovery and scheduler loops; each ends on the stop flag.
@@ -96,31 +100,24 @@ pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
                 *ended = Some(handle.await);
             }
         }
-        let all = u32::try_from(shared.config.concurrency).unwrap_or(u32::MAX);
         // Only fails if the semaphore were closed, which nothing does.
-        let _ = shared.permits.acquire_many(all).await;
+        let _ = shared.permits.acquire_many(all_permits(&shared)).await;
     })
     .await
     .is_ok();
 
     // Phase 2, budget spent: abandon handlers and reads still running. Job
-    // tasks return promptly (one in the middle of an ack or a transition finishes it).
+    // tasks return promptly (one in the middle of an ack or a transition
+    // finishes it), and so does the acker's flush in progress: every permit
+    // comes back.
     if !drained {
         shared.cancel.raise();
-    }
-    for (handle, ended) in &mut loops {
-        if ended.is_none() {
-            *ended = Some(handle.await);
+        for (handle, ended) in &mut loops {
+            if ended.is_none() {
+                *ended = Some(handle.await);
+            }
         }
-    }
-    let mut tasks = std::mem::take(
-        &mut *shared
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    while let Some(ended) = tasks.join_next().await {
-        log_task_end(ended);
+        let _ = shared.permits.acquire_many(all_permits(&shared)).await;
     }
 
     let report = shared.counters.report();
