@@ -1,6 +1,7 @@
 //! Publishing jobs: validate and encode an envelope, pick its partition, `XADD` it.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use redis::aio::ConnectionManager;
 
@@ -50,6 +51,8 @@ pub struct Published {
 pub struct Producer<E: Envelope> {
     conn: ConnectionManager,
     config: QueueConfig,
+    /// The ready stream key of every partition, by partition: built once, not per job.
+    ready_keys: Arc<[String]>,
     _envelope: PhantomData<fn(E)>,
 }
 
@@ -59,6 +62,7 @@ impl<E: Envelope> Clone for Producer<E> {
         Producer {
             conn: self.conn.clone(),
             config: self.config.clone(),
+            ready_keys: self.ready_keys.clone(),
             _envelope: PhantomData,
         }
     }
@@ -66,7 +70,6 @@ impl<E: Envelope> Clone for Producer<E> {
 
 /// A job that passed validation, ready to send.
 struct Encoded {
-    key: String,
     partition: u16,
     pairs: Vec<(&'static str, String)>,
 }
@@ -75,6 +78,7 @@ impl<E: Envelope> Producer<E> {
     pub fn new(redis: &Redis, config: QueueConfig) -> Self {
         Producer {
             conn: redis.shared(),
+            ready_keys: config.ready_keys().into(),
             config,
             _envelope: PhantomData,
         }
@@ -87,10 +91,14 @@ impl<E: Envelope> Producer<E> {
     /// Validates, encodes and appends one job to its partition's stream.
     pub async fn publish(&self, job: NewJob<E>) -> Result<Published> {
         let job = self.encode(job, 0)?;
-        let stream_id: String = xadd(&job)
+        let key = &self.ready_keys[usize::from(job.partition)];
+        let stream_id: String = redis::cmd("XADD")
+            .arg(key)
+            .arg("*")
+            .arg(&job.pairs[..])
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(|err| Error::redis(format!("XADD {}", job.key), err))?;
+            .map_err(|err| Error::redis(format!("XADD {key}"), err))?;
         Ok(Published {
             stream_id,
             partition: job.partition,
@@ -107,17 +115,21 @@ impl<E: Envelope> Producer<E> {
         &self,
         jobs: impl IntoIterator<Item = NewJob<E>>,
     ) -> Result<Vec<Published>> {
-        let jobs = jobs
-            .into_iter()
-            .enumerate()
-            .map(|(position, job)| self.encode(job, position))
-            .collect::<Result<Vec<_>>>()?;
-        if jobs.is_empty() {
-            return Ok(Vec::new());
-        }
+        // Each job is written into the pipeline as soon as it is encoded;
+        // nothing is sent before the last one passed.
+        let jobs = jobs.into_iter();
         let mut pipe = redis::pipe();
-        for job in &jobs {
-            pipe.add_command(xadd(job));
+        let mut partitions = Vec::with_capacity(jobs.size_hint().0);
+        for (position, job) in jobs.enumerate() {
+            let job = self.encode(job, position)?;
+            pipe.cmd("XADD")
+                .arg(&self.ready_keys[usize::from(job.partition)])
+                .arg("*")
+                .arg(&job.pairs[..]);
+            partitions.push(job.partition);
+        }
+        if partitions.is_empty() {
+            return Ok(Vec::new());
         }
         let ids: Vec<String> = pipe
             .query_async(&mut self.conn.clone())
@@ -126,7 +138,7 @@ impl<E: Envelope> Producer<E> {
                 Error::redis(
                     format!(
                         "pipeline of {} XADDs to queue {}",
-                        jobs.len(),
+                        partitions.len(),
                         self.config.queue
                     ),
                     err,
@@ -134,10 +146,10 @@ impl<E: Envelope> Producer<E> {
             })?;
         Ok(ids
             .into_iter()
-            .zip(&jobs)
-            .map(|(stream_id, job)| Published {
+            .zip(partitions)
+            .map(|(stream_id, partition)| Published {
                 stream_id,
-                partition: job.partition,
+                partition,
             })
             .collect())
     }
@@ -173,19 +185,8 @@ impl<E: Envelope> Producer<E> {
             });
         }
         let partition = partition_of(&self.config, &pairs);
-        Ok(Encoded {
-            key: self.config.ready_key(partition),
-            partition,
-            pairs,
-        })
+        Ok(Encoded { partition, pairs })
     }
-}
-
-/// `XADD key * field value ...`
-fn xadd(job: &Encoded) -> redis::Cmd {
-    let mut cmd = redis::cmd("XADD");
-    cmd.arg(&job.key).arg("*").arg(&job.pairs[..]);
-    cmd
 }
 
 /// The size `payload.max_bytes` bounds: field names plus values, in bytes.
