@@ -56,6 +56,14 @@ pub(super) fn start(acker: Acker) -> AckSender {
 async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     let mut batch = Vec::with_capacity(MAX_FLUSH);
     while receiver.recv_many(&mut batch, MAX_FLUSH).await > 0 {
+        // Jobs of the same read finishing right now join this flush.
+        tokio::task::yield_now().await;
+        while batch.len() < MAX_FLUSH {
+            match receiver.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
         acker.flush(&mut batch).await;
     }
 }

@@ -96,7 +96,8 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     let fields = FieldMap::from_pairs(E::TYPE, &delivery.entry.fields);
     let (header, body) = match envelope::decode::<E>(&fields) {
         Ok(decoded) => decoded,
-        Err(err) => return decode_failed(shared, &delivery, &fields, err).await,
+        // Cold paths are boxed: their state would otherwise enlarge every job's task.
+        Err(err) => return Box::pin(decode_failed(shared, &delivery, &fields, err)).await,
     };
     drop(fields);
     span.record("job_id", header.job_id.as_str());
@@ -181,12 +182,19 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
             after,
             reason,
             detail,
-        } => schedule_retry(shared, &ctx, after, &reason, &detail).await,
+        } => Box::pin(schedule_retry(shared, &ctx, after, &reason, &detail)).await,
         Settle::DeadLetter { reason, detail } => {
             let source = (ctx.partition, ctx.stream_id());
-            dead_letter(shared, source, Some(ctx.job_id()), reason, &detail).await;
+            Box::pin(dead_letter(
+                shared,
+                source,
+                Some(ctx.job_id()),
+                reason,
+                &detail,
+            ))
+            .await;
         }
-        Settle::Reconcile { reason } => reconcile(shared, &ctx, reason).await,
+        Settle::Reconcile { reason } => Box::pin(reconcile(shared, &ctx, reason)).await,
         Settle::StayPending => Counters::add(&counters.failed, 1),
     }
 }
