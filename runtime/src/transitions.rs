@@ -241,6 +241,48 @@ pub async fn due_retries<C: ConnectionLike + Send>(
         .map_err(|err| Error::redis(format!("ZRANGEBYSCORE {key}"), err))
 }
 
+/// [`due_retries`] of every partition in `partitions`, in one pipeline (one
+/// round trip however many partitions), in the same order.
+pub async fn due_retries_of<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partitions: &[u16],
+    now_ms: u64,
+    limit: usize,
+) -> Result<Vec<Vec<String>>> {
+    let mut pipe = redis::pipe();
+    for &partition in partitions {
+        pipe.cmd("ZRANGEBYSCORE")
+            .arg(config.retry_key(partition))
+            .arg("-inf")
+            .arg(now_ms)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit);
+    }
+    // Each answer on its own, so that an error names its key.
+    let answers: Vec<redis::RedisResult<Vec<String>>> = pipe
+        .ignore_errors()
+        .query_async(conn)
+        .await
+        .map_err(|err| {
+            let what = format!("ZRANGEBYSCORE of {} retry sets", partitions.len());
+            Error::redis(what, err)
+        })?;
+    partitions
+        .iter()
+        .zip(answers)
+        .map(|(&partition, answer)| {
+            answer.map_err(|err| {
+                Error::redis(
+                    format!("ZRANGEBYSCORE {}", config.retry_key(partition)),
+                    err,
+                )
+            })
+        })
+        .collect()
+}
+
 /// Calls `retry_promote` for `members` (read by [`due_retries`]); at most
 /// `config.retry_promote_batch` of them. Safe with many schedulers at once:
 /// a member another one promoted first is skipped or only cleaned up.

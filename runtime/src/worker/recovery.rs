@@ -15,13 +15,22 @@
 //! handler. Claimed entries run exactly like newly read ones, each in its own
 //! task with its own permit, and only `Done` acks them. `XAUTOCLAIM` scans at
 //! most COUNT*10 pending entries per call, so each partition is walked with
-//! the returned cursor until it comes back as `0-0`.
+//! the returned cursor.
+//!
+//! A pass costs what is old, not what is busy: an entry whose ID (its `XADD`
+//! time) is younger than `claim_min_idle` cannot have been idle that long,
+//! so both walks end at that ID instead of the end of the pending list,
+//! which under load keeps growing at its tail as fast as a walk could chase
+//! it. When the `XPENDING IDLE` walk finds nothing idle the claim walk is
+//! skipped altogether: in a healthy queue a pass is one `XPENDING` per
+//! partition. The bound uses this worker's clock; skew against the server's
+//! delays a claim by that much, never loses one.
 
 use std::sync::Arc;
 
 use redis::streams::{StreamAutoClaimReply, StreamPendingCountReply};
 
-use super::{classify, classify_error, every, job, Counters, Delivery, Failure, Shared};
+use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
@@ -38,9 +47,23 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        for &partition in &partitions {
-            let pass = match quarantine_partition(&shared, partition).await {
-                Ok(true) => claim_partition(&shared, partition).await,
+        let newest = newest_claimable(&shared);
+        let first_pages = match first_idle_pages(&shared, &partitions, newest).await {
+            Ok(pages) => pages,
+            Err(Failure::Cancelled) => return Ok(()),
+            Err(Failure::Fatal(err)) => return Err(err),
+            Err(Failure::Retry { error, .. }) => {
+                tracing::warn!(error = %error, "recovery failed; retrying next period");
+                continue;
+            }
+        };
+        for (&partition, first_page) in partitions.iter().zip(first_pages) {
+            if first_page.ids.is_empty() {
+                // Nothing idle: nothing to quarantine or claim either.
+                continue;
+            }
+            let pass = match quarantine_partition(&shared, partition, newest, first_page).await {
+                Ok(true) => claim_partition(&shared, partition, newest).await,
                 other => other,
             };
             match pass {
@@ -57,10 +80,24 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     }
 }
 
-/// Walks one partition's pending list; `Ok(false)` if stop was raised meanwhile.
+/// Milliseconds part of the newest stream ID that can be idle for
+/// `claim_min_idle`: anything added later was delivered more recently.
+fn newest_claimable<E, H>(shared: &Shared<E, H>) -> u64 {
+    let min_idle_ms = u64::try_from(shared.config.claim_min_idle.as_millis()).unwrap_or(u64::MAX);
+    now_ms().saturating_sub(min_idle_ms)
+}
+
+/// The milliseconds part of a stream ID (`None` for anything else).
+fn id_ms(id: &str) -> Option<u64> {
+    id.split_once('-').map_or(id, |(ms, _)| ms).parse().ok()
+}
+
+/// Walks one partition's pending list up to entries added at `newest` ms;
+/// `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     partition: u16,
+    newest: u64,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let key = config.ready_key(partition);
@@ -114,7 +151,8 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         }
         drop(permits);
 
-        if reply.next_stream_id == "0-0" {
+        let past_newest = id_ms(&reply.next_stream_id).map_or(true, |ms| ms > newest);
+        if reply.next_stream_id == "0-0" || past_newest {
             return Ok(true);
         }
         if shared.stop.is_raised() {
@@ -124,33 +162,72 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
     }
 }
 
-/// Dead-letters the idle entries of one partition that reached
-/// `poison.max_deliveries`; `Ok(false)` if stop was raised meanwhile.
+/// `XPENDING key group IDLE min_idle start end COUNT claim_batch`: one page
+/// of the partition's pending entries idle for `claim_min_idle`, from `start`
+/// to entries added at `newest` ms (an end ID without a sequence number
+/// includes every entry of that ms).
+fn idle_page<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    partition: u16,
+    start: &str,
+    newest: u64,
+) -> redis::Cmd {
+    let config = &shared.config;
+    let mut cmd = redis::cmd("XPENDING");
+    cmd.arg(shared.ready_key(partition))
+        .arg(config.group)
+        .arg("IDLE")
+        .arg(config.claim_min_idle.as_millis() as u64)
+        .arg(start)
+        .arg(newest)
+        .arg(config.claim_batch);
+    cmd
+}
+
+/// The first idle page of every partition, in one round trip however many there are.
+async fn first_idle_pages<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    partitions: &[u16],
+    newest: u64,
+) -> Result<Vec<StreamPendingCountReply>, Failure> {
+    let mut pipe = redis::pipe();
+    for &partition in partitions {
+        pipe.add_command(idle_page(shared, partition, "-", newest));
+    }
+    // Each answer on its own, so that an error names its key.
+    let answers: Vec<redis::RedisResult<StreamPendingCountReply>> = shared
+        .cancel
+        .unless_raised(pipe.ignore_errors().query_async(&mut shared.acks.clone()))
+        .await
+        .ok_or(Failure::Cancelled)?
+        .map_err(|err| classify(err, "XPENDING", &[], shared.config.group))?;
+    partitions
+        .iter()
+        .zip(answers)
+        .map(|(&partition, answer)| {
+            answer.map_err(|err| {
+                let key = shared.ready_key(partition);
+                classify(err, "XPENDING", &[key], shared.config.group)
+            })
+        })
+        .collect()
+}
+
+/// Dead-letters the idle entries of one partition, up to entries added at
+/// `newest` ms, that reached `poison.max_deliveries`, starting with
+/// `first_page`; `Ok(false)` if stop was raised meanwhile.
 async fn quarantine_partition<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     partition: u16,
+    newest: u64,
+    first_page: StreamPendingCountReply,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let key = config.ready_key(partition);
     let min_idle_ms = config.claim_min_idle.as_millis() as u64;
     let max_deliveries = u64::from(config.poison_max_deliveries);
-    let mut start = String::from("-");
+    let mut reply = first_page;
     loop {
-        // Extended XPENDING, idle entries only: their handlers have timed out.
-        let mut cmd = redis::cmd("XPENDING");
-        cmd.arg(&key)
-            .arg(config.group)
-            .arg("IDLE")
-            .arg(min_idle_ms)
-            .arg(&start)
-            .arg("+")
-            .arg(config.claim_batch);
-        let reply = shared
-            .cancel
-            .unless_raised(cmd.query_async::<StreamPendingCountReply>(&mut shared.acks.clone()))
-            .await
-            .ok_or(Failure::Cancelled)?
-            .map_err(|err| classify(err, "XPENDING", &[key.as_str()], config.group))?;
         let page = reply.ids.len();
         for entry in &reply.ids {
             let deliveries = entry.times_delivered as u64;
@@ -201,8 +278,16 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
         if shared.stop.is_raised() {
             return Ok(false);
         }
-        let last = &reply.ids[page - 1].id;
-        start = format!("({last}");
+        let start = format!("({}", reply.ids[page - 1].id);
+        reply = shared
+            .cancel
+            .unless_raised(
+                idle_page(shared, partition, &start, newest)
+                    .query_async::<StreamPendingCountReply>(&mut shared.acks.clone()),
+            )
+            .await
+            .ok_or(Failure::Cancelled)?
+            .map_err(|err| classify(err, "XPENDING", &[key.as_str()], config.group))?;
     }
 }
 
@@ -227,4 +312,17 @@ async fn take_over<E: Envelope, H: Handler<E>>(
         .await
         .map_err(|err| classify(err, "XCLAIM", &[key], config.group))?;
     Ok(claimed.iter().any(|claimed| claimed == id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_ms;
+
+    #[test]
+    fn the_ms_part_of_a_stream_id() {
+        assert_eq!(id_ms("1700000000123-4"), Some(1_700_000_000_123));
+        assert_eq!(id_ms("1700000000123"), Some(1_700_000_000_123));
+        assert_eq!(id_ms("0-0"), Some(0));
+        assert_eq!(id_ms("garbage"), None);
+    }
 }

@@ -1,6 +1,7 @@
 //! The scheduler loop: every `retry_promote_every`, move due retries of each partition back to its ready stream.
 //!
-//! Per partition: `ZRANGEBYSCORE retry -inf now LIMIT 0 batch`, then one
+//! Each tick reads `ZRANGEBYSCORE retry -inf now LIMIT 0 batch` of every
+//! partition in one pipeline; a partition with something due then gets one
 //! `retry_promote` call with those members, again while full batches come
 //! back. Every worker runs this loop; that is safe because the function
 //! re-checks each member atomically (a member another scheduler promoted
@@ -28,8 +29,34 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        for &partition in &partitions {
-            match promote_partition(&shared, partition).await {
+        // One round trip finds what is due in every partition; in a quiet
+        // queue that is the whole tick.
+        let now = now_ms();
+        let batch = shared.config.retry_promote_batch;
+        let mut conn = shared.acks.clone();
+        let first_due = match transitions::due_retries_of(
+            &mut conn,
+            &shared.config,
+            &partitions,
+            now,
+            batch,
+        )
+        .await
+        .map_err(classify_error)
+        {
+            Ok(due) => due,
+            Err(Failure::Fatal(err)) => return Err(err),
+            Err(Failure::Cancelled) => return Ok(()),
+            Err(Failure::Retry { error, .. }) => {
+                tracing::warn!(error = %error, "reading due retries failed; retrying next period");
+                continue;
+            }
+        };
+        for (&partition, due) in partitions.iter().zip(first_due) {
+            if due.is_empty() {
+                continue;
+            }
+            match promote_partition(&shared, partition, now, due).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(Failure::Fatal(err)) => return Err(err),
@@ -51,22 +78,18 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     }
 }
 
-/// Promotes every due retry of one partition, a batch per call; `Ok(false)` if stop was raised meanwhile.
+/// Promotes every due retry of one partition, a batch per call, starting
+/// with `due` (read at `now`); `Ok(false)` if stop was raised meanwhile.
 async fn promote_partition<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
     partition: u16,
+    mut now: u64,
+    mut due: Vec<String>,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let batch = config.retry_promote_batch;
+    let mut conn = shared.acks.clone();
     loop {
-        let now = now_ms();
-        let mut conn = shared.acks.clone();
-        let due = transitions::due_retries(&mut conn, config, partition, now, batch)
-            .await
-            .map_err(classify_error)?;
-        if due.is_empty() {
-            return Ok(true);
-        }
         let promoted = transitions::retry_promote(&mut conn, config, partition, now, &due)
             .await
             .map_err(classify_error)?;
@@ -87,6 +110,13 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
         }
         if shared.stop.is_raised() {
             return Ok(false);
+        }
+        now = now_ms();
+        due = transitions::due_retries(&mut conn, config, partition, now, batch)
+            .await
+            .map_err(classify_error)?;
+        if due.is_empty() {
+            return Ok(true);
         }
     }
 }

@@ -1,0 +1,212 @@
+//! The recovery and scheduler loops: a recovery pass costs what is old, not what is busy; a retry set of the wrong type stops the worker naming its key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuegen_runtime::envelope::{self, Envelope, Header};
+use queuegen_runtime::{
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
+    Timestamp, Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{pending_count, unique_prefix, wait_until};
+use queuegen_tests::{library, RedisServer};
+use tokio::sync::Semaphore;
+
+/// `ok` jobs finish at once; `hold` jobs wait until the test lets them go.
+#[derive(Clone)]
+struct Holding {
+    release: Arc<Semaphore>,
+    done: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Handler<TestJob> for Holding {
+    async fn handle(&self, job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        if job.subject_ref == "hold" {
+            let _ = self.release.acquire().await;
+        }
+        self.done.lock().unwrap().push(ctx.job_id().to_owned());
+        Ok(Outcome::Done)
+    }
+}
+
+/// `name` calls counted by `INFO commandstats` since the last reset.
+async fn calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
+    const HELD: usize = 64;
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        // Far longer than the test: the held entries never look abandoned.
+        claim_min_idle: Duration::from_secs(60),
+        claim_every: Duration::from_millis(20),
+        concurrency: HELD + 1,
+        ..test_config(&unique_prefix("recovery-cost"), 1)
+    };
+    let key = config.ready_key(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+
+    // An entry added long ago (its ID's time is 1970), delivered to a
+    // consumer that vanished ten minutes ago.
+    let header = Header {
+        job_id: "old-job".into(),
+        envelope_type: TestJob::TYPE.into(),
+        tenant: "acme".into(),
+        schema: TestJob::SCHEMA,
+        created_at: Timestamp::now(),
+        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        attempt: 1,
+        prev_id: None,
+        reason: None,
+    };
+    let pairs = envelope::encode(&header, &TestJob::new("ok", None)).unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(&key)
+        .arg("1000-0")
+        .arg(&pairs[..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(config.group)
+        .arg("vanished")
+        .arg("STREAMS")
+        .arg(&key)
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: redis::Value = redis::cmd("XCLAIM")
+        .arg(&key)
+        .arg(config.group)
+        .arg("vanished")
+        .arg(0)
+        .arg("1000-0")
+        .arg("IDLE")
+        .arg(600_000)
+        .arg("JUSTID")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    // Fresh entries that stay pending while their handlers hold them.
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let jobs =
+        (0..HELD).map(|n| NewJob::new(format!("held-{n}"), "acme", TestJob::new("hold", None)));
+    producer.publish_many(jobs).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let handler = Holding {
+        release: Arc::new(Semaphore::new(0)),
+        done: Arc::default(),
+    };
+    let worker = Worker::new(&redis, config.clone(), handler.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    let done = handler.done.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "the old entry is claimed and done",
+        || {
+            let claimed = done.lock().unwrap().iter().any(|job| job == "old-job");
+            async move { claimed }
+        },
+    )
+    .await;
+    // Twenty more passes with 64 fresh entries pending.
+    tokio::time::sleep(config.claim_every * 20).await;
+    assert_eq!(
+        pending_count(&mut conn, &key, config.group).await,
+        HELD,
+        "every held entry is pending"
+    );
+    // Less the one XPENDING of the check above.
+    let passes = calls(&mut conn, "xpending").await - 1;
+    let claims = calls(&mut conn, "xautoclaim").await;
+    assert!(passes >= 15, "{passes} recovery passes ran");
+    // One walk claimed the old entry and stopped at the first fresh one; every
+    // later pass found nothing idle and did not walk at all.
+    assert_eq!(claims, 1, "XAUTOCLAIM calls over {passes} passes");
+
+    handler.release.add_permits(HELD);
+    wait_until(Duration::from_secs(10), "the held jobs finish", || {
+        let finished = done.lock().unwrap().len() == HELD + 1;
+        async move { finished }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(
+        (report.claimed, report.done),
+        (1, HELD as u64 + 1),
+        "{report:?}"
+    );
+    assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
+}
+
+#[tokio::test]
+async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        retry_promote_every: Duration::from_millis(20),
+        ..test_config(&unique_prefix("wrong-retry-set"), 4)
+    };
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let broken = config.retry_key(2);
+    let _: () = redis::cmd("SET")
+        .arg(&broken)
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let handler = Holding {
+        release: Arc::new(Semaphore::new(0)),
+        done: Arc::default(),
+    };
+    let worker = Worker::new(&redis, config.clone(), handler);
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        worker.run_until(std::future::pending()),
+    )
+    .await
+    .expect("the worker stops by itself");
+    let message = outcome.expect_err("a wrong-type key is fatal").to_string();
+    assert!(
+        message.contains(&broken) && message.contains("WRONGTYPE"),
+        "{message}"
+    );
+}
