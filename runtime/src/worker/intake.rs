@@ -44,7 +44,10 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         .collect();
     let mut conn: Option<MultiplexedConnection> = None;
     let mut backoff = BACKOFF_MIN;
-    let mut start = 0;
+    // Workers of one queue start at different partitions: started together at
+    // the same one, they would drain it in lockstep and then find it empty
+    // together, paying an empty read each on the way to the next.
+    let mut start = rand::random_range(0..streams.len());
     loop {
         let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
             return Ok(());
