@@ -20,7 +20,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::reply::{Entry, ReadReply};
+use super::reply::{self, Entry, ReadReply};
 use super::{classify, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::Result;
@@ -212,7 +212,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         cmd.arg("STREAMS").arg(keys).arg(vec![">"; keys.len()]);
         let reply = shared
             .cancel
-            .unless_raised(cmd.query_async::<ReadReply>(conn))
+            .unless_raised(reply::xreadgroup(conn, &cmd))
             .await;
         match reply {
             None => Err(Failure::Cancelled),

@@ -6,7 +6,8 @@
 //! worker. Here the reply value is taken apart in place: the field names and
 //! values of an entry become one `Vec` of pairs without copying their bytes.
 
-use redis::{FromRedisValue, ParsingError, Value};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, ParsingError, RedisResult, Value};
 
 /// One stream entry: its ID and its field/value pairs in stream order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +43,22 @@ impl FromRedisValue for ReadReply {
             other => return Err(unexpected("an XREADGROUP reply", &other)),
         };
         Ok(ReadReply { streams })
+    }
+}
+
+/// Sends an `XREADGROUP` and decodes its reply.
+///
+/// `Cmd::query_async` first walks the whole reply looking for nested error
+/// values (rebuilding every array on the way), then converts it. An
+/// `XREADGROUP` reply can only be an error as a whole, and the decoder
+/// rejects anything it does not expect, so one pass is enough.
+pub(crate) async fn xreadgroup(
+    conn: &mut impl ConnectionLike,
+    cmd: &Cmd,
+) -> RedisResult<ReadReply> {
+    match conn.req_packed_command(cmd).await? {
+        Value::ServerError(err) => Err(err.into()),
+        reply => Ok(ReadReply::from_redis_value(reply)?),
     }
 }
 
