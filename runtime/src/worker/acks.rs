@@ -56,12 +56,19 @@ pub(super) fn start(acker: Acker) -> AckSender {
 async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     let mut batch = Vec::with_capacity(MAX_FLUSH);
     while receiver.recv_many(&mut batch, MAX_FLUSH).await > 0 {
-        // Jobs of the same read finishing right now join this flush.
-        tokio::task::yield_now().await;
-        while batch.len() < MAX_FLUSH {
-            match receiver.try_recv() {
-                Ok(request) => batch.push(request),
-                Err(_) => break,
+        // Jobs of the same read finishing right now join this flush: yield
+        // while the batch keeps growing (a few times at most).
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+            let before = batch.len();
+            while batch.len() < MAX_FLUSH {
+                match receiver.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() == before {
+                break;
             }
         }
         acker.flush(&mut batch).await;
