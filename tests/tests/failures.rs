@@ -1,4 +1,4 @@
-//! Each handler failure is settled by its kind (permanent: dead letter, timeout: retry, panic: stays pending); recovery reports pending entries deleted from the stream.
+//! Each handler failure is settled by its kind (permanent: dead letter, timeout: retry, panic: stays pending); a refused XACK leaves jobs pending, not done; recovery reports pending entries deleted from the stream.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -331,4 +331,84 @@ async fn the_worker_reconnects_after_its_connections_are_killed() {
             "{key}"
         );
     }
+}
+
+// The server refuses XACK to the worker's user (an ACL without it): the
+// handlers ran and returned Done, but no job counts as done and every entry
+// stays pending, for redelivery once it is idle.
+#[tokio::test]
+async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("xack-refused"), 2);
+    let admin = Redis::connect(server.url()).await.unwrap();
+    library::load(&admin).await;
+    ensure_groups(&admin, &config).await.unwrap();
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("no-xack")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("+@all")
+        .arg("-xack")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let producer = Producer::<TestJob>::new(&admin, config.clone());
+    let jobs = (0..6).map(|n| {
+        NewJob::new(
+            format!("job-{n}"),
+            format!("t-{n}"),
+            TestJob::new("ok", None),
+        )
+    });
+    producer.publish_many(jobs).await.unwrap();
+
+    let url = format!("redis://no-xack:secret@127.0.0.1:{}/", server.port());
+    let redis = Redis::connect(url).await.unwrap();
+    let handler = Scripted::default();
+    let (stop, running) = start(&redis, &config, handler.clone()).await;
+    let done = handler.done.clone();
+    let watched = logs.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "every handler ran and every XACK failed",
+        || {
+            let handled = done.lock().unwrap().len() == 6;
+            let refused = watched.lines_with(&["XACK failed"]).len();
+            async move { handled && refused > 0 }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+
+    assert_eq!(
+        (report.handled, report.done, report.failed),
+        (6, 0, 6),
+        "{report:?}"
+    );
+    let pending: usize = {
+        let mut total = 0;
+        for key in config.ready_keys() {
+            total += pending_entries(&mut conn, &key, config.group).await.len();
+        }
+        total
+    };
+    assert_eq!(pending, 6, "every refused job stays pending");
+    let line = &logs.lines_with(&["XACK failed"])[0];
+    assert!(
+        line.contains("ERROR") && line.contains("no permissions"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&config.ready_key(0)) || line.contains(&config.ready_key(1)),
+        "{line}"
+    );
 }
