@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use super::acks::AckRequest;
 use super::in_flight::Slot;
-use super::{is_connection_error, now_ms, Counters, Delivery, Shared};
+use super::{due_ms, is_connection_error, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
@@ -266,7 +266,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         Some(after) => retry::requested_delay(config, after),
         None => retry::delay(config, attempt, &mut rand::rng()),
     };
-    let due_ms = now_ms().saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+    let due_ms = due_ms(delay);
     let reason = truncate(reason, REASON_MAX_BYTES);
     let request = transitions::ScheduleRetry {
         partition: ctx.partition,

@@ -437,7 +437,6 @@ impl Counters {
     }
 }
 
-/// Current time as Unix milliseconds: the clock retry due times are kept in.
 /// A ticker for a loop that runs every `period` (at least 1 ms); after a slow
 /// pass it waits a full period again rather than catch up in a burst.
 fn every(period: Duration) -> tokio::time::Interval {
@@ -446,6 +445,20 @@ fn every(period: Duration) -> tokio::time::Interval {
     ticker
 }
 
+/// The Unix ms at which `delay` from now has fully passed: rounded up, so
+/// that a scheduler comparing with [`now_ms`] (rounded down) never runs a
+/// retry before its delay.
+fn due_ms(delay: Duration) -> u64 {
+    std::time::SystemTime::now()
+        .checked_add(delay)
+        .and_then(|due| due.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(u64::MAX, |since| {
+            let ms = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
+            u64::try_from(ms).unwrap_or(u64::MAX)
+        })
+}
+
+/// Current time as Unix milliseconds (rounded down): the clock retry due times are kept in.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -501,6 +514,18 @@ mod tests {
             effective_read_block(Duration::ZERO, Duration::from_secs(20)),
             MIN_READ_BLOCK
         );
+    }
+
+    #[test]
+    fn a_due_time_is_never_before_its_delay() {
+        let delay = Duration::from_millis(300);
+        let before = std::time::SystemTime::now();
+        let due = due_ms(delay);
+        let earliest = (before + delay)
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        assert!(u128::from(due) * 1_000_000 >= earliest.as_nanos());
+        assert_eq!(due_ms(Duration::MAX), u64::MAX);
     }
 
     #[test]
