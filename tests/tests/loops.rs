@@ -30,6 +30,23 @@ impl Handler<TestJob> for Holding {
     }
 }
 
+/// The queue's groups and the Function library on `server`; a worker's
+/// `Redis` and a plain connection for the test's own commands.
+async fn ready(
+    server: &RedisServer,
+    config: &QueueConfig,
+) -> (Redis, redis::aio::MultiplexedConnection) {
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, config).await.unwrap();
+    let conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    (redis, conn)
+}
+
 /// `name` calls counted by `INFO commandstats` since the last reset.
 async fn calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
     let info: String = redis::cmd("INFO")
@@ -55,14 +72,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         ..test_config(&unique_prefix("recovery-cost"), 1)
     };
     let key = config.ready_key(0);
-    let redis = Redis::connect(server.url()).await.unwrap();
-    library::load(&redis).await;
-    ensure_groups(&redis, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (redis, mut conn) = ready(&server, &config).await;
 
     // An entry added long ago (its ID's time is 1970), delivered to a
     // consumer that vanished ten minutes ago.
@@ -177,14 +187,7 @@ async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
         retry_promote_every: Duration::from_millis(20),
         ..test_config(&unique_prefix("wrong-retry-set"), 4)
     };
-    let redis = Redis::connect(server.url()).await.unwrap();
-    library::load(&redis).await;
-    ensure_groups(&redis, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (redis, mut conn) = ready(&server, &config).await;
     let broken = config.retry_key(2);
     let _: () = redis::cmd("SET")
         .arg(&broken)
