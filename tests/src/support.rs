@@ -243,3 +243,23 @@ pub async fn all_pending(
     }
     all
 }
+
+/// Delivers every new entry of `key` to `consumer` in `group`, as a worker
+/// that read them and then vanished would leave them: pending, owned by it.
+pub async fn deliver_to(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    group: &str,
+    consumer: &str,
+) {
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(group)
+        .arg(consumer)
+        .arg("STREAMS")
+        .arg(key)
+        .arg(">")
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XREADGROUP {key} as {consumer}: {err}"));
+}

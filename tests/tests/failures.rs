@@ -9,7 +9,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, scheduled_retries, unique_prefix, wait_until,
+    capture_logs, dead_letters, deliver_to, pending_entries, scheduled_retries, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -194,16 +195,7 @@ async fn recovery_claims_idle_entries_and_reports_deleted_ones() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg(config.group)
-        .arg("vanished")
-        .arg("STREAMS")
-        .arg(&key)
-        .arg(">")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    deliver_to(&mut conn, &key, config.group, "vanished").await;
     let deleted = &published[1].stream_id;
     let removed: usize = redis::cmd("XDEL")
         .arg(&key)

@@ -9,7 +9,7 @@ use queuegen_runtime::{
     Timestamp, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{pending_count, unique_prefix, wait_until};
+use queuegen_tests::support::{deliver_to, pending_count, unique_prefix, wait_until};
 use queuegen_tests::{library, RedisServer};
 use tokio::sync::Semaphore;
 
@@ -95,16 +95,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg(config.group)
-        .arg("vanished")
-        .arg("STREAMS")
-        .arg(&key)
-        .arg(">")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    deliver_to(&mut conn, &key, config.group, "vanished").await;
     let _: redis::Value = redis::cmd("XCLAIM")
         .arg(&key)
         .arg(config.group)
