@@ -43,6 +43,11 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         poison_max_deliveries: queue.poison.max_deliveries,
         dead_letter_max_len: queue.dead_letter.max_len,
         marker_ttl: queue.retention.min_age,
+        retention_min_age: queue.retention.min_age,
+        trim_every: queue.retention.trim_every,
+        dead_letter_retention: queue.dead_letter.retention,
+        admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age,
+        admission_refresh: queue.admission.refresh,
     }
 }
 

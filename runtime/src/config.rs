@@ -59,6 +59,17 @@ pub struct QueueConfig {
     /// Lifetime of transition markers: `retention.min_age`, so a re-run of a
     /// transition finds its marker as long as its source can still exist.
     pub marker_ttl: Duration,
+    /// Ready entries younger than this are never trimmed (`retention.min_age`).
+    pub retention_min_age: Duration,
+    /// How often workers trim their partitions' streams (`retention.trim_every`).
+    pub trim_every: Duration,
+    /// Dead letters younger than this are never trimmed (`dead_letter.retention`).
+    pub dead_letter_retention: Duration,
+    /// Producers refuse a partition whose oldest undelivered entry is older
+    /// than this (`admission.max_oldest_ready_age`); `None`: never.
+    pub admission_max_oldest_ready_age: Option<Duration>,
+    /// How often a producer re-reads a partition's oldest undelivered age (`admission.refresh`).
+    pub admission_refresh: Duration,
 }
 
 /// How a retry's backoff is randomised.
@@ -189,6 +200,11 @@ pub(crate) mod tests {
         poison_max_deliveries: 4,
         dead_letter_max_len: 100_000,
         marker_ttl: Duration::from_secs(3 * 86_400),
+        retention_min_age: Duration::from_secs(3 * 86_400),
+        trim_every: Duration::from_secs(60),
+        dead_letter_retention: Duration::from_secs(14 * 86_400),
+        admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
+        admission_refresh: Duration::from_secs(1),
     };
 
     #[test]

@@ -105,6 +105,43 @@ pub enum Error {
     #[error("not a Function library: {problem}")]
     InvalidLibrary { problem: String },
 
+    /// A stream's groups or boundaries could not be read as expected.
+    #[error("inventory of stream {key}: {problem}")]
+    Inventory { key: String, problem: String },
+
+    /// The producer refused to publish: the partition's oldest undelivered
+    /// entry (for its slowest group) is older than `admission.max_oldest_ready_age`.
+    #[error(
+        "queue {queue} partition {partition}: backpressure: the oldest undelivered entry is {}, above admission.max_oldest_ready_age = {}",
+        humantime::format_duration(*oldest_ready_age),
+        humantime::format_duration(*limit)
+    )]
+    Backpressure {
+        queue: &'static str,
+        partition: u16,
+        oldest_ready_age: std::time::Duration,
+        limit: std::time::Duration,
+    },
+
+    /// A trim stopped before removing anything: what it had inventoried no
+    /// longer holds (a group added, removed or moved back with `SETID`).
+    #[error("trim of {key} aborted, nothing removed: group {group:?} {change}")]
+    TrimAborted {
+        key: String,
+        group: String,
+        change: String,
+    },
+
+    /// Another process holds the partition's lease (a trimmer, or `apply`).
+    #[error("lease {key} is held by {holder:?}: another trimmer or `queuegen apply` is working on this partition")]
+    LeaseHeld { key: String, holder: String },
+
+    /// The server may evict keys, and with them queue data.
+    #[error(
+        "redis {server} has maxmemory-policy {policy}: it may evict stream entries and lose jobs; set maxmemory-policy noeviction (or call Worker::allow_eviction_policy to accept the risk)"
+    )]
+    EvictionPolicy { server: String, policy: String },
+
     /// Redis answered with an error, or the connection failed.
     #[error("redis: {context}: {source}")]
     Redis {

@@ -13,6 +13,7 @@ pub mod error;
 pub mod failpoint;
 pub mod field;
 pub mod handler;
+pub mod ops;
 pub mod outcome;
 pub mod partition;
 pub mod producer;

@@ -302,6 +302,8 @@ pub struct DeadLetter {
 pub struct Retention {
     /// Ready entries younger than this are never trimmed. Default 3d.
     pub min_age: Duration,
+    /// How often workers trim their partitions' streams. Default 1m.
+    pub trim_every: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -314,6 +316,8 @@ pub struct Payload {
 pub struct Admission {
     /// Producers get backpressure when the oldest ready entry is older. Default none.
     pub max_oldest_ready_age: Option<Duration>,
+    /// How often a producer re-reads a partition's oldest undelivered age. Default 1s.
+    pub refresh: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -172,6 +172,12 @@ pub(crate) struct QueueContext {
     poison_max_deliveries: u32,
     dead_letter_max_len: u64,
     marker_ttl: String,
+    retention_min_age: String,
+    trim_every: String,
+    dead_letter_retention: String,
+    /// `Some(Duration::…)` or `None`.
+    admission_max_oldest_ready_age: String,
+    admission_refresh: String,
 }
 
 pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
@@ -215,6 +221,14 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         dead_letter_max_len: queue.dead_letter.max_len,
         // Markers must outlive any source a re-run could still find: retention.
         marker_ttl: duration_expr(queue.retention.min_age),
+        retention_min_age: duration_expr(queue.retention.min_age),
+        trim_every: duration_expr(queue.retention.trim_every),
+        dead_letter_retention: duration_expr(queue.dead_letter.retention),
+        admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age.map_or_else(
+            || "None".to_owned(),
+            |d| format!("Some({})", duration_expr(d)),
+        ),
+        admission_refresh: duration_expr(queue.admission.refresh),
     }
 }
 

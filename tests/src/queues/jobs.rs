@@ -39,6 +39,11 @@ pub const CONFIG: QueueConfig = QueueConfig {
     poison_max_deliveries: 5,
     dead_letter_max_len: 100000,
     marker_ttl: Duration::from_secs(259200),
+    retention_min_age: Duration::from_secs(259200),
+    trim_every: Duration::from_secs(60),
+    dead_letter_retention: Duration::from_secs(1209600),
+    admission_max_oldest_ready_age: None,
+    admission_refresh: Duration::from_secs(1),
 };
 
 /// A producer of [`TestJob`] jobs for the `jobs` queue.

@@ -371,6 +371,8 @@ pub static RETENTION: Obj = Obj {
     props: &[
         prop!("min_age", Ty::Duration, default = Some("3d"),
             "Entries younger than this are never trimmed. Must cover the retry horizon plus claim.min_idle × poison.max_deliveries."),
+        prop!("trim_every", Ty::Duration, default = Some("1m"),
+            "How often a worker trims the ready and dead-letter streams of its partitions (under a per-partition lease, so one worker trims each partition at a time). A pass costs a bounded number of commands, whatever the stream length."),
     ],
 };
 
@@ -386,12 +388,20 @@ pub static PAYLOAD: Obj = Obj {
 pub static ADMISSION: Obj = Obj {
     name: "Admission",
     doc: "Producer backpressure.",
-    props: &[prop!(
-        "max_oldest_ready_age",
-        Ty::Duration,
-        default = Some("none"),
-        "Producers get a backpressure error while the oldest ready entry is older than this."
-    )],
+    props: &[
+        prop!(
+            "max_oldest_ready_age",
+            Ty::Duration,
+            default = Some("none"),
+            "Producers get a backpressure error for a partition while its oldest undelivered entry (for the slowest group) is older than this."
+        ),
+        prop!(
+            "refresh",
+            Ty::Duration,
+            default = Some("1s"),
+            "How often a producer re-reads a partition's oldest undelivered age; between refreshes publishing costs no extra round trip."
+        ),
+    ],
 };
 
 pub static ALERTS: Obj = Obj {

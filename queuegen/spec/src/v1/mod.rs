@@ -163,7 +163,17 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
     };
     let deployment = r
         .read(ctx, "deployment", |ctx, it| {
-            values::choice(ctx, it, DEPLOYMENTS, "deployment")
+            let chosen = values::choice(ctx, it, DEPLOYMENTS, "deployment")?;
+            if chosen == "cluster" {
+                // Keys are already Cluster-safe (one hash tag per partition),
+                // but the runtime connects to one standalone server only.
+                ctx.warning(
+                    &it.value(),
+                    "deployment: cluster is not yet honoured by the runtime: workers, producers and `queuegen apply` connect to one standalone server",
+                    "use deployment: standalone until Cluster support lands; the key layout will not change",
+                );
+            }
+            Some(chosen)
         })
         .or("standalone")
         .map(|d| {

@@ -84,13 +84,7 @@ pub(crate) fn queue(
     let dead_letter = dead_letter(ctx, &q);
     let retention = retention(ctx, &q, retry.as_ref(), min_idle, max_deliveries);
     let payload = payload(ctx, &q, envelope);
-    let admission = q.child(ctx, "admission", &ADMISSION);
-    let admission = admission
-        .read(ctx, "max_oldest_ready_age", values::duration)
-        .optional()
-        .map(|max_oldest_ready_age| Admission {
-            max_oldest_ready_age,
-        });
+    let admission = admission(ctx, &q);
     let alerts = alerts(ctx, &q);
     if !name_ok {
         return None;
@@ -542,6 +536,7 @@ fn retention(
     let r = q.child(ctx, "retention", &RETENTION);
     let read = r.read(ctx, "min_age", values::duration);
     let given = read.is_present();
+    let trim_every = r.read(ctx, "trim_every", values::duration).or(secs(60));
     let min_age = read.or(secs(3 * 86_400))?;
     if let (Some(retry), Some(min_idle), Some(max_deliveries)) = (retry, min_idle, max_deliveries) {
         let floor = RetentionFloor {
@@ -574,7 +569,22 @@ fn retention(
             return None;
         }
     }
-    Some(Retention { min_age })
+    Some(Retention {
+        min_age,
+        trim_every: trim_every?,
+    })
+}
+
+fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {
+    let a = q.child(ctx, "admission", &ADMISSION);
+    let max_oldest_ready_age = a
+        .read(ctx, "max_oldest_ready_age", values::duration)
+        .optional();
+    let refresh = a.read(ctx, "refresh", values::duration).or(secs(1));
+    Some(Admission {
+        max_oldest_ready_age: max_oldest_ready_age?,
+        refresh: refresh?,
+    })
 }
 
 fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) -> Option<Payload> {

@@ -1,0 +1,301 @@
+//! Who still needs which entry of a stream: every group's position, lowest
+//! pending entry and first undelivered entry, read in two pipelines for any
+//! number of streams.
+//!
+//! The trimmer's cutoff, the status view and producer admission all start
+//! here. Cost: two round trips, and per stream `XINFO GROUPS`, `XLEN`,
+//! `XRANGE - + COUNT 1`, then per group `XPENDING - + 1` and
+//! `XRANGE (last-delivered + COUNT 1`: bounded by the number of groups,
+//! never by the stream's length.
+
+use redis::aio::ConnectionLike;
+use redis::streams::StreamInfoGroupsReply;
+use redis::Value;
+
+use super::stream_id::StreamId;
+use crate::error::{Error, Result};
+
+/// One stream and every consumer group reading it, at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInventory {
+    pub key: String,
+    /// `XLEN`: every entry still stored, acknowledged or not (history, not depth).
+    pub length: u64,
+    /// The oldest entry still stored.
+    pub first_entry: Option<StreamId>,
+    pub groups: Vec<GroupInventory>,
+}
+
+/// One consumer group's boundaries on a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInventory {
+    pub name: String,
+    pub consumers: u64,
+    /// Entries delivered to the group and not yet acknowledged.
+    pub pending: u64,
+    /// The last entry delivered to the group; every later entry is undelivered.
+    pub last_delivered: StreamId,
+    pub entries_read: Option<u64>,
+    /// Entries not yet delivered, as Redis counts them. `None` when Redis
+    /// cannot tell (an entry was deleted after the group's position, or the
+    /// group was moved with `SETID`): use `first_undelivered`'s age instead.
+    pub lag: Option<u64>,
+    /// The lowest pending entry (its payload must survive every trim).
+    pub lowest_pending: Option<PendingHead>,
+    /// The first entry after `last_delivered`, if any (it must survive too).
+    pub first_undelivered: Option<StreamId>,
+}
+
+/// The lowest entry of a group's pending list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingHead {
+    pub id: StreamId,
+    pub consumer: String,
+    pub idle_ms: u64,
+    pub deliveries: u64,
+}
+
+impl StreamInventory {
+    /// The group whose first undelivered entry is the oldest, and that entry:
+    /// what admission and the oldest-ready-age alert look at.
+    pub fn oldest_undelivered(&self) -> Option<(&GroupInventory, StreamId)> {
+        self.groups
+            .iter()
+            .filter_map(|group| group.first_undelivered.map(|id| (group, id)))
+            .min_by_key(|(_, id)| *id)
+    }
+
+    /// The group whose lowest pending entry is the oldest, and that entry.
+    pub fn oldest_pending(&self) -> Option<(&GroupInventory, &PendingHead)> {
+        self.groups
+            .iter()
+            .filter_map(|group| group.lowest_pending.as_ref().map(|head| (group, head)))
+            .min_by_key(|(_, head)| head.id)
+    }
+
+    pub fn group(&self, name: &str) -> Option<&GroupInventory> {
+        self.groups.iter().find(|group| group.name == name)
+    }
+}
+
+/// Inventories every stream of `keys`, in order; `None` for a key that does
+/// not exist. A key of another type, or a refused command, is an error
+/// naming the key and the command.
+pub async fn inventory<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &[String],
+) -> Result<Vec<Option<StreamInventory>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut first = redis::pipe();
+    for key in keys {
+        first.cmd("XINFO").arg("GROUPS").arg(key);
+        first.cmd("XLEN").arg(key);
+        first
+            .cmd("XRANGE")
+            .arg(key)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1);
+    }
+    let answers: Vec<redis::RedisResult<Value>> = first
+        .ignore_errors()
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("XINFO GROUPS {}", keys.join(" ")), err))?;
+    let mut answers = answers.into_iter();
+    let mut streams: Vec<Option<StreamInventory>> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let (Some(groups), Some(length), Some(head)) =
+            (answers.next(), answers.next(), answers.next())
+        else {
+            return Err(short_reply(key));
+        };
+        let groups = match groups {
+            Err(err) if is_no_such_key(&err) => {
+                streams.push(None);
+                continue;
+            }
+            other => other.map_err(|err| Error::redis(format!("XINFO GROUPS {key}"), err))?,
+        };
+        let groups: StreamInfoGroupsReply = redis::from_redis_value(groups)
+            .map_err(|err| Error::redis(format!("reading XINFO GROUPS {key}"), err.into()))?;
+        let length: u64 = length
+            .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+            .map_err(|err| Error::redis(format!("XLEN {key}"), err))?;
+        let head = head
+            .map_err(|err| Error::redis(format!("XRANGE {key} - + COUNT 1"), err))
+            .and_then(|v| first_id(key, v))?;
+        let groups = groups
+            .groups
+            .into_iter()
+            .map(|group| {
+                Ok(GroupInventory {
+                    last_delivered: parse_id(key, &group.last_delivered_id)?,
+                    name: group.name,
+                    consumers: group.consumers as u64,
+                    pending: group.pending as u64,
+                    entries_read: group.entries_read.map(|n| n as u64),
+                    lag: group.lag.map(|n| n as u64),
+                    lowest_pending: None,
+                    first_undelivered: None,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        streams.push(Some(StreamInventory {
+            key: key.clone(),
+            length,
+            first_entry: head,
+            groups,
+        }));
+    }
+    fill_group_boundaries(conn, &mut streams).await?;
+    Ok(streams)
+}
+
+/// The second pipeline: each group's lowest pending entry and first undelivered entry.
+async fn fill_group_boundaries<C: ConnectionLike>(
+    conn: &mut C,
+    streams: &mut [Option<StreamInventory>],
+) -> Result<()> {
+    let mut second = redis::pipe();
+    let mut asked = 0;
+    for stream in streams.iter().flatten() {
+        for group in &stream.groups {
+            second
+                .cmd("XPENDING")
+                .arg(&stream.key)
+                .arg(&group.name)
+                .arg("-")
+                .arg("+")
+                .arg(1);
+            second
+                .cmd("XRANGE")
+                .arg(&stream.key)
+                .arg(format!("({}", group.last_delivered))
+                .arg("+")
+                .arg("COUNT")
+                .arg(1);
+            asked += 2;
+        }
+    }
+    if asked == 0 {
+        return Ok(());
+    }
+    let answers: Vec<redis::RedisResult<Value>> = second
+        .ignore_errors()
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis("XPENDING/XRANGE of the groups' boundaries", err))?;
+    let mut answers = answers.into_iter();
+    for stream in streams.iter_mut().flatten() {
+        let key = stream.key.clone();
+        for group in &mut stream.groups {
+            let (Some(pending), Some(next)) = (answers.next(), answers.next()) else {
+                return Err(short_reply(&key));
+            };
+            let pending = pending
+                .map_err(|err| Error::redis(format!("XPENDING {key} {} - + 1", group.name), err))?;
+            group.lowest_pending = pending_head(&key, pending)?;
+            let next = next.map_err(|err| {
+                Error::redis(
+                    format!("XRANGE {key} ({} + COUNT 1", group.last_delivered),
+                    err,
+                )
+            })?;
+            group.first_undelivered = first_id(&key, next)?;
+        }
+    }
+    Ok(())
+}
+
+/// The ID of the first entry of an `XRANGE` reply, if any.
+fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
+    let Value::Array(entries) = reply else {
+        return Err(unexpected(key, "XRANGE", &reply));
+    };
+    let Some(entry) = entries.into_iter().next() else {
+        return Ok(None);
+    };
+    match entry {
+        Value::Array(mut parts) if !parts.is_empty() => {
+            let id = text(parts.swap_remove(0)).ok_or_else(|| malformed(key, "XRANGE"))?;
+            parse_id(key, &id).map(Some)
+        }
+        other => Err(unexpected(key, "XRANGE", &other)),
+    }
+}
+
+/// The first row of an extended `XPENDING … - + 1` reply: `[id, consumer, idle, deliveries]`.
+fn pending_head(key: &str, reply: Value) -> Result<Option<PendingHead>> {
+    let Value::Array(rows) = reply else {
+        return Err(unexpected(key, "XPENDING", &reply));
+    };
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    let Value::Array(row) = row else {
+        return Err(unexpected(key, "XPENDING", &row));
+    };
+    let mut row = row.into_iter();
+    let (Some(id), Some(consumer), Some(idle), Some(deliveries)) =
+        (row.next(), row.next(), row.next(), row.next())
+    else {
+        return Err(malformed(key, "XPENDING"));
+    };
+    let id = text(id).ok_or_else(|| malformed(key, "XPENDING"))?;
+    let integer = |value: Value| match value {
+        Value::Int(n) => u64::try_from(n).ok(),
+        other => text(other).and_then(|t| t.parse().ok()),
+    };
+    Ok(Some(PendingHead {
+        id: parse_id(key, &id)?,
+        consumer: text(consumer).ok_or_else(|| malformed(key, "XPENDING"))?,
+        idle_ms: integer(idle).ok_or_else(|| malformed(key, "XPENDING"))?,
+        deliveries: integer(deliveries).ok_or_else(|| malformed(key, "XPENDING"))?,
+    }))
+}
+
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+        Value::SimpleString(text) => Some(text),
+        _ => None,
+    }
+}
+
+fn parse_id(key: &str, id: &str) -> Result<StreamId> {
+    id.parse().map_err(|err| Error::Inventory {
+        key: key.to_owned(),
+        problem: format!("{err}"),
+    })
+}
+
+/// `XINFO GROUPS` on a missing key answers `ERR no such key`.
+fn is_no_such_key(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|detail| detail.to_ascii_lowercase().contains("no such key"))
+}
+
+fn short_reply(key: &str) -> Error {
+    Error::Inventory {
+        key: key.to_owned(),
+        problem: "the server answered fewer replies than commands sent".to_owned(),
+    }
+}
+
+fn malformed(key: &str, command: &str) -> Error {
+    Error::Inventory {
+        key: key.to_owned(),
+        problem: format!("malformed {command} reply"),
+    }
+}
+
+fn unexpected(key: &str, command: &str, found: &Value) -> Error {
+    Error::Inventory {
+        key: key.to_owned(),
+        problem: format!("unexpected {command} reply: {found:?}"),
+    }
+}

@@ -1,0 +1,12 @@
+//! Operating a queue: what its streams hold and who needs which entry, for the
+//! trimmer, the status and pending views, admission control and the monitor.
+//!
+//! Everything here reads with commands a least-privilege monitor user may
+//! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`…), except the
+//! trimmer, which also writes.
+
+pub mod inventory;
+pub mod stream_id;
+
+pub use inventory::{inventory, GroupInventory, PendingHead, StreamInventory};
+pub use stream_id::StreamId;
