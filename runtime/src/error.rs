@@ -142,6 +142,14 @@ pub enum Error {
     )]
     EvictionPolicy { server: String, policy: String },
 
+    /// The metrics endpoint could not be served.
+    #[error("serving metrics on {addr}: {source}")]
+    Http {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// Redis answered with an error, or the connection failed.
     #[error("redis: {context}: {source}")]
     Redis {
