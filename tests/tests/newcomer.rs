@@ -174,8 +174,8 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
         .tempdir()
         .unwrap();
 
-    // The shell lines, in order. The crate lives in the temp dir, far from
-    // the workspace, exactly as a newcomer's would.
+    // The shell lines, in order. The crate lives in the temp dir (the
+    // README's "beside the checkout"), outside the workspace as a newcomer's is.
     let mut queuegen: Option<PathBuf> = None;
     let mut crate_dir: Option<PathBuf> = None;
     for line in &commands {
@@ -193,7 +193,7 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
             run(build, "building the queuegen CLI");
             queuegen = Some(workspace().join("target/newcomer/debug/queuegen"));
         } else if let Some(name) = line
-            .strip_prefix("cargo new ")
+            .strip_prefix("cd .. && cargo new ")
             .and_then(|rest| rest.split_once(" && cd "))
             .filter(|(name, cd)| name == cd)
             .map(|(name, _)| name)
