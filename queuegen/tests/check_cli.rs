@@ -193,3 +193,40 @@ fn schema_prints_the_committed_file() {
         "schemas/queuegen.v1.json is stale: run `cargo run -p queuegen -- schema > schemas/queuegen.v1.json`"
     );
 }
+
+/// Until the runtime speaks Cluster, `init` does not offer it and `check`
+/// says so (a warning: the key layout is already Cluster-safe).
+#[test]
+fn init_offers_standalone_only_and_check_warns_that_cluster_is_not_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_queuegen"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("queuegen runs")
+    };
+    assert!(run(&["init", "--service", "billing"]).status.success());
+    let starter = std::fs::read_to_string(dir.path().join("queues.yaml")).unwrap();
+    let deployments: Vec<&str> = starter
+        .lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with("deployment:"))
+        .collect();
+    assert_eq!(
+        deployments,
+        ["deployment: standalone             # Redis Cluster: not yet supported by the runtime"]
+    );
+
+    let cluster = starter.replace("deployment: standalone ", "deployment: cluster    ");
+    std::fs::write(dir.path().join("cluster.yaml"), cluster).unwrap();
+    let output = run(&["check", "cluster.yaml"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout(&output),
+        "cluster.yaml:13:15: warning: redis.deployment: deployment: cluster is not yet honoured \
+         by the runtime: workers, producers and `queuegen apply` connect to one standalone server\n  \
+         help: use deployment: standalone until Cluster support lands; the key layout will not change\n\
+         cluster.yaml: 0 errors, 1 warning\n"
+    );
+}

@@ -190,6 +190,107 @@ fn stubs_are_written_once_and_never_overwritten() {
 }
 
 #[test]
+fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
+    let dir = scratch();
+    let args = [
+        "generate",
+        "queues.yaml",
+        "--out",
+        "src/queues",
+        "--stubs",
+        "src/handlers",
+        "--json",
+    ];
+    let out = queuegen(&args, dir.path());
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut written: Vec<&str> = report["stubs_written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    written.sort_unstable();
+    assert_eq!(
+        written,
+        [
+            "src/handlers/export_handler.rs",
+            "src/handlers/mod.rs",
+            "src/handlers/notification_handler.rs",
+            "src/handlers/ocr_handler.rs",
+            "src/handlers/reconciliation_handler.rs",
+        ]
+    );
+
+    let module_list = dir.path().join("src/handlers/mod.rs");
+    let text = fs::read_to_string(&module_list).unwrap();
+    assert!(
+        !text.starts_with("// Code generated"),
+        "the module list belongs to the team"
+    );
+    let declared: Vec<&str> = text.lines().filter(|l| l.starts_with("pub mod ")).collect();
+    assert_eq!(
+        declared,
+        [
+            "pub mod export_handler;",
+            "pub mod notification_handler;",
+            "pub mod ocr_handler;",
+            "pub mod reconciliation_handler;",
+        ]
+    );
+    let rustfmt = Command::new("rustfmt")
+        .args(["--edition", "2021", "--check"])
+        .arg(&module_list)
+        .status()
+        .unwrap();
+    assert!(rustfmt.success(), "{text}");
+
+    // Edited by the team: a second run leaves it and every stub alone.
+    fs::write(&module_list, "pub mod ocr_handler;\n").unwrap();
+    let again = queuegen(&args, dir.path());
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["stubs_written"], serde_json::json!([]));
+    assert_eq!(
+        fs::read_to_string(&module_list).unwrap(),
+        "pub mod ocr_handler;\n"
+    );
+}
+
+#[test]
+fn an_existing_mod_rs_is_kept_and_undeclared_new_stubs_are_pointed_out() {
+    let dir = scratch();
+    let handlers = dir.path().join("src/handlers");
+    fs::create_dir_all(&handlers).unwrap();
+    let mine = "mod shared;\npub mod ocr_handler;\n";
+    fs::write(handlers.join("mod.rs"), mine).unwrap();
+    let out = queuegen(
+        &[
+            "generate",
+            "queues.yaml",
+            "--out",
+            "src/queues",
+            "--stubs",
+            "src/handlers",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(handlers.join("mod.rs")).unwrap(), mine);
+    assert!(handlers.join("export_handler.rs").exists());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(
+        notes,
+        [
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod notification_handler;` to it",
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod export_handler;` to it",
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod reconciliation_handler;` to it",
+        ],
+        "{stderr}"
+    );
+}
+
+#[test]
 fn refuses_to_generate_from_an_invalid_spec_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(

@@ -1,10 +1,13 @@
 //! Publishing jobs: validate and encode an envelope, pick its partition, `XADD` it.
 
+mod admission;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use redis::aio::ConnectionManager;
 
+use self::admission::Admission;
 use crate::config::QueueConfig;
 use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, Result};
@@ -48,11 +51,20 @@ pub struct Published {
 }
 
 /// Publishes envelopes of type `E` to one queue over the shared connection.
+///
+/// With `admission.max_oldest_ready_age` set, a publish to a partition whose
+/// oldest undelivered entry (for its slowest group) is older than that is
+/// refused with [`Error::Backpressure`]. Each partition's age is re-read at
+/// most every `admission.refresh` and cached: keep one producer per queue
+/// and clone it (clones share the cache) rather than building one per job.
 pub struct Producer<E: Envelope> {
     conn: ConnectionManager,
     config: QueueConfig,
     /// The ready stream key of every partition, by partition: built once, not per job.
     ready_keys: Arc<[String]>,
+    /// `None` when the queue has no admission limit: publishing then takes
+    /// no lock and reads no clock.
+    admission: Option<Arc<Admission>>,
     _envelope: PhantomData<fn(E)>,
 }
 
@@ -63,6 +75,7 @@ impl<E: Envelope> Clone for Producer<E> {
             conn: self.conn.clone(),
             config: self.config.clone(),
             ready_keys: self.ready_keys.clone(),
+            admission: self.admission.clone(),
             _envelope: PhantomData,
         }
     }
@@ -76,9 +89,19 @@ struct Encoded {
 
 impl<E: Envelope> Producer<E> {
     pub fn new(redis: &Redis, config: QueueConfig) -> Self {
+        let ready_keys: Arc<[String]> = config.ready_keys().into();
+        let admission = config.admission_max_oldest_ready_age.map(|limit| {
+            Arc::new(Admission::new(
+                config.queue,
+                limit,
+                config.admission_refresh,
+                ready_keys.clone(),
+            ))
+        });
         Producer {
             conn: redis.shared(),
-            ready_keys: config.ready_keys().into(),
+            ready_keys,
+            admission,
             config,
             _envelope: PhantomData,
         }
@@ -89,8 +112,15 @@ impl<E: Envelope> Producer<E> {
     }
 
     /// Validates, encodes and appends one job to its partition's stream.
+    ///
+    /// Refused with [`Error::Backpressure`], writing nothing, while admission
+    /// finds the partition's oldest undelivered entry older than
+    /// `admission.max_oldest_ready_age`.
     pub async fn publish(&self, job: NewJob<E>) -> Result<Published> {
         let job = self.encode(job, 0)?;
+        if let Some(admission) = &self.admission {
+            admission.admit(&self.conn, job.partition).await?;
+        }
         let key = &self.ready_keys[usize::from(job.partition)];
         let stream_id: String = redis::cmd("XADD")
             .arg(key)
@@ -99,6 +129,13 @@ impl<E: Envelope> Producer<E> {
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|err| Error::redis(format!("XADD {key}"), err))?;
+        tracing::debug!(
+            job_id = job_id_of(&job.pairs),
+            queue = self.config.queue,
+            partition = job.partition,
+            stream_id = %stream_id,
+            "accepted"
+        );
         Ok(Published {
             stream_id,
             partition: job.partition,
@@ -108,6 +145,13 @@ impl<E: Envelope> Producer<E> {
     /// Validates and encodes every job first, so an invalid job (named in the
     /// error) means nothing was sent; then appends them all in one pipeline.
     ///
+    /// With admission on, every partition the batch touches is checked
+    /// before anything is sent (stale readings refreshed together, in one
+    /// inventory round): if any one partition is refused, the whole batch is
+    /// refused with [`Error::Backpressure`] naming the lowest refused
+    /// partition, and nothing of it is written, not even the jobs bound for
+    /// partitions that were fine.
+    ///
     /// A Redis error part-way through the pipeline can leave some jobs
     /// appended; publishing the batch again is safe because consumers
     /// deduplicate by `job_id`.
@@ -116,20 +160,34 @@ impl<E: Envelope> Producer<E> {
         jobs: impl IntoIterator<Item = NewJob<E>>,
     ) -> Result<Vec<Published>> {
         // Each job is written into the pipeline as soon as it is encoded;
-        // nothing is sent before the last one passed.
+        // nothing is sent before the last one passed and admission, when
+        // on, admitted every partition the batch touches.
         let jobs = jobs.into_iter();
         let mut pipe = redis::pipe();
         let mut partitions = Vec::with_capacity(jobs.size_hint().0);
+        // The job_ids for the "accepted" events, kept only when they are logged.
+        let log_accepted = tracing::enabled!(tracing::Level::DEBUG);
+        let mut job_ids = Vec::new();
         for (position, job) in jobs.enumerate() {
-            let job = self.encode(job, position)?;
+            let mut job = self.encode(job, position)?;
             pipe.cmd("XADD")
                 .arg(&self.ready_keys[usize::from(job.partition)])
                 .arg("*")
                 .arg(&job.pairs[..]);
             partitions.push(job.partition);
+            if log_accepted {
+                // The pipeline holds its own copy of the bytes: move, not clone.
+                job_ids.push(take_job_id(&mut job.pairs));
+            }
         }
         if partitions.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some(admission) = &self.admission {
+            let mut touched = partitions.clone();
+            touched.sort_unstable();
+            touched.dedup();
+            admission.admit_all(&self.conn, &touched).await?;
         }
         let ids: Vec<String> = pipe
             .query_async(&mut self.conn.clone())
@@ -144,14 +202,24 @@ impl<E: Envelope> Producer<E> {
                     err,
                 )
             })?;
-        Ok(ids
+        let published: Vec<Published> = ids
             .into_iter()
             .zip(partitions)
             .map(|(stream_id, partition)| Published {
                 stream_id,
                 partition,
             })
-            .collect())
+            .collect();
+        for (published, job_id) in published.iter().zip(&job_ids) {
+            tracing::debug!(
+                job_id = job_id.as_str(),
+                queue = self.config.queue,
+                partition = published.partition,
+                stream_id = %published.stream_id,
+                "accepted"
+            );
+        }
+        Ok(published)
     }
 
     fn encode(&self, job: NewJob<E>, position: usize) -> Result<Encoded> {
@@ -195,6 +263,23 @@ fn encoded_len(pairs: &[(&str, String)]) -> usize {
         .iter()
         .map(|(name, value)| name.len() + value.len())
         .sum()
+}
+
+/// The `job_id` header of encoded pairs (only read when an event is logged).
+fn job_id_of<'a>(pairs: &'a [(&str, String)]) -> &'a str {
+    pairs
+        .iter()
+        .find(|(name, _)| *name == crate::envelope::header_fields::JOB_ID)
+        .map_or("", |(_, value)| value.as_str())
+}
+
+/// Moves the `job_id` header out of encoded pairs already written into a pipeline.
+fn take_job_id(pairs: &mut [(&str, String)]) -> String {
+    pairs
+        .iter_mut()
+        .find(|(name, _)| *name == crate::envelope::header_fields::JOB_ID)
+        .map(|(_, value)| std::mem::take(value))
+        .unwrap_or_default()
 }
 
 /// A random 128-bit trace ID in lowercase hex (the W3C trace-id format).

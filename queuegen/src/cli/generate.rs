@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long)]
     pub check: bool,
 
-    /// Also write a handler skeleton per queue into DIR, only where none exists yet.
+    /// Also write a handler skeleton per queue into DIR, only where none exists
+    /// yet, and DIR/mod.rs declaring them when DIR has no mod.rs.
     #[arg(long, value_name = "DIR", requires = "out")]
     pub stubs: Option<PathBuf>,
 
@@ -97,7 +98,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|t| Ok((t.dir, files::write(t.dir, &t.files)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stubs = match (&args.stubs, &args.out) {
-        (Some(dir), Some(_)) => write_stubs(dir, gen::stubs::generate(&spec, &args.module_path)?)?,
+        (Some(dir), Some(_)) => write_stubs(
+            dir,
+            gen::stubs::generate(&spec, &args.module_path)?,
+            gen::stubs::module_list(&spec)?,
+        )?,
         _ => Vec::new(),
     };
 
@@ -244,18 +249,53 @@ fn regenerate_command(args: &Args) -> String {
     command
 }
 
-/// Writes each stub whose file does not exist yet; never overwrites.
-fn write_stubs(dir: &Path, stubs: Vec<gen::GeneratedFile>) -> anyhow::Result<Vec<PathBuf>> {
+/// Writes each stub whose file does not exist yet, and `mod.rs` declaring
+/// them all when the directory has none; never overwrites. A new stub that an
+/// existing `mod.rs` does not declare is pointed out, since it would not compile in.
+fn write_stubs(
+    dir: &Path,
+    stubs: Vec<gen::GeneratedFile>,
+    module_list: gen::GeneratedFile,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let module_list_path = dir.join(&module_list.path);
+    let existing_module_list = std::fs::read_to_string(&module_list_path).ok();
     let mut written = Vec::new();
     for stub in stubs {
         let path = dir.join(&stub.path);
         if path.exists() {
             continue;
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        std::fs::write(&path, stub.contents)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_new(dir, &path, &stub.contents)?;
+        if let (Some(declared), Some(module)) = (&existing_module_list, stub.path.file_stem()) {
+            let module = module.to_string_lossy();
+            if !declares_module(declared, &module) {
+                eprintln!(
+                    "note: {} does not declare the new stub: add `pub mod {module};` to it",
+                    module_list_path.display()
+                );
+            }
+        }
         written.push(path);
     }
+    if existing_module_list.is_none() && !module_list_path.exists() {
+        write_new(dir, &module_list_path, &module_list.contents)?;
+        written.push(module_list_path);
+    }
     Ok(written)
+}
+
+fn write_new(dir: &Path, path: &Path, contents: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Whether Rust source `text` has a `mod <module>;` line (any visibility).
+fn declares_module(text: &str, module: &str) -> bool {
+    text.lines().any(|line| {
+        line.trim()
+            .strip_suffix(';')
+            .and_then(|decl| decl.split_whitespace().last().map(|last| last == module))
+            .unwrap_or(false)
+            && line.split_whitespace().any(|word| word == "mod")
+    })
 }

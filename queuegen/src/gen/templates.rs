@@ -16,6 +16,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/handler_stub.rs.jinja"),
     ),
     (
+        "handlers_mod.rs",
+        include_str!("../../templates/handlers_mod.rs.jinja"),
+    ),
+    (
         "queues.yaml",
         include_str!("../../templates/queues.yaml.jinja"),
     ),
