@@ -1,6 +1,6 @@
 //! Publishing jobs: validate and encode an envelope, pick its partition, `XADD` it.
 
-mod admission;
+pub(crate) mod admission;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -55,8 +55,9 @@ pub struct Published {
 /// With `admission.max_oldest_ready_age` set, a publish to a partition whose
 /// oldest undelivered entry (for its slowest group) is older than that is
 /// refused with [`Error::Backpressure`]. Each partition's age is re-read at
-/// most every `admission.refresh` and cached: keep one producer per queue
-/// and clone it (clones share the cache) rather than building one per job.
+/// most every `admission.refresh` and cached on the [`Redis`] handle, so
+/// every producer of the queue made from that handle (or its clones) shares
+/// one reading per partition.
 pub struct Producer<E: Envelope> {
     conn: ConnectionManager,
     config: QueueConfig,
@@ -90,13 +91,17 @@ struct Encoded {
 impl<E: Envelope> Producer<E> {
     pub fn new(redis: &Redis, config: QueueConfig) -> Self {
         let ready_keys: Arc<[String]> = config.ready_keys().into();
+        // Shared through the `Redis` handle, so `ocr::producer(&redis)` per
+        // request still refreshes each partition at most every `refresh`.
         let admission = config.admission_max_oldest_ready_age.map(|limit| {
-            Arc::new(Admission::new(
-                config.queue,
-                limit,
-                config.admission_refresh,
-                ready_keys.clone(),
-            ))
+            redis.admission(&config, limit, || {
+                Admission::new(
+                    config.queue,
+                    limit,
+                    config.admission_refresh,
+                    ready_keys.clone(),
+                )
+            })
         });
         Producer {
             conn: redis.shared(),

@@ -6,12 +6,16 @@
 //! A blocking `XREADGROUP` holds its connection until it returns, so it never
 //! runs on the shared connection that acks and publishes use.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::AsyncConnectionConfig;
 
+use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::producer::admission::Admission;
 
 /// Response timeout of the shared connection: generous, because a timed-out
 /// command may still be applied later and is then retried by its caller.
@@ -26,7 +30,13 @@ const BLOCKING_READ_MARGIN: Duration = Duration::from_secs(5);
 pub struct Redis {
     client: redis::Client,
     shared: ConnectionManager,
+    /// Producer admission readings per queue, shared by every producer made
+    /// from this handle (and its clones).
+    admissions: Arc<Mutex<HashMap<AdmissionKey, Arc<Admission>>>>,
 }
+
+/// One queue's admission settings: the first ready key names prefix and queue.
+type AdmissionKey = (String, u16, Duration, Duration);
 
 impl Redis {
     /// Connects to `url` (`redis://[user:password@]host:port[/db]`) and opens the shared connection.
@@ -40,7 +50,11 @@ impl Redis {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|err| Error::redis(format!("connecting to {}", Self::addr(&client)), err))?;
-        Ok(Redis { client, shared })
+        Ok(Redis {
+            client,
+            shared,
+            admissions: Arc::default(),
+        })
     }
 
     /// The shared multiplexed connection for acks, publishes and admin commands.
@@ -73,6 +87,30 @@ impl Redis {
                     err,
                 )
             })
+    }
+
+    /// The admission state of the queue `config` describes, made by `make`
+    /// the first time a producer of it asks.
+    pub(crate) fn admission(
+        &self,
+        config: &QueueConfig,
+        limit: Duration,
+        make: impl FnOnce() -> Admission,
+    ) -> Arc<Admission> {
+        let key = (
+            config.ready_key(0),
+            config.partitions,
+            limit,
+            config.admission_refresh,
+        );
+        let mut admissions = self
+            .admissions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        admissions
+            .entry(key)
+            .or_insert_with(|| Arc::new(make()))
+            .clone()
     }
 
     /// `host:port` of the server, without credentials, for error messages.

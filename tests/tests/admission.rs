@@ -330,12 +330,12 @@ async fn publish_many_with_one_refused_partition_writes_nothing() {
 }
 
 /// Between refreshes a publish sends no inventory command: one reading per
-/// partition serves every publish and every clone of the producer, and a
-/// batch reads its stale partitions together.
+/// partition serves every publish of every producer made from one `Redis`
+/// handle, and a batch reads its stale partitions together.
 #[tokio::test]
-async fn readings_are_cached_per_partition_and_shared_by_clones() {
+async fn readings_are_cached_per_partition_and_shared_by_producers_of_one_handle() {
     let Setup {
-        server: _server,
+        server,
         config,
         redis,
         mut conn,
@@ -362,12 +362,26 @@ async fn readings_are_cached_per_partition_and_shared_by_clones() {
     assert_eq!(calls(&mut conn, "xadd").await, 30);
     assert_eq!(calls(&mut conn, "xinfo|groups").await, 2);
 
-    // A fresh producer has its own cache: one more reading per partition it touches.
-    let other = Producer::<TestJob>::new(&redis, config.clone());
+    // A producer made anew from the same handle (as `ocr::producer(&redis)`
+    // per request does) shares the readings: no new inventory.
+    let other = Producer::<TestJob>::new(&redis.clone(), config.clone());
     let batch: Vec<_> = (0..4)
         .map(|n| job_for(&config, (n % 2) as u16, 200 + n))
         .collect();
     other.publish_many(batch).await.unwrap();
+    assert_eq!(calls(&mut conn, "xinfo|groups").await, 2);
+
+    // Another connection handle has its own cache: one more reading per partition it touches.
+    let elsewhere = queuegen_runtime::Redis::connect(server.url())
+        .await
+        .unwrap();
+    let batch: Vec<_> = (0..4)
+        .map(|n| job_for(&config, (n % 2) as u16, 300 + n))
+        .collect();
+    Producer::<TestJob>::new(&elsewhere, config.clone())
+        .publish_many(batch)
+        .await
+        .unwrap();
     assert_eq!(calls(&mut conn, "xinfo|groups").await, 4);
 }
 

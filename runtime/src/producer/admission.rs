@@ -21,7 +21,7 @@ use crate::ops::inventory::inventory;
 use crate::ops::stream_id::{now_ms, StreamId};
 
 /// The admission state of one queue, shared by every clone of its producer.
-pub(super) struct Admission {
+pub(crate) struct Admission {
     queue: &'static str,
     limit: Duration,
     refresh: Duration,
@@ -76,7 +76,7 @@ impl Reading {
 }
 
 impl Admission {
-    pub(super) fn new(
+    pub(crate) fn new(
         queue: &'static str,
         limit: Duration,
         refresh: Duration,
