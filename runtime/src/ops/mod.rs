@@ -6,7 +6,11 @@
 //! trimmer, which also writes.
 
 pub mod inventory;
+pub mod pending;
+pub mod status;
 pub mod stream_id;
 
 pub use inventory::{inventory, GroupInventory, PendingHead, StreamInventory};
+pub use pending::{pending, PendingQuery, PendingReport};
+pub use status::{status, AlertThresholds, StatusReport, WatchedQueue};
 pub use stream_id::StreamId;
