@@ -23,7 +23,7 @@ longest), then oldest ID. The ordering is over the oldest 1000 pending entries o
 (or --limit, if larger): XPENDING pages by ID; the output says when a partition holds more.
 
 A JOB_ID of (deleted) is an entry deleted or trimmed while still pending: its payload is gone, \
-only the pending-list record remains, and the recovery loop reports and acknowledges it.
+only the pending-list record remains. Once it is idle past claim.min_idle, the workers' claim pass (XAUTOCLAIM) drops it from the pending list and logs the job as lost.
 
 Reads only: TIME, TYPE, XPENDING, XRANGE, in two round trips.
 

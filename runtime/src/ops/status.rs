@@ -443,7 +443,8 @@ pub fn firing(
 ) -> Vec<FiringAlert> {
     let mut alerts = Vec::new();
     let ms = |limit: Duration| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
-    let human = |ms: u64| humantime::format_duration(Duration::from_millis(ms)).to_string();
+    // Whole seconds: an alert's message is read, not computed with.
+    let human = |ms: u64| humantime::format_duration(Duration::from_secs(ms / 1_000)).to_string();
     for group in &partition.groups {
         if let (Some(limit), Some(pending)) = (thresholds.oldest_pending_age, &group.oldest_pending)
         {
