@@ -7,81 +7,12 @@
 mod ops_state;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ops_state::*;
 use queuegen_tests::RedisServer;
-
-/// A `queuegen monitor` process, killed when dropped.
-struct Monitor {
-    child: Child,
-    /// `127.0.0.1:<port>` it serves on.
-    addr: String,
-}
-
-impl Monitor {
-    fn start(server: &RedisServer, every: &str) -> Monitor {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_queuegen"))
-            .args([
-                "monitor",
-                EXAMPLE,
-                "--queue",
-                "ocr",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .args(["--every", every, "--redis", &server.url()])
-            .env_remove("REDIS_URL")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // It prints where it serves once the first refresh succeeded.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}: {:?}", child.try_wait()))
-            .to_owned();
-        Monitor { child, addr }
-    }
-
-    /// `(status code, body)` of `GET path`.
-    fn get(&self, path: &str, accept: Option<&str>) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: monitor\r\n{accept}Connection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap();
-        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (code, body.to_owned())
-    }
-
-    fn scrape(&self) -> Scrape {
-        let (code, body) = self.get("/metrics", None);
-        assert_eq!(code, 200, "{body}");
-        Scrape::parse(&body)
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One sample of the exposition text.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,6 +137,12 @@ fn parse_sample(line: &str) -> Sample {
     }
 }
 
+fn scrape(monitor: &Monitor) -> Scrape {
+    let (code, body) = monitor.get("/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    Scrape::parse(&body)
+}
+
 const QUEUE_GAUGES: [&str; 7] = [
     "queuegen_queue_oldest_ready_age_seconds",
     "queuegen_queue_oldest_pending_age_seconds",
@@ -290,11 +227,11 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
     let before = keyspace(&mut conn);
     // One refresh only (the first, before it listens): the numbers below
     // all come from it, measured against its server time.
-    let monitor = Monitor::start(&server, "3600");
+    let monitor = Monitor::start(&server.url(), "3600");
 
     assert_eq!(monitor.get("/healthz", None).0, 200);
     assert_eq!(monitor.get("/readyz", None), (200, "ready\n".into()));
-    let scrape = monitor.scrape();
+    let scrape = scrape(&monitor);
 
     // Only bounded labels, only known values.
     for sample in &scrape.samples {
@@ -440,9 +377,9 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
 fn a_failed_refresh_withdraws_the_gauges_and_is_not_ready() {
     let server = RedisServer::start();
     apply(&server);
-    let monitor = Monitor::start(&server, "1");
+    let monitor = Monitor::start(&server.url(), "1");
     assert_eq!(monitor.get("/readyz", None).0, 200);
-    assert_eq!(monitor.scrape().family("queuegen_queue_pending").len(), 8);
+    assert_eq!(scrape(&monitor).family("queuegen_queue_pending").len(), 8);
 
     // The server goes away: the next refreshes fail.
     drop(server);
@@ -452,7 +389,7 @@ fn a_failed_refresh_withdraws_the_gauges_and_is_not_ready() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(monitor.get("/healthz", None).0, 200, "still live");
-    let scrape = monitor.scrape();
+    let scrape = scrape(&monitor);
     let failures = scrape
         .value("queuegen_monitor_refresh_failures_total", &[])
         .unwrap();

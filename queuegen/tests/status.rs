@@ -561,3 +561,78 @@ fn bad_input_exits_non_zero_naming_what_and_where_and_writes_nothing() {
         stderr(&out)
     );
 }
+
+/// The commands docs/operations.md lists for a monitor user, and no others.
+const MONITOR_ACL: &[&str] = &[
+    "on",
+    ">monitor-secret",
+    "~work:*",
+    "resetchannels",
+    "-@all",
+    "+time",
+    "+xinfo",
+    "+xlen",
+    "+xrange",
+    "+xrevrange",
+    "+xpending",
+    "+zcard",
+    "+zrange",
+    "+fcall_ro",
+    "+type",
+];
+
+#[test]
+fn a_least_privilege_monitor_user_runs_status_pending_and_monitor() {
+    let server = RedisServer::start();
+    build(&server);
+    let mut conn = server.client().get_connection().unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("monitor")
+        .arg(MONITOR_ACL)
+        .query(&mut conn)
+        .unwrap();
+    let url = format!(
+        "redis://monitor:monitor-secret@127.0.0.1:{}/",
+        server.port()
+    );
+    let before = keyspace(&mut conn);
+
+    let out = queuegen_at(&url, &["status", EXAMPLE, "--queue", "ocr", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["libraries"][0]["loaded"], true, "FCALL_RO is enough");
+    assert_eq!(
+        json["queues"][0]["partitions"][0]["groups"][0]["pending"],
+        2
+    );
+
+    let out = queuegen_at(&url, &["pending", EXAMPLE, "--queue", "ocr", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["rows"][0]["job_id"], "p0-a");
+
+    let monitor = Monitor::start(&url, "3600");
+    assert_eq!(monitor.get("/readyz", None).0, 200);
+    drop(monitor);
+
+    // Without FCALL_RO the library's state is unknown, said so, not an error.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("monitor")
+        .arg("-fcall_ro")
+        .query(&mut conn)
+        .unwrap();
+    let out = queuegen_at(&url, &["status", EXAMPLE, "--queue", "ocr", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["libraries"][0]["loaded"], Value::Null);
+    let problem = json["libraries"][0]["problem"].as_str().unwrap();
+    assert!(problem.contains("fcall_ro"), "{problem}");
+
+    assert_eq!(
+        keyspace(&mut conn),
+        before,
+        "the monitor user wrote nothing"
+    );
+}

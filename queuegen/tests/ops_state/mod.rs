@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
 
 use queuegen_tests::RedisServer;
 
@@ -143,4 +145,67 @@ pub fn keyspace(conn: &mut redis::Connection) -> BTreeMap<String, String> {
 /// The ID's milliseconds: `"1700000000000-3"` → 1700000000000.
 pub fn ms_of(id: &str) -> u64 {
     id.split('-').next().unwrap().parse().unwrap()
+}
+
+/// A `queuegen monitor` process, killed when dropped.
+pub struct Monitor {
+    child: Child,
+    /// `127.0.0.1:<port>` it serves on.
+    pub addr: String,
+}
+
+impl Monitor {
+    /// Starts `monitor --queue ocr --every {every}` against `url` and waits
+    /// for its first refresh (it prints where it serves once that succeeded).
+    pub fn start(url: &str, every: &str) -> Monitor {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_queuegen"))
+            .args([
+                "monitor",
+                EXAMPLE,
+                "--queue",
+                "ocr",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--every", every, "--redis", url])
+            .env_remove("REDIS_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}: {:?}", child.try_wait()))
+            .to_owned();
+        Monitor { child, addr }
+    }
+
+    /// `(status code, body)` of `GET path`.
+    pub fn get(&self, path: &str, accept: Option<&str>) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: monitor\r\n{accept}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (code, body.to_owned())
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
