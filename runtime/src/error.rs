@@ -110,7 +110,7 @@ pub enum Error {
     MissingStream { key: String },
 
     /// An operator asked about a partition the queue does not have.
-    #[error("queue {queue} has partitions 0..{}; there is no partition {partition}", partitions - 1)]
+    #[error("queue {queue} has partitions 0..{}; there is no partition {partition}", partitions.saturating_sub(1))]
     NoSuchPartition {
         queue: &'static str,
         partition: u16,
