@@ -105,6 +105,18 @@ pub enum Error {
     #[error("not a Function library: {problem}")]
     InvalidLibrary { problem: String },
 
+    /// A partition's ready stream does not exist: the queue was never applied on this server.
+    #[error("stream {key} does not exist: run `queuegen apply` to create it")]
+    MissingStream { key: String },
+
+    /// An operator asked about a partition the queue does not have.
+    #[error("queue {queue} has partitions 0..{}; there is no partition {partition}", partitions.saturating_sub(1))]
+    NoSuchPartition {
+        queue: &'static str,
+        partition: u16,
+        partitions: u16,
+    },
+
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]
     Inventory { key: String, problem: String },

@@ -12,7 +12,11 @@ pub mod dlq;
 pub mod generate;
 pub mod init;
 pub mod lock;
+pub mod monitor;
+pub mod pending;
 pub mod schema;
+pub mod status;
+mod table;
 
 /// Validate a queues.yaml spec and generate typed Rust and Redis artefacts for
 /// Redis Streams work queues.
@@ -33,6 +37,9 @@ pub enum Subcommands {
     Init(init::Args),
     Apply(apply::Args),
     Dlq(dlq::Args),
+    Status(status::Args),
+    Pending(pending::Args),
+    Monitor(monitor::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -47,5 +54,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Init(args) => init::run(args),
         Subcommands::Apply(args) => apply::run(args),
         Subcommands::Dlq(args) => dlq::run(args),
+        Subcommands::Status(args) => status::run(args),
+        Subcommands::Pending(args) => pending::run(args),
+        Subcommands::Monitor(args) => monitor::run(args),
     }
 }

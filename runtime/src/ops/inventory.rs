@@ -90,15 +90,7 @@ pub async fn inventory<C: ConnectionLike>(
     }
     let mut first = redis::pipe();
     for key in keys {
-        first.cmd("XINFO").arg("GROUPS").arg(key);
-        first.cmd("XLEN").arg(key);
-        first
-            .cmd("XRANGE")
-            .arg(key)
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1);
+        queue_stream_reads(&mut first, key);
     }
     let answers: Vec<redis::RedisResult<Value>> = first
         .ignore_errors()
@@ -108,71 +100,99 @@ pub async fn inventory<C: ConnectionLike>(
     let mut answers = answers.into_iter();
     let mut streams: Vec<Option<StreamInventory>> = Vec::with_capacity(keys.len());
     for key in keys {
-        let (Some(groups), Some(length), Some(head)) =
-            (answers.next(), answers.next(), answers.next())
-        else {
-            return Err(short_reply(key));
-        };
-        let groups = match groups {
-            Err(err) if is_no_such_key(&err) => {
-                streams.push(None);
-                continue;
-            }
-            other => other.map_err(|err| Error::redis(format!("XINFO GROUPS {key}"), err))?,
-        };
-        let groups: StreamInfoGroupsReply = redis::from_redis_value(groups)
-            .map_err(|err| Error::redis(format!("reading XINFO GROUPS {key}"), err.into()))?;
-        let length: u64 = length
-            .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
-            .map_err(|err| Error::redis(format!("XLEN {key}"), err))?;
-        let head = head
-            .map_err(|err| Error::redis(format!("XRANGE {key} - + COUNT 1"), err))
-            .and_then(|v| first_id(key, v))?;
-        let groups = groups
-            .groups
-            .into_iter()
-            .map(|group| {
-                Ok(GroupInventory {
-                    last_delivered: parse_id(key, &group.last_delivered_id)?,
-                    name: group.name,
-                    consumers: group.consumers as u64,
-                    pending: group.pending as u64,
-                    entries_read: group.entries_read.map(|n| n as u64),
-                    lag: group.lag.map(|n| n as u64),
-                    lowest_pending: None,
-                    first_undelivered: None,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        streams.push(Some(StreamInventory {
-            key: key.clone(),
-            length,
-            first_entry: head,
-            groups,
-        }));
+        streams.push(read_stream(key, &mut answers)?);
     }
-    fill_group_boundaries(conn, &mut streams).await?;
+    let mut second = redis::pipe();
+    if queue_boundary_reads(&mut second, &streams) == 0 {
+        return Ok(streams);
+    }
+    let answers: Vec<redis::RedisResult<Value>> = second
+        .ignore_errors()
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis("XPENDING/XRANGE of the groups' boundaries", err))?;
+    read_boundaries(&mut streams, &mut answers.into_iter())?;
     Ok(streams)
 }
 
-/// The second pipeline: each group's lowest pending entry and first undelivered entry.
-async fn fill_group_boundaries<C: ConnectionLike>(
-    conn: &mut C,
-    streams: &mut [Option<StreamInventory>],
-) -> Result<()> {
-    let mut second = redis::pipe();
+/// Adds the first pipeline's reads of one stream to `pipe`: `XINFO GROUPS`,
+/// `XLEN`, `XRANGE - + COUNT 1`. [`read_stream`] takes their answers back,
+/// so a caller (the status view) can send them with reads of its own.
+pub(crate) fn queue_stream_reads(pipe: &mut redis::Pipeline, key: &str) {
+    pipe.cmd("XINFO").arg("GROUPS").arg(key);
+    pipe.cmd("XLEN").arg(key);
+    pipe.cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1);
+}
+
+/// Reads the answers of [`queue_stream_reads`] for `key` (from a pipeline
+/// sent with `ignore_errors`); `None` when the stream does not exist. The
+/// groups' boundaries are left empty for [`read_boundaries`].
+pub(crate) fn read_stream(
+    key: &str,
+    answers: &mut impl Iterator<Item = redis::RedisResult<Value>>,
+) -> Result<Option<StreamInventory>> {
+    let (Some(groups), Some(length), Some(head)) = (answers.next(), answers.next(), answers.next())
+    else {
+        return Err(short_reply(key));
+    };
+    let groups = match groups {
+        Err(err) if is_no_such_key(&err) => return Ok(None),
+        other => other.map_err(|err| Error::redis(format!("XINFO GROUPS {key}"), err))?,
+    };
+    let groups: StreamInfoGroupsReply = redis::from_redis_value(groups)
+        .map_err(|err| Error::redis(format!("reading XINFO GROUPS {key}"), err.into()))?;
+    let length: u64 = length
+        .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+        .map_err(|err| Error::redis(format!("XLEN {key}"), err))?;
+    let head = head
+        .map_err(|err| Error::redis(format!("XRANGE {key} - + COUNT 1"), err))
+        .and_then(|v| first_id(key, v))?;
+    let groups = groups
+        .groups
+        .into_iter()
+        .map(|group| {
+            Ok(GroupInventory {
+                last_delivered: parse_id(key, &group.last_delivered_id)?,
+                name: group.name,
+                consumers: group.consumers as u64,
+                pending: group.pending as u64,
+                entries_read: group.entries_read.map(|n| n as u64),
+                lag: group.lag.map(|n| n as u64),
+                lowest_pending: None,
+                first_undelivered: None,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(StreamInventory {
+        key: key.to_owned(),
+        length,
+        first_entry: head,
+        groups,
+    }))
+}
+
+/// Adds the second pipeline's reads to `pipe`: per group of every stream,
+/// its lowest pending entry and its first undelivered entry. Returns how
+/// many commands it added (none when no stream has a group).
+pub(crate) fn queue_boundary_reads(
+    pipe: &mut redis::Pipeline,
+    streams: &[Option<StreamInventory>],
+) -> usize {
     let mut asked = 0;
     for stream in streams.iter().flatten() {
         for group in &stream.groups {
-            second
-                .cmd("XPENDING")
+            pipe.cmd("XPENDING")
                 .arg(&stream.key)
                 .arg(&group.name)
                 .arg("-")
                 .arg("+")
                 .arg(1);
-            second
-                .cmd("XRANGE")
+            pipe.cmd("XRANGE")
                 .arg(&stream.key)
                 .arg(format!("({}", group.last_delivered))
                 .arg("+")
@@ -181,15 +201,14 @@ async fn fill_group_boundaries<C: ConnectionLike>(
             asked += 2;
         }
     }
-    if asked == 0 {
-        return Ok(());
-    }
-    let answers: Vec<redis::RedisResult<Value>> = second
-        .ignore_errors()
-        .query_async(conn)
-        .await
-        .map_err(|err| Error::redis("XPENDING/XRANGE of the groups' boundaries", err))?;
-    let mut answers = answers.into_iter();
+    asked
+}
+
+/// Reads the answers of [`queue_boundary_reads`] into the groups of `streams`.
+pub(crate) fn read_boundaries(
+    streams: &mut [Option<StreamInventory>],
+    answers: &mut impl Iterator<Item = redis::RedisResult<Value>>,
+) -> Result<()> {
     for stream in streams.iter_mut().flatten() {
         let key = stream.key.clone();
         for group in &mut stream.groups {
@@ -212,7 +231,7 @@ async fn fill_group_boundaries<C: ConnectionLike>(
 }
 
 /// The ID of the first entry of an `XRANGE` reply, if any.
-fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
+pub(crate) fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
     let Value::Array(entries) = reply else {
         return Err(unexpected(key, "XRANGE", &reply));
     };
@@ -228,14 +247,21 @@ fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
     }
 }
 
-/// The first row of an extended `XPENDING … - + 1` reply: `[id, consumer, idle, deliveries]`.
+/// The first row of an extended `XPENDING … - + 1` reply.
 fn pending_head(key: &str, reply: Value) -> Result<Option<PendingHead>> {
+    Ok(pending_rows(key, reply)?.into_iter().next())
+}
+
+/// Every row of an extended `XPENDING … - + n` reply, each
+/// `[id, consumer, idle, deliveries]`, in the server's (ID) order.
+pub(crate) fn pending_rows(key: &str, reply: Value) -> Result<Vec<PendingHead>> {
     let Value::Array(rows) = reply else {
         return Err(unexpected(key, "XPENDING", &reply));
     };
-    let Some(row) = rows.into_iter().next() else {
-        return Ok(None);
-    };
+    rows.into_iter().map(|row| pending_row(key, row)).collect()
+}
+
+fn pending_row(key: &str, row: Value) -> Result<PendingHead> {
     let Value::Array(row) = row else {
         return Err(unexpected(key, "XPENDING", &row));
     };
@@ -246,19 +272,23 @@ fn pending_head(key: &str, reply: Value) -> Result<Option<PendingHead>> {
         return Err(malformed(key, "XPENDING"));
     };
     let id = text(id).ok_or_else(|| malformed(key, "XPENDING"))?;
-    let integer = |value: Value| match value {
-        Value::Int(n) => u64::try_from(n).ok(),
-        other => text(other).and_then(|t| t.parse().ok()),
-    };
-    Ok(Some(PendingHead {
+    Ok(PendingHead {
         id: parse_id(key, &id)?,
         consumer: text(consumer).ok_or_else(|| malformed(key, "XPENDING"))?,
         idle_ms: integer(idle).ok_or_else(|| malformed(key, "XPENDING"))?,
         deliveries: integer(deliveries).ok_or_else(|| malformed(key, "XPENDING"))?,
-    }))
+    })
 }
 
-fn text(value: Value) -> Option<String> {
+/// A non-negative integer reply, sent as an integer or as text.
+pub(crate) fn integer(value: Value) -> Option<u64> {
+    match value {
+        Value::Int(n) => u64::try_from(n).ok(),
+        other => text(other).and_then(|t| t.parse().ok()),
+    }
+}
+
+pub(crate) fn text(value: Value) -> Option<String> {
     match value {
         Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
         Value::SimpleString(text) => Some(text),
@@ -266,7 +296,7 @@ fn text(value: Value) -> Option<String> {
     }
 }
 
-fn parse_id(key: &str, id: &str) -> Result<StreamId> {
+pub(crate) fn parse_id(key: &str, id: &str) -> Result<StreamId> {
     id.parse().map_err(|err| Error::Inventory {
         key: key.to_owned(),
         problem: format!("{err}"),
@@ -274,26 +304,26 @@ fn parse_id(key: &str, id: &str) -> Result<StreamId> {
 }
 
 /// `XINFO GROUPS` on a missing key answers `ERR no such key`.
-fn is_no_such_key(err: &redis::RedisError) -> bool {
+pub(crate) fn is_no_such_key(err: &redis::RedisError) -> bool {
     err.detail()
         .is_some_and(|detail| detail.to_ascii_lowercase().contains("no such key"))
 }
 
-fn short_reply(key: &str) -> Error {
+pub(crate) fn short_reply(key: &str) -> Error {
     Error::Inventory {
         key: key.to_owned(),
         problem: "the server answered fewer replies than commands sent".to_owned(),
     }
 }
 
-fn malformed(key: &str, command: &str) -> Error {
+pub(crate) fn malformed(key: &str, command: &str) -> Error {
     Error::Inventory {
         key: key.to_owned(),
         problem: format!("malformed {command} reply"),
     }
 }
 
-fn unexpected(key: &str, command: &str, found: &Value) -> Error {
+pub(crate) fn unexpected(key: &str, command: &str, found: &Value) -> Error {
     Error::Inventory {
         key: key.to_owned(),
         problem: format!("unexpected {command} reply: {found:?}"),

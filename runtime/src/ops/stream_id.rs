@@ -70,6 +70,13 @@ impl FromStr for StreamId {
     }
 }
 
+/// Serialized as its text (`"1700000000000-3"`), as Redis prints it.
+impl serde::Serialize for StreamId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// Current time as Unix milliseconds.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -1,0 +1,393 @@
+//! `queuegen status`: each queue's health per partition and group, the
+//! Function library, and the spec's alerts that would fire now.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use queuegen::runtime_config::queue_config;
+use queuegen::spec::model;
+use queuegen_runtime::ops::status::{
+    status, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, QueueStatus, StatusReport,
+    WatchedQueue,
+};
+use queuegen_runtime::Redis;
+
+use super::common;
+use super::table::{short_duration, Colours, Paint, Table};
+
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Show each queue's backlog, pending entries, retries, dead letters and firing alerts",
+    after_help = "Reads only (two round trips per refresh, whatever the partition count), with \
+commands a monitor user may run: TIME, XINFO, XLEN, XRANGE, XREVRANGE, XPENDING, ZCARD, ZRANGE \
+and FCALL_RO of the library's version function.
+
+HISTORY is XLEN: every entry still stored, acknowledged ones included, so it is not the backlog; \
+UNDELIVERED and PENDING are. LAG is n/a when Redis cannot count (an entry after the group's \
+position was deleted, or the group was moved with SETID); the footnote says which, and \
+OLDEST-READY still holds. docs/operations.md explains every column.
+
+Examples:
+  queuegen status queues.yaml --redis redis://127.0.0.1:6379
+  queuegen status queues.yaml --queue ocr --watch 5
+  queuegen status queues.yaml --json | jq '.queues[].alerts'"
+)]
+pub struct Args {
+    /// The spec file (queues.yaml).
+    pub spec: PathBuf,
+
+    /// Redis URL (redis:// or rediss://).
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    pub redis: String,
+
+    /// Only these queues (repeatable); default all.
+    #[arg(long = "queue", value_name = "QUEUE")]
+    pub queues: Vec<String>,
+
+    /// Print JSON instead of tables (with --watch: one document per line).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Redraw every SECS seconds until Ctrl-C.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub watch: Option<u64>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(spec) = common::valid_spec(&args.spec, "reading the status")? else {
+        return Ok(ExitCode::from(1));
+    };
+    let watched = watched_queues(&spec, &args.spec, &args.queues)?;
+
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let redis = Redis::connect(&args.redis)
+            .await
+            .with_context(|| format!("connecting to {}", args.redis))?;
+        let server = server_addr(&redis);
+        let mut conn = redis.shared();
+        let colours = Colours::for_stdout();
+        let Some(every) = args.watch else {
+            let report = status(&mut conn, &watched)
+                .await
+                .with_context(|| format!("reading the status on {server}"))?;
+            print_report(&report, &watched, &server, args.json, colours)?;
+            return Ok(ExitCode::SUCCESS);
+        };
+
+        // The first refresh must work (a wrong URL or a missing stream is an
+        // error); later ones are shown and retried, since a watch outlives blips.
+        let mut first = true;
+        let stop = queuegen_runtime::shutdown_signal();
+        tokio::pin!(stop);
+        loop {
+            match status(&mut conn, &watched).await {
+                Ok(report) => {
+                    if !args.json && std::io::stdout().is_terminal() {
+                        // Home the cursor and clear the screen: a redraw, not a scroll.
+                        print!("\x1b[H\x1b[2J");
+                    }
+                    print_report(&report, &watched, &server, args.json, colours)?;
+                }
+                Err(err) if first => {
+                    return Err(
+                        anyhow::Error::new(err).context(format!("reading the status on {server}"))
+                    );
+                }
+                Err(err) => eprintln!("{}: reading the status on {server}: {err}", now_text()),
+            }
+            first = false;
+            tokio::select! {
+                () = &mut stop => return Ok(ExitCode::SUCCESS),
+                () = tokio::time::sleep(Duration::from_secs(every)) => {}
+            }
+        }
+    })
+}
+
+/// The spec's queues named in `names` (all when empty), with their alerts.
+pub fn watched_queues(
+    spec: &model::Spec,
+    path: &Path,
+    names: &[String],
+) -> anyhow::Result<Vec<WatchedQueue>> {
+    for name in names {
+        common::queue(spec, path, name)?;
+    }
+    Ok(spec
+        .queues
+        .iter()
+        .filter(|queue| names.is_empty() || names.contains(&queue.name))
+        .map(|queue| WatchedQueue {
+            config: queue_config(spec, queue),
+            alerts: AlertThresholds {
+                oldest_pending_age: queue.alerts.oldest_pending_age,
+                oldest_ready_age: queue.alerts.oldest_ready_age,
+                dead_letters: queue.alerts.dead_letters,
+            },
+        })
+        .collect())
+}
+
+/// `host:port` of the server, never its credentials.
+pub fn server_addr(redis: &Redis) -> String {
+    redis.client().get_connection_info().addr().to_string()
+}
+
+fn now_text() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+fn print_report(
+    report: &StatusReport,
+    watched: &[WatchedQueue],
+    server: &str,
+    json: bool,
+    colours: Colours,
+) -> anyhow::Result<()> {
+    if json {
+        // One line per document, so that `--watch --json` is a stream of them.
+        println!("{}", serde_json::to_string(report)?);
+        return Ok(());
+    }
+    let time = UNIX_EPOCH + Duration::from_millis(report.server_time_ms);
+    println!(
+        "redis {server} at {} (server clock; ages are measured against it)",
+        humantime::format_rfc3339_seconds(time)
+    );
+    for library in &report.libraries {
+        println!("{}", library_line(library, colours));
+    }
+    for (queue, watched) in report.queues.iter().zip(watched) {
+        println!();
+        print_queue(queue, &watched.alerts, colours);
+    }
+    println!();
+    println!(
+        "HISTORY counts stored entries, acknowledged ones included (XLEN): not the backlog; UNDELIVERED and PENDING are."
+    );
+    Ok(())
+}
+
+fn library_line(library: &LibraryStatus, colours: Colours) -> String {
+    let (state, paint) = match library.loaded {
+        Some(true) => ("loaded".to_owned(), Paint::Green),
+        Some(false) => (
+            format!("MISSING: {}", library.problem.as_deref().unwrap_or("")),
+            Paint::Red,
+        ),
+        None => (
+            format!("unknown: {}", library.problem.as_deref().unwrap_or("")),
+            Paint::Yellow,
+        ),
+    };
+    format!(
+        "function library {}: {}",
+        library.name,
+        colours.paint(&state, paint)
+    )
+}
+
+fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colours) {
+    println!(
+        "{}",
+        colours.paint(
+            &format!(
+                "queue {} (group {}, {} partition(s))",
+                queue.queue,
+                queue.group,
+                queue.partitions.len()
+            ),
+            Paint::Bold
+        )
+    );
+    let fires = |partition: u16, group: Option<&str>, kind: AlertKind| {
+        queue.alerts.iter().any(|alert| {
+            alert.alert == kind && alert.partition == partition && alert.group.as_deref() == group
+        })
+    };
+    let dash = || ("-".to_owned(), Paint::Plain);
+
+    let mut groups = Table::new(&[
+        "PART",
+        "GROUP",
+        "UNDELIVERED",
+        "LAG",
+        "OLDEST-READY",
+        "PENDING",
+        "OLDEST-PENDING",
+        "OWNER",
+        "IDLE",
+        "DELIVERIES",
+    ]);
+    let mut notes = Vec::new();
+    for partition in &queue.partitions {
+        for group in &partition.groups {
+            let lag = match group.lag {
+                Some(lag) => (lag.to_string(), Paint::Plain),
+                None => {
+                    notes.push(format!(
+                        "[{}] partition {} group {}: lag n/a: {}",
+                        notes.len() + 1,
+                        partition.partition,
+                        group.name,
+                        group.lag_unavailable.as_deref().unwrap_or("")
+                    ));
+                    (format!("n/a [{}]", notes.len()), Paint::Yellow)
+                }
+            };
+            let alert_paint = |kind| {
+                if fires(partition.partition, Some(&group.name), kind) {
+                    Paint::Red
+                } else {
+                    Paint::Plain
+                }
+            };
+            let ready = group.oldest_undelivered.map_or_else(dash, |entry| {
+                (
+                    short_duration(entry.age_ms),
+                    alert_paint(AlertKind::OldestReadyAge),
+                )
+            });
+            let (pending_age, owner, idle, deliveries) = match &group.oldest_pending {
+                Some(head) => (
+                    (
+                        short_duration(head.age_ms),
+                        alert_paint(AlertKind::OldestPendingAge),
+                    ),
+                    (head.owner.clone(), Paint::Plain),
+                    (short_duration(head.idle_ms), Paint::Plain),
+                    (head.deliveries.to_string(), Paint::Plain),
+                ),
+                None => (dash(), dash(), dash(), dash()),
+            };
+            groups.row(vec![
+                (partition.partition.to_string(), Paint::Plain),
+                (group_name(group), Paint::Plain),
+                (
+                    group
+                        .undelivered
+                        .map_or_else(|| "≥1".to_owned(), |n| n.to_string()),
+                    Paint::Plain,
+                ),
+                lag,
+                ready,
+                (group.pending.to_string(), Paint::Plain),
+                pending_age,
+                owner,
+                idle,
+                deliveries,
+            ]);
+        }
+    }
+    print!("{}", groups.render(colours));
+
+    let mut partitions = Table::new(&[
+        "PART",
+        "HISTORY",
+        "RETRIES",
+        "NEXT-RETRY",
+        "DEAD",
+        "NEWEST-DEAD",
+    ]);
+    let mut consumers = Table::new(&["PART", "CONSUMER", "PENDING", "IDLE"]);
+    for partition in &queue.partitions {
+        let next_retry = match partition.retries.next_due_in_ms {
+            None => dash(),
+            Some(ms) if ms >= 0 => (format!("in {}", short_duration(ms as u64)), Paint::Plain),
+            Some(ms) => (
+                format!("overdue {}", short_duration(ms.unsigned_abs())),
+                Paint::Yellow,
+            ),
+        };
+        let dead_paint = if fires(partition.partition, None, AlertKind::DeadLetters) {
+            Paint::Red
+        } else {
+            Paint::Plain
+        };
+        partitions.row(vec![
+            (partition.partition.to_string(), Paint::Plain),
+            (partition.history.to_string(), Paint::Plain),
+            (partition.retries.scheduled.to_string(), Paint::Plain),
+            next_retry,
+            (partition.dead_letters.count.to_string(), dead_paint),
+            partition.dead_letters.newest.map_or_else(dash, |entry| {
+                (
+                    format!("{} ago", short_duration(entry.age_ms)),
+                    Paint::Plain,
+                )
+            }),
+        ]);
+        for consumer in &partition.consumers {
+            consumers.plain_row(vec![
+                partition.partition.to_string(),
+                consumer.name.clone(),
+                consumer.pending.to_string(),
+                short_duration(consumer.idle_ms),
+            ]);
+        }
+    }
+    println!();
+    print!("{}", partitions.render(colours));
+    println!();
+    if consumers.is_empty() {
+        println!("no consumers in group {}", queue.group);
+    } else {
+        print!("{}", consumers.render(colours));
+    }
+    for note in &notes {
+        println!("{}", colours.paint(note, Paint::Yellow));
+    }
+
+    println!();
+    let configured = configured_alerts(thresholds);
+    if configured.is_empty() {
+        println!("alerts: none set in the spec");
+    } else if queue.alerts.is_empty() {
+        println!(
+            "alerts ({}): {}",
+            configured.join(", "),
+            colours.paint("none firing", Paint::Green)
+        );
+    } else {
+        println!(
+            "alerts ({}): {}",
+            configured.join(", "),
+            colours.paint(&format!("{} firing", queue.alerts.len()), Paint::Red)
+        );
+        for alert in &queue.alerts {
+            println!(
+                "  {} {}",
+                colours.paint(&format!("FIRING {}", alert.alert.as_str()), Paint::Red),
+                alert.message
+            );
+        }
+    }
+}
+
+/// The group's name, marked when it is not the queue's own group.
+fn group_name(group: &GroupStatus) -> String {
+    if group.queue_group {
+        group.name.clone()
+    } else {
+        format!("{} (other)", group.name)
+    }
+}
+
+fn configured_alerts(thresholds: &AlertThresholds) -> Vec<String> {
+    let age = |d: Duration| humantime::format_duration(d).to_string();
+    let mut set = Vec::new();
+    if let Some(limit) = thresholds.oldest_pending_age {
+        set.push(format!("oldest_pending_age > {}", age(limit)));
+    }
+    if let Some(limit) = thresholds.oldest_ready_age {
+        set.push(format!("oldest_ready_age > {}", age(limit)));
+    }
+    if let Some(limit) = thresholds.dead_letters {
+        set.push(format!("dead_letters ≥ {limit}"));
+    }
+    set
+}

@@ -1,0 +1,144 @@
+//! Plain-text tables, short ages and terminal colours for the operator views
+//! (`status`, `pending`): colour only when stdout is a terminal and
+//! `NO_COLOR` is not set, so piped output stays plain text.
+
+use std::io::IsTerminal;
+
+/// How a cell is painted on a terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paint {
+    Plain,
+    /// An alert firing, a library missing, an entry lost.
+    Red,
+    /// Something to look at: n/a lag, an overdue retry.
+    Yellow,
+    Green,
+    Bold,
+}
+
+/// Whether to emit ANSI colours.
+#[derive(Debug, Clone, Copy)]
+pub struct Colours {
+    enabled: bool,
+}
+
+impl Colours {
+    /// Colours when stdout is a terminal and `NO_COLOR` is unset.
+    pub fn for_stdout() -> Colours {
+        Colours {
+            enabled: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
+    pub fn paint(self, text: &str, paint: Paint) -> String {
+        let code = match paint {
+            Paint::Plain => return text.to_owned(),
+            Paint::Red => "31",
+            Paint::Yellow => "33",
+            Paint::Green => "32",
+            Paint::Bold => "1",
+        };
+        if self.enabled {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+/// A table of left-aligned columns separated by two spaces.
+pub struct Table {
+    header: Vec<&'static str>,
+    rows: Vec<Vec<(String, Paint)>>,
+}
+
+impl Table {
+    pub fn new(header: &[&'static str]) -> Table {
+        Table {
+            header: header.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row of cells, each with its paint.
+    pub fn row(&mut self, cells: Vec<(String, Paint)>) {
+        self.rows.push(cells);
+    }
+
+    /// Adds a row of unpainted cells.
+    pub fn plain_row(&mut self, cells: Vec<String>) {
+        self.row(cells.into_iter().map(|cell| (cell, Paint::Plain)).collect());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as lines; widths count characters before painting.
+    pub fn render(&self, colours: Colours) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (width, (cell, _)) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let mut line = |cells: Vec<(String, Paint)>| {
+            let mut text = String::new();
+            for (n, ((cell, paint), width)) in cells.iter().zip(&widths).enumerate() {
+                if n > 0 {
+                    text.push_str("  ");
+                }
+                let pad = width.saturating_sub(cell.chars().count());
+                text.push_str(&colours.paint(cell, *paint));
+                text.push_str(&" ".repeat(pad));
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        };
+        line(
+            self.header
+                .iter()
+                .map(|h| ((*h).to_owned(), Paint::Bold))
+                .collect(),
+        );
+        for row in &self.rows {
+            line(row.clone());
+        }
+        out
+    }
+}
+
+/// A duration in ms as an operator reads it: `850ms`, `42s`, `4m05s`, `3h02m`, `2d04h`.
+pub fn short_duration(ms: u64) -> String {
+    let seconds = ms / 1_000;
+    match seconds {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{seconds}s"),
+        60..=3_599 => format!("{}m{:02}s", seconds / 60, seconds % 60),
+        3_600..=86_399 => format!("{}h{:02}m", seconds / 3_600, seconds % 3_600 / 60),
+        _ => format!("{}d{:02}h", seconds / 86_400, seconds % 86_400 / 3_600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(short_duration(850), "850ms");
+        assert_eq!(short_duration(42_900), "42s");
+        assert_eq!(short_duration(245_000), "4m05s");
+        assert_eq!(short_duration(3 * 3_600_000 + 120_000), "3h02m");
+        assert_eq!(short_duration(2 * 86_400_000 + 4 * 3_600_000), "2d04h");
+    }
+
+    #[test]
+    fn columns_align_on_the_widest_cell() {
+        let mut table = Table::new(&["A", "LONG"]);
+        table.plain_row(vec!["wide cell".into(), "x".into()]);
+        let plain = Colours { enabled: false };
+        assert_eq!(table.render(plain), "A          LONG\nwide cell  x\n");
+    }
+}
