@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
@@ -11,7 +11,7 @@ use prometheus_client::registry::Registry;
 
 use crate::error::{Error, Result};
 
-/// The OpenMetrics text format that `prometheus_client` encodes.
+/// The OpenMetrics text format, for scrapers that ask for it (Prometheus does).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Answers `/readyz`: whether the process is doing its work right now (a
@@ -19,16 +19,20 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The three endpoints over `registry`:
-/// - `GET /metrics`: the registry in OpenMetrics text;
+/// - `GET /metrics`: the registry in OpenMetrics text when the `Accept`
+///   header asks for `application/openmetrics-text` (as Prometheus does),
+///   otherwise in the Prometheus text format 0.0.4 (what `curl` and
+///   `promtool check metrics` get: its parser reads a counter's `_total`
+///   samples as a family of their own under OpenMetrics' `# TYPE` names);
 /// - `GET /healthz`: `200 ok` while the process runs (liveness);
 /// - `GET /readyz`: `200 ready` or `503 not ready`, from `ready`.
 pub fn router(registry: Arc<Registry>, ready: Readiness) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: HeaderMap| {
                 let registry = registry.clone();
-                async move { scrape(&registry) }
+                async move { scrape(&registry, wants_openmetrics(&headers)) }
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }))
@@ -62,13 +66,43 @@ pub async fn serve(
         .map_err(|source| Error::Http { addr, source })
 }
 
-fn scrape(registry: &Registry) -> axum::response::Response {
+fn scrape(registry: &Registry, openmetrics: bool) -> axum::response::Response {
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, registry) {
-        Ok(()) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+    let (encoded, content_type) = if openmetrics {
+        (
+            prometheus_client::encoding::text::encode(&mut text, registry),
+            OPENMETRICS,
+        )
+    } else {
+        (
+            prometheus_client::encoding::prometheus_text::encode(&mut text, registry),
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        )
+    };
+    match encoded {
+        Ok(()) => ([(header::CONTENT_TYPE, content_type)], text).into_response(),
         // Only a failing `fmt::Write` into a String could get here.
         Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
     }
+}
+
+/// Whether an `Accept` header lists `application/openmetrics-text` with a
+/// non-zero quality.
+fn wants_openmetrics(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("");
+            let quality = parts
+                .filter_map(|param| param.strip_prefix("q="))
+                .find_map(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            media.eq_ignore_ascii_case("application/openmetrics-text") && quality > 0.0
+        })
 }
 
 #[cfg(test)]
@@ -79,8 +113,13 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        get_with(addr, path, "").await
+    }
+
+    async fn get_with(addr: std::net::SocketAddr, path: &str, headers: &str) -> String {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
@@ -111,7 +150,22 @@ mod tests {
 
         let metrics = get(addr, "/metrics").await;
         assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+        assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
+        assert!(
+            metrics.contains("# TYPE demo_jobs_total counter"),
+            "{metrics}"
+        );
         assert!(metrics.contains("demo_jobs_total 3"), "{metrics}");
+        assert!(!metrics.contains("# EOF"), "{metrics}");
+        let accept = "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n";
+        let metrics = get_with(addr, "/metrics", accept).await;
+        assert!(
+            metrics.contains("application/openmetrics-text"),
+            "{metrics}"
+        );
+        assert!(metrics.contains("# TYPE demo_jobs counter"), "{metrics}");
+        assert!(metrics.contains("demo_jobs_total 3"), "{metrics}");
+        assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
         ready.store(true, Ordering::Relaxed);
@@ -119,5 +173,21 @@ mod tests {
 
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn openmetrics_is_chosen_only_when_asked_for() {
+        let accept = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, value.parse().unwrap());
+            wants_openmetrics(&headers)
+        };
+        assert!(!wants_openmetrics(&HeaderMap::new()));
+        assert!(!accept("*/*"));
+        assert!(!accept("text/plain; version=0.0.4"));
+        assert!(accept(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        ));
+        assert!(!accept("application/openmetrics-text;q=0, text/plain"));
     }
 }
