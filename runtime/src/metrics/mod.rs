@@ -28,6 +28,10 @@ pub use labels::{FailedTransition, JobOutcome, StreamKind, TrimOutcome};
 pub use http::{router, serve, Readiness};
 #[cfg(feature = "metrics")]
 pub use producer::ProducerMetrics;
+/// The client library the registry and families come from, so that an
+/// application encodes or extends them with the very same version.
+#[cfg(feature = "metrics")]
+pub use prometheus_client;
 #[cfg(feature = "metrics")]
 pub use prometheus_client::registry::Registry;
 #[cfg(feature = "metrics")]

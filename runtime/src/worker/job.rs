@@ -345,7 +345,9 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
             failpoint("after_retry_schedule");
             Counters::add(&shared.counters.retried, 1);
             shared.meter.retry_scheduled(ctx.partition);
-            tracing::debug!(
+            // Info, not debug: only a failed attempt gets here, and when it
+            // runs again is what an operator looks for.
+            tracing::info!(
                 attempt,
                 next_attempt = attempt + 1,
                 ?delay,
