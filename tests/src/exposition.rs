@@ -280,9 +280,7 @@ fn check_metric_name(name: &str) -> Result<(), String> {
 }
 
 fn parse_sample(line: &str) -> Result<Sample, String> {
-    let name_end = line
-        .find(['{', ' '])
-        .ok_or("a sample without a value")?;
+    let name_end = line.find(['{', ' ']).ok_or("a sample without a value")?;
     let name = &line[..name_end];
     check_metric_name(name)?;
     let mut rest = &line[name_end..];

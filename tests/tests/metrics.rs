@@ -15,7 +15,8 @@ use queuegen_tests::exposition::{http_get, parse, promtool_check, Exposition};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
 use queuegen_tests::redis_server::free_port;
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, unique_prefix, wait_until,
+    all_pending, dead_letters, deliver_to, init_tracing, scheduled_retries, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -625,4 +626,162 @@ async fn readiness_follows_the_intake() {
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
     assert!(http_get(addr, "/readyz", None).await.is_err());
+}
+
+/// Pending entries deleted from the stream (the jobs lost to a premature
+/// trim or an XDEL) are counted as recovery finds them, beside the claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_pending_entries_and_claims_are_counted() {
+    init_tracing();
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        claim_min_idle: Duration::from_millis(300),
+        claim_every: Duration::from_millis(100),
+        ..test_config(&unique_prefix("deleted-metrics"), 1)
+    };
+    let key = config.ready_key(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let published = Producer::<TestJob>::new(&redis, config.clone())
+        .publish_many(
+            (0..3).map(|n| NewJob::new(format!("job-{n}"), "acme", TestJob::new("ok", None))),
+        )
+        .await
+        .unwrap();
+    // A consumer that read everything and vanished; then one entry is deleted.
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    deliver_to(&mut conn, &key, config.group, "vanished").await;
+    let _: usize = redis::cmd("XDEL")
+        .arg(&key)
+        .arg(&published[1].stream_id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let mut registry = Registry::default();
+    let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    let partition = [
+        ("queue", config.queue),
+        ("partition", "0"),
+        ("group", config.group),
+    ];
+    let done = [
+        ("queue", config.queue),
+        ("partition", "0"),
+        ("group", config.group),
+        ("outcome", "done"),
+    ];
+    wait_until(Duration::from_secs(10), "the live entries are done", || {
+        let counted = encode(&registry).value("queuegen_jobs_total", &done);
+        async move { counted == Some(2.0) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.done), (2, 2), "{report:?}");
+
+    let exposition = encode(&registry);
+    assert_eq!(
+        exposition.value("queuegen_pending_deleted_total", &partition),
+        Some(1.0)
+    );
+    assert_eq!(
+        exposition.value("queuegen_claims_total", &partition),
+        Some(2.0)
+    );
+    assert_eq!(
+        exposition.value("queuegen_ack_failures_total", &partition),
+        Some(0.0)
+    );
+    assert_eq!(exposition.sum("queuegen_jobs_total", &[]), 2.0);
+}
+
+/// Done jobs whose XACK the server refuses (an ACL user without it) count
+/// as done by the handler and as failed acks, by partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_acks_are_counted_by_partition() {
+    init_tracing();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("xack-metrics"), 2);
+    let admin = Redis::connect(server.url()).await.unwrap();
+    library::load(&admin).await;
+    ensure_groups(&admin, &config).await.unwrap();
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("no-xack")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("+@all")
+        .arg("-xack")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let published = Producer::<TestJob>::new(&admin, config.clone())
+        .publish_many((0..6).map(|n| {
+            NewJob::new(
+                format!("job-{n}"),
+                format!("t-{n}"),
+                TestJob::new("ok", None),
+            )
+        }))
+        .await
+        .unwrap();
+    let mut per_partition = [0.0; 2];
+    for job in &published {
+        per_partition[usize::from(job.partition)] += 1.0;
+    }
+
+    let url = format!("redis://no-xack:secret@127.0.0.1:{}/", server.port());
+    let redis = Redis::connect(url).await.unwrap();
+    let mut registry = Registry::default();
+    let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until(Duration::from_secs(10), "every XACK failed", || {
+        let failed = encode(&registry).sum("queuegen_ack_failures_total", &[]);
+        async move { failed == 6.0 }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.done, report.failed), (0, 6), "{report:?}");
+
+    let exposition = encode(&registry);
+    for (partition, expected) in per_partition.iter().enumerate() {
+        let partition = partition.to_string();
+        let labels = [
+            ("queue", config.queue),
+            ("partition", partition.as_str()),
+            ("group", config.group),
+        ];
+        assert_eq!(
+            exposition.value("queuegen_ack_failures_total", &labels),
+            Some(*expected),
+            "partition {partition}"
+        );
+        let mut done = labels.to_vec();
+        done.push(("outcome", "done"));
+        assert_eq!(
+            exposition.value("queuegen_jobs_total", &done),
+            Some(*expected),
+            "the handler's outcome, whatever became of the ack: partition {partition}"
+        );
+    }
 }
