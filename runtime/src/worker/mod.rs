@@ -185,8 +185,8 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// included), `GET /metrics` (this worker's metrics), `/healthz` (200
     /// while the process runs) and `/readyz` (200 while the intake is
     /// reading, 503 before its first read, while its reads fail, and once
-    /// shutdown began). `run_until` fails with [`Error::Http`] if it cannot
-    /// bind `addr`.
+    /// it stopped at shutdown). `run_until` fails with [`Error::Http`] if it
+    /// cannot bind `addr`.
     #[cfg(feature = "metrics")]
     pub fn metrics_addr(mut self, addr: std::net::SocketAddr) -> Self {
         self.metrics_addr = Some(addr);
