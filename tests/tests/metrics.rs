@@ -785,3 +785,25 @@ async fn refused_acks_are_counted_by_partition() {
         );
     }
 }
+
+/// An address the worker cannot bind is an error naming it, before anything is read.
+#[tokio::test]
+async fn an_address_in_use_is_refused_by_name() {
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("addr-in-use"), 1);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let err = Worker::new(&redis, config, Scripted)
+        .metrics_addr(addr)
+        .run_until(std::future::pending())
+        .await
+        .expect_err("the port is taken");
+    assert!(
+        matches!(&err, queuegen_runtime::Error::Http { addr: named, .. } if *named == addr.to_string()),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&addr.to_string()), "{err}");
+}
