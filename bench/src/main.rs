@@ -10,6 +10,7 @@ mod probe;
 mod queuegen;
 mod report;
 mod stats;
+mod telemetry;
 mod usage;
 
 use std::path::PathBuf;
@@ -60,8 +61,8 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg1, qg8, qg8r. Default:
-    /// all. Without base the table has no ratios.
+    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8r.
+    /// Default: all. Without base the table has no ratios.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
 }
@@ -77,40 +78,56 @@ impl Args {
 pub enum Variant {
     Baseline,
     /// `results`: each job commits a result to the Redis result store
-    /// (`RedisResults`) before it reports `Done`.
+    /// (`RedisResults`) before it reports `Done`. `telemetry`: each worker
+    /// records its metrics into a registry of its own (as one process
+    /// would), and a tracing subscriber (fmt, to a sink) is on at `info`.
     Queuegen {
         workers: usize,
         results: bool,
+        telemetry: bool,
     },
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Baseline,
         Variant::Queuegen {
             workers: 1,
             results: false,
+            telemetry: false,
         },
         Variant::Queuegen {
             workers: 8,
             results: false,
+            telemetry: false,
+        },
+        Variant::Queuegen {
+            workers: 8,
+            results: false,
+            telemetry: true,
         },
         Variant::Queuegen {
             workers: 8,
             results: true,
+            telemetry: false,
         },
     ];
 
     pub fn name(self) -> String {
         match self {
             Variant::Baseline => "baseline (redis-rs, 8 consumers)".to_owned(),
-            Variant::Queuegen { workers, results } => {
+            Variant::Queuegen {
+                workers,
+                results,
+                telemetry,
+            } => {
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
                 };
                 let store = if results { " + result store" } else { "" };
-                format!("queuegen, {workers}{store}")
+                let telemetry = if telemetry { " + metrics, tracing" } else { "" };
+                format!("queuegen, {workers}{store}{telemetry}")
             }
         }
     }
@@ -129,9 +146,15 @@ impl Variant {
     pub fn slug(self) -> String {
         match self {
             Variant::Baseline => "base".to_owned(),
-            Variant::Queuegen { workers, results } => {
-                format!("qg{workers}{}", if results { "r" } else { "" })
-            }
+            Variant::Queuegen {
+                workers,
+                results,
+                telemetry,
+            } => format!(
+                "qg{workers}{}{}",
+                if results { "r" } else { "" },
+                if telemetry { "m" } else { "" }
+            ),
         }
     }
 }
@@ -157,6 +180,7 @@ fn main() -> Result<()> {
         (None, Some(server)) => server.url(),
         (None, None) => unreachable!("a server is started when no URL is given"),
     };
+    telemetry::install();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -193,8 +217,13 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
             let outcome = match variant {
                 Variant::Baseline => baseline::run(args, url, &prefix).await,
-                Variant::Queuegen { workers, results } => {
-                    queuegen::run(args, url, &prefix, workers, results).await
+                Variant::Queuegen {
+                    workers,
+                    results,
+                    telemetry,
+                } => {
+                    let _tracing = telemetry.then(telemetry::TracingOn::start);
+                    queuegen::run(args, url, &prefix, workers, results, telemetry).await
                 }
             };
             // Clean up even after a failed variant, then report the failure.

@@ -9,11 +9,14 @@
 //! its default recovery and scheduler loops, running a handler that calls
 //! the probe and returns `Outcome::Done` — with the result store on, after
 //! committing the job's result with `RedisResults` (`SET … NX GET PX`).
+//! With telemetry, each worker records its metrics into a registry of its
+//! own (`Worker::metrics`), and the run checks that they counted every job.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::{
     JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
 };
@@ -55,6 +58,7 @@ pub async fn run(
     prefix: &str,
     workers: usize,
     results: bool,
+    telemetry: bool,
 ) -> Result<RoundResult> {
     // QueueConfig holds `&'static str`s: one small leak per variant and round.
     let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
@@ -98,13 +102,19 @@ pub async fn run(
 
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);
+    let mut registries = Vec::new();
     for (n, redis) in worker_redis.iter().enumerate() {
         let handler = Bench {
             probe: probe.clone(),
             results: results.then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
         };
-        let worker =
+        let mut worker =
             Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
+        if telemetry {
+            let mut registry = Registry::default();
+            worker = worker.metrics(&mut registry);
+            registries.push(registry);
+        }
         let mut stopped = stopped.clone();
         running.push(tokio::spawn(worker.run_until(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -129,6 +139,12 @@ pub async fn run(
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
+    if telemetry {
+        let counted = counted_done(&registries)?;
+        if counted != done as f64 {
+            bail!("the workers' metrics counted {counted} jobs done, their reports {done}");
+        }
+    }
     let timeline = Timeline {
         publish_start,
         publish_end,
@@ -136,4 +152,18 @@ pub async fn run(
         samples: [before_publish, after_publish, after_last_ack],
     };
     RoundResult::new(args.jobs, &probe, timeline, Some(done))
+}
+
+/// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.
+fn counted_done(registries: &[Registry]) -> Result<f64> {
+    let mut total = 0.0;
+    for registry in registries {
+        let mut text = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut text, registry)
+            .context("encoding a worker's metrics")?;
+        let exposition = queuegen_tests::exposition::parse(&text)
+            .map_err(|err| anyhow::anyhow!("a worker's metrics do not parse: {err}"))?;
+        total += exposition.sum("queuegen_jobs_total", &[("outcome", "done")]);
+    }
+    Ok(total)
 }

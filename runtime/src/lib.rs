@@ -13,7 +13,6 @@ pub mod error;
 pub mod failpoint;
 pub mod field;
 pub mod handler;
-#[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod ops;
 pub mod outcome;

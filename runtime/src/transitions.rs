@@ -36,6 +36,21 @@ pub enum DeadReason {
 }
 
 impl DeadReason {
+    /// Every reason, in the order of [`DeadReason::index`].
+    pub const ALL: [DeadReason; 6] = [
+        DeadReason::RetriesExhausted,
+        DeadReason::Permanent,
+        DeadReason::Poison,
+        DeadReason::DecodeError,
+        DeadReason::UnsupportedSchema,
+        DeadReason::Handler,
+    ];
+
+    /// Position in [`DeadReason::ALL`] (a metric's slot for this reason).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DeadReason::RetriesExhausted => "retries_exhausted",
@@ -474,6 +489,13 @@ mod tests {
             Some(TransitionCode::Unknown)
         );
         assert_eq!(TransitionCode::parse("ERR"), None);
+    }
+
+    #[test]
+    fn dead_reasons_are_listed_in_index_order() {
+        for (i, reason) in DeadReason::ALL.into_iter().enumerate() {
+            assert_eq!(reason.index(), i, "{reason}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! Shared test support: the harness that starts private redis-server processes, the Function library, fixtures and helpers.
+//! Shared test support: the harness that starts private redis-server processes, the Function library, fixtures, helpers, and metrics read back.
 
 pub mod evolved;
+pub mod exposition;
 pub mod fixtures;
 pub mod library;
 pub mod queues;

@@ -29,9 +29,15 @@ impl RedisServer {
     ///
     /// Panics (failing the test) with the server's log if it cannot start.
     pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// As [`RedisServer::start`], with `extra` arguments after the harness's
+    /// own, which they override (e.g. `["--maxmemory-policy", "allkeys-lru"]`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::try_start() {
+            match Self::try_start(extra) {
                 Ok(server) => return server,
                 Err(failure) => failures.push(failure),
             }
@@ -42,7 +48,7 @@ impl RedisServer {
         );
     }
 
-    fn try_start() -> Result<RedisServer, String> {
+    fn try_start(extra: &[&str]) -> Result<RedisServer, String> {
         let port = free_port();
         let dir = tempfile::Builder::new()
             .prefix("queuegen-redis-")
@@ -61,6 +67,7 @@ impl RedisServer {
             .args(["--maxmemory-policy", "noeviction"])
             .arg("--dir")
             .arg(dir.path())
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().map_err(|err| err.to_string())?))
             .stderr(Stdio::from(log))
@@ -145,8 +152,9 @@ impl Drop for RedisServer {
 }
 
 /// A loopback port that was free a moment ago. Another process may take it
-/// before redis-server binds; `start` then retries with a new one.
-fn free_port() -> u16 {
+/// before redis-server binds (`start` then retries with a new one), or
+/// before a test's own listener does.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())

@@ -107,6 +107,19 @@ pub fn capture_logs() -> (LogCapture, tracing::subscriber::DefaultGuard) {
     (capture, guard)
 }
 
+/// As [`capture_logs`], at the level (or `EnvFilter` directives) of
+/// `filter`, e.g. `"debug"` for the per-job events.
+pub fn capture_logs_at(filter: &str) -> (LogCapture, tracing::subscriber::DefaultGuard) {
+    let capture = LogCapture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_ansi(false)
+        .with_writer(capture.clone())
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    (capture, guard)
+}
+
 /// Entries pending in `group` on `key` (the `XPENDING key group` summary count).
 pub async fn pending_count(
     conn: &mut redis::aio::MultiplexedConnection,

@@ -40,3 +40,19 @@ fn servers_are_private_and_gone_after_drop() {
     );
     assert!(!dir.exists(), "its directory was removed");
 }
+
+#[test]
+fn extra_arguments_override_the_harness_defaults() {
+    let policy = |server: &RedisServer| -> String {
+        let mut conn = server.client().get_connection().unwrap();
+        let reply: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query(&mut conn)
+            .unwrap();
+        reply[1].clone()
+    };
+    assert_eq!(policy(&RedisServer::start()), "noeviction");
+    let evicting = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    assert_eq!(policy(&evicting), "allkeys-lru");
+}

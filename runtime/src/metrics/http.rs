@@ -1,9 +1,4 @@
 //! `/metrics`, `/healthz` and `/readyz` as an axum `Router`, so an app can serve them itself or mount them in its own server.
-//!
-//! `/metrics` answers OpenMetrics to a scraper that asks for it (Prometheus
-//! does) and the Prometheus text format 0.0.4 otherwise (curl, and
-//! `promtool check metrics`, which reads 0.0.4 and would otherwise find every
-//! counter's `_total` sample without help text).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,18 +11,19 @@ use prometheus_client::registry::Registry;
 
 use crate::error::{Error, Result};
 
-/// The OpenMetrics text format that `prometheus_client` encodes.
+/// The OpenMetrics text format, for scrapers that ask for it (Prometheus does).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// The Prometheus text format, for scrapers that do not ask for OpenMetrics.
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Answers `/readyz`: whether the process is doing its work right now (a
 /// worker that is reading, a monitor whose last refresh succeeded).
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The three endpoints over `registry`:
-/// - `GET /metrics`: the registry in OpenMetrics text, or in the Prometheus
-///   text format when the request does not accept OpenMetrics;
+/// - `GET /metrics`: the registry in OpenMetrics text when the `Accept`
+///   header asks for `application/openmetrics-text` (as Prometheus does),
+///   otherwise in the Prometheus text format 0.0.4 (what `curl` and
+///   `promtool check metrics` get: its parser reads a counter's `_total`
+///   samples as a family of their own under OpenMetrics' `# TYPE` names);
 /// - `GET /healthz`: `200 ok` while the process runs (liveness);
 /// - `GET /readyz`: `200 ready` or `503 not ready`, from `ready`.
 pub fn router(registry: Arc<Registry>, ready: Readiness) -> Router {
@@ -72,71 +68,41 @@ pub async fn serve(
 
 fn scrape(registry: &Registry, openmetrics: bool) -> axum::response::Response {
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, registry) {
-        Ok(()) if openmetrics => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
-        Ok(()) => (
-            [(header::CONTENT_TYPE, PROMETHEUS_TEXT)],
-            to_prometheus_text(&text),
+    let (encoded, content_type) = if openmetrics {
+        (
+            prometheus_client::encoding::text::encode(&mut text, registry),
+            OPENMETRICS,
         )
-            .into_response(),
+    } else {
+        (
+            prometheus_client::encoding::prometheus_text::encode(&mut text, registry),
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        )
+    };
+    match encoded {
+        Ok(()) => ([(header::CONTENT_TYPE, content_type)], text).into_response(),
         // Only a failing `fmt::Write` into a String could get here.
         Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
     }
 }
 
-/// Whether the request's `Accept` names OpenMetrics (Prometheus sends it first).
+/// Whether an `Accept` header lists `application/openmetrics-text` with a
+/// non-zero quality.
 fn wants_openmetrics(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .any(|accept| accept.contains("application/openmetrics-text"))
-}
-
-/// Rewrites the OpenMetrics text that `prometheus_client` encodes into the
-/// Prometheus text format 0.0.4: a counter's `# HELP`/`# TYPE` name its
-/// `_total` sample, an info metric becomes a gauge named like its sample,
-/// `# UNIT` and `# EOF` go (0.0.4 has neither), exemplars are dropped, and
-/// help text unescapes `\"` (0.0.4 escapes only `\\` and newlines there).
-fn to_prometheus_text(openmetrics: &str) -> String {
-    use std::collections::HashMap;
-    // The family name each `# TYPE` line declares, and what 0.0.4 calls it.
-    let renamed: HashMap<&str, (String, &str)> = openmetrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.split_once(' '))
-        .filter_map(|(name, kind)| match kind {
-            "counter" => Some((name, (format!("{name}_total"), "counter"))),
-            "info" => Some((name, (format!("{name}_info"), "gauge"))),
-            "unknown" => Some((name, (name.to_owned(), "untyped"))),
-            _ => None,
+        .flat_map(|value| value.split(','))
+        .any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("");
+            let quality = parts
+                .filter_map(|param| param.strip_prefix("q="))
+                .find_map(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            media.eq_ignore_ascii_case("application/openmetrics-text") && quality > 0.0
         })
-        .collect();
-    let mut out = String::with_capacity(openmetrics.len());
-    for line in openmetrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            let name = renamed.get(name).map_or(name, |(new, _)| new.as_str());
-            out.push_str(&format!("# HELP {name} {}\n", help.replace("\\\"", "\"")));
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            match rest.split_once(' ').and_then(|(name, _)| renamed.get(name)) {
-                Some((new, kind)) => out.push_str(&format!("# TYPE {new} {kind}\n")),
-                None => {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-        } else {
-            // A sample, possibly followed by ` # {exemplar labels} value`.
-            let sample = line.split_once(" # {").map_or(line, |(sample, _)| sample);
-            out.push_str(sample);
-            out.push('\n');
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -184,23 +150,22 @@ mod tests {
 
         let metrics = get(addr, "/metrics").await;
         assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-        assert!(metrics.contains("demo_jobs_total 3"), "{metrics}");
-        assert!(metrics.contains("version=0.0.4"), "{metrics}");
+        assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
         assert!(
             metrics.contains("# TYPE demo_jobs_total counter"),
             "{metrics}"
         );
-        let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3\r\n";
-        let openmetrics = get_with(addr, "/metrics", prometheus).await;
+        assert!(metrics.contains("demo_jobs_total 3"), "{metrics}");
+        assert!(!metrics.contains("# EOF"), "{metrics}");
+        let accept = "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n";
+        let metrics = get_with(addr, "/metrics", accept).await;
         assert!(
-            openmetrics.contains("application/openmetrics-text"),
-            "{openmetrics}"
+            metrics.contains("application/openmetrics-text"),
+            "{metrics}"
         );
-        assert!(
-            openmetrics.contains("# TYPE demo_jobs counter"),
-            "{openmetrics}"
-        );
-        assert!(openmetrics.trim_end().ends_with("# EOF"), "{openmetrics}");
+        assert!(metrics.contains("# TYPE demo_jobs counter"), "{metrics}");
+        assert!(metrics.contains("demo_jobs_total 3"), "{metrics}");
+        assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
         ready.store(true, Ordering::Relaxed);
@@ -211,15 +176,18 @@ mod tests {
     }
 
     #[test]
-    fn openmetrics_becomes_prometheus_text() {
-        let openmetrics = "# HELP jobs Jobs \\\"seen\\\".\n# TYPE jobs counter\njobs_total{queue=\"a\"} 3 # {trace_id=\"x\"} 1.0\n\
-# HELP age_seconds Age.\n# TYPE age_seconds gauge\n# UNIT age_seconds seconds\nage_seconds 1.5\n\
-# HELP build Build.\n# TYPE build info\nbuild_info{version=\"1\"} 1\n# EOF\n";
-        assert_eq!(
-            to_prometheus_text(openmetrics),
-            "# HELP jobs_total Jobs \"seen\".\n# TYPE jobs_total counter\njobs_total{queue=\"a\"} 3\n\
-# HELP age_seconds Age.\n# TYPE age_seconds gauge\nage_seconds 1.5\n\
-# HELP build_info Build.\n# TYPE build_info gauge\nbuild_info{version=\"1\"} 1\n"
-        );
+    fn openmetrics_is_chosen_only_when_asked_for() {
+        let accept = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, value.parse().unwrap());
+            wants_openmetrics(&headers)
+        };
+        assert!(!wants_openmetrics(&HeaderMap::new()));
+        assert!(!accept("*/*"));
+        assert!(!accept("text/plain; version=0.0.4"));
+        assert!(accept(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        ));
+        assert!(!accept("application/openmetrics-text;q=0, text/plain"));
     }
 }

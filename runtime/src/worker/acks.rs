@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::in_flight::Slot;
 use super::job::with_retries;
+use super::meter::Meter;
 use super::Counters;
 use crate::error::Error;
 
@@ -44,6 +45,7 @@ pub(super) struct Acker {
     /// The ready stream key of every partition of the queue, by partition.
     pub keys: Arc<[String]>,
     pub counters: Arc<Counters>,
+    pub meter: Arc<Meter>,
 }
 
 /// Starts the acker; it ends when every sender is gone and the queue is drained.
@@ -121,9 +123,13 @@ impl Acker {
                     }
                 }
                 Counters::add(&self.counters.done, entries as u64);
+                tracing::debug!(entries, streams = streams.len(), "acknowledged");
             }
             Err(err) => {
                 Counters::add(&self.counters.failed, entries as u64);
+                for (partition, ids) in &streams {
+                    self.meter.ack_failed(*partition, ids.len() as u64);
+                }
                 let keys: Vec<&str> = streams
                     .iter()
                     .map(|(partition, _)| self.keys[usize::from(*partition)].as_str())

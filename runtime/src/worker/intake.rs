@@ -14,6 +14,7 @@
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,18 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// that retrying cannot fix (a missing group, a key of the wrong type).
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
+    redis: Redis,
+    partitions: Vec<u16>,
+    block: Duration,
+) -> Result<()> {
+    let ended = read_until_stopped(&shared, redis, partitions, block).await;
+    // Not reading any more: `/readyz` says so from here on.
+    shared.reading.store(false, Ordering::Relaxed);
+    ended
+}
+
+async fn read_until_stopped<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Shared<E, H>>,
     redis: Redis,
     partitions: Vec<u16>,
     block: Duration,
@@ -64,7 +77,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, ?backoff, "cannot open the reader connection; retrying");
                     drop(permits);
-                    if !pause(&shared, &mut backoff).await {
+                    shared.reading.store(false, Ordering::Relaxed);
+                    if !pause(shared, &mut backoff).await {
                         return Ok(());
                     }
                     continue;
@@ -72,7 +86,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             },
         };
         let round = Round {
-            shared: &shared,
+            shared,
             streams: &streams,
             block,
         };
@@ -81,17 +95,21 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         drop(permits);
         start = (start + 1) % streams.len();
         match result {
-            Ok(()) => backoff = BACKOFF_MIN,
+            Ok(()) => {
+                backoff = BACKOFF_MIN;
+                shared.reading.store(true, Ordering::Relaxed);
+            }
             Err(Failure::Fatal(err)) => return Err(err),
             Err(Failure::Cancelled) => return Ok(()),
             Err(Failure::Retry { error, reconnect }) => {
                 tracing::warn!(error = %error, reconnect, ?backoff, "XREADGROUP failed; retrying");
+                shared.reading.store(false, Ordering::Relaxed);
                 if reconnect {
                     // A timed-out or broken connection may still be blocked
                     // server-side: a fresh one is the only safe way on.
                     conn = None;
                 }
-                if !pause(&shared, &mut backoff).await {
+                if !pause(shared, &mut backoff).await {
                     return Ok(());
                 }
             }
@@ -163,8 +181,8 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 entries.into_iter().map(move |entry| (partition, entry))
             })
             .collect();
-        let total = entries.len();
-        for (index, (partition, entry)) in entries.into_iter().enumerate() {
+        let mut entries = entries.into_iter();
+        while let Some((partition, entry)) = entries.next() {
             let permit = match permits.pop() {
                 Some(permit) => permit,
                 // More entries than permits (COUNT is per stream, see the
@@ -176,7 +194,12 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 {
                     Some(Ok(permit)) => permit,
                     _ => {
-                        let left = (total - index) as u64;
+                        // This entry and every one after it.
+                        let mut left = 0u64;
+                        for (partition, _) in std::iter::once((partition, entry)).chain(entries) {
+                            shared.meter.left_pending(partition, 1);
+                            left += 1;
+                        }
                         Counters::add(&shared.counters.left_pending, left);
                         tracing::warn!(
                             left,

@@ -26,6 +26,7 @@ use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::handler::{Handler, JobContext};
+use crate::metrics::{FailedTransition, JobOutcome};
 use crate::outcome::{ErrorKind, Outcome};
 use crate::retry;
 use crate::transitions::{self, DeadReason, Moved, TransitionCode};
@@ -43,13 +44,41 @@ pub(super) struct Held {
     pub slot: Slot,
 }
 
-/// Runs one delivery to its end.
+/// Runs one delivery to its end, in a `job` span (a child of the worker's)
+/// carrying the queue, partition, stream ID, whether it was claimed, and,
+/// once the entry decoded, the job's `job_id`, `trace_id` and `attempt`.
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
     delivery: Delivery,
     held: Held,
     parent: tracing::Span,
 ) {
+    // Decoded before the span exists, so that the span is created with all
+    // its fields at once: recording them one by one costs a subscriber more.
+    let fields = FieldMap::from_pairs(E::TYPE, &delivery.entry.fields);
+    let decoded = envelope::decode::<E>(&fields);
+    let (header, body) = match decoded {
+        Ok(decoded) => decoded,
+        Err(err) => {
+            let span = tracing::info_span!(
+                parent: &parent,
+                "job",
+                queue = shared.config.queue,
+                partition = delivery.partition,
+                stream_id = %delivery.entry.id,
+                claimed = delivery.claimed,
+            );
+            // Cold path, boxed: its state would otherwise enlarge every job's task.
+            Box::pin(decode_failed(&shared, &delivery, &fields, err))
+                .instrument(span)
+                .await;
+            // The permit and the in-flight slot go back only now, once the
+            // entry is dead-lettered (or left pending).
+            drop(held);
+            return;
+        }
+    };
+    drop(fields);
     let span = tracing::info_span!(
         parent: &parent,
         "job",
@@ -57,13 +86,29 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         partition = delivery.partition,
         stream_id = %delivery.entry.id,
         claimed = delivery.claimed,
-        job_id = tracing::field::Empty,
-        trace_id = tracing::field::Empty,
+        job_id = header.job_id.as_str(),
+        trace_id = header.trace_id.as_str(),
+        attempt = header.attempt,
     );
-    run_in_span(&shared, delivery, held, &span)
-        .instrument(span.clone())
-        .await;
+    let ctx = JobContext {
+        header,
+        // The context owns the ID from here on: no copy per job.
+        stream_id: delivery.entry.id,
+        partition: delivery.partition,
+        queue: shared.config.queue,
+        consumer: shared.consumer.clone(),
+    };
+    work(&shared, ctx, body, held).instrument(span).await;
 }
+
+/// How a handler's run ended: timed out, panicked, or returned.
+type Finished = std::result::Result<
+    std::result::Result<
+        std::result::Result<Outcome, crate::outcome::JobError>,
+        Box<dyn Any + Send>,
+    >,
+    tokio::time::error::Elapsed,
+>;
 
 /// What to do with a job once its handler has ended.
 enum Settle {
@@ -86,31 +131,16 @@ enum Settle {
     StayPending,
 }
 
-async fn run_in_span<E: Envelope, H: Handler<E>>(
+/// Runs the handler on a decoded job, then settles its outcome.
+async fn work<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
-    delivery: Delivery,
+    ctx: JobContext,
+    body: E,
     held: Held,
-    span: &tracing::Span,
 ) {
     let counters = &shared.counters;
-    let fields = FieldMap::from_pairs(E::TYPE, &delivery.entry.fields);
-    let (header, body) = match envelope::decode::<E>(&fields) {
-        Ok(decoded) => decoded,
-        // Cold paths are boxed: their state would otherwise enlarge every job's task.
-        Err(err) => return Box::pin(decode_failed(shared, &delivery, &fields, err)).await,
-    };
-    drop(fields);
-    span.record("job_id", header.job_id.as_str());
-    span.record("trace_id", header.trace_id.as_str());
-
-    let ctx = JobContext {
-        header,
-        // The context owns the ID from here on: no copy per job.
-        stream_id: delivery.entry.id,
-        partition: delivery.partition,
-        queue: shared.config.queue,
-        consumer: shared.consumer.clone(),
-    };
+    tracing::debug!("delivered");
+    let started = shared.meter.start(ctx.stream_id());
     // The handler runs inside this task: a panic is caught as a value, and a
     // timeout or the end of the shutdown budget drops (cancels) its future.
     // No extra task per job.
@@ -123,59 +153,15 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
             Counters::add(&counters.left_pending, 1);
+            shared.meter.left_pending(ctx.partition, 1);
             tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
             return;
         }
     };
     Counters::add(&counters.handled, 1);
-    let settle = match finished {
-        Err(_elapsed) => {
-            tracing::warn!(
-                ?timeout,
-                "handler timed out; retrying as a transient failure"
-            );
-            Settle::Retry {
-                after: None,
-                reason: "timeout".to_owned(),
-                detail: format!("handler timed out after {timeout:?}"),
-            }
-        }
-        Ok(Err(panic)) => {
-            let reason = panic_message(panic);
-            tracing::error!(panic = %reason, "handler panicked; the job stays pending");
-            Settle::StayPending
-        }
-        Ok(Ok(Err(job_error))) => {
-            tracing::warn!(kind = %job_error.kind(), error = %job_error, "handler failed");
-            match job_error.kind() {
-                ErrorKind::Transient => Settle::Retry {
-                    after: None,
-                    reason: "transient".to_owned(),
-                    detail: job_error.to_string(),
-                },
-                ErrorKind::Permanent => Settle::DeadLetter {
-                    reason: DeadReason::Permanent,
-                    detail: job_error.to_string(),
-                },
-                ErrorKind::Ambiguous => Settle::Reconcile {
-                    reason: job_error.to_string(),
-                },
-            }
-        }
-        Ok(Ok(Ok(outcome))) => match outcome {
-            Outcome::Done => Settle::Ack,
-            Outcome::Retry { after, reason } => Settle::Retry {
-                after,
-                detail: format!("handler asked to retry: {reason}"),
-                reason,
-            },
-            Outcome::DeadLetter { reason } => Settle::DeadLetter {
-                reason: DeadReason::Handler,
-                detail: reason,
-            },
-            Outcome::Reconcile { reason } => Settle::Reconcile { reason },
-        },
-    };
+    let (outcome, settle) = decide(finished, timeout);
+    shared.meter.handled(ctx.partition, outcome, started);
+    tracing::debug!(outcome = outcome.as_str(), "handler ended");
     match settle {
         Settle::Ack => ack(shared, ctx, held),
         Settle::Retry {
@@ -199,6 +185,74 @@ async fn run_in_span<E: Envelope, H: Handler<E>>(
     }
 }
 
+/// How the handler ended, as what to do next and the `outcome` it is counted under.
+fn decide(finished: Finished, timeout: Duration) -> (JobOutcome, Settle) {
+    match finished {
+        Err(_elapsed) => {
+            tracing::warn!(
+                ?timeout,
+                "handler timed out; retrying as a transient failure"
+            );
+            let settle = Settle::Retry {
+                after: None,
+                reason: "timeout".to_owned(),
+                detail: format!("handler timed out after {timeout:?}"),
+            };
+            (JobOutcome::Timeout, settle)
+        }
+        Ok(Err(panic)) => {
+            let reason = panic_message(panic);
+            tracing::error!(panic = %reason, "handler panicked; the job stays pending");
+            (JobOutcome::Panic, Settle::StayPending)
+        }
+        Ok(Ok(Err(job_error))) => {
+            tracing::warn!(kind = %job_error.kind(), error = %job_error, "handler failed");
+            match job_error.kind() {
+                ErrorKind::Transient => (
+                    JobOutcome::TransientError,
+                    Settle::Retry {
+                        after: None,
+                        reason: "transient".to_owned(),
+                        detail: job_error.to_string(),
+                    },
+                ),
+                ErrorKind::Permanent => (
+                    JobOutcome::PermanentError,
+                    Settle::DeadLetter {
+                        reason: DeadReason::Permanent,
+                        detail: job_error.to_string(),
+                    },
+                ),
+                ErrorKind::Ambiguous => (
+                    JobOutcome::AmbiguousError,
+                    Settle::Reconcile {
+                        reason: job_error.to_string(),
+                    },
+                ),
+            }
+        }
+        Ok(Ok(Ok(outcome))) => match outcome {
+            Outcome::Done => (JobOutcome::Done, Settle::Ack),
+            Outcome::Retry { after, reason } => (
+                JobOutcome::Retry,
+                Settle::Retry {
+                    after,
+                    detail: format!("handler asked to retry: {reason}"),
+                    reason,
+                },
+            ),
+            Outcome::DeadLetter { reason } => (
+                JobOutcome::DeadLetter,
+                Settle::DeadLetter {
+                    reason: DeadReason::Handler,
+                    detail: reason,
+                },
+            ),
+            Outcome::Reconcile { reason } => (JobOutcome::Reconcile, Settle::Reconcile { reason }),
+        },
+    }
+}
+
 /// An entry that is not a valid envelope of `E` goes to the dead-letter
 /// stream (`unsupported_schema` or `decode_error`) instead of crashing or
 /// blocking the worker; the dead letter keeps the original fields.
@@ -209,6 +263,9 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     err: Error,
 ) {
     Counters::add(&shared.counters.decode_errors, 1);
+    shared
+        .meter
+        .handled(delivery.partition, JobOutcome::Malformed, None);
     // The header alone may still decode and name the job.
     let job_id = envelope::decode_header(fields)
         .map(|header| header.job_id)
@@ -287,6 +344,9 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         Ok(moved) => {
             failpoint("after_retry_schedule");
             Counters::add(&shared.counters.retried, 1);
+            shared.meter.retry_scheduled(ctx.partition);
+            // Info, not debug: only a failed attempt gets here, and when it
+            // runs again is what an operator looks for.
             tracing::info!(
                 attempt,
                 next_attempt = attempt + 1,
@@ -297,7 +357,13 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
                 "retry scheduled",
             );
         }
-        Err(err) => transition_failed(shared, "scheduling the retry", err),
+        Err(err) => transition_failed(
+            shared,
+            ctx.partition,
+            FailedTransition::Retry,
+            "scheduling the retry",
+            err,
+        ),
     }
 }
 
@@ -331,14 +397,26 @@ async fn dead_letter<E: Envelope, H: Handler<E>>(
             rerun = moved.already,
             "job dead-lettered",
         ),
-        Err(err) => transition_failed(shared, "dead-lettering", err),
+        Err(err) => transition_failed(
+            shared,
+            partition,
+            FailedTransition::DeadLetter,
+            "dead-lettering",
+            err,
+        ),
     }
 }
 
 /// Reports a transition that did not happen. The entry stays pending (for
 /// redelivery, and poison quarantine if it keeps failing), unless the
 /// function found it no longer pending at all.
-fn transition_failed<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, what: &str, err: Error) {
+fn transition_failed<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    partition: u16,
+    transition: FailedTransition,
+    what: &str,
+    err: Error,
+) {
     if let Error::Transition {
         code: TransitionCode::NoSource,
         ..
@@ -350,6 +428,7 @@ fn transition_failed<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, what: &s
         return;
     }
     Counters::add(&shared.counters.failed, 1);
+    shared.meter.transition_failed(partition, transition);
     tracing::error!(error = %err, "{what} failed; the entry stays pending");
 }
 
@@ -366,6 +445,9 @@ pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
     .await?;
     failpoint("after_dead_letter");
     Counters::add(&shared.counters.dead_lettered, 1);
+    shared
+        .meter
+        .dead_lettered(request.partition, request.reason);
     Ok(moved)
 }
 
@@ -458,6 +540,8 @@ where
 /// acker (one `XACK` per stream per flush; see `acks`), which counts the job
 /// done and releases what it held once Redis has the ack.
 fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held: Held) {
+    tracing::debug!("ack queued");
+    let partition = ctx.partition;
     let request = AckRequest {
         partition: ctx.partition,
         id: ctx.stream_id,
@@ -467,6 +551,7 @@ fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held:
     if let Err(unsent) = shared.acker.send(request) {
         // Only while the worker itself is torn down: the entry stays pending.
         Counters::add(&shared.counters.failed, 1);
+        shared.meter.ack_failed(partition, 1);
         tracing::error!(
             key = shared.ready_key(unsent.0.partition),
             stream_id = %unsent.0.id,

@@ -11,21 +11,27 @@
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up
 //!   to the budget, then leave whatever still runs pending.
 //!
-//! Before any of them starts, the worker checks that the server has the
-//! Function library it was generated with; it never loads one itself.
+//! Before any of them starts, the worker checks that the server keeps its
+//! data (`maxmemory-policy noeviction`) and has the Function library it was
+//! generated with; it never loads one itself. It records metrics (`meter`)
+//! when given a registry or an address to serve them on.
 
 mod acks;
+#[cfg(feature = "metrics")]
+mod endpoint;
 mod in_flight;
 mod intake;
 mod job;
+mod meter;
 mod recovery;
 mod reply;
 mod scheduler;
 mod shutdown;
+mod start_checks;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +47,7 @@ use crate::redis::Redis;
 use crate::transitions::TransitionCode;
 use in_flight::InFlight;
 use job::Held;
+use meter::Meter;
 use reply::Entry;
 use shutdown::Flag;
 
@@ -87,6 +94,11 @@ pub struct Worker<E, H> {
     partitions: Option<Vec<u16>>,
     read_block: Duration,
     consumer: String,
+    allow_eviction_policy: bool,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::WorkerMetrics>,
+    #[cfg(feature = "metrics")]
+    metrics_addr: Option<std::net::SocketAddr>,
     _envelope: PhantomData<fn(E)>,
 }
 
@@ -100,6 +112,11 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             partitions: None,
             read_block: DEFAULT_READ_BLOCK,
             consumer: default_consumer_name(),
+            allow_eviction_policy: false,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            #[cfg(feature = "metrics")]
+            metrics_addr: None,
             _envelope: PhantomData,
         }
     }
@@ -129,13 +146,63 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         &self.consumer
     }
 
+    /// Starts even when the server's `maxmemory-policy` is not `noeviction`,
+    /// logging a warning instead of refusing with [`Error::EvictionPolicy`].
+    /// Under memory pressure such a server deletes keys, stream entries of
+    /// pending jobs included: accept that only for a cache-like queue whose
+    /// jobs may be lost.
+    pub fn allow_eviction_policy(mut self) -> Self {
+        self.allow_eviction_policy = true;
+        self
+    }
+
+    /// Records this worker's metrics (see docs/operations.md, "Metrics")
+    /// and registers them in `registry`, the application's own, to serve
+    /// as it likes (e.g. with [`crate::metrics::router`]).
+    ///
+    /// Once per registry: for several workers in one process, register one
+    /// [`crate::metrics::WorkerMetrics`] and give it to each with
+    /// [`Worker::with_metrics`] instead, since a second registration would
+    /// export every name twice.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, registry: &mut crate::metrics::Registry) -> Self {
+        self.metrics
+            .get_or_insert_with(crate::metrics::WorkerMetrics::new)
+            .register(registry);
+        self
+    }
+
+    /// Records this worker's metrics into `metrics`, which the application
+    /// registered once ([`crate::metrics::WorkerMetrics::register`]) and may
+    /// share among all its workers: the labels tell queues and partitions apart.
+    #[cfg(feature = "metrics")]
+    pub fn with_metrics(mut self, metrics: crate::metrics::WorkerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Serves, on `addr` and for as long as the worker runs (its shutdown
+    /// included), `GET /metrics` (this worker's metrics), `/healthz` (200
+    /// while the process runs) and `/readyz` (200 while the intake is
+    /// reading, 503 before its first read, while its reads fail, and once
+    /// it stopped at shutdown). `run_until` fails with [`Error::Http`] if it
+    /// cannot bind `addr`.
+    #[cfg(feature = "metrics")]
+    pub fn metrics_addr(mut self, addr: std::net::SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
+
     /// Works jobs until `shutdown` completes, then shuts down within
     /// `config.shutdown_budget` (plus the moment it takes to abandon whatever
     /// still runs then) and reports.
     ///
-    /// Refuses to start, with [`Error::LibraryMissing`] naming the server
-    /// and the library, when the server lacks the Function library
-    /// `config.functions` (`queuegen apply` loads it).
+    /// Refuses to start, with [`Error::EvictionPolicy`] naming the server
+    /// and the policy, when the server's `maxmemory-policy` (from `INFO
+    /// memory`) is not `noeviction`, unless [`Worker::allow_eviction_policy`];
+    /// and with [`Error::LibraryMissing`] naming the server and the library,
+    /// when the server lacks the Function library `config.functions`
+    /// (`queuegen apply` loads it).
     ///
     /// Returns an error, after the same orderly shutdown, when the queue
     /// cannot be worked at all: a missing consumer group (`queuegen apply`
@@ -145,6 +212,45 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<WorkerReport> {
         let partitions = self.checked_partitions()?;
+        let reading = Arc::new(AtomicBool::new(false));
+        #[cfg(feature = "metrics")]
+        let (meter, endpoint) = {
+            let metrics = match (&self.metrics, self.metrics_addr) {
+                (Some(metrics), _) => Some(metrics.clone()),
+                (None, Some(_)) => Some(crate::metrics::WorkerMetrics::new()),
+                (None, None) => None,
+            };
+            let endpoint = match (self.metrics_addr, &metrics) {
+                (Some(addr), Some(metrics)) => {
+                    Some(endpoint::start(addr, metrics, reading.clone()).await?)
+                }
+                _ => None,
+            };
+            let meter = metrics.map_or_else(Meter::default, |metrics| {
+                Meter::new(&metrics, &self.config, &partitions)
+            });
+            (meter, endpoint)
+        };
+        #[cfg(not(feature = "metrics"))]
+        let meter = Meter::default();
+
+        let ran = self.start(partitions, meter, reading, shutdown).await;
+        #[cfg(feature = "metrics")]
+        if let Some(endpoint) = endpoint {
+            endpoint.stop().await;
+        }
+        ran
+    }
+
+    /// The start checks, then the loops until shutdown.
+    async fn start(
+        self,
+        partitions: Vec<u16>,
+        meter: Meter,
+        reading: Arc<AtomicBool>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<WorkerReport> {
+        start_checks::eviction_policy(&self.redis, self.allow_eviction_policy).await?;
         // Never loads anything itself: which code runs on the server is `apply`'s decision.
         crate::admin::verify_library(&self.redis, self.config.functions).await?;
         let block = effective_read_block(self.read_block, self.config.shutdown_budget);
@@ -156,6 +262,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
         let counters = Arc::new(Counters::default());
+        let meter = Arc::new(meter);
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
@@ -164,12 +271,15 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 group: self.config.group,
                 keys: ready_keys.clone(),
                 counters: counters.clone(),
+                meter: meter.clone(),
             }),
             ready_keys,
             config: self.config,
             consumer: Arc::from(self.consumer),
             handler: self.handler,
             counters,
+            meter,
+            reading,
             in_flight: Arc::new(InFlight::default()),
             stop: Flag::new(),
             cancel: Flag::new(),
@@ -249,6 +359,10 @@ struct Shared<E, H> {
     /// One permit per job that may run at once, held until the job is settled.
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
+    /// Metrics, when installed; shared with the acker.
+    meter: Arc<Meter>,
+    /// Whether the intake's last read succeeded and it still reads: `/readyz`.
+    reading: Arc<AtomicBool>,
     /// Every entry whose job is not settled yet, so that recovery does not
     /// start a second task for an entry this worker is still running.
     in_flight: Arc<InFlight>,

@@ -34,6 +34,7 @@ use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Fa
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
+use crate::metrics::FailedTransition;
 use crate::transitions::{self, DeadReason};
 
 /// Claims until the stop flag is raised. Returns an error only for a failure
@@ -126,6 +127,9 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         if !reply.deleted_ids.is_empty() {
             // Deleted (trimmed or XDEL'd) while pending: Redis drops them from
             // the pending list, and the jobs they carried are gone.
+            shared
+                .meter
+                .pending_deleted(partition, reply.deleted_ids.len() as u64);
             tracing::error!(
                 key = %key,
                 group = config.group,
@@ -147,6 +151,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             };
             if shared.spawn_job(delivery, permit) {
                 Counters::add(&shared.counters.claimed, 1);
+                shared.meter.claimed(partition, 1);
             }
         }
         drop(permits);
@@ -252,6 +257,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             match job::dead_letter_call(shared, &request).await {
                 Ok(moved) => {
                     Counters::add(&shared.counters.quarantined, 1);
+                    shared.meter.quarantined(partition);
                     tracing::error!(
                         key = %key,
                         stream_id = %entry.id,
@@ -261,15 +267,20 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                     );
                 }
                 // It stays pending with this consumer: the next pass tries again.
-                Err(err) => match classify_error(err) {
-                    Failure::Retry { error, .. } => tracing::error!(
-                        key = %key,
-                        stream_id = %entry.id,
-                        error = %error,
-                        "quarantining a poison entry failed; it stays pending",
-                    ),
-                    other => return Err(other),
-                },
+                Err(err) => {
+                    shared
+                        .meter
+                        .transition_failed(partition, FailedTransition::DeadLetter);
+                    match classify_error(err) {
+                        Failure::Retry { error, .. } => tracing::error!(
+                            key = %key,
+                            stream_id = %entry.id,
+                            error = %error,
+                            "quarantining a poison entry failed; it stays pending",
+                        ),
+                        other => return Err(other),
+                    }
+                }
             }
         }
         if page < config.claim_batch {

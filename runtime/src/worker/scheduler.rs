@@ -16,6 +16,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::handler::Handler;
+use crate::metrics::FailedTransition;
 use crate::transitions;
 
 /// Promotes until the stop flag is raised. Returns an error only for a
@@ -92,9 +93,15 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
     loop {
         let promoted = transitions::retry_promote(&mut conn, config, partition, now, &due)
             .await
-            .map_err(classify_error)?;
+            .map_err(|err| {
+                shared
+                    .meter
+                    .transition_failed(partition, FailedTransition::Promote);
+                classify_error(err)
+            })?;
         failpoint("after_retry_promote");
         Counters::add(&shared.counters.promoted, promoted.promoted);
+        shared.meter.promoted(partition, promoted.promoted);
         tracing::debug!(
             partition,
             due = due.len(),

@@ -1,0 +1,354 @@
+//! The worker's metric families, and the per-partition handles a running worker records into without a lookup per event.
+//!
+//! Counters are per queue, partition and group (plus outcome or reason);
+//! the two histograms only per queue and group, since each carries a series
+//! per bucket. A worker creates every series of the partitions it works
+//! when it starts, at 0, so that `rate()` and `increase()` see the first
+//! event and the set of series does not change while it runs.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::labels::{FailedTransition, JobOutcome};
+use super::trim::TrimMetrics;
+use crate::transitions::DeadReason;
+
+/// Upper bounds (seconds) of the handler duration buckets: 1 ms to 5 min.
+const HANDLER_BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+/// Upper bounds (seconds) of the publish→start buckets: 1 ms to 1 h, since
+/// a backlog or a redelivery after `claim.min_idle` is minutes, not ms.
+const LATENCY_BUCKETS: [f64; 17] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    queue: &'static str,
+    partition: u16,
+    group: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    queue: &'static str,
+    partition: u16,
+    group: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    queue: &'static str,
+    partition: u16,
+    group: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: &'static str,
+    group: &'static str,
+}
+
+type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
+
+/// What workers record: jobs by outcome, handler duration, publish→start
+/// latency, claims, poison quarantines, deleted pending entries, retries,
+/// dead letters by reason, failed transitions and acks, and (recorded by the
+/// worker's trimmer) trims.
+///
+/// Cloning shares the numbers. Register it once per registry
+/// ([`WorkerMetrics::register`]) and hand the same value to every worker of
+/// the process ([`crate::Worker::with_metrics`]): its labels tell the
+/// queues, partitions and groups apart, and registering a second
+/// `WorkerMetrics` in the same registry would export every name twice.
+#[derive(Clone, Debug)]
+pub struct WorkerMetrics {
+    jobs: Family<OutcomeLabels, Counter>,
+    handler_duration: Histograms,
+    publish_to_start: Histograms,
+    claims: Family<PartitionLabels, Counter>,
+    poison_quarantined: Family<PartitionLabels, Counter>,
+    pending_deleted: Family<PartitionLabels, Counter>,
+    retries_scheduled: Family<PartitionLabels, Counter>,
+    retries_promoted: Family<PartitionLabels, Counter>,
+    dead_letters: Family<ReasonLabels, Counter>,
+    transition_failures: Family<OutcomeLabels, Counter>,
+    ack_failures: Family<PartitionLabels, Counter>,
+    left_pending: Family<PartitionLabels, Counter>,
+    trim: TrimMetrics,
+}
+
+impl Default for WorkerMetrics {
+    fn default() -> Self {
+        WorkerMetrics {
+            jobs: Family::default(),
+            handler_duration: Family::new_with_constructor(|| Histogram::new(HANDLER_BUCKETS)),
+            publish_to_start: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
+            claims: Family::default(),
+            poison_quarantined: Family::default(),
+            pending_deleted: Family::default(),
+            retries_scheduled: Family::default(),
+            retries_promoted: Family::default(),
+            dead_letters: Family::default(),
+            transition_failures: Family::default(),
+            ack_failures: Family::default(),
+            left_pending: Family::default(),
+            trim: TrimMetrics::default(),
+        }
+    }
+}
+
+impl WorkerMetrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds every family to `registry` (the trim families included). Call
+    /// it once per registry; the values are shared with every clone.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "queuegen_jobs",
+            "Deliveries a worker ended, by outcome: the handler's outcome (done, retry, dead_letter, reconcile), its error kind (transient_error, permanent_error, ambiguous_error), timeout, panic, or malformed (did not decode; no handler ran)",
+            self.jobs.clone(),
+        );
+        registry.register_with_unit(
+            "queuegen_handler_duration",
+            "Time the handler ran, from its start to its outcome, error, panic or timeout",
+            Unit::Seconds,
+            self.handler_duration.clone(),
+        );
+        registry.register_with_unit(
+            "queuegen_publish_to_start",
+            "Time from the entry's stream ID (when XADD accepted it, on the server's clock) to its handler's start on the worker's clock, for every delivery: retries count from their promotion, claimed entries include their time with the previous owner",
+            Unit::Seconds,
+            self.publish_to_start.clone(),
+        );
+        registry.register(
+            "queuegen_claims",
+            "Idle pending entries taken over with XAUTOCLAIM and started here",
+            self.claims.clone(),
+        );
+        registry.register(
+            "queuegen_poison_quarantined",
+            "Pending entries delivered poison.max_deliveries times without an outcome, moved to the dead-letter stream (reason poison)",
+            self.poison_quarantined.clone(),
+        );
+        registry.register(
+            "queuegen_pending_deleted",
+            "Pending entries XAUTOCLAIM reported deleted from the stream before they were acknowledged: their jobs are lost (trimmed or XDEL'd too early)",
+            self.pending_deleted.clone(),
+        );
+        registry.register(
+            "queuegen_retries_scheduled",
+            "Jobs moved to the retry set for another attempt",
+            self.retries_scheduled.clone(),
+        );
+        registry.register(
+            "queuegen_retries_promoted",
+            "Due retries this worker's scheduler moved back to the ready stream",
+            self.retries_promoted.clone(),
+        );
+        registry.register(
+            "queuegen_dead_letters",
+            "Entries moved to the dead-letter stream, by reason (retries_exhausted, permanent, poison, decode_error, unsupported_schema, handler)",
+            self.dead_letters.clone(),
+        );
+        registry.register(
+            "queuegen_transition_failures",
+            "Transition calls (retry, dead_letter, promote) that failed; the entry stays where it was and is tried again",
+            self.transition_failures.clone(),
+        );
+        registry.register(
+            "queuegen_ack_failures",
+            "Done jobs whose XACK failed; they stay pending and are redelivered",
+            self.ack_failures.clone(),
+        );
+        registry.register(
+            "queuegen_jobs_left_pending",
+            "Jobs still running or waiting for a permit when the shutdown budget ran out; they stay pending for another worker",
+            self.left_pending.clone(),
+        );
+        self.trim.register(registry);
+    }
+
+    /// The trim families, which the worker's trimmer records into.
+    pub fn trim(&self) -> &TrimMetrics {
+        &self.trim
+    }
+
+    /// Every counter of one partition, created now (at 0) if new.
+    pub(crate) fn partition(
+        &self,
+        queue: &'static str,
+        group: &'static str,
+        partition: u16,
+    ) -> PartitionMeters {
+        let labels = PartitionLabels {
+            queue,
+            partition,
+            group,
+        };
+        let counter =
+            |family: &Family<PartitionLabels, Counter>| family.get_or_create_owned(&labels);
+        let outcome = |family: &Family<OutcomeLabels, Counter>, outcome: &'static str| {
+            family.get_or_create_owned(&OutcomeLabels {
+                queue,
+                partition,
+                group,
+                outcome,
+            })
+        };
+        PartitionMeters {
+            jobs: JobOutcome::ALL.map(|o| outcome(&self.jobs, o.as_str())),
+            claims: counter(&self.claims),
+            poison_quarantined: counter(&self.poison_quarantined),
+            pending_deleted: counter(&self.pending_deleted),
+            retries_scheduled: counter(&self.retries_scheduled),
+            retries_promoted: counter(&self.retries_promoted),
+            dead_letters: DeadReason::ALL.map(|reason| {
+                self.dead_letters.get_or_create_owned(&ReasonLabels {
+                    queue,
+                    partition,
+                    group,
+                    reason: reason.as_str(),
+                })
+            }),
+            transition_failures: FailedTransition::ALL
+                .map(|t| outcome(&self.transition_failures, t.as_str())),
+            ack_failures: counter(&self.ack_failures),
+            left_pending: counter(&self.left_pending),
+        }
+    }
+
+    /// The handler duration and publish→start histograms of one queue and group.
+    pub(crate) fn histograms(
+        &self,
+        queue: &'static str,
+        group: &'static str,
+    ) -> (Histogram, Histogram) {
+        let labels = QueueLabels { queue, group };
+        (
+            self.handler_duration.get_or_create_owned(&labels),
+            self.publish_to_start.get_or_create_owned(&labels),
+        )
+    }
+}
+
+/// The counters of one partition, taken once when a worker starts: recording
+/// is then one atomic add, with no label lookup.
+#[derive(Debug)]
+pub(crate) struct PartitionMeters {
+    /// By [`JobOutcome::index`].
+    pub jobs: [Counter; JobOutcome::ALL.len()],
+    pub claims: Counter,
+    pub poison_quarantined: Counter,
+    pub pending_deleted: Counter,
+    pub retries_scheduled: Counter,
+    pub retries_promoted: Counter,
+    /// By [`DeadReason::index`].
+    pub dead_letters: [Counter; DeadReason::ALL.len()],
+    /// By [`FailedTransition::index`].
+    pub transition_failures: [Counter; FailedTransition::ALL.len()],
+    pub ack_failures: Counter,
+    pub left_pending: Counter,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openmetrics(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn a_partition_exports_every_series_at_zero_then_counts() {
+        let metrics = WorkerMetrics::new();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let meters = metrics.partition("ocr", "workers", 3);
+        let text = openmetrics(&registry);
+        assert!(
+            text.contains(r#"queuegen_jobs_total{queue="ocr",partition="3",group="workers",outcome="malformed"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"queuegen_dead_letters_total{queue="ocr",partition="3",group="workers",reason="retries_exhausted"} 0"#),
+            "{text}"
+        );
+
+        meters.jobs[JobOutcome::Done.index()].inc_by(2);
+        meters.dead_letters[DeadReason::Poison.index()].inc();
+        // A second worker of the same partition shares the series.
+        metrics.partition("ocr", "workers", 3).jobs[JobOutcome::Done.index()].inc();
+        let (duration, _latency) = metrics.histograms("ocr", "workers");
+        duration.observe(0.003);
+        let text = openmetrics(&registry);
+        assert!(
+            text.contains(
+                r#"queuegen_jobs_total{queue="ocr",partition="3",group="workers",outcome="done"} 3"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"queuegen_dead_letters_total{queue="ocr",partition="3",group="workers",reason="poison"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"queuegen_handler_duration_seconds_count{queue="ocr",group="workers"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"queuegen_handler_duration_seconds_bucket{le="0.005",queue="ocr",group="workers"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("# UNIT queuegen_handler_duration_seconds seconds"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_name_is_prefixed_and_exported_once() {
+        let metrics = WorkerMetrics::new();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        // A family without series exports nothing, not even its TYPE line.
+        assert_eq!(openmetrics(&registry), "# EOF\n");
+        let _meters = metrics.partition("ocr", "workers", 0);
+        let _histograms = metrics.histograms("ocr", "workers");
+        metrics
+            .trim()
+            .removed("ocr", 0, super::super::StreamKind::Dead, 1);
+        metrics.trim().pass(
+            "ocr",
+            0,
+            super::super::StreamKind::Dead,
+            super::super::TrimOutcome::Trimmed,
+        );
+        let text = openmetrics(&registry);
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(|rest| rest.split(' ').next().unwrap())
+            .collect();
+        assert!(
+            names.iter().all(|name| name.starts_with("queuegen_")),
+            "{names:?}"
+        );
+        let unique: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert_eq!(names.len(), 14, "{names:?}");
+    }
+}

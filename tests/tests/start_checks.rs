@@ -1,0 +1,142 @@
+//! Start checks: a worker refuses a server that may evict keys, naming the server and the policy, unless told to accept it, and then warns.
+
+use std::time::Duration;
+
+use queuegen_runtime::{
+    ensure_groups, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{all_pending, capture_logs, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::{library, RedisServer};
+
+struct Done;
+
+impl Handler<TestJob> for Done {
+    async fn handle(&self, _job: TestJob, _ctx: &JobContext) -> Result<Outcome, JobError> {
+        Ok(Outcome::Done)
+    }
+}
+
+/// A server with `maxmemory-policy allkeys-lru`, the queue set up on it, and one job published.
+async fn evicting_server(name: &str) -> (RedisServer, Redis, queuegen_runtime::QueueConfig) {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let config = test_config(&unique_prefix(name), 1);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    Producer::<TestJob>::new(&redis, config.clone())
+        .publish(NewJob::new("job-1", "acme", TestJob::new("doc-1", None)))
+        .await
+        .unwrap();
+    (server, redis, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_may_evict_keys_is_refused() {
+    init_tracing();
+    let (server, redis, config) = evicting_server("evicting").await;
+    let err = Worker::new(&redis, config.clone(), Done)
+        .run_until(std::future::pending())
+        .await
+        .expect_err("a worker must not start on a server that evicts");
+    let Error::EvictionPolicy {
+        server: named,
+        policy,
+    } = &err
+    else {
+        panic!("expected EvictionPolicy, got {err:?}");
+    };
+    assert_eq!(named, &format!("127.0.0.1:{}", server.port()));
+    assert_eq!(policy, "allkeys-lru");
+    let message = err.to_string();
+    for part in [
+        named.as_str(),
+        "maxmemory-policy allkeys-lru",
+        "noeviction",
+        "allow_eviction_policy",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    // Refused before reading anything: the job was never delivered.
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert!(all_pending(&mut conn, &config).await.is_empty());
+}
+
+// The default current-thread runtime keeps every task on this thread, where
+// `capture_logs` collects their log lines.
+#[tokio::test]
+async fn with_the_override_it_starts_and_warns() {
+    let (logs, _guard) = capture_logs();
+    let (server, redis, config) = evicting_server("evicting-allowed").await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(
+        Worker::new(&redis, config.clone(), Done)
+            .allow_eviction_policy()
+            .run_until(async {
+                let _ = stopped.await;
+            }),
+    );
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = config.ready_key(0);
+    wait_until(Duration::from_secs(10), "the job is acknowledged", || {
+        let mut conn = conn.clone();
+        let key = key.clone();
+        async move {
+            let reply: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            reply.groups[0].entries_read == Some(1) && reply.groups[0].pending == 0
+        }
+    })
+    .await;
+    stop.send(()).unwrap();
+    assert_eq!(running.await.unwrap().unwrap().done, 1);
+    assert!(all_pending(&mut conn, &config).await.is_empty());
+
+    let warnings = logs.lines_with(&["maxmemory-policy"]);
+    assert_eq!(warnings.len(), 1, "{}", logs.text());
+    let warning = &warnings[0];
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("allkeys-lru"), "{warning}");
+    assert!(
+        warning.contains(&format!("127.0.0.1:{}", server.port())),
+        "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn a_noeviction_server_starts_without_a_warning() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("noeviction"), 1);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(Worker::new(&redis, config, Done).run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until(Duration::from_secs(10), "the worker starts", || {
+        let started = !logs.lines_with(&["worker starting"]).is_empty();
+        async move { started }
+    })
+    .await;
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert!(
+        logs.lines_with(&["maxmemory"]).is_empty(),
+        "{}",
+        logs.text()
+    );
+}
