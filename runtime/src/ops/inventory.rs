@@ -212,7 +212,7 @@ async fn fill_group_boundaries<C: ConnectionLike>(
 }
 
 /// The ID of the first entry of an `XRANGE` reply, if any.
-fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
+pub(super) fn first_id(key: &str, reply: Value) -> Result<Option<StreamId>> {
     let Value::Array(entries) = reply else {
         return Err(unexpected(key, "XRANGE", &reply));
     };
