@@ -13,6 +13,7 @@ pub mod generate;
 pub mod init;
 pub mod lock;
 pub mod schema;
+pub mod trim;
 
 /// Validate a queues.yaml spec and generate typed Rust and Redis artefacts for
 /// Redis Streams work queues.
@@ -33,6 +34,7 @@ pub enum Subcommands {
     Init(init::Args),
     Apply(apply::Args),
     Dlq(dlq::Args),
+    Trim(trim::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -47,5 +49,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Init(args) => init::run(args),
         Subcommands::Apply(args) => apply::run(args),
         Subcommands::Dlq(args) => dlq::run(args),
+        Subcommands::Trim(args) => trim::run(args),
     }
 }
