@@ -501,9 +501,13 @@ fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Leas
         }
     };
     if code == "QG_LEASE" {
+        let holder = match detail {
+            "(none)" => "nobody (this trimmer's lease expired)".to_owned(),
+            holder => holder.to_owned(),
+        };
         return Error::LeaseHeld {
             key: lease.key().to_owned(),
-            holder: detail.to_owned(),
+            holder,
         };
     }
     let parsed = TransitionCode::parse(code).unwrap_or(TransitionCode::Unknown);
@@ -618,10 +622,9 @@ fn text(value: Value) -> Option<String> {
 }
 
 /// After a trim to `minid`: inventories the stream again, then checks in one
-/// pipeline that every entry the function kept for a group is still stored
-/// (each pending head that was stored, each first undelivered entry), and
-/// that no group now has a pending entry below the MINID without its
-/// payload. Returns how many entries were checked.
+/// pipeline of `XRANGE id id` that every entry the function kept for a
+/// group is still stored, and that no group now has a pending entry below
+/// the MINID without its payload. Returns how many entries were checked.
 async fn verify<C: ConnectionLike>(
     conn: &mut C,
     key: &str,
@@ -629,46 +632,89 @@ async fn verify<C: ConnectionLike>(
     kept: &[CheckedGroup],
 ) -> Result<usize> {
     let after = inventory(conn, &[key.to_owned()]).await?;
-    let mut checks: Vec<(&str, StreamId, &'static str)> = Vec::new();
-    for group in kept {
-        if let Some(head) = group.pending_head.filter(|_| group.pending_head_stored) {
-            checks.push((&group.name, head, "pending entry"));
-        }
-        if let Some(next) = group.first_undelivered {
-            checks.push((&group.name, next, "first undelivered entry"));
-        }
-    }
-    if let Some(Some(stream)) = after.first() {
-        for group in &stream.groups {
-            if let Some(head) = group.lowest_pending.as_ref().filter(|head| head.id < minid) {
-                checks.push((&group.name, head.id, "pending entry below the MINID"));
-            }
-        }
-    }
+    let checks = verification_checks(kept, after.first().and_then(Option::as_ref), minid);
     if checks.is_empty() {
         return Ok(0);
     }
     let mut pipe = redis::pipe();
-    for (_, id, _) in &checks {
-        let id = id.to_string();
+    for check in &checks {
+        let id = check.id.to_string();
         pipe.cmd("XRANGE").arg(key).arg(&id).arg(&id);
     }
     let answers: Vec<Value> = pipe
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(format!("XRANGE id id of the entries kept in {key}"), err))?;
-    for ((group, id, what), answer) in checks.iter().zip(&answers) {
-        let stored = matches!(answer, Value::Array(entries) if !entries.is_empty());
-        if !stored {
-            return Err(Error::TrimUnverified {
-                key: key.to_owned(),
-                minid: minid.to_string(),
-                group: (*group).to_owned(),
-                problem: format!("lost its {what} {id}: XRANGE {id} {id} is empty"),
+    let stored: Vec<bool> = answers
+        .iter()
+        .map(|answer| matches!(answer, Value::Array(entries) if !entries.is_empty()))
+        .collect();
+    match first_missing(&checks, &stored) {
+        Some(check) => Err(Error::TrimUnverified {
+            key: key.to_owned(),
+            minid: minid.to_string(),
+            group: check.group.clone(),
+            problem: format!(
+                "lost its {} {}: XRANGE {} {} is empty",
+                check.what, check.id, check.id, check.id
+            ),
+        }),
+        None => Ok(checks.len()),
+    }
+}
+
+/// One entry that must still be stored after a trim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Check {
+    group: String,
+    id: StreamId,
+    what: &'static str,
+}
+
+/// What [`verify`] checks: each pending head the function found stored and
+/// each first undelivered entry it kept, and each group's pending head now
+/// (`after`) when it is below the MINID.
+fn verification_checks(
+    kept: &[CheckedGroup],
+    after: Option<&StreamInventory>,
+    minid: StreamId,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for group in kept {
+        if let Some(head) = group.pending_head.filter(|_| group.pending_head_stored) {
+            checks.push(Check {
+                group: group.name.clone(),
+                id: head,
+                what: "pending entry",
+            });
+        }
+        if let Some(next) = group.first_undelivered {
+            checks.push(Check {
+                group: group.name.clone(),
+                id: next,
+                what: "first undelivered entry",
             });
         }
     }
-    Ok(checks.len())
+    for group in after.map_or(&[][..], |stream| &stream.groups[..]) {
+        if let Some(head) = group.lowest_pending.as_ref().filter(|head| head.id < minid) {
+            checks.push(Check {
+                group: group.name.clone(),
+                id: head.id,
+                what: "pending entry below the MINID",
+            });
+        }
+    }
+    checks
+}
+
+/// The first check whose entry `XRANGE id id` did not find.
+fn first_missing<'a>(checks: &'a [Check], stored: &[bool]) -> Option<&'a Check> {
+    checks
+        .iter()
+        .zip(stored)
+        .find(|(_, stored)| !**stored)
+        .map(|(check, _)| check)
 }
 
 /// How [`trim_partition`] trims.
@@ -860,6 +906,70 @@ mod tests {
         assert_eq!(redis_version(valkey), Some((7, 2, 4)));
         assert_eq!(redis_version("no version here"), None);
         assert_eq!(redis_version("redis_version:seven\n"), None);
+    }
+
+    #[test]
+    fn verification_checks_what_was_kept_and_pending_below_the_minid() {
+        use crate::ops::inventory::{GroupInventory, PendingHead};
+        let kept = [
+            CheckedGroup {
+                name: "a".into(),
+                pending_head: Some(id(40)),
+                pending_head_stored: true,
+                first_undelivered: Some(id(51)),
+            },
+            // A pending head whose entry was deleted before the trim is not
+            // the trim's loss: not checked.
+            CheckedGroup {
+                name: "b".into(),
+                pending_head: Some(id(45)),
+                pending_head_stored: false,
+                first_undelivered: None,
+            },
+        ];
+        let group_now = |name: &str, head: Option<u64>| GroupInventory {
+            name: name.into(),
+            consumers: 1,
+            pending: u64::from(head.is_some()),
+            last_delivered: id(50),
+            entries_read: None,
+            lag: None,
+            lowest_pending: head.map(|ms| PendingHead {
+                id: id(ms),
+                consumer: "c".into(),
+                idle_ms: 0,
+                deliveries: 1,
+            }),
+            first_undelivered: None,
+        };
+        let after = StreamInventory {
+            key: "k".into(),
+            length: 10,
+            first_entry: Some(id(40)),
+            groups: vec![group_now("a", Some(41)), group_now("c", Some(30))],
+        };
+        let checks = verification_checks(&kept, Some(&after), id(40));
+        let listed: Vec<(&str, StreamId, &str)> = checks
+            .iter()
+            .map(|c| (c.group.as_str(), c.id, c.what))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("a", id(40), "pending entry"),
+                ("a", id(51), "first undelivered entry"),
+                ("c", id(30), "pending entry below the MINID"),
+            ]
+        );
+        assert_eq!(first_missing(&checks, &[true, true, true]), None);
+        assert_eq!(
+            first_missing(&checks, &[true, false, true]).map(|c| c.id),
+            Some(id(51))
+        );
+        assert_eq!(
+            first_missing(&checks, &[true, true, false]).map(|c| c.group.as_str()),
+            Some("c")
+        );
     }
 
     #[test]
