@@ -11,6 +11,7 @@ mod queuegen;
 mod report;
 mod stats;
 mod telemetry;
+mod trim;
 mod usage;
 
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 1\n  \
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 64\n  \
         cargo run --release -p queuegen-bench -- --variant base --variant qg8 --rounds 5\n  \
+        cargo run --release -p queuegen-bench -- --variant trim\n  \
+        cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
         cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n\n\
         Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
         free loopback port and stopped at the end. With --redis nothing is flushed: every\n\
@@ -61,10 +64,14 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8r.
-    /// Default: all. Without base the table has no ratios.
+    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8r, trim.
+    /// Default: all but trim. Without base the table has no ratios. `trim`
+    /// measures the commands of one trim pass per --trim-entries length.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
+    /// Ready-stream lengths the trim variant measures a pass at (repeatable).
+    #[arg(long = "trim-entries", value_name = "N", default_values_t = [10_000u64, 1_000_000])]
+    pub trim_entries: Vec<u64>,
 }
 
 impl Args {
@@ -86,6 +93,8 @@ pub enum Variant {
         results: bool,
         telemetry: bool,
     },
+    /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
+    Trim,
 }
 
 impl Variant {
@@ -115,6 +124,7 @@ impl Variant {
 
     pub fn name(self) -> String {
         match self {
+            Variant::Trim => "trim pass".to_owned(),
             Variant::Baseline => "baseline (redis-rs, 8 consumers)".to_owned(),
             Variant::Queuegen {
                 workers,
@@ -136,15 +146,21 @@ impl Variant {
     fn parse_slug(slug: &str) -> Result<Variant, String> {
         Variant::ALL
             .into_iter()
+            .chain([Variant::Trim])
             .find(|variant| variant.slug() == slug)
             .ok_or_else(|| {
-                let known: Vec<String> = Variant::ALL.iter().map(|v| v.slug()).collect();
+                let known: Vec<String> = Variant::ALL
+                    .iter()
+                    .chain(&[Variant::Trim])
+                    .map(|v| v.slug())
+                    .collect();
                 format!("unknown variant {slug:?}; known: {}", known.join(", "))
             })
     }
 
     pub fn slug(self) -> String {
         match self {
+            Variant::Trim => "trim".to_owned(),
             Variant::Baseline => "base".to_owned(),
             Variant::Queuegen {
                 workers,
@@ -207,6 +223,20 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         args.jobs, args.partitions, args.rounds
     );
 
+    if args.variants.contains(&Variant::Trim) {
+        let prefix = format!("qgbench{}trim", std::process::id());
+        let costs = trim::run(&redis, &prefix, &args.trim_entries).await?;
+        println!("{}", trim::markdown(&costs));
+        if args
+            .variants
+            .iter()
+            .all(|variant| *variant == Variant::Trim)
+        {
+            println!("{}", report::machine_line(&redis_version));
+            return Ok(());
+        }
+    }
+
     let mut rounds: Vec<Vec<(Variant, RoundResult)>> = Vec::new();
     for round in 0..args.rounds {
         let mut results = Vec::new();
@@ -225,6 +255,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
                     let _tracing = telemetry.then(telemetry::TracingOn::start);
                     queuegen::run(args, url, &prefix, workers, results, telemetry).await
                 }
+                Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };
             // Clean up even after a failed variant, then report the failure.
             let cleaned = report::delete_prefix(&redis, &prefix).await;

@@ -79,7 +79,10 @@ fn dead_letters(server: &RedisServer, count: usize) -> Vec<String> {
             .unwrap();
         let marker = format!("work:{{ocr-03}}:marker:dead:{source}");
         let (_, dead_id): (String, String) = redis::cmd("FCALL")
-            .arg("qg_docs_pipeline_v1_dead_letter")
+            .arg(format!(
+                "{}_dead_letter",
+                queuegen::gen::functions::library_name("docs-pipeline")
+            ))
             .arg(3)
             .arg(&[READY, DEAD, marker.as_str()])
             .arg(&[

@@ -345,7 +345,16 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
 
     let library = fs::read_to_string(dir.path().join("deploy/functions.lua")).unwrap();
     let mut lines = library.lines();
-    assert_eq!(lines.next(), Some("#!lua name=qg_docs_pipeline_v1"));
+    assert_eq!(
+        lines.next(),
+        Some(
+            format!(
+                "#!lua name={}",
+                queuegen::gen::functions::library_name("docs-pipeline")
+            )
+            .as_str()
+        )
+    );
     assert_eq!(
         lines.next().unwrap(),
         format!(

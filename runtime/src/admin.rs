@@ -1,8 +1,11 @@
 //! Setting up a queue's Redis state: the consumer group on every partition's
 //! stream, and the service's Function library.
 
+use std::time::Duration;
+
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::ops::lease;
 use crate::redis::Redis;
 
 /// The result of setting up one partition's group.
@@ -14,15 +17,35 @@ pub struct GroupSetup {
     pub created: bool,
 }
 
+/// How long `ensure_groups` holds a partition's trim lease: one `XGROUP CREATE`.
+const GROUP_LEASE_TTL: Duration = Duration::from_secs(10);
+/// How long `ensure_groups` waits for a partition's trim lease: longer than
+/// a trimmer's lease lasts, so even one left by a crashed trimmer expires first.
+const GROUP_LEASE_WAIT: Duration = Duration::from_secs(31);
+
 /// Creates the queue's consumer group on every partition stream (creating the
 /// stream too), starting at `config.group_start`. Safe to run again: an
 /// existing group is reported, never reset. Any error other than "group
 /// already exists" (a key of the wrong type, missing permissions) stops here
 /// and names the key and group.
+///
+/// Each partition's group is created under the partition's trim lease
+/// (`{prefix}:{queue-NN}:lease:trim`, waiting while a trimmer holds it), so
+/// a trim never plans with a group set that changes under it.
 pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<GroupSetup>> {
     let mut conn = redis.shared();
+    let holder = lease::unique_holder("apply");
     let mut setups = Vec::with_capacity(usize::from(config.partitions));
-    for key in config.ready_keys() {
+    for partition in 0..config.partitions {
+        let key = config.ready_key(partition);
+        let lease = lease::acquire_waiting(
+            &mut conn,
+            &config.trim_lease_key(partition),
+            &holder,
+            GROUP_LEASE_TTL,
+            GROUP_LEASE_WAIT,
+        )
+        .await?;
         let reply: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&key)
@@ -31,6 +54,7 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
             .arg("MKSTREAM")
             .query_async(&mut conn)
             .await;
+        lease::release(&mut conn, config.functions, &lease).await?;
         let created = match reply {
             Ok(()) => true,
             Err(err) if err.code() == Some("BUSYGROUP") => false,

@@ -145,6 +145,12 @@ impl QueueConfig {
         self.partition_key(partition, &format!("marker:{}:{id}", kind.as_ref()))
     }
 
+    /// The partition's trim lease: `{prefix}:{queue-NN}:lease:trim`. One
+    /// trimmer (or `queuegen apply` creating groups) holds it at a time.
+    pub fn trim_lease_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "lease:trim")
+    }
+
     /// The full name of one function of the library: `{functions}_{name}`.
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.functions)
@@ -214,6 +220,7 @@ pub(crate) mod tests {
         assert_eq!(OCR.dead_key(3), "work:{ocr-03}:dead");
         assert_eq!(OCR.retry_key(3), "work:{ocr-03}:retry");
         assert_eq!(OCR.retry_jobs_key(3), "work:{ocr-03}:retry-jobs");
+        assert_eq!(OCR.trim_lease_key(3), "work:{ocr-03}:lease:trim");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"

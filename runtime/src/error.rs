@@ -148,6 +148,16 @@ pub enum Error {
     #[error("lease {key} is held by {holder:?}: another trimmer or `queuegen apply` is working on this partition")]
     LeaseHeld { key: String, holder: String },
 
+    /// A trim ran, but afterwards an entry it had to keep is gone: a pending
+    /// entry without its payload, or a group's next undelivered entry.
+    #[error("trim of {key} to MINID {minid}: verification failed: group {group:?} {problem}")]
+    TrimUnverified {
+        key: String,
+        minid: String,
+        group: String,
+        problem: String,
+    },
+
     /// The server may evict keys, and with them queue data.
     #[error(
         "redis {server} has maxmemory-policy {policy}: it may evict stream entries and lose jobs; set maxmemory-policy noeviction (or call Worker::allow_eviction_policy to accept the risk)"

@@ -66,6 +66,9 @@ pub struct Producer<E: Envelope> {
     /// `None` when the queue has no admission limit: publishing then takes
     /// no lock and reads no clock.
     admission: Option<Arc<Admission>>,
+    /// Publishes and refusals, when the app installed metrics.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::ProducerMetrics>,
     _envelope: PhantomData<fn(E)>,
 }
 
@@ -77,6 +80,8 @@ impl<E: Envelope> Clone for Producer<E> {
             config: self.config.clone(),
             ready_keys: self.ready_keys.clone(),
             admission: self.admission.clone(),
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics.clone(),
             _envelope: PhantomData,
         }
     }
@@ -108,8 +113,38 @@ impl<E: Envelope> Producer<E> {
             ready_keys,
             admission,
             config,
+            #[cfg(feature = "metrics")]
+            metrics: None,
             _envelope: PhantomData,
         }
+    }
+
+    /// Records jobs published and publishes refused by admission into
+    /// `metrics` (register it once per registry; clones share the numbers).
+    #[cfg(feature = "metrics")]
+    pub fn with_metrics(mut self, metrics: crate::metrics::ProducerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Counts a refusal by admission; any other error is not the metrics' business.
+    fn refused(&self, err: &Error) {
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Error::Backpressure { partition, .. }) = (&self.metrics, err) {
+            metrics.refused(self.config.queue, *partition);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = err;
+    }
+
+    /// Counts `jobs` appended to `partition`.
+    fn published(&self, partition: u16, jobs: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.metrics {
+            metrics.published(self.config.queue, partition, jobs);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (partition, jobs);
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -124,7 +159,10 @@ impl<E: Envelope> Producer<E> {
     pub async fn publish(&self, job: NewJob<E>) -> Result<Published> {
         let job = self.encode(job, 0)?;
         if let Some(admission) = &self.admission {
-            admission.admit(&self.conn, job.partition).await?;
+            admission
+                .admit(&self.conn, job.partition)
+                .await
+                .inspect_err(|err| self.refused(err))?;
         }
         let key = &self.ready_keys[usize::from(job.partition)];
         let stream_id: String = redis::cmd("XADD")
@@ -141,6 +179,7 @@ impl<E: Envelope> Producer<E> {
             stream_id = %stream_id,
             "accepted"
         );
+        self.published(job.partition, 1);
         Ok(Published {
             stream_id,
             partition: job.partition,
@@ -192,7 +231,10 @@ impl<E: Envelope> Producer<E> {
             let mut touched = partitions.clone();
             touched.sort_unstable();
             touched.dedup();
-            admission.admit_all(&self.conn, &touched).await?;
+            admission
+                .admit_all(&self.conn, &touched)
+                .await
+                .inspect_err(|err| self.refused(err))?;
         }
         let ids: Vec<String> = pipe
             .query_async(&mut self.conn.clone())
@@ -223,6 +265,13 @@ impl<E: Envelope> Producer<E> {
                 stream_id = %published.stream_id,
                 "accepted"
             );
+        }
+        #[cfg(feature = "metrics")]
+        if self.metrics.is_some() {
+            // Runs of one partition count once: batches are usually sorted or small.
+            for run in published.chunk_by(|a, b| a.partition == b.partition) {
+                self.published(run[0].partition, run.len() as u64);
+            }
         }
         Ok(published)
     }

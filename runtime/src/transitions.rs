@@ -90,7 +90,7 @@ pub enum TransitionCode {
 }
 
 impl TransitionCode {
-    fn parse(code: &str) -> Option<TransitionCode> {
+    pub(crate) fn parse(code: &str) -> Option<TransitionCode> {
         let name = code.strip_prefix("QG_")?;
         Some(match name {
             "WRONGTYPE" => TransitionCode::WrongType,

@@ -456,3 +456,55 @@ async fn accepted_jobs_are_debug_events() {
     }
     assert_eq!(logs.lines_with(&["accepted"]).len(), 3);
 }
+
+/// A producer with metrics counts what it appended and what admission
+/// refused, by queue and partition, and nothing for a partition it never touched.
+#[tokio::test]
+async fn producer_metrics_count_publishes_and_refusals() {
+    use queuegen_runtime::metrics::{ProducerMetrics, Registry};
+    use queuegen_tests::exposition;
+
+    let Setup {
+        server: _server,
+        config,
+        redis,
+        mut conn,
+    } = setup("admission-metrics", 3, HOUR).await;
+    add_old_entry(&mut conn, &config.ready_key(1), HOUR).await;
+    let metrics = ProducerMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let producer = Producer::<TestJob>::new(&redis, config.clone()).with_metrics(metrics);
+
+    producer.publish(job_for(&config, 0, 0)).await.unwrap();
+    let batch: Vec<_> = (1..4).map(|n| job_for(&config, 0, n)).collect();
+    producer.publish_many(batch).await.unwrap();
+    backpressure(producer.publish(job_for(&config, 1, 4)).await);
+    let mixed = vec![job_for(&config, 0, 5), job_for(&config, 1, 6)];
+    backpressure(producer.publish_many(mixed).await);
+
+    let mut text = String::new();
+    queuegen_runtime::metrics::prometheus_client::encoding::text::encode(&mut text, &registry)
+        .unwrap();
+    let scraped = exposition::parse(&text).unwrap();
+    fn at(partition: &str) -> [(&str, &str); 2] {
+        [("queue", "jobs"), ("partition", partition)]
+    }
+    assert_eq!(
+        scraped.value("queuegen_jobs_published_total", &at("0")),
+        Some(4.0)
+    );
+    assert_eq!(
+        scraped.value("queuegen_backpressure_refusals_total", &at("1")),
+        Some(2.0)
+    );
+    assert_eq!(
+        scraped.value("queuegen_jobs_published_total", &at("1")),
+        None
+    );
+    assert_eq!(
+        scraped.value("queuegen_backpressure_refusals_total", &at("0")),
+        None
+    );
+    assert_eq!(scraped.sum("queuegen_jobs_published_total", &[]), 4.0);
+}

@@ -85,10 +85,19 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     let v1_code = library::code(&library::tests_library_path());
     library::load_code(&redis, &v1_code).await;
 
+    // `v1` is the deployed library version, `v2` the next one.
+    let current = queuegen::gen::functions::LIBRARY_VERSION;
     let v1 = retrying_config(&unique_prefix("versions"));
-    assert!(v1.functions.ends_with("_v1"), "{}", v1.functions);
+    assert!(
+        v1.functions.ends_with(&format!("_v{current}")),
+        "{}",
+        v1.functions
+    );
     let v2 = QueueConfig {
-        functions: leak(&v1.functions.replace("_v1", "_v2")),
+        functions: leak(
+            &v1.functions
+                .replace(&format!("_v{current}"), &format!("_v{}", current + 1)),
+        ),
         ..v1.clone()
     };
     ensure_groups(&redis, &v1).await.unwrap();
@@ -101,7 +110,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     wait_done(&old, "before-v2").await;
 
     // The next version is loaded beside it, as `apply` does in a rolling deploy.
-    let v2_code = library::as_version(&v1_code, SERVICE, 1, 2);
+    let v2_code = library::as_version(&v1_code, SERVICE, current, current + 1);
     library::load_code(&redis, &v2_code).await;
     let mut conn = server
         .client()
@@ -192,7 +201,8 @@ async fn a_worker_refuses_to_start_without_its_library_version() {
     missing(run(config.clone()).await.unwrap_err());
 
     let v1_code = library::code(&library::tests_library_path());
-    library::load_code(&redis, &library::as_version(&v1_code, SERVICE, 1, 7)).await;
+    let current = queuegen::gen::functions::LIBRARY_VERSION;
+    library::load_code(&redis, &library::as_version(&v1_code, SERVICE, current, 7)).await;
     missing(run(config.clone()).await.unwrap_err());
 
     // It never loads anything itself: still only v7 on the server.

@@ -1,5 +1,5 @@
-//! `queuegen apply`: create every partition's stream and consumer group on a
-//! Redis server, and load and verify the service's Function library there.
+//! `queuegen apply`: load and verify the service's Function library on a
+//! Redis server, and create every partition's stream and consumer group there.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,9 +16,11 @@ use super::common;
 #[command(
     about = "Create the streams and consumer groups of a spec on Redis and load its Function library",
     after_help = "Creating a group that already exists is reported and is not an error; any other \
-Redis error stops the run, naming the key and group.
+Redis error stops the run, naming the key and group. Each partition's group is created under \
+the partition's trim lease (waiting while a trimmer holds it), so no trim plans against a \
+group set that changes under it.
 
-The service's Function library (the same code `queuegen generate --deploy-out` writes to \
+The service's Function library, loaded first, (the same code `queuegen generate --deploy-out` writes to \
 functions.lua) is loaded with FUNCTION LOAD REPLACE and verified by calling its version \
 function. Its name carries the library version, so REPLACE only replaces that same \
 version; other versions stay loaded beside it. --queue does not limit it.
@@ -64,6 +66,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let redis = Redis::connect(&args.redis)
             .await
             .with_context(|| format!("connecting to {}", args.redis))?;
+        // The library first: creating groups takes the partitions' trim
+        // leases, which are released through it.
+        let load = admin::load_library(&redis, &library_code)
+            .await
+            .context("loading the Function library")?;
+        admin::verify_library(&redis, &load.library)
+            .await
+            .context("verifying the Function library")?;
         let mut rows = Vec::new();
         for queue in &selected {
             let config = queue_config(&spec, queue);
@@ -78,12 +88,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 created: setup.created,
             }));
         }
-        let load = admin::load_library(&redis, &library_code)
-            .await
-            .context("loading the Function library")?;
-        admin::verify_library(&redis, &load.library)
-            .await
-            .context("verifying the Function library")?;
         anyhow::Ok((rows, load))
     })?;
 

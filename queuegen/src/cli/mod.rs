@@ -17,6 +17,7 @@ pub mod pending;
 pub mod schema;
 pub mod status;
 mod table;
+pub mod trim;
 
 /// Validate a queues.yaml spec and generate typed Rust and Redis artefacts for
 /// Redis Streams work queues.
@@ -40,6 +41,7 @@ pub enum Subcommands {
     Status(status::Args),
     Pending(pending::Args),
     Monitor(monitor::Args),
+    Trim(trim::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -57,5 +59,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Status(args) => status::run(args),
         Subcommands::Pending(args) => pending::run(args),
         Subcommands::Monitor(args) => monitor::run(args),
+        Subcommands::Trim(args) => trim::run(args),
     }
 }

@@ -1,4 +1,4 @@
-//! The versioned Redis Function library of a service (retry, dead letter, replay).
+//! The versioned Redis Function library of a service (retry, dead letter, replay, trim, lease).
 //!
 //! One Lua library per service, `functions.lua` in the deploy directory; its
 //! contract is docs/functions.md. Every value that differs between queues
@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 1;
+pub const LIBRARY_VERSION: u32 = 2;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -105,7 +105,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x8a5c_272e_0623_177e;
+    const PINNED_HASH: u64 = 0x51ce_3341_66fa_a6b1;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -155,7 +155,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v1"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v2"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -164,7 +164,7 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v1");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v2");
     }
 
     #[test]
@@ -184,12 +184,15 @@ queues:
                 "retry_promote",
                 "dead_letter",
                 "replay",
+                "trim",
+                "lease_release",
                 "version"
             ]
         );
-        // Only `version` is read-only; the transitions must be refused on replicas.
+        // Only `version` is read-only; the transitions, the trim and the
+        // lease release must be refused on replicas.
         assert_eq!(library.matches("flags = {'no-writes'}").count(), 1);
-        assert_eq!(library.matches("flags = {},").count(), 4);
+        assert_eq!(library.matches("flags = {},").count(), 6);
     }
 
     #[test]
@@ -207,6 +210,8 @@ queues:
             "local retry_key = KEYS[1]",
             "local dead_key = KEYS[1]",
             "local marker_key = KEYS[3 + i]",
+            "local stream_key = KEYS[1]",
+            "local lease_key = KEYS[1]",
         ] {
             assert!(library.contains(binding), "{binding}");
         }
@@ -248,6 +253,10 @@ queues:
                 "command",
             ),
             (
+                "local function f(KEYS, ARGV)\n  return redis.call('XINFO', 'GROUPS', ARGV[1])\nend\n",
+                "key position",
+            ),
+            (
                 "local function f(KEYS, ARGV)\n  KEYS = ARGV\n  local a_key = KEYS[1]\n  redis.call('GET', a_key)\nend\n",
                 "KEYS",
             ),
@@ -271,6 +280,8 @@ queues:
 
         /// Commands that take no key; every other command's first argument is its key.
         const KEYLESS: &[&str] = &["TIME"];
+        /// Commands whose first argument is a subcommand: their key comes second.
+        const SUBCOMMAND_FIRST: &[&str] = &["XINFO", "MEMORY"];
 
         #[derive(Debug, Clone, PartialEq)]
         enum Token {
@@ -545,7 +556,12 @@ queues:
                     if KEYLESS.contains(&command.as_str()) {
                         continue;
                     }
-                    match args.get(1).map(Vec::as_slice) {
+                    let key_position = if SUBCOMMAND_FIRST.contains(&command.as_str()) {
+                        2
+                    } else {
+                        1
+                    };
+                    match args.get(key_position).map(Vec::as_slice) {
                         Some([Token::Name(key)]) if key_names.contains(key) => {}
                         other => problems.push(format!(
                             "line {line}: {command}'s key position holds {other:?}, not a key bound from KEYS"

@@ -99,24 +99,7 @@ impl FailedTransition {
 }
 
 /// Which stream of a partition a trim worked on: the `stream` label of the trim metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StreamKind {
-    /// `{prefix}:{queue-NN}:ready`, trimmed after `retention.min_age`.
-    Ready,
-    /// `{prefix}:{queue-NN}:dead`, trimmed after `dead_letter.retention`.
-    Dead,
-}
-
-impl StreamKind {
-    pub const ALL: [StreamKind; 2] = [StreamKind::Ready, StreamKind::Dead];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamKind::Ready => "ready",
-            StreamKind::Dead => "dead",
-        }
-    }
-}
+pub use crate::ops::trim::StreamRole;
 
 /// How one trim pass over one stream ended: the `outcome` label of `queuegen_trim_passes_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,7 +155,7 @@ mod tests {
     fn label_values_are_distinct_snake_case() {
         let mut values: Vec<&str> = JobOutcome::ALL.iter().map(|o| o.as_str()).collect();
         values.extend(TrimOutcome::ALL.iter().map(|o| o.as_str()));
-        values.extend(StreamKind::ALL.iter().map(|s| s.as_str()));
+        values.extend(StreamRole::BOTH.iter().map(|s| s.as_str()));
         for value in &values {
             assert!(
                 value.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),

@@ -6,7 +6,7 @@
 //! a new time series per value. Every label value comes from the queue's
 //! generated settings or from one of the closed sets in this module.
 //!
-//! The label sets (`JobOutcome`, `FailedTransition`, `StreamKind`,
+//! The label sets (`JobOutcome`, `FailedTransition`, `StreamRole`,
 //! `TrimOutcome`) exist with the feature off too, so that code recording an
 //! event compiles either way; the families that hold the numbers, and the
 //! endpoints, only with it.
@@ -22,7 +22,7 @@ mod trim;
 #[cfg(feature = "metrics")]
 mod worker;
 
-pub use labels::{FailedTransition, JobOutcome, StreamKind, TrimOutcome};
+pub use labels::{FailedTransition, JobOutcome, StreamRole, TrimOutcome};
 
 #[cfg(feature = "metrics")]
 pub use http::{router, serve, Readiness};

@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use super::labels::{StreamKind, TrimOutcome};
+use super::labels::{StreamRole, TrimOutcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabels {
@@ -54,7 +54,7 @@ impl TrimMetrics {
     }
 
     /// `entries` removed from `stream` of `queue`'s `partition` by one `XTRIM`.
-    pub fn removed(&self, queue: &'static str, partition: u16, stream: StreamKind, entries: u64) {
+    pub fn removed(&self, queue: &'static str, partition: u16, stream: StreamRole, entries: u64) {
         self.removed
             .get_or_create(&StreamLabels {
                 queue,
@@ -69,7 +69,7 @@ impl TrimMetrics {
         &self,
         queue: &'static str,
         partition: u16,
-        stream: StreamKind,
+        stream: StreamRole,
         outcome: TrimOutcome,
     ) {
         self.passes
@@ -92,12 +92,12 @@ mod tests {
         let trim = TrimMetrics::new();
         let mut registry = Registry::default();
         trim.register(&mut registry);
-        trim.removed("ocr", 1, StreamKind::Ready, 40);
-        trim.removed("ocr", 1, StreamKind::Ready, 2);
-        trim.removed("ocr", 1, StreamKind::Dead, 5);
-        trim.pass("ocr", 1, StreamKind::Ready, TrimOutcome::Trimmed);
-        trim.pass("ocr", 1, StreamKind::Ready, TrimOutcome::Aborted);
-        trim.pass("ocr", 1, StreamKind::Ready, TrimOutcome::Aborted);
+        trim.removed("ocr", 1, StreamRole::Ready, 40);
+        trim.removed("ocr", 1, StreamRole::Ready, 2);
+        trim.removed("ocr", 1, StreamRole::Dead, 5);
+        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Trimmed);
+        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Aborted);
+        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Aborted);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [

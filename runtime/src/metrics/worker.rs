@@ -330,11 +330,11 @@ mod tests {
         let _histograms = metrics.histograms("ocr", "workers");
         metrics
             .trim()
-            .removed("ocr", 0, super::super::StreamKind::Dead, 1);
+            .removed("ocr", 0, super::super::StreamRole::Dead, 1);
         metrics.trim().pass(
             "ocr",
             0,
-            super::super::StreamKind::Dead,
+            super::super::StreamRole::Dead,
             super::super::TrimOutcome::Trimmed,
         );
         let text = openmetrics(&registry);

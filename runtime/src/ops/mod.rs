@@ -3,18 +3,22 @@
 //!
 //! Everything here reads with commands a least-privilege monitor user may
 //! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`…), except the
-//! trimmer, which also writes.
+//! trimmer and its lease, which also write.
 
 #[cfg(feature = "metrics")]
 pub mod gauges;
 pub mod inventory;
+pub mod lease;
 pub mod pending;
 pub mod status;
 pub mod stream_id;
+pub mod trim;
 
 #[cfg(feature = "metrics")]
 pub use gauges::{QueueGauges, QueueMonitor};
 pub use inventory::{inventory, GroupInventory, PendingHead, StreamInventory};
+pub use lease::Lease;
 pub use pending::{pending, PendingQuery, PendingReport};
 pub use status::{status, AlertThresholds, StatusReport, WatchedQueue};
 pub use stream_id::StreamId;
+pub use trim::{Boundary, Removable, StreamRole, TrimOptions, TrimPlan, Trimmed};

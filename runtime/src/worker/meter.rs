@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::metrics::{FailedTransition, JobOutcome, StreamKind, TrimOutcome};
+use crate::metrics::{FailedTransition, JobOutcome, StreamRole, TrimOutcome};
 use crate::transitions::DeadReason;
 
 #[cfg(feature = "metrics")]
@@ -167,9 +167,7 @@ impl Meter {
     }
 
     /// `entries` removed from `stream` of `partition` by the worker's trimmer.
-    // Wired by the trimmer loop.
-    #[allow(dead_code)]
-    pub(super) fn trim_removed(&self, partition: u16, stream: StreamKind, entries: u64) {
+    pub(super) fn trim_removed(&self, partition: u16, stream: StreamRole, entries: u64) {
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
             installed
@@ -179,9 +177,7 @@ impl Meter {
     }
 
     /// One trim pass of the worker's trimmer over `stream` of `partition` ended with `outcome`.
-    // Wired by the trimmer loop.
-    #[allow(dead_code)]
-    pub(super) fn trim_pass(&self, partition: u16, stream: StreamKind, outcome: TrimOutcome) {
+    pub(super) fn trim_pass(&self, partition: u16, stream: StreamRole, outcome: TrimOutcome) {
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
             installed

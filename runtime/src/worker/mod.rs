@@ -8,6 +8,8 @@
 //! - `recovery`: one loop that quarantines poison entries (by delivery count)
 //!   and claims idle pending entries with `XAUTOCLAIM`;
 //! - `scheduler`: one loop that promotes due retries back to the ready streams;
+//! - `trimmer`: one loop that trims the worker's partitions' streams every
+//!   `retention.trim_every`, under each partition's trim lease;
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up
 //!   to the budget, then leave whatever still runs pending.
 //!
@@ -28,6 +30,7 @@ mod reply;
 mod scheduler;
 mod shutdown;
 mod start_checks;
+mod trimmer;
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -84,6 +87,11 @@ pub struct WorkerReport {
     /// Jobs still running when the shutdown budget ran out; they stay pending
     /// with this consumer as owner, for the recovery of another worker.
     pub in_flight_left_pending: u64,
+    /// Stream entries (ready and dead-letter) this worker's trimmer removed.
+    pub trimmed: u64,
+    /// Trims that stopped before removing anything because the groups changed
+    /// since their plan (or the lease was lost); retried next period.
+    pub trim_aborts: u64,
 }
 
 /// Runs handler `H` for the envelopes `E` of one queue.
@@ -293,9 +301,12 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let recovery = tokio::spawn(
             recovery::run(shared.clone(), partitions.clone()).instrument(span.clone()),
         );
-        let scheduler =
-            tokio::spawn(scheduler::run(shared.clone(), partitions).instrument(span.clone()));
-        shutdown::run(shared, [intake, recovery, scheduler], shutdown)
+        let scheduler = tokio::spawn(
+            scheduler::run(shared.clone(), partitions.clone()).instrument(span.clone()),
+        );
+        let trimmer =
+            tokio::spawn(trimmer::run(shared.clone(), partitions).instrument(span.clone()));
+        shutdown::run(shared, [intake, recovery, scheduler, trimmer], shutdown)
             .instrument(span)
             .await
     }
@@ -345,7 +356,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     }
 }
 
-/// State shared by the intake, recovery and scheduler loops and every job task.
+/// State shared by the intake, recovery, scheduler and trimmer loops and every job task.
 struct Shared<E, H> {
     config: QueueConfig,
     consumer: Arc<str>,
@@ -526,6 +537,8 @@ struct Counters {
     promoted: AtomicU64,
     claimed: AtomicU64,
     left_pending: AtomicU64,
+    trimmed: AtomicU64,
+    trim_aborts: AtomicU64,
 }
 
 impl Counters {
@@ -547,6 +560,8 @@ impl Counters {
             promoted: get(&self.promoted),
             claimed: get(&self.claimed),
             in_flight_left_pending: get(&self.left_pending),
+            trimmed: get(&self.trimmed),
+            trim_aborts: get(&self.trim_aborts),
         }
     }
 }
@@ -599,7 +614,7 @@ fn default_consumer_name() -> String {
     )
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())

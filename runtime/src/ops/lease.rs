@@ -1,0 +1,167 @@
+//! A partition's lease: one holder at a time for work that must not overlap
+//! on a partition (trimming it, creating its groups).
+//!
+//! `SET <key> <holder> NX PX <ttl>` takes it. Only its holder releases it,
+//! with a compare-and-delete (the library's `lease_release`), so a holder
+//! whose lease expired never deletes the next holder's; a holder that dies
+//! leaves it to expire. A lease alone is no fence (a paused holder may wake
+//! after its lease ran out): the trim function re-checks the lease in the
+//! same atomic call that removes entries.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::Value;
+
+use crate::error::{Error, Result};
+
+/// How long [`acquire_waiting`] sleeps between two attempts.
+const RETRY_PAUSE: Duration = Duration::from_millis(25);
+
+/// The library's `lease_release`, sent as a script when the library is not
+/// loaded yet (a server being set up by `ensure_groups` before `apply`
+/// loads it). Same compare-and-delete; keep the two in step.
+const RELEASE_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     redis.call('DEL', KEYS[1]) return 1 end return 0";
+
+/// A lease this process holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    key: String,
+    holder: String,
+}
+
+impl Lease {
+    /// The lease key, e.g. `work:{ocr-03}:lease:trim`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Who holds it: the value stored under the key.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+}
+
+/// A holder name unique to this process: `{role}:{host}-{pid}-{random hex}`,
+/// so [`Error::LeaseHeld`] says which host and process holds a lease.
+pub fn unique_holder(role: &str) -> String {
+    format!(
+        "{role}:{}-{}-{:08x}",
+        crate::worker::hostname(),
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// Takes the lease `key` for `holder` for `ttl` (at least 1 ms), or fails
+/// with [`Error::LeaseHeld`] naming whoever holds it.
+pub async fn acquire<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Lease> {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    // SET NX then GET, in one pipeline: the GET names the holder when NX lost.
+    let (set, current): (Value, Option<String>) = redis::pipe()
+        .cmd("SET")
+        .arg(key)
+        .arg(holder)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .cmd("GET")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("SET {key} NX PX {ttl_ms}"), err))?;
+    match set {
+        Value::Okay => Ok(Lease {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+        }),
+        Value::SimpleString(ref ok) if ok == "OK" => Ok(Lease {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+        }),
+        _ => Err(Error::LeaseHeld {
+            key: key.to_owned(),
+            // Expired between the SET and the GET: the next attempt may win.
+            holder: current.unwrap_or_else(|| "(just released)".to_owned()),
+        }),
+    }
+}
+
+/// Like [`acquire`], but while someone else holds the lease, tries again
+/// every 25 ms for up to `wait`; then [`Error::LeaseHeld`].
+pub async fn acquire_waiting<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    holder: &str,
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Lease> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match acquire(conn, key, holder, ttl).await {
+            Err(Error::LeaseHeld { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Releases `lease` if its holder still holds it (compare-and-delete by the
+/// library `functions`, e.g. `qg_docs_pipeline_v2`); `false` when it had
+/// expired and nobody, or someone else, holds it now.
+pub async fn release<C: ConnectionLike>(
+    conn: &mut C,
+    functions: &str,
+    lease: &Lease,
+) -> Result<bool> {
+    let function = format!("{functions}_lease_release");
+    let reply: redis::RedisResult<i64> = redis::cmd("FCALL")
+        .arg(&function)
+        .arg(1)
+        .arg(&lease.key)
+        .arg(&lease.holder)
+        .query_async(conn)
+        .await;
+    let released = match reply {
+        Err(err) if is_function_not_found(&err) => redis::cmd("EVAL")
+            .arg(RELEASE_SCRIPT)
+            .arg(1)
+            .arg(&lease.key)
+            .arg(&lease.holder)
+            .query_async(conn)
+            .await
+            .map_err(|err| Error::redis(format!("EVAL lease release {}", lease.key), err))?,
+        other => {
+            other.map_err(|err| Error::redis(format!("FCALL {function} {}", lease.key), err))?
+        }
+    };
+    Ok(released == 1)
+}
+
+/// `ERR Function not found`: the library (of this version) is not loaded.
+fn is_function_not_found(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|detail| detail.starts_with("Function not found"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_name_the_role_and_the_process_and_differ() {
+        let a = unique_holder("trim");
+        let b = unique_holder("trim");
+        assert_ne!(a, b);
+        assert!(a.starts_with("trim:"), "{a}");
+        assert!(a.contains(&format!("-{}-", std::process::id())), "{a}");
+        assert!(!a.contains(char::is_whitespace), "{a}");
+    }
+}

@@ -1,0 +1,128 @@
+//! The trimmer loop: every `retention.trim_every`, trim the ready and dead-letter streams of each of the worker's partitions.
+//!
+//! Every worker runs it; the partition's trim lease lets one trimmer at a
+//! time work a partition, and a worker finding the lease held skips that
+//! partition until its next pass (another worker, `queuegen trim` or
+//! `queuegen apply` is on it). The procedure and why it is safe are in
+//! `ops::trim`. The first pass runs one period after start, so a starting
+//! fleet begins by working jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::meter::Meter;
+use super::{classify_error, Counters, Failure, Shared};
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::handler::Handler;
+use crate::metrics::TrimOutcome;
+use crate::ops::trim::{self, StreamRole, StreamTrim, TrimOptions};
+
+/// Trims until the stop flag is raised. Returns an error only for a failure
+/// that retrying cannot fix (a key of the wrong type).
+pub(super) async fn run<E: Envelope, H: Handler<E>>(
+    shared: Arc<Shared<E, H>>,
+    partitions: Vec<u16>,
+) -> Result<()> {
+    let period = shared.config.trim_every.max(Duration::from_millis(1));
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let holder = format!("worker:{}", shared.consumer);
+    loop {
+        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+            return Ok(());
+        }
+        let mut conn = shared.acks.clone();
+        // Asked every pass: after a failover the server may be another version.
+        let xtrim_acked = match trim::xtrim_acked_supported(&mut conn).await {
+            Ok(supported) => supported,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the server version failed; trimming next period");
+                continue;
+            }
+        };
+        let options = TrimOptions {
+            holder: holder.clone(),
+            xtrim_acked,
+            lease_wait: Duration::ZERO,
+        };
+        for &partition in &partitions {
+            if shared.stop.is_raised() {
+                return Ok(());
+            }
+            match trim::trim_partition(&mut conn, &shared.config, partition, &options).await {
+                Ok(streams) => {
+                    for stream in streams {
+                        record(&shared.counters, &shared.meter, partition, stream)?;
+                    }
+                }
+                Err(Error::LeaseHeld { key, holder }) => {
+                    for role in StreamRole::BOTH {
+                        shared
+                            .meter
+                            .trim_pass(partition, role, TrimOutcome::LeaseHeld);
+                    }
+                    tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
+                }
+                Err(err) => match classify_error(err) {
+                    Failure::Fatal(err) => return Err(err),
+                    Failure::Cancelled => return Ok(()),
+                    Failure::Retry { error, .. } => {
+                        tracing::warn!(partition, error = %error, "trimming failed; retrying next period");
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Counts and logs what happened to one stream; an error only when it is fatal.
+fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim) -> Result<()> {
+    let plan = &stream.plan;
+    let role = plan.role;
+    let outcome = match &stream.result {
+        Ok(Some(trimmed)) if trimmed.removed > 0 => TrimOutcome::Trimmed,
+        Ok(_) => TrimOutcome::NothingToTrim,
+        Err(Error::TrimAborted { .. }) => TrimOutcome::Aborted,
+        Err(Error::LeaseHeld { .. }) => TrimOutcome::LeaseHeld,
+        Err(_) => TrimOutcome::Failed,
+    };
+    meter.trim_pass(partition, role, outcome);
+    match stream.result {
+        Ok(Some(trimmed)) => {
+            Counters::add(&counters.trimmed, trimmed.removed);
+            meter.trim_removed(partition, role, trimmed.removed);
+            if trimmed.removed > 0 {
+                tracing::info!(
+                    partition,
+                    key = %trimmed.key,
+                    entries = trimmed.removed,
+                    minid = %trimmed.minid,
+                    decided_by = %plan.decided_by,
+                    bytes_freed = trimmed.bytes_freed,
+                    "trimmed",
+                );
+            }
+        }
+        Ok(None) => {
+            tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
+        }
+        Err(err @ (Error::TrimAborted { .. } | Error::LeaseHeld { .. })) => {
+            Counters::add(&counters.trim_aborts, 1);
+            tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
+        }
+        Err(err @ Error::TrimUnverified { .. }) => {
+            tracing::error!(partition, key = %plan.key, error = %err, "trim verification failed");
+        }
+        Err(err) => match classify_error(err) {
+            Failure::Fatal(err) => return Err(err),
+            Failure::Cancelled => {}
+            Failure::Retry { error, .. } => {
+                tracing::warn!(partition, key = %plan.key, error = %error, "trimming failed; retrying next period");
+            }
+        },
+    }
+    Ok(())
+}
