@@ -64,7 +64,7 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8r, trim.
+    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8mt, qg8r, trim.
     /// Default: all but trim. Without base the table has no ratios. `trim`
     /// measures the commands of one trim pass per --trim-entries length.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
@@ -87,38 +87,50 @@ pub enum Variant {
     /// `results`: each job commits a result to the Redis result store
     /// (`RedisResults`) before it reports `Done`. `telemetry`: each worker
     /// records its metrics into a registry of its own (as one process
-    /// would), and a tracing subscriber (fmt, to a sink) is on at `info`.
+    /// would). `tracing`: a tracing subscriber (fmt, to a sink) is on at
+    /// `info`, so the per-job span is built.
     Queuegen {
         workers: usize,
         results: bool,
         telemetry: bool,
+        tracing: bool,
     },
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::Baseline,
         Variant::Queuegen {
             workers: 1,
             results: false,
             telemetry: false,
+            tracing: false,
         },
         Variant::Queuegen {
             workers: 8,
             results: false,
             telemetry: false,
+            tracing: false,
         },
         Variant::Queuegen {
             workers: 8,
             results: false,
             telemetry: true,
+            tracing: false,
+        },
+        Variant::Queuegen {
+            workers: 8,
+            results: false,
+            telemetry: true,
+            tracing: true,
         },
         Variant::Queuegen {
             workers: 8,
             results: true,
             telemetry: false,
+            tracing: false,
         },
     ];
 
@@ -130,13 +142,19 @@ impl Variant {
                 workers,
                 results,
                 telemetry,
+                tracing,
             } => {
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
                 };
                 let store = if results { " + result store" } else { "" };
-                let telemetry = if telemetry { " + metrics, tracing" } else { "" };
+                let telemetry = match (telemetry, tracing) {
+                    (true, true) => " + metrics + tracing at info",
+                    (true, false) => " + metrics",
+                    (false, true) => " + tracing at info",
+                    (false, false) => "",
+                };
                 format!("queuegen, {workers}{store}{telemetry}")
             }
         }
@@ -166,10 +184,12 @@ impl Variant {
                 workers,
                 results,
                 telemetry,
+                tracing,
             } => format!(
-                "qg{workers}{}{}",
+                "qg{workers}{}{}{}",
                 if results { "r" } else { "" },
-                if telemetry { "m" } else { "" }
+                if telemetry { "m" } else { "" },
+                if tracing { "t" } else { "" }
             ),
         }
     }
@@ -251,8 +271,9 @@ async fn run(args: &Args, url: &str) -> Result<()> {
                     workers,
                     results,
                     telemetry,
+                    tracing,
                 } => {
-                    let _tracing = telemetry.then(telemetry::TracingOn::start);
+                    let _tracing = tracing.then(telemetry::TracingOn::start);
                     queuegen::run(args, url, &prefix, workers, results, telemetry).await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
