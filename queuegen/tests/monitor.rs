@@ -7,133 +7,55 @@
 mod ops_state;
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ops_state::*;
+use queuegen_tests::exposition::{self, Exposition, Sample};
 use queuegen_tests::RedisServer;
 
-/// One sample of the exposition text.
-#[derive(Debug, Clone, PartialEq)]
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// A scrape parsed: its samples and each family's `# TYPE`.
+/// A scrape, parsed strictly by the test support's exposition parser.
 #[derive(Debug)]
 struct Scrape {
     text: String,
-    samples: Vec<Sample>,
-    types: BTreeMap<String, String>,
+    parsed: Exposition,
 }
 
 impl Scrape {
-    /// Parses the text format: `# HELP`/`# TYPE` lines and samples
-    /// `name{label="value",...} number`, label values with `\\`, `\"`, `\n` escapes.
     fn parse(text: &str) -> Scrape {
-        let mut samples = Vec::new();
-        let mut types = BTreeMap::new();
-        for line in text.lines().filter(|line| !line.is_empty()) {
-            if let Some(rest) = line.strip_prefix("# TYPE ") {
-                let (name, kind) = rest.split_once(' ').unwrap();
-                types.insert(name.to_owned(), kind.to_owned());
-                continue;
-            }
-            if line.starts_with('#') {
-                continue;
-            }
-            samples.push(parse_sample(line));
-        }
+        let parsed = exposition::parse(text).unwrap_or_else(|err| panic!("{err}\n{text}"));
         Scrape {
             text: text.to_owned(),
-            samples,
-            types,
+            parsed,
         }
+    }
+
+    fn samples(&self) -> &[Sample] {
+        &self.parsed.samples
+    }
+
+    /// The `# TYPE` of the family named `name`.
+    fn kind(&self, name: &str) -> Option<&str> {
+        self.parsed.family(name).map(|family| family.kind.as_str())
     }
 
     /// The samples of `name`, by their labels (values only, in label order).
     fn family(&self, name: &str) -> BTreeMap<Vec<String>, f64> {
-        self.samples
-            .iter()
-            .filter(|sample| sample.name == name)
+        self.parsed
+            .samples_named(name)
             .map(|sample| (sample.labels.values().cloned().collect(), sample.value))
             .collect()
     }
 
     fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let wanted: BTreeMap<String, String> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        self.samples
-            .iter()
-            .find(|sample| sample.name == name && sample.labels == wanted)
-            .map(|sample| sample.value)
+        self.parsed.value(name, labels)
     }
-}
 
-fn parse_sample(line: &str) -> Sample {
-    let mut chars = line.chars().peekable();
-    let mut name = String::new();
-    while let Some(&c) = chars.peek() {
-        if c == '{' || c == ' ' {
-            break;
-        }
-        name.push(c);
-        chars.next();
-    }
-    let mut labels = BTreeMap::new();
-    if chars.peek() == Some(&'{') {
-        chars.next();
-        loop {
-            match chars.peek() {
-                Some('}') => {
-                    chars.next();
-                    break;
-                }
-                Some(',') => {
-                    chars.next();
-                    continue;
-                }
-                None => panic!("unterminated labels in {line:?}"),
-                _ => {}
-            }
-            let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
-            assert_eq!(chars.next(), Some('"'), "label {key} of {line:?}");
-            let mut value = String::new();
-            loop {
-                match chars.next() {
-                    Some('\\') => match chars.next() {
-                        Some('n') => value.push('\n'),
-                        Some(escaped) => value.push(escaped),
-                        None => panic!("dangling escape in {line:?}"),
-                    },
-                    Some('"') => break,
-                    Some(c) => value.push(c),
-                    None => panic!("unterminated label value in {line:?}"),
-                }
-            }
-            labels.insert(key, value);
-        }
-    }
-    let rest: String = chars.collect();
-    let mut fields = rest.split_whitespace();
-    let value = fields
-        .next()
-        .unwrap_or_else(|| panic!("no value in {line:?}"))
-        .parse()
-        .unwrap_or_else(|err| panic!("{err}: {line:?}"));
-    assert!(
-        fields.next().is_none(),
-        "a timestamp or exemplar in {line:?}"
-    );
-    Sample {
-        name,
-        labels,
-        value,
+    /// Every sample as (name, labels, value), whatever family name the format gave it.
+    fn points(&self) -> Vec<(String, BTreeMap<String, String>, f64)> {
+        self.samples()
+            .iter()
+            .map(|sample| (sample.name.clone(), sample.labels.clone(), sample.value))
+            .collect()
     }
 }
 
@@ -234,7 +156,7 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
     let scrape = scrape(&monitor);
 
     // Only bounded labels, only known values.
-    for sample in &scrape.samples {
+    for sample in scrape.samples() {
         for (label, value) in &sample.labels {
             match label.as_str() {
                 "queue" => assert_eq!(value, "ocr", "{sample:?}"),
@@ -246,15 +168,11 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
         }
     }
     for family in QUEUE_GAUGES {
-        assert_eq!(
-            scrape.types.get(family).map(String::as_str),
-            Some("gauge"),
-            "{family}"
-        );
+        assert_eq!(scrape.kind(family), Some("gauge"), "{family}");
     }
     assert_eq!(
-        scrape.types["queuegen_monitor_refresh_failures_total"],
-        "counter"
+        scrape.kind("queuegen_monitor_refresh_failures_total"),
+        Some("counter")
     );
 
     // `family` keys samples by their label values in label-name order:
@@ -338,27 +256,9 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
     );
 
     // promtool accepts the scrape (the Prometheus text format curl gets).
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) is installed");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(scrape.text.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    assert!(
-        checked.status.success(),
-        "promtool check metrics: {}{}\n{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr),
-        scrape.text
-    );
+    if let Err(said) = exposition::promtool_check(&scrape.text) {
+        panic!("promtool check metrics: {said}\n{}", scrape.text);
+    }
 
     // Prometheus itself asks for OpenMetrics, and gets the same samples.
     let (code, openmetrics) = monitor.get(
@@ -368,7 +268,7 @@ fn the_scrape_holds_exactly_the_gauges_of_the_state_built() {
     assert_eq!(code, 200);
     assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
     let parsed = Scrape::parse(&openmetrics);
-    assert_eq!(parsed.samples, scrape.samples);
+    assert_eq!(parsed.points(), scrape.points());
 
     assert_eq!(keyspace(&mut conn), before, "monitor wrote nothing");
 }

@@ -426,14 +426,9 @@ impl Call<'_> {
     }
 
     fn error(&self, err: redis::RedisError) -> Error {
-        // `redis.error_reply("QG_X ...")` arrives with code QG_X; a library
-        // that raised with `error()` instead arrives as `ERR QG_X ...`.
-        let (code, detail) = match (err.code(), err.detail()) {
-            (Some(code), detail) if code.starts_with("QG_") => (code, detail.unwrap_or("")),
-            (Some("ERR"), Some(detail)) if detail.starts_with("QG_") => {
-                detail.split_once(' ').unwrap_or((detail, ""))
-            }
-            _ => {
+        let (code, detail) = match refusal_of(&err) {
+            Some(refusal) => refusal,
+            None => {
                 return Error::redis(
                     format!(
                         "FCALL {} on {} (partition {}, job {})",
@@ -465,6 +460,19 @@ impl Call<'_> {
             reply,
         ));
         self.error(err)
+    }
+}
+
+/// The code and detail of a library refusal (`QG_<CODE> detail`), or `None`
+/// for any other error. `redis.error_reply("QG_X ...")` arrives with code
+/// QG_X; a library that raised with `error()` instead arrives as `ERR QG_X ...`.
+pub(crate) fn refusal_of(err: &redis::RedisError) -> Option<(&str, &str)> {
+    match (err.code(), err.detail()) {
+        (Some(code), detail) if code.starts_with("QG_") => Some((code, detail.unwrap_or(""))),
+        (Some("ERR"), Some(detail)) if detail.starts_with("QG_") => {
+            Some(detail.split_once(' ').unwrap_or((detail, "")))
+        }
+        _ => None,
     }
 }
 

@@ -23,7 +23,16 @@ pub const BROKEN: &str = concat!(
     "/tests/fixtures/five_mistakes.yaml"
 );
 pub const GROUP: &str = "ocr-workers";
-pub const LIBRARY: &str = "qg_docs_pipeline_v1";
+pub const LIBRARY: &str = "qg_docs_pipeline_v2";
+
+/// `LIBRARY` follows the generator's library version (bumped with the library's code).
+#[test]
+fn library_is_the_generated_one() {
+    assert_eq!(
+        LIBRARY,
+        queuegen::gen::functions::library_name("docs-pipeline")
+    );
+}
 pub const MINUTE: u64 = 60_000;
 
 /// Runs `queuegen` with `args` then `--redis url`.

@@ -485,12 +485,9 @@ pub async fn apply<C: ConnectionLike>(
 
 /// A `QG_*` refusal of the trim function as the runtime's error.
 fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Lease) -> Error {
-    let (code, detail) = match (err.code(), err.detail()) {
-        (Some(code), detail) if code.starts_with("QG_") => (code, detail.unwrap_or("")),
-        (Some("ERR"), Some(detail)) if detail.starts_with("QG_") => {
-            detail.split_once(' ').unwrap_or((detail, ""))
-        }
-        _ => {
+    let (code, detail) = match crate::transitions::refusal_of(&err) {
+        Some(refusal) => refusal,
+        None => {
             return Error::redis(
                 format!(
                     "FCALL {function} {} (partition {})",
