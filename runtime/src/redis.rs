@@ -43,6 +43,20 @@ impl Redis {
     pub async fn connect(url: impl AsRef<str>) -> Result<Redis> {
         let client = redis::Client::open(url.as_ref())
             .map_err(|err| Error::redis("parsing the Redis URL", err))?;
+        // One plain attempt first: the connection manager retries with
+        // backoff for about ten seconds, which only hides a wrong URL or a
+        // server that is down.
+        let probe = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(SHARED_RESPONSE_TIMEOUT));
+        drop(
+            client
+                .get_multiplexed_async_connection_with_config(&probe)
+                .await
+                .map_err(|err| {
+                    Error::redis(format!("connecting to {}", Self::addr(&client)), err)
+                })?,
+        );
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(SHARED_RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
