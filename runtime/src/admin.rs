@@ -40,6 +40,7 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
         let key = config.ready_key(partition);
         let lease = lease::acquire_waiting(
             &mut conn,
+            config.functions,
             &config.trim_lease_key(partition),
             &holder,
             GROUP_LEASE_TTL,

@@ -416,6 +416,7 @@ async fn trim_and_check(
 ) -> (u64, &'static str) {
     let lease = lease::acquire(
         conn,
+        config.functions,
         &config.trim_lease_key(0),
         "property-test",
         trim::LEASE_TTL,
@@ -511,9 +512,15 @@ async fn a_group_created_between_plan_and_apply_aborts_with_nothing_removed() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 12).await;
 
-    let lease = lease::acquire(conn, &config.trim_lease_key(0), "me", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let lease = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "me",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -558,9 +565,15 @@ async fn a_group_removed_between_plan_and_apply_aborts_too() {
     let config = hour_config("removed");
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 5).await;
-    let lease = lease::acquire(conn, &config.trim_lease_key(0), "me", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let lease = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "me",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -589,9 +602,15 @@ async fn setid_backwards_between_plan_and_apply_aborts_with_nothing_removed() {
     let config = hour_config("setid");
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 8).await;
-    let lease = lease::acquire(conn, &config.trim_lease_key(0), "me", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let lease = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "me",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -631,9 +650,15 @@ async fn the_function_refuses_a_minid_younger_than_the_policy() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 3).await;
     xadd(conn, &key, StreamId::new(setup.now - MINUTE_MS, 0)).await;
-    let lease = lease::acquire(conn, &config.trim_lease_key(0), "me", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let lease = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "me",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let mut plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -669,9 +694,15 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 10).await;
 
-    let first = lease::acquire(conn, &config.trim_lease_key(0), "first", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let first = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "first",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let err = trim::trim_partition(conn, &config, 0, &options("second"))
         .await
         .unwrap_err();
@@ -696,9 +727,15 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
         .await
         .unwrap();
     assert_eq!(trimmed.removed, 10);
-    let stolen = lease::acquire(conn, &config.trim_lease_key(0), "second", trim::LEASE_TTL)
-        .await
-        .unwrap_err();
+    let stolen = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "second",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(stolen, Error::LeaseHeld { .. }), "{stolen:?}");
     assert!(lease::release(conn, config.functions, &first)
         .await
@@ -774,6 +811,7 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
     stale_stream(conn, &key, setup.now, 6).await;
     let slow = lease::acquire(
         conn,
+        config.functions,
         &config.trim_lease_key(0),
         "slow",
         Duration::from_millis(50),
@@ -785,9 +823,15 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let _next = lease::acquire(conn, &config.trim_lease_key(0), "next", trim::LEASE_TTL)
-        .await
-        .unwrap();
+    let _next = lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        "next",
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap();
     let err = trim::apply(conn, &config, &plan, &slow, false)
         .await
         .unwrap_err();
@@ -813,6 +857,7 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
     // A trimmer holds partition 1 for a moment: ensure_groups waits for it.
     let _held = lease::acquire(
         &mut conn,
+        config.functions,
         &config.trim_lease_key(1),
         "trimmer",
         Duration::from_millis(200),
@@ -903,6 +948,91 @@ async fn dead_letters_older_than_their_retention_are_trimmed_younger_ones_kept()
         .unwrap();
     assert!(ready_trim.result.as_ref().unwrap().is_none());
     assert_eq!(xlen(conn, &config.ready_key(0)).await, 1);
+}
+
+/// A server past `maxmemory` (noeviction) refuses every write, a producer's
+/// XADD and a plain lease SET included; the trim (lease, function, release)
+/// still runs, frees the dead letters older than their retention, and the
+/// server takes writes again.
+#[tokio::test]
+async fn a_full_server_is_trimmed_and_takes_writes_again() {
+    init_tracing();
+    let server = RedisServer::start_with(&["--maxmemory", "3mb"]);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let conn = &mut conn;
+    let now = trim::server_time_ms(conn).await.unwrap();
+    let config = hour_config("full");
+    ensure_groups(&redis, &config).await.unwrap();
+
+    // Fill the dead-letter stream with old entries until the server is full.
+    let dead = config.dead_key(0);
+    let payload = "x".repeat(1024);
+    let mut added: u64 = 0;
+    let refusal = loop {
+        let mut pipe = redis::pipe();
+        for n in 0..100 {
+            let id = StreamId::new(now - 2 * HOUR_MS + added + n, 0);
+            pipe.cmd("XADD")
+                .arg(&dead)
+                .arg(id.to_string())
+                .arg("payload")
+                .arg(&payload);
+        }
+        match pipe.query_async::<Vec<String>>(conn).await {
+            Ok(ids) => added += ids.len() as u64,
+            Err(err) => break err,
+        }
+        assert!(added < 100_000, "3mb never filled");
+    };
+    assert!(refusal.to_string().contains("OOM"), "{refusal}");
+    let producer_write: redis::RedisResult<String> = redis::cmd("XADD")
+        .arg(config.ready_key(0))
+        .arg("*")
+        .arg("job_id")
+        .arg("refused")
+        .query_async(conn)
+        .await;
+    assert_eq!(producer_write.unwrap_err().code(), Some("OOM"));
+    let stored = xlen(conn, &dead).await;
+    assert!(stored > 500, "{stored} entries filled 3mb");
+    let set: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("unrelated")
+        .arg("1")
+        .query_async(conn)
+        .await;
+    assert_eq!(set.unwrap_err().code(), Some("OOM"));
+
+    let streams = trim::trim_partition(conn, &config, 0, &options("full-test"))
+        .await
+        .unwrap();
+    let dead_trim = streams
+        .iter()
+        .find(|s| s.plan.role == StreamRole::Dead)
+        .unwrap();
+    let removed = dead_trim.result.as_ref().unwrap().as_ref().unwrap().removed;
+    assert_eq!(removed, stored, "every dead letter is older than an hour");
+    assert_eq!(xlen(conn, &dead).await, 0);
+    let lease_left: bool = redis::cmd("EXISTS")
+        .arg(config.trim_lease_key(0))
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(!lease_left, "the lease was released");
+
+    let _: String = redis::cmd("XADD")
+        .arg(config.ready_key(0))
+        .arg("*")
+        .arg("job_id")
+        .arg("after-trim")
+        .query_async(conn)
+        .await
+        .expect("the trimmed server takes writes again");
 }
 
 struct Done;

@@ -717,6 +717,42 @@ local function trim(KEYS, ARGV)
   return {'trimmed', removed, bytes(before), bytes(after), records}
 end
 
+-- Fails unless `lease_key` is named <prefix>{<partition>}:lease:<name>, is
+-- a string or nothing, and `holder` is not empty.
+local function lease_args_err(lease_key, holder)
+  if holder == '' then
+    return fail('QG_BADARG', 'holder must not be empty')
+  end
+  if not string.match(lease_key, '^[^{]*{[^}]+}:lease:[^:]+$') then
+    return fail('QG_BADARG', 'KEYS[1] must be <prefix>{<partition>}:lease:<name>, got ' .. shown(lease_key))
+  end
+  return key_type_is(lease_key, 'string', 'none')
+end
+
+-- lease_acquire ----------------------------------------------------------------
+-- KEYS = [lease:<name>]
+-- ARGV = [holder, ttl_ms]
+-- Takes a partition's lease for `holder` for ttl_ms (SET NX PX): {1, holder}
+-- when taken, {0, current holder} when someone else holds it. Runs past
+-- maxmemory (allow-oom): a full server is when trimming is needed most.
+local function lease_acquire(KEYS, ARGV)
+  local lease_key = KEYS[1]
+
+  local err = count_is(KEYS, ARGV, 1, 2, true)
+  if err then return err end
+  local holder = ARGV[1]
+  local ttl_ms
+  ttl_ms, err = parse_integer('ttl_ms', ARGV[2], 1)
+  if err then return err end
+  err = lease_args_err(lease_key, holder)
+  if err then return err end
+
+  if redis.call('SET', lease_key, holder, 'NX', 'PX', ttl_ms) then
+    return {1, holder}
+  end
+  return {0, redis.call('GET', lease_key)}
+end
+
 -- lease_release ----------------------------------------------------------------
 -- KEYS = [lease:<name>]
 -- ARGV = [holder]
@@ -728,13 +764,7 @@ local function lease_release(KEYS, ARGV)
   local err = count_is(KEYS, ARGV, 1, 1, true)
   if err then return err end
   local holder = ARGV[1]
-  if holder == '' then
-    return fail('QG_BADARG', 'holder must not be empty')
-  end
-  if not string.match(lease_key, '^[^{]*{[^}]+}:lease:[^:]+$') then
-    return fail('QG_BADARG', 'KEYS[1] must be <prefix>{<partition>}:lease:<name>, got ' .. shown(lease_key))
-  end
-  err = key_type_is(lease_key, 'string', 'none')
+  err = lease_args_err(lease_key, holder)
   if err then return err end
 
   if redis.call('GET', lease_key) == holder then
@@ -751,9 +781,11 @@ local function version()
 end
 
 -- Registration -----------------------------------------------------------------
--- No flags on the transitions, the trim and the lease release: they write,
--- so Redis refuses them on a replica and, past maxmemory, before their first
--- command (never half way).
+-- No flags on the transitions: they write, so Redis refuses them on a
+-- replica and, past maxmemory, before their first command (never half way).
+-- The trim and the lease functions may run past maxmemory (allow-oom): they
+-- free memory (the lease key is a few bytes), and a full server is when
+-- trimming is needed most. They are still refused on a replica.
 
 redis.register_function{
   function_name = LIBRARY .. '_retry_schedule',
@@ -778,12 +810,17 @@ redis.register_function{
 redis.register_function{
   function_name = LIBRARY .. '_trim',
   callback = trim,
-  flags = {},
+  flags = {'allow-oom'},
+}
+redis.register_function{
+  function_name = LIBRARY .. '_lease_acquire',
+  callback = lease_acquire,
+  flags = {'allow-oom'},
 }
 redis.register_function{
   function_name = LIBRARY .. '_lease_release',
   callback = lease_release,
-  flags = {},
+  flags = {'allow-oom'},
 }
 redis.register_function{
   function_name = LIBRARY .. '_version',

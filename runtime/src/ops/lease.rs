@@ -1,7 +1,7 @@
 //! A partition's lease: one holder at a time for work that must not overlap
 //! on a partition (trimming it, creating its groups).
 //!
-//! `SET <key> <holder> NX PX <ttl>` takes it. Only its holder releases it,
+//! `SET <key> <holder> NX PX <ttl>` (the library's `lease_acquire`) takes it. Only its holder releases it,
 //! with a compare-and-delete (the library's `lease_release`), so a holder
 //! whose lease expired never deletes the next holder's; a holder that dies
 //! leaves it to expire. A lease alone is no fence (a paused holder may wake
@@ -56,14 +56,53 @@ pub fn unique_holder(role: &str) -> String {
 
 /// Takes the lease `key` for `holder` for `ttl` (at least 1 ms), or fails
 /// with [`Error::LeaseHeld`] naming whoever holds it.
+///
+/// It goes through the library `functions`' `lease_acquire`, which runs past
+/// maxmemory (a full server is when trimming is needed most); on a server
+/// without the library yet (being set up by `ensure_groups` before `apply`
+/// loads it) it sends the same `SET NX PX` itself.
 pub async fn acquire<C: ConnectionLike>(
     conn: &mut C,
+    functions: &str,
     key: &str,
     holder: &str,
     ttl: Duration,
 ) -> Result<Lease> {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-    // SET NX then GET, in one pipeline: the GET names the holder when NX lost.
+    let function = format!("{functions}_lease_acquire");
+    let reply: redis::RedisResult<(i64, Option<String>)> = redis::cmd("FCALL")
+        .arg(&function)
+        .arg(1)
+        .arg(key)
+        .arg(holder)
+        .arg(ttl_ms)
+        .query_async(conn)
+        .await;
+    let (taken, current) = match reply {
+        Err(err) if is_function_not_found(&err) => set_nx(conn, key, holder, ttl_ms).await?,
+        other => other.map_err(|err| Error::redis(format!("FCALL {function} {key}"), err))?,
+    };
+    if taken == 1 {
+        return Ok(Lease {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+        });
+    }
+    Err(Error::LeaseHeld {
+        key: key.to_owned(),
+        // Expired between the SET and the GET: the next attempt may win.
+        holder: current.unwrap_or_else(|| "(just released)".to_owned()),
+    })
+}
+
+/// `SET key holder NX PX ttl_ms`, then `GET key` in one pipeline: (1, holder)
+/// when taken, (0, current holder) when not, as `lease_acquire` answers.
+async fn set_nx<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    holder: &str,
+    ttl_ms: u64,
+) -> Result<(i64, Option<String>)> {
     let (set, current): (Value, Option<String>) = redis::pipe()
         .cmd("SET")
         .arg(key)
@@ -76,27 +115,19 @@ pub async fn acquire<C: ConnectionLike>(
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(format!("SET {key} NX PX {ttl_ms}"), err))?;
-    match set {
-        Value::Okay => Ok(Lease {
-            key: key.to_owned(),
-            holder: holder.to_owned(),
-        }),
-        Value::SimpleString(ref ok) if ok == "OK" => Ok(Lease {
-            key: key.to_owned(),
-            holder: holder.to_owned(),
-        }),
-        _ => Err(Error::LeaseHeld {
-            key: key.to_owned(),
-            // Expired between the SET and the GET: the next attempt may win.
-            holder: current.unwrap_or_else(|| "(just released)".to_owned()),
-        }),
-    }
+    let taken = match set {
+        Value::Okay => true,
+        Value::SimpleString(ref ok) => ok == "OK",
+        _ => false,
+    };
+    Ok((i64::from(taken), current))
 }
 
 /// Like [`acquire`], but while someone else holds the lease, tries again
 /// every 25 ms for up to `wait`; then [`Error::LeaseHeld`].
 pub async fn acquire_waiting<C: ConnectionLike>(
     conn: &mut C,
+    functions: &str,
     key: &str,
     holder: &str,
     ttl: Duration,
@@ -104,7 +135,7 @@ pub async fn acquire_waiting<C: ConnectionLike>(
 ) -> Result<Lease> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        match acquire(conn, key, holder, ttl).await {
+        match acquire(conn, functions, key, holder, ttl).await {
             Err(Error::LeaseHeld { .. }) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }

@@ -748,9 +748,17 @@ pub async fn trim_partition<C: ConnectionLike>(
 ) -> Result<Vec<StreamTrim>> {
     let key = config.trim_lease_key(partition);
     let lease = if options.lease_wait.is_zero() {
-        lease::acquire(conn, &key, &options.holder, LEASE_TTL).await?
+        lease::acquire(conn, config.functions, &key, &options.holder, LEASE_TTL).await?
     } else {
-        lease::acquire_waiting(conn, &key, &options.holder, LEASE_TTL, options.lease_wait).await?
+        lease::acquire_waiting(
+            conn,
+            config.functions,
+            &key,
+            &options.holder,
+            LEASE_TTL,
+            options.lease_wait,
+        )
+        .await?
     };
     let trimmed = trim_leased(conn, config, partition, &lease, options.xtrim_acked).await;
     // Released whatever happened; if that fails, the lease expires by itself.
