@@ -276,3 +276,27 @@ pub async fn deliver_to(
         .await
         .unwrap_or_else(|err| panic!("XREADGROUP {key} as {consumer}: {err}"));
 }
+
+/// Creates ACL user `no-<command>` on `server`, allowed every command but
+/// `command`, and returns a URL that logs in as it: for tests of a refused
+/// command (an XACK the server will not take, say).
+pub async fn url_of_user_without(server: &crate::RedisServer, command: &str) -> String {
+    let user = format!("no-{command}");
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connecting to the test server");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("+@all")
+        .arg(format!("-{command}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|err| panic!("ACL SETUSER {user}: {err}"));
+    format!("redis://{user}:secret@127.0.0.1:{}/", server.port())
+}

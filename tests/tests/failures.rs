@@ -10,7 +10,7 @@ use queuegen_runtime::{
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
     capture_logs, dead_letters, deliver_to, pending_entries, scheduled_retries, unique_prefix,
-    wait_until,
+    url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -341,17 +341,6 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("no-xack")
-        .arg("on")
-        .arg(">secret")
-        .arg("~*")
-        .arg("+@all")
-        .arg("-xack")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
     let producer = Producer::<TestJob>::new(&admin, config.clone());
     let jobs = (0..6).map(|n| {
         NewJob::new(
@@ -362,7 +351,7 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
     });
     producer.publish_many(jobs).await.unwrap();
 
-    let url = format!("redis://no-xack:secret@127.0.0.1:{}/", server.port());
+    let url = url_of_user_without(&server, "xack").await;
     let redis = Redis::connect(url).await.unwrap();
     let handler = Scripted::default();
     let (stop, running) = start(&redis, &config, handler.clone()).await;

@@ -16,7 +16,7 @@ use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
 use queuegen_tests::redis_server::free_port;
 use queuegen_tests::support::{
     all_pending, dead_letters, deliver_to, init_tracing, scheduled_retries, unique_prefix,
-    wait_until,
+    url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -715,22 +715,6 @@ async fn refused_acks_are_counted_by_partition() {
     let admin = Redis::connect(server.url()).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("no-xack")
-        .arg("on")
-        .arg(">secret")
-        .arg("~*")
-        .arg("+@all")
-        .arg("-xack")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
     let published = Producer::<TestJob>::new(&admin, config.clone())
         .publish_many((0..6).map(|n| {
             NewJob::new(
@@ -746,7 +730,7 @@ async fn refused_acks_are_counted_by_partition() {
         per_partition[usize::from(job.partition)] += 1.0;
     }
 
-    let url = format!("redis://no-xack:secret@127.0.0.1:{}/", server.port());
+    let url = url_of_user_without(&server, "xack").await;
     let redis = Redis::connect(url).await.unwrap();
     let mut registry = Registry::default();
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
