@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use queuegen_runtime::ops::lease;
+use queuegen_runtime::ops::lease::{self, Lease};
 use queuegen_runtime::ops::trim::{self, Boundary, Removable, StreamRole, TrimOptions};
 use queuegen_runtime::ops::StreamId;
 use queuegen_runtime::{
@@ -70,6 +70,19 @@ async fn xadd(conn: &mut MultiplexedConnection, key: &str, id: StreamId) {
         .query_async(conn)
         .await
         .unwrap_or_else(|err| panic!("XADD {key} {id}: {err}"));
+}
+
+/// Takes partition 0's trim lease for `holder` (it must be free).
+async fn take_lease(conn: &mut MultiplexedConnection, config: &QueueConfig, holder: &str) -> Lease {
+    lease::acquire(
+        conn,
+        config.functions,
+        &config.trim_lease_key(0),
+        holder,
+        trim::LEASE_TTL,
+    )
+    .await
+    .unwrap_or_else(|err| panic!("taking the lease for {holder}: {err}"))
 }
 
 async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> u64 {
@@ -414,15 +427,7 @@ async fn trim_and_check(
     model: &mut Model,
     ctx: &str,
 ) -> (u64, &'static str) {
-    let lease = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "property-test",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let lease = take_lease(conn, config, "property-test").await;
     let plan = trim::plan(conn, config, 0, StreamRole::Ready, 10_000)
         .await
         .unwrap()
@@ -512,15 +517,7 @@ async fn a_group_created_between_plan_and_apply_aborts_with_nothing_removed() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 12).await;
 
-    let lease = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "me",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let lease = take_lease(conn, &config, "me").await;
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -565,15 +562,7 @@ async fn a_group_removed_between_plan_and_apply_aborts_too() {
     let config = hour_config("removed");
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 5).await;
-    let lease = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "me",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let lease = take_lease(conn, &config, "me").await;
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -602,15 +591,7 @@ async fn setid_backwards_between_plan_and_apply_aborts_with_nothing_removed() {
     let config = hour_config("setid");
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 8).await;
-    let lease = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "me",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let lease = take_lease(conn, &config, "me").await;
     let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -650,15 +631,7 @@ async fn the_function_refuses_a_minid_younger_than_the_policy() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 3).await;
     xadd(conn, &key, StreamId::new(setup.now - MINUTE_MS, 0)).await;
-    let lease = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "me",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let lease = take_lease(conn, &config, "me").await;
     let mut plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
         .await
         .unwrap()
@@ -694,15 +667,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     let key = config.ready_key(0);
     stale_stream(conn, &key, setup.now, 10).await;
 
-    let first = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "first",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let first = take_lease(conn, &config, "first").await;
     let err = trim::trim_partition(conn, &config, 0, &options("second"))
         .await
         .unwrap_err();
@@ -823,15 +788,7 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let _next = lease::acquire(
-        conn,
-        config.functions,
-        &config.trim_lease_key(0),
-        "next",
-        trim::LEASE_TTL,
-    )
-    .await
-    .unwrap();
+    let _next = take_lease(conn, &config, "next").await;
     let err = trim::apply(conn, &config, &plan, &slow, false)
         .await
         .unwrap_err();
