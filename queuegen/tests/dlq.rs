@@ -87,6 +87,7 @@ fn dead_letters(server: &RedisServer, count: usize) -> Vec<String> {
             .arg(&[READY, DEAD, marker.as_str()])
             .arg(&[
                 "ocr-workers",
+                "test",
                 &source,
                 "permanent",
                 "test: invalid scan",

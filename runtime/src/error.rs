@@ -14,6 +14,29 @@ pub enum FieldProblem {
     Oversized { len: usize, max: usize },
 }
 
+/// A settlement refused with `QG_NOT_OWNER`: which entry, who asked, who owns it now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{function} on {key} (partition {partition}, job {job}) refused: QG_NOT_OWNER: entry {stream_id} {}",
+    match owner {
+        Some(owner) => format!("is pending for consumer {owner}, not {consumer}"),
+        None => format!("is no longer pending (consumer {consumer} lost it)"),
+    }
+)]
+pub struct NotOwner {
+    pub function: String,
+    /// The entry's ready stream.
+    pub key: String,
+    pub partition: u16,
+    /// The job's `job_id`, or the entry's stream ID when the job is not known.
+    pub job: String,
+    pub stream_id: String,
+    /// The consumer that asked: the one that no longer owns the entry.
+    pub consumer: String,
+    /// The consumer the entry is pending for now, or `None` when it is no longer pending.
+    pub owner: Option<String>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An envelope field could not be encoded or decoded.
@@ -89,6 +112,13 @@ pub enum Error {
         code: crate::transitions::TransitionCode,
         detail: String,
     },
+
+    /// A Function library call refused to settle (or renew) a pending entry
+    /// that is no longer this consumer's (`QG_NOT_OWNER`); it wrote nothing.
+    /// Another consumer claimed the entry after `claim.min_idle` (it settles
+    /// the job now), or someone settled it already.
+    #[error("{0}")]
+    NotOwner(Box<NotOwner>),
 
     /// The Function library this code was generated with is not loaded on a server.
     #[error(

@@ -1,10 +1,17 @@
 //! What application code implements to work a queue, and what it learns about each job.
 
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
+use redis::aio::ConnectionManager;
+
+use crate::config::QueueConfig;
 use crate::envelope::{Envelope, Header};
+use crate::error::Result;
 use crate::field::Timestamp;
 use crate::outcome::{JobError, Outcome};
+use crate::transitions::{self, Renewal};
 
 /// Everything about one delivery of a job except its body.
 #[derive(Debug, Clone)]
@@ -14,7 +21,24 @@ pub struct JobContext {
     pub(crate) partition: u16,
     pub(crate) queue: &'static str,
     /// Shared with the worker: cloned per job, never copied.
-    pub(crate) consumer: std::sync::Arc<str>,
+    pub(crate) owner: Arc<Ownership>,
+}
+
+/// What the jobs of one worker share to ask about, and renew, their pending
+/// entries: the worker's consumer name, its queue and its shared connection.
+pub(crate) struct Ownership {
+    pub(crate) consumer: Arc<str>,
+    pub(crate) config: QueueConfig,
+    pub(crate) conn: ConnectionManager,
+}
+
+impl fmt::Debug for Ownership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ownership")
+            .field("consumer", &self.consumer)
+            .field("group", &self.config.group)
+            .finish_non_exhaustive()
+    }
 }
 
 impl JobContext {
@@ -59,7 +83,62 @@ impl JobContext {
 
     /// The consumer (worker process) this delivery belongs to.
     pub fn consumer(&self) -> &str {
-        &self.consumer
+        &self.owner.consumer
+    }
+
+    /// Whether this delivery still owns its job: the entry is still pending
+    /// for this worker's consumer (one `XPENDING`). `false` once another
+    /// worker claimed it (this process stalled past `claim.min_idle`) or it
+    /// was settled: this delivery's outcome will then be refused
+    /// (`QG_NOT_OWNER`, nothing written), and the job is the new owner's.
+    ///
+    /// A `true` is what was true when Redis answered, not a lease: the
+    /// process may stall right after it. Guard effects with idempotency by
+    /// `job_id` or a fence the target enforces (docs/operations.md, "Ownership").
+    pub async fn still_owner(&self) -> Result<bool> {
+        let owner = transitions::pending_owner(
+            &mut self.owner.conn.clone(),
+            &self.owner.config,
+            self.partition,
+            &self.stream_id,
+        )
+        .await?;
+        Ok(owner.as_deref() == Some(self.consumer()))
+    }
+
+    /// Keeps this job from being claimed by another worker for another
+    /// `claim.min_idle`, for a job that may run close to it: resets the
+    /// entry's idle time if it is still pending for this consumer (the
+    /// library's `renew`: `XCLAIM` to itself with `JUSTID`, in one atomic
+    /// call with the owner check, so no delivery is counted).
+    ///
+    /// `Ok(false)` when this delivery no longer owns the job: nothing is
+    /// changed, and a job another worker claimed is never taken back. It does
+    /// not extend `handler.timeout`, and like [`JobContext::still_owner`] it
+    /// is no fence for effects.
+    pub async fn renew(&self) -> Result<bool> {
+        let renewal = transitions::renew(
+            &mut self.owner.conn.clone(),
+            &self.owner.config,
+            self.partition,
+            self.consumer(),
+            &self.stream_id,
+        )
+        .await?;
+        match renewal {
+            Renewal::Renewed => Ok(true),
+            Renewal::NotOwner { owner } => {
+                tracing::warn!(
+                    queue = self.queue,
+                    partition = self.partition,
+                    job_id = self.job_id(),
+                    stream_id = %self.stream_id,
+                    owner = owner.as_deref().unwrap_or("(none: no longer pending)"),
+                    "renew: this delivery no longer owns its job",
+                );
+                Ok(false)
+            }
+        }
     }
 }
 

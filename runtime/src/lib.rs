@@ -28,7 +28,7 @@ pub mod worker;
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
 pub use config::{Jitter, MarkerKind, QueueConfig};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
-pub use error::{Error, FieldProblem, Result};
+pub use error::{Error, FieldProblem, NotOwner, Result};
 pub use field::{FieldValue, Timestamp};
 pub use handler::{Handler, JobContext};
 pub use outcome::{ErrorKind, JobError, Outcome};
@@ -38,7 +38,7 @@ pub use queuegen_macros::{Envelope, FieldEnum};
 pub use redis::Redis;
 pub use results::{Committed, RedisResults, Results};
 pub use signal::shutdown_signal;
-pub use transitions::{DeadReason, Moved, Promoted, TransitionCode};
+pub use transitions::{Acked, DeadReason, Moved, Promoted, Refused, Renewal, TransitionCode};
 pub use worker::{Worker, WorkerReport};
 
 /// Items the derive macros expand to; not part of the public API.

@@ -1,4 +1,4 @@
-//! Typed calls of the service's Function library (docs/functions.md): retry, promote, dead letter, replay.
+//! Typed calls of the service's Function library (docs/functions.md): retry, promote, dead letter, replay, ack, renew.
 //!
 //! Each multi-key transition runs in one function that checks everything
 //! before its first write, writes its destination and marker before it removes
@@ -7,16 +7,24 @@
 //! call answers `already` with the same destination ID. The caller computes
 //! every key; all keys of one call share the partition's hash tag.
 //!
+//! Whatever settles or renews a pending entry (`retry_schedule`,
+//! `dead_letter`, `ack`, `renew`) names the caller's consumer, and the
+//! function acts only on an entry still pending for it: a worker that
+//! stalled past `claim.min_idle`, whose entry another worker claimed since,
+//! is refused ([`Error::NotOwner`], or a refused entry of [`Acked`]) and
+//! changes nothing.
+//!
 //! A refusal (`QG_*` error reply; nothing was written) becomes
-//! [`Error::Transition`] naming the function, key, partition and job. The
-//! `version` check at worker start is `admin::verify_library`.
+//! [`Error::Transition`] naming the function, key, partition and job, or
+//! [`Error::NotOwner`] naming the entry's current owner. The `version` check
+//! at worker start is `admin::verify_library`.
 
 use std::fmt;
 
 use redis::aio::ConnectionLike;
 
 use crate::config::{MarkerKind, QueueConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, NotOwner, Result};
 
 /// Why a job was dead-lettered: the `reason` code of its dead letter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +92,9 @@ pub enum TransitionCode {
     BadEnvelope,
     /// `QG_BATCH <n> > <max>`
     Batch,
+    /// `QG_NOT_OWNER <id> ...`: the entry is pending for another consumer,
+    /// or no longer pending. Calls return it as [`Error::NotOwner`].
+    NotOwner,
     /// A `QG_` code this runtime does not know (a newer library); the
     /// error's detail starts with the code itself.
     Unknown,
@@ -99,6 +110,7 @@ impl TransitionCode {
             "BADSCHEMA" => TransitionCode::BadSchema,
             "BADENVELOPE" => TransitionCode::BadEnvelope,
             "BATCH" => TransitionCode::Batch,
+            "NOT_OWNER" => TransitionCode::NotOwner,
             _ => TransitionCode::Unknown,
         })
     }
@@ -113,6 +125,7 @@ impl fmt::Display for TransitionCode {
             TransitionCode::BadSchema => "QG_BADSCHEMA",
             TransitionCode::BadEnvelope => "QG_BADENVELOPE",
             TransitionCode::Batch => "QG_BATCH",
+            TransitionCode::NotOwner => "QG_NOT_OWNER",
             TransitionCode::Unknown => "QG_(unknown)",
         })
     }
@@ -143,6 +156,8 @@ pub struct Promoted {
 #[derive(Debug, Clone)]
 pub struct ScheduleRetry<'a> {
     pub partition: u16,
+    /// The consumer the entry must still be pending for: the caller's.
+    pub consumer: &'a str,
     /// Stream ID of the attempt that failed (pending in the group).
     pub source_id: &'a str,
     /// The job's `job_id`, for errors.
@@ -159,6 +174,8 @@ pub struct ScheduleRetry<'a> {
 #[derive(Debug, Clone)]
 pub struct DeadLetter<'a> {
     pub partition: u16,
+    /// The consumer the entry must still be pending for: the caller's.
+    pub consumer: &'a str,
     /// Stream ID of the entry (pending in the group).
     pub source_id: &'a str,
     /// The job's `job_id` when it decoded, for errors.
@@ -171,6 +188,7 @@ pub struct DeadLetter<'a> {
 }
 
 /// Calls `retry_schedule`; the source is acknowledged when this returns `Ok`.
+/// [`Error::NotOwner`] when the entry is no longer pending for `retry.consumer`.
 pub async fn retry_schedule<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
@@ -188,6 +206,7 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
         ],
     );
     cmd.arg(config.group)
+        .arg(retry.consumer)
         .arg(retry.source_id)
         .arg(retry.due_ms)
         .arg(retry.reason)
@@ -198,11 +217,13 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
         key: config.ready_key(p),
         partition: p,
         job: retry.job_id,
+        entry: Some((retry.source_id, retry.consumer)),
     };
     call.moved(cmd.query_async(conn).await, "scheduled")
 }
 
 /// Calls `dead_letter`; the source is acknowledged when this returns `Ok`.
+/// [`Error::NotOwner`] when the entry is no longer pending for `dead.consumer`.
 pub async fn dead_letter<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
@@ -219,6 +240,7 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
         ],
     );
     cmd.arg(config.group)
+        .arg(dead.consumer)
         .arg(dead.source_id)
         .arg(dead.reason.as_str())
         .arg(dead.detail)
@@ -230,6 +252,7 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
         key: config.ready_key(p),
         partition: p,
         job: dead.job_id.unwrap_or(dead.source_id),
+        entry: Some((dead.source_id, dead.consumer)),
     };
     call.moved(cmd.query_async(conn).await, "dead_lettered")
 }
@@ -335,6 +358,7 @@ pub async fn retry_promote<C: ConnectionLike + Send>(
         key: config.retry_key(p),
         partition: p,
         job: &job,
+        entry: None,
     };
     let counts: Vec<u64> = cmd.query_async(conn).await.map_err(|err| call.error(err))?;
     match counts[..] {
@@ -376,8 +400,168 @@ pub async fn replay<C: ConnectionLike + Send>(
         key: config.dead_key(p),
         partition: p,
         job: new_job_id.unwrap_or(dead_id),
+        entry: None,
     };
     call.moved(cmd.query_async(conn).await, "replayed")
+}
+
+/// An entry an `ack` call did not acknowledge: it is no longer pending for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The entry's stream ID.
+    pub id: String,
+    /// The consumer it is pending for now (it claimed the entry), or `None`
+    /// when it is no longer pending (settled by someone else, or by an
+    /// earlier attempt of this very call whose reply was lost).
+    pub owner: Option<String>,
+}
+
+/// What one `ack` call did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acked {
+    /// Entries acknowledged: they were pending for the caller.
+    pub acked: u64,
+    /// The others, untouched.
+    pub refused: Vec<Refused>,
+}
+
+/// The raw answer to one `ack` call: `[acked, [id, owner, ...]]`, or its error.
+pub type AckAnswer = redis::RedisResult<(u64, Vec<String>)>;
+
+/// The `ack` function of one queue, named once: the worker's acker calls it
+/// for every partition of every flush, in one pipeline.
+#[derive(Debug, Clone)]
+pub struct AckFunction {
+    function: String,
+    group: &'static str,
+}
+
+impl AckFunction {
+    pub fn new(config: &QueueConfig) -> Self {
+        AckFunction {
+            function: config.function("ack"),
+            group: config.group,
+        }
+    }
+
+    /// `FCALL ack 1 <ready_key> <group> <consumer> <ids...>`: acknowledges
+    /// those of `ids` still pending for `consumer`. IDs in ascending order
+    /// cost the server least (one `XPENDING` lists them all).
+    pub fn command(&self, ready_key: &str, consumer: &str, ids: &[&str]) -> redis::Cmd {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&self.function)
+            .arg(1)
+            .arg(ready_key)
+            .arg(self.group)
+            .arg(consumer)
+            .arg(ids);
+        cmd
+    }
+
+    /// Reads the answer to [`AckFunction::command`] on `partition`'s `ready_key`.
+    pub fn reply(&self, ready_key: &str, partition: u16, answer: AckAnswer) -> Result<Acked> {
+        let call = Call {
+            function: &self.function,
+            key: ready_key.to_owned(),
+            partition,
+            job: "a batch of done jobs",
+            entry: None,
+        };
+        let (acked, flat) = answer.map_err(|err| call.error(err))?;
+        if flat.len() % 2 != 0 {
+            return Err(call.unexpected(format!("{flat:?}")));
+        }
+        let mut refused = Vec::with_capacity(flat.len() / 2);
+        let mut pairs = flat.into_iter();
+        while let (Some(id), Some(owner)) = (pairs.next(), pairs.next()) {
+            let owner = Some(owner).filter(|owner| !owner.is_empty());
+            refused.push(Refused { id, owner });
+        }
+        Ok(Acked { acked, refused })
+    }
+}
+
+/// Calls `ack` for `ids` of `partition`: acknowledges those still pending
+/// for `consumer` and reports the others with their current owner.
+pub async fn ack<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    consumer: &str,
+    ids: &[&str],
+) -> Result<Acked> {
+    let function = AckFunction::new(config);
+    let key = config.ready_key(partition);
+    let answer = function
+        .command(&key, consumer, ids)
+        .query_async(conn)
+        .await;
+    function.reply(&key, partition, answer)
+}
+
+/// What a `renew` call found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Renewal {
+    /// The entry was pending for the caller: its idle time is 0 again (and
+    /// its delivery count unchanged).
+    Renewed,
+    /// The entry is pending for another consumer (`Some`), or no longer
+    /// pending (`None`): nothing changed, and it was not taken back.
+    NotOwner { owner: Option<String> },
+}
+
+/// Calls `renew`: resets the idle time of `partition`'s entry `id` if it is
+/// still pending for `consumer`, so that no recovery claims it for another
+/// `claim.min_idle`.
+pub async fn renew<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    consumer: &str,
+    id: &str,
+) -> Result<Renewal> {
+    let function = config.function("renew");
+    let key = config.ready_key(partition);
+    let mut cmd = fcall(&function, std::slice::from_ref(&key));
+    cmd.arg(config.group).arg(consumer).arg(id);
+    let call = Call {
+        function: &function,
+        key,
+        partition,
+        job: id,
+        entry: Some((id, consumer)),
+    };
+    let (renewed, owner): (u8, String) =
+        cmd.query_async(conn).await.map_err(|err| call.error(err))?;
+    match renewed {
+        1 => Ok(Renewal::Renewed),
+        0 => Ok(Renewal::NotOwner {
+            owner: Some(owner).filter(|owner| !owner.is_empty()),
+        }),
+        _ => Err(call.unexpected(format!("[{renewed}, {owner:?}]"))),
+    }
+}
+
+/// The consumer `partition`'s entry `id` is pending for (`XPENDING key group
+/// id id 1`), or `None` when it is not pending: the read behind
+/// `JobContext::still_owner`.
+pub async fn pending_owner<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    id: &str,
+) -> Result<Option<String>> {
+    let key = config.ready_key(partition);
+    let reply: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(&key)
+        .arg(config.group)
+        .arg(id)
+        .arg(id)
+        .arg(1)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("XPENDING {key} {} {id}", config.group), err))?;
+    Ok(reply.ids.into_iter().next().map(|entry| entry.consumer))
 }
 
 /// `FCALL function numkeys key...`; the caller appends ARGV.
@@ -409,6 +593,9 @@ struct Call<'a> {
     key: String,
     partition: u16,
     job: &'a str,
+    /// The pending entry the call settles and the consumer settling it, for
+    /// [`Error::NotOwner`].
+    entry: Option<(&'a str, &'a str)>,
 }
 
 impl Call<'_> {
@@ -439,6 +626,17 @@ impl Call<'_> {
             }
         };
         let parsed = TransitionCode::parse(code).expect("checked for the QG_ prefix");
+        if let (TransitionCode::NotOwner, Some((stream_id, consumer))) = (parsed, self.entry) {
+            return Error::NotOwner(Box::new(NotOwner {
+                function: self.function.to_owned(),
+                key: self.key.clone(),
+                partition: self.partition,
+                job: self.job.to_owned(),
+                stream_id: stream_id.to_owned(),
+                consumer: consumer.to_owned(),
+                owner: owner_in_refusal(detail),
+            }));
+        }
         let detail = match parsed {
             TransitionCode::Unknown => format!("{code} {detail}"),
             _ => detail.to_owned(),
@@ -461,6 +659,15 @@ impl Call<'_> {
         ));
         self.error(err)
     }
+}
+
+/// The owner a `QG_NOT_OWNER` refusal names: `<id> is pending for consumer
+/// <owner>` (the rest of the line), or `None` when the entry is no longer
+/// pending.
+fn owner_in_refusal(detail: &str) -> Option<String> {
+    let (_id, rest) = detail.split_once(' ')?;
+    rest.strip_prefix("is pending for consumer ")
+        .map(str::to_owned)
 }
 
 /// The code and detail of a library refusal (`QG_<CODE> detail`), or `None`
@@ -489,6 +696,7 @@ mod tests {
             "QG_BADSCHEMA",
             "QG_BADENVELOPE",
             "QG_BATCH",
+            "QG_NOT_OWNER",
         ] {
             assert_eq!(TransitionCode::parse(code).unwrap().to_string(), code);
         }
@@ -497,6 +705,19 @@ mod tests {
             Some(TransitionCode::Unknown)
         );
         assert_eq!(TransitionCode::parse("ERR"), None);
+    }
+
+    #[test]
+    fn a_not_owner_refusal_names_the_owner_or_none() {
+        assert_eq!(
+            owner_in_refusal("1-2 is pending for consumer host-7-ab cd"),
+            Some("host-7-ab cd".to_owned())
+        );
+        assert_eq!(
+            owner_in_refusal("1-2 is no longer pending in group \"g\" of p:{q-0}:ready"),
+            None
+        );
+        assert_eq!(owner_in_refusal(""), None);
     }
 
     #[test]

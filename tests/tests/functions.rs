@@ -13,6 +13,8 @@ use redis::aio::MultiplexedConnection;
 const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/queues.yaml");
 const COMMITTED_LIBRARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/functions.lua");
 const GROUP: &str = "workers";
+/// The consumer `Fixture::pending` reads entries with: their owner.
+const ME: &str = "consumer-1";
 const TTL_MS: i64 = 60_000;
 const ACCEPTED: &str = "1,2";
 
@@ -363,6 +365,7 @@ async fn retry_schedule_moves_a_pending_entry_to_the_retry_set_once() {
     let due = (now_ms() + 5_000).to_string();
     let args = [
         GROUP,
+        ME,
         id.as_str(),
         due.as_str(),
         "timeout",
@@ -402,7 +405,7 @@ async fn retry_schedule_keeps_a_later_attempts_order_and_replaces_its_reason() {
     fields.insert(7, ("prev_id", "1-1"));
     fields.insert(8, ("reason", "earlier"));
     let id = f.pending(&p.ready(), &fields).await;
-    let args = [GROUP, id.as_str(), "1", "again", "60000", ACCEPTED];
+    let args = [GROUP, ME, id.as_str(), "1", "again", "60000", ACCEPTED];
     moved(f.call("retry_schedule", &p.schedule_keys(&id), &args).await);
 
     let stored: String = f.cmd(&["HGET", &p.retry_jobs(), &id]).await;
@@ -428,7 +431,7 @@ async fn a_retry_schedule_rerun_finds_the_marker_and_only_acks() {
         f.call(
             "retry_schedule",
             &p.schedule_keys(&id),
-            &[GROUP, &id, "1", "r", "60000", ACCEPTED],
+            &[GROUP, ME, &id, "1", "r", "60000", ACCEPTED],
         )
         .await,
     );
@@ -452,7 +455,7 @@ async fn retry_schedule_refuses_a_key_of_the_wrong_type_at_every_position() {
         };
         let keys = p.schedule_keys(&id);
         let (squat, kind) = squat(&mut f, &keys[position], position == 3).await;
-        let args = [GROUP, id.as_str(), "1", "r", "60000", ACCEPTED];
+        let args = [GROUP, ME, id.as_str(), "1", "r", "60000", ACCEPTED];
         let detail = f
             .assert_refused("retry_schedule", &keys, &args, "QG_WRONGTYPE")
             .await;
@@ -483,7 +486,7 @@ async fn retry_schedule_refuses_bad_arguments_keys_and_envelopes_without_writing
     f.group(&p.ready()).await;
     let id = f.pending_job(&p.ready(), "job-1", "1").await;
     let keys = p.schedule_keys(&id);
-    let good = [GROUP, id.as_str(), "1", "r", "60000", ACCEPTED];
+    let good = [GROUP, ME, id.as_str(), "1", "r", "60000", ACCEPTED];
 
     let with = |i: usize, value: &'static str| {
         let mut args = good.map(str::to_owned).to_vec();
@@ -492,27 +495,28 @@ async fn retry_schedule_refuses_bad_arguments_keys_and_envelopes_without_writing
     };
     let bad_args = [
         (with(0, ""), "QG_BADARG"),
-        (with(1, "abc"), "QG_BADARG"),
-        (with(1, "1-"), "QG_BADARG"),
-        (with(2, "soon"), "QG_BADARG"),
-        (with(2, "-5"), "QG_BADARG"),
-        (with(2, "1.5"), "QG_BADARG"),
-        (with(2, "12345678901234567890"), "QG_BADARG"),
-        (with(4, "0"), "QG_BADARG"),
-        (with(4, "ten"), "QG_BADARG"),
-        (with(5, ""), "QG_BADARG"),
-        (with(5, "1,,2"), "QG_BADARG"),
-        (with(5, "two"), "QG_BADARG"),
-        (with(5, "1,"), "QG_BADARG"),
+        (with(1, ""), "QG_BADARG"),
+        (with(2, "abc"), "QG_BADARG"),
+        (with(2, "1-"), "QG_BADARG"),
+        (with(3, "soon"), "QG_BADARG"),
+        (with(3, "-5"), "QG_BADARG"),
+        (with(3, "1.5"), "QG_BADARG"),
+        (with(3, "12345678901234567890"), "QG_BADARG"),
+        (with(5, "0"), "QG_BADARG"),
+        (with(5, "ten"), "QG_BADARG"),
+        (with(6, ""), "QG_BADARG"),
+        (with(6, "1,,2"), "QG_BADARG"),
+        (with(6, "two"), "QG_BADARG"),
+        (with(6, "1,"), "QG_BADARG"),
         (with(0, "no-such-group"), "QG_BADARG"),
-        (with(5, "1"), "QG_BADSCHEMA"),
+        (with(6, "1"), "QG_BADSCHEMA"),
     ];
     for (args, code) in &bad_args {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         f.assert_refused("retry_schedule", &keys, &args, code).await;
     }
     // Too few or too many arguments and keys.
-    f.assert_refused("retry_schedule", &keys, &good[..5], "QG_BADARG")
+    f.assert_refused("retry_schedule", &keys, &good[..6], "QG_BADARG")
         .await;
     let mut more = good.to_vec();
     more.push("extra");
@@ -541,24 +545,26 @@ async fn retry_schedule_refuses_bad_arguments_keys_and_envelopes_without_writing
     f.assert_refused("retry_schedule", &dead_marker, &good, "QG_BADARG")
         .await;
 
-    // The source: absent, or not pending in the group.
+    // The source: absent, or no longer pending in the group (settled).
     let missing = "1-1";
     f.assert_refused(
         "retry_schedule",
         &p.schedule_keys(missing),
-        &[GROUP, missing, "1", "r", "60000", ACCEPTED],
+        &[GROUP, ME, missing, "1", "r", "60000", ACCEPTED],
         "QG_NOSOURCE",
     )
     .await;
     let acked = f.pending_job(&p.ready(), "job-2", "1").await;
     let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &acked]).await;
-    f.assert_refused(
-        "retry_schedule",
-        &p.schedule_keys(&acked),
-        &[GROUP, &acked, "1", "r", "60000", ACCEPTED],
-        "QG_NOSOURCE",
-    )
-    .await;
+    let detail = f
+        .assert_refused(
+            "retry_schedule",
+            &p.schedule_keys(&acked),
+            &[GROUP, ME, &acked, "1", "r", "60000", ACCEPTED],
+            "QG_NOT_OWNER",
+        )
+        .await;
+    assert!(detail.contains("no longer pending"), "{detail}");
 
     // Envelopes: schema missing or unknown, attempt missing or not a positive number.
     let envelopes: [(Vec<(&str, &str)>, &str); 6] = [
@@ -586,7 +592,7 @@ async fn retry_schedule_refuses_bad_arguments_keys_and_envelopes_without_writing
         f.assert_refused(
             "retry_schedule",
             &p.schedule_keys(&bad),
-            &[GROUP, &bad, "1", "r", "60000", ACCEPTED],
+            &[GROUP, ME, &bad, "1", "r", "60000", ACCEPTED],
             code,
         )
         .await;
@@ -612,7 +618,7 @@ async fn scheduled(f: &mut Fixture, p: &Part, n: usize, due: u64) -> Vec<String>
             f.call(
                 "retry_schedule",
                 &p.schedule_keys(&id),
-                &[GROUP, &id, &due, "later", "60000", ACCEPTED],
+                &[GROUP, ME, &id, &due, "later", "60000", ACCEPTED],
             )
             .await,
         );
@@ -879,6 +885,7 @@ async fn dead_letter_records_a_pending_entry_once_and_acks_it() {
     let id = f.pending_job(&p.ready(), "job-1", "3").await;
     let args = [
         GROUP,
+        ME,
         id.as_str(),
         "retries_exhausted",
         "timeout after 10s",
@@ -953,6 +960,7 @@ async fn dead_letter_takes_entries_that_do_not_decode() {
             &p.dead_keys(&id),
             &[
                 GROUP,
+                ME,
                 &id,
                 "decode_error",
                 "field `job_id` is missing",
@@ -994,7 +1002,7 @@ async fn a_dead_letter_rerun_finds_the_marker_and_only_acks() {
         f.call(
             "dead_letter",
             &p.dead_keys(&id),
-            &[GROUP, &id, "poison", "", "5", "60000", "1000"],
+            &[GROUP, ME, &id, "poison", "", "5", "60000", "1000"],
         )
         .await,
     );
@@ -1017,7 +1025,16 @@ async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
         };
         let keys = p.dead_keys(&id);
         let (squatted, kind) = squat(&mut f, &keys[position], position == 2).await;
-        let args = [GROUP, id.as_str(), "permanent", "", "1", "60000", "1000"];
+        let args = [
+            GROUP,
+            ME,
+            id.as_str(),
+            "permanent",
+            "",
+            "1",
+            "60000",
+            "1000",
+        ];
         let detail = f
             .assert_refused("dead_letter", &keys, &args, "QG_WRONGTYPE")
             .await;
@@ -1034,6 +1051,7 @@ async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
     let keys = p.dead_keys(&id);
     let good = [
         GROUP,
+        ME,
         id.as_str(),
         "handler",
         "bad input",
@@ -1049,21 +1067,22 @@ async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
     let bad = [
         with(0, ""),
         with(0, "no-such-group"),
-        with(1, "one"),
-        with(2, "oops"),
-        with(2, ""),
-        with(4, "many"),
-        with(4, "-1"),
-        with(5, "0"),
+        with(1, ""),
+        with(2, "one"),
+        with(3, "oops"),
+        with(3, ""),
+        with(5, "many"),
+        with(5, "-1"),
         with(6, "0"),
-        with(6, "all"),
+        with(7, "0"),
+        with(7, "all"),
     ];
     for args in &bad {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         f.assert_refused("dead_letter", &keys, &args, "QG_BADARG")
             .await;
     }
-    f.assert_refused("dead_letter", &keys, &good[..6], "QG_BADARG")
+    f.assert_refused("dead_letter", &keys, &good[..7], "QG_BADARG")
         .await;
     f.assert_refused("dead_letter", &keys[..2], &good, "QG_BADARG")
         .await;
@@ -1078,7 +1097,7 @@ async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
     f.assert_refused(
         "dead_letter",
         &p.dead_keys("1-1"),
-        &[GROUP, "1-1", "handler", "", "1", "60000", "1000"],
+        &[GROUP, ME, "1-1", "handler", "", "1", "60000", "1000"],
         "QG_NOSOURCE",
     )
     .await;
@@ -1087,8 +1106,8 @@ async fn dead_letter_refuses_wrong_types_and_bad_arguments_without_writing() {
     f.assert_refused(
         "dead_letter",
         &p.dead_keys(&acked),
-        &[GROUP, &acked, "handler", "", "1", "60000", "1000"],
-        "QG_NOSOURCE",
+        &[GROUP, ME, &acked, "handler", "", "1", "60000", "1000"],
+        "QG_NOT_OWNER",
     )
     .await;
     assert_eq!(
@@ -1107,7 +1126,16 @@ async fn dead_lettered(f: &mut Fixture, p: &Part, fields: &[(&str, &str)]) -> St
         f.call(
             "dead_letter",
             &p.dead_keys(&id),
-            &[GROUP, &id, "permanent", "rejected", "1", "60000", "1000"],
+            &[
+                GROUP,
+                ME,
+                &id,
+                "permanent",
+                "rejected",
+                "1",
+                "60000",
+                "1000",
+            ],
         )
         .await,
     );
@@ -1277,6 +1305,258 @@ async fn replay_refuses_wrong_types_and_bad_arguments_without_writing() {
 }
 
 // ---------------------------------------------------------------------------
+// ownership: retry_schedule and dead_letter settle only the caller's entry; ack, renew
+
+/// Another consumer takes `id` over, as a recovery's claim does.
+async fn claim_to(f: &mut Fixture, ready: &str, id: &str, consumer: &str) {
+    let claimed: Vec<String> = f
+        .cmd(&["XCLAIM", ready, GROUP, consumer, "0", id, "JUSTID"])
+        .await;
+    assert_eq!(claimed, [id]);
+}
+
+/// Every pending entry as (id, owner, delivery count).
+async fn owners(f: &mut Fixture, ready: &str) -> Vec<(String, String, u64)> {
+    let reply: Vec<(String, String, u64, u64)> =
+        f.cmd(&["XPENDING", ready, GROUP, "-", "+", "1000"]).await;
+    reply
+        .into_iter()
+        .map(|(id, owner, _idle, count)| (id, owner, count))
+        .collect()
+}
+
+/// An `ack` reply: (acked, [(refused id, its owner or "")]).
+fn acked(reply: Reply) -> (u64, Vec<(String, String)>) {
+    let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
+    let (count, flat): (u64, Vec<String>) =
+        redis::from_redis_value(value).expect("an [acked, refused] reply");
+    (count, pairs(&flat))
+}
+
+#[tokio::test]
+async fn retry_schedule_and_dead_letter_refuse_an_entry_another_consumer_claimed() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    claim_to(&mut f, &p.ready(), &id, "consumer-2").await;
+
+    let retry = [GROUP, ME, id.as_str(), "1", "r", "60000", ACCEPTED];
+    let detail = f
+        .assert_refused(
+            "retry_schedule",
+            &p.schedule_keys(&id),
+            &retry,
+            "QG_NOT_OWNER",
+        )
+        .await;
+    assert_eq!(detail, format!("{id} is pending for consumer consumer-2"));
+    let dead = [GROUP, ME, id.as_str(), "handler", "", "1", "60000", "1000"];
+    let detail = f
+        .assert_refused("dead_letter", &p.dead_keys(&id), &dead, "QG_NOT_OWNER")
+        .await;
+    assert_eq!(detail, format!("{id} is pending for consumer consumer-2"));
+    // A marker from an earlier run does not let the stale caller ack it either.
+    let () = f
+        .cmd(&["SET", &p.marker("dead", &id), "9-9", "PX", "60000"])
+        .await;
+    f.assert_refused("dead_letter", &p.dead_keys(&id), &dead, "QG_NOT_OWNER")
+        .await;
+    let () = f.cmd(&["DEL", &p.marker("dead", &id)]).await;
+    assert_eq!(
+        owners(&mut f, &p.ready()).await,
+        [(id.clone(), "consumer-2".to_owned(), 1)]
+    );
+
+    // The new owner settles it.
+    let retry = [
+        GROUP,
+        "consumer-2",
+        id.as_str(),
+        "1",
+        "r",
+        "60000",
+        ACCEPTED,
+    ];
+    let reply = moved(
+        f.call("retry_schedule", &p.schedule_keys(&id), &retry)
+            .await,
+    );
+    assert_eq!(reply, ("scheduled".to_owned(), id.clone()));
+    assert_eq!(owners(&mut f, &p.ready()).await, []);
+    // Afterwards the stale caller's late retry answers from the marker, and
+    // its dead letter finds the entry settled: neither writes anything.
+    let before = f.dump().await;
+    let retry = [GROUP, ME, id.as_str(), "1", "r", "60000", ACCEPTED];
+    let late = moved(
+        f.call("retry_schedule", &p.schedule_keys(&id), &retry)
+            .await,
+    );
+    assert_eq!(late, ("already".to_owned(), id.clone()));
+    assert_keyspace_eq(&before, &f.dump().await, "the late retry");
+    let detail = f
+        .assert_refused("dead_letter", &p.dead_keys(&id), &dead, "QG_NOT_OWNER")
+        .await;
+    assert!(detail.contains("is no longer pending in group"), "{detail}");
+}
+
+#[tokio::test]
+async fn ack_acknowledges_the_callers_entries_and_names_the_owner_of_the_others() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(f.pending_job(&p.ready(), &format!("job-{n}"), "1").await);
+    }
+    claim_to(&mut f, &p.ready(), &ids[1], "consumer-2").await;
+    let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &ids[2]]).await;
+
+    // Out of order on purpose: every ID is decided however it comes.
+    let batch = [&ids[3], &ids[0], &ids[1], &ids[2]];
+    let mut args = vec![GROUP, ME];
+    args.extend(batch.iter().map(|id| id.as_str()));
+    let (count, refused) = acked(f.call("ack", &[p.ready()], &args).await);
+    assert_eq!(count, 2);
+    assert_eq!(
+        refused,
+        owned(&[(&ids[1], "consumer-2"), (&ids[2], "")]),
+        "refused in the order given, with their owners"
+    );
+    assert_eq!(
+        owners(&mut f, &p.ready()).await,
+        [
+            (ids[1].clone(), "consumer-2".to_owned(), 1),
+            (ids[4].clone(), ME.to_owned(), 1),
+        ],
+        "the claimed entry stays with its new owner; the unlisted one stays"
+    );
+
+    // Many of the caller's entries between the first and the last ID: past
+    // what one listing returns, each unlisted ID is looked up on its own.
+    let mut more = Vec::new();
+    for n in 0..300 {
+        more.push(f.pending_job(&p.ready(), &format!("more-{n}"), "1").await);
+    }
+    let (first, last) = (&more[0], &more[299]);
+    let (count, refused) = acked(f.call("ack", &[p.ready()], &[GROUP, ME, first, last]).await);
+    assert_eq!((count, refused), (2, vec![]));
+    let left = owners(&mut f, &p.ready()).await;
+    assert_eq!(left.len(), 2 + 298);
+    assert!(left.iter().all(|(id, ..)| id != first && id != last));
+}
+
+#[tokio::test]
+async fn ack_refuses_bad_arguments_and_keys_without_writing() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let keys = [p.ready()];
+    let i = id.as_str();
+    let bad: [(Vec<&str>, &str); 9] = [
+        (vec![GROUP, ME], "QG_BADARG"),
+        (vec!["", ME, i], "QG_BADARG"),
+        (vec![GROUP, "", i], "QG_BADARG"),
+        (vec!["no-such-group", ME, i], "QG_BADARG"),
+        (vec![GROUP, ME, "first"], "QG_BADARG"),
+        (vec![GROUP, ME, i, "1-"], "QG_BADARG"),
+        (vec![GROUP, ME, i, "x", i], "QG_BADARG"),
+        (vec![GROUP, ME, "0-1", "x", i], "QG_BADARG"),
+        (vec![GROUP, ME, i, "1-1", "x"], "QG_BADARG"),
+    ];
+    for (args, code) in &bad {
+        f.assert_refused("ack", &keys, args, code).await;
+    }
+    f.assert_refused("ack", &[p.dead()], &[GROUP, ME, i], "QG_BADARG")
+        .await;
+    f.assert_refused("ack", &[p.ready(), p.dead()], &[GROUP, ME, i], "QG_BADARG")
+        .await;
+    let too_many: Vec<String> = (1..=4097).map(|n| format!("1-{n}")).collect();
+    let mut args = vec![GROUP, ME];
+    args.extend(too_many.iter().map(String::as_str));
+    let detail = f.assert_refused("ack", &keys, &args, "QG_BATCH").await;
+    assert_eq!(detail, "4097 > 4096");
+    let q = f.part(1);
+    let _: String = f.cmd(&["SET", &q.ready(), "squatter"]).await;
+    let detail = f
+        .assert_refused("ack", &[q.ready()], &[GROUP, ME, i], "QG_WRONGTYPE")
+        .await;
+    assert_eq!(detail, format!("{} string", q.ready()));
+
+    let (count, refused) = acked(f.call("ack", &keys, &[GROUP, ME, i]).await);
+    assert_eq!((count, refused), (1, vec![]));
+}
+
+#[tokio::test]
+async fn renew_resets_the_idle_time_of_the_callers_entry_only() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let idle = |reply: Vec<(String, String, u64, u64)>| reply[0].2;
+
+    let reply: (u64, String) = redis::from_redis_value(
+        f.call("renew", &[p.ready()], &[GROUP, ME, &id])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reply, (1, ME.to_owned()));
+    let pending: Vec<(String, String, u64, u64)> = f
+        .cmd(&["XPENDING", &p.ready(), GROUP, "-", "+", "10"])
+        .await;
+    assert!(idle(pending.clone()) < 300, "{pending:?}");
+    assert_eq!(
+        owners(&mut f, &p.ready()).await,
+        [(id.clone(), ME.to_owned(), 1)],
+        "no delivery counted"
+    );
+
+    // Claimed by another consumer: renewing changes nothing, takes nothing back.
+    claim_to(&mut f, &p.ready(), &id, "consumer-2").await;
+    let before = f.dump().await;
+    let reply: (u64, String) = redis::from_redis_value(
+        f.call("renew", &[p.ready()], &[GROUP, ME, &id])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reply, (0, "consumer-2".to_owned()));
+    assert_keyspace_eq(&before, &f.dump().await, "a renew by a stale consumer");
+    let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &id]).await;
+    let reply: (u64, String) = redis::from_redis_value(
+        f.call("renew", &[p.ready()], &[GROUP, ME, &id])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reply, (0, String::new()));
+
+    // A pending entry deleted from the stream stays pending (for recovery to report).
+    let gone = f.pending_job(&p.ready(), "job-2", "1").await;
+    let _: u64 = f.cmd(&["XDEL", &p.ready(), &gone]).await;
+    f.assert_refused("renew", &[p.ready()], &[GROUP, ME, &gone], "QG_NOSOURCE")
+        .await;
+    assert_eq!(f.pending_ids(&p.ready()).await, std::slice::from_ref(&gone));
+
+    for args in [
+        vec![GROUP, ME],
+        vec![GROUP, ME, &gone, "extra"],
+        vec!["", ME, &gone],
+        vec![GROUP, "", &gone],
+        vec![GROUP, ME, "soon"],
+        vec!["no-such-group", ME, &gone],
+    ] {
+        f.assert_refused("renew", &[p.ready()], &args, "QG_BADARG")
+            .await;
+    }
+    f.assert_refused("renew", &[p.dead()], &[GROUP, ME, &gone], "QG_BADARG")
+        .await;
+}
+
+// ---------------------------------------------------------------------------
 // version, two versions side by side, loading through the runtime
 
 #[tokio::test]
@@ -1310,7 +1590,7 @@ async fn two_library_versions_load_side_by_side_and_both_answer() {
             &mut f.conn,
             &format!("{name}_retry_schedule"),
             &p.schedule_keys(&id),
-            &[GROUP, &id, "1", "r", "60000", ACCEPTED],
+            &[GROUP, ME, &id, "1", "r", "60000", ACCEPTED],
         )
         .await;
         assert_eq!(moved(reply), ("scheduled".to_owned(), id));

@@ -99,10 +99,10 @@ async fn every_decision_is_an_event_in_the_jobs_span() {
         dead.contains("WARN") && dead.contains("reason=handler"),
         "{dead}"
     );
-    // The acker's flush carries no job: one event per XACK pipeline.
+    // The acker's flush carries no job: one event per partition it acked.
     let acked = one(&["acknowledged"]);
     assert!(
-        acked.contains("entries=1") && !acked.contains("job_id"),
+        acked.contains("partition=0 done=1") && !acked.contains("job_id"),
         "{acked}"
     );
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use queuegen_runtime::metrics::{
-    prometheus_client, FailedTransition, JobOutcome, Registry, WorkerMetrics,
+    prometheus_client, FailedTransition, JobOutcome, Registry, Settlement, WorkerMetrics,
 };
 use queuegen_runtime::{
     ensure_groups, DeadReason, Handler, JobContext, JobError, NewJob, Outcome, Producer,
@@ -68,7 +68,7 @@ impl Expected {
 }
 
 /// The worker's counter families, each with its extra label (or none).
-const COUNTERS: [(&str, Option<&str>); 10] = [
+const COUNTERS: [(&str, Option<&str>); 11] = [
     ("queuegen_jobs_total", Some("outcome")),
     ("queuegen_claims_total", None),
     ("queuegen_poison_quarantined_total", None),
@@ -78,6 +78,7 @@ const COUNTERS: [(&str, Option<&str>); 10] = [
     ("queuegen_dead_letters_total", Some("reason")),
     ("queuegen_transition_failures_total", Some("outcome")),
     ("queuegen_ack_failures_total", None),
+    ("queuegen_ownership_lost_total", Some("settlement")),
     ("queuegen_jobs_left_pending_total", None),
 ];
 
@@ -273,6 +274,9 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
             ("queuegen_dead_letters_total", _) => {
                 DeadReason::ALL.iter().map(|r| r.as_str()).collect()
             }
+            ("queuegen_ownership_lost_total", _) => {
+                Settlement::ALL.iter().map(|s| s.as_str()).collect()
+            }
             _ => FailedTransition::ALL.iter().map(|t| t.as_str()).collect(),
         };
         for partition in 0..config.partitions {
@@ -357,14 +361,23 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
     assert!(latency_sum >= 3.6, "{latency_sum}");
 
     // Only bounded labels, only values from the bounded sets.
-    let allowed_names: HashSet<&str> = ["queue", "partition", "group", "outcome", "reason", "le"]
-        .into_iter()
-        .collect();
+    let allowed_names: HashSet<&str> = [
+        "queue",
+        "partition",
+        "group",
+        "outcome",
+        "reason",
+        "settlement",
+        "le",
+    ]
+    .into_iter()
+    .collect();
     let mut allowed_values: HashSet<String> = JobOutcome::ALL
         .iter()
         .map(|o| o.as_str().to_owned())
         .chain(FailedTransition::ALL.iter().map(|t| t.as_str().to_owned()))
         .chain(DeadReason::ALL.iter().map(|r| r.as_str().to_owned()))
+        .chain(Settlement::ALL.iter().map(|s| s.as_str().to_owned()))
         .collect();
     allowed_values.extend(["0".to_owned(), "1".to_owned()]);
     allowed_values.extend([queue.to_owned(), group.to_owned()]);

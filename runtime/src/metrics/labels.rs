@@ -1,4 +1,4 @@
-//! The closed sets of label values the metrics use: how a job ended, which transition failed, which stream a trim touched and how it went.
+//! The closed sets of label values the metrics use: how a job ended, which transition failed, which settlement lost ownership, which stream a trim touched and how it went.
 
 /// How the worker ended one delivery: the `outcome` label of
 /// `queuegen_jobs_total`. It names what the handler decided (or what
@@ -98,6 +98,36 @@ impl FailedTransition {
     }
 }
 
+/// How a worker tried to settle a job whose pending entry it no longer
+/// owned: the `settlement` label of `queuegen_ownership_lost_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Settlement {
+    /// The ack of a `Done` job.
+    Ack,
+    /// `retry_schedule`.
+    Retry,
+    /// `dead_letter` (a dead letter, or a poison quarantine).
+    DeadLetter,
+}
+
+impl Settlement {
+    /// Every settlement, in the order of [`Settlement::index`].
+    pub const ALL: [Settlement; 3] = [Settlement::Ack, Settlement::Retry, Settlement::DeadLetter];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settlement::Ack => "ack",
+            Settlement::Retry => "retry",
+            Settlement::DeadLetter => "dead_letter",
+        }
+    }
+
+    /// Position in [`Settlement::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// Which stream of a partition a trim worked on: the `stream` label of the trim metrics.
 pub use crate::ops::trim::StreamRole;
 
@@ -149,6 +179,9 @@ mod tests {
         for (i, transition) in FailedTransition::ALL.into_iter().enumerate() {
             assert_eq!(transition.index(), i, "{transition:?}");
         }
+        for (i, settlement) in Settlement::ALL.into_iter().enumerate() {
+            assert_eq!(settlement.index(), i, "{settlement:?}");
+        }
     }
 
     #[test]
@@ -156,6 +189,7 @@ mod tests {
         let mut values: Vec<&str> = JobOutcome::ALL.iter().map(|o| o.as_str()).collect();
         values.extend(TrimOutcome::ALL.iter().map(|o| o.as_str()));
         values.extend(StreamRole::BOTH.iter().map(|s| s.as_str()));
+        values.extend(Settlement::ALL.iter().map(|s| s.as_str()));
         for value in &values {
             assert!(
                 value.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),

@@ -1,13 +1,13 @@
 //! Prometheus metrics (feature `metrics`, on by default): what a process exports, and the HTTP endpoints that serve it.
 //!
 //! Labels are bounded by construction: queue, partition, group, outcome,
-//! reason (and, for trims, the stream kind `ready` or `dead`). Never a
+//! reason, settlement (and, for trims, the stream kind `ready` or `dead`). Never a
 //! job_id, tenant, consumer name, stream ID or error text — each would make
 //! a new time series per value. Every label value comes from the queue's
 //! generated settings or from one of the closed sets in this module.
 //!
-//! The label sets (`JobOutcome`, `FailedTransition`, `StreamRole`,
-//! `TrimOutcome`) exist with the feature off too, so that code recording an
+//! The label sets (`JobOutcome`, `FailedTransition`, `Settlement`,
+//! `StreamRole`, `TrimOutcome`) exist with the feature off too, so that code recording an
 //! event compiles either way; the families that hold the numbers, and the
 //! endpoints, only with it.
 
@@ -22,7 +22,7 @@ mod trim;
 #[cfg(feature = "metrics")]
 mod worker;
 
-pub use labels::{FailedTransition, JobOutcome, StreamRole, TrimOutcome};
+pub use labels::{FailedTransition, JobOutcome, Settlement, StreamRole, TrimOutcome};
 
 #[cfg(feature = "metrics")]
 pub use http::{router, serve, Readiness};

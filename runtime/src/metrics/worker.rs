@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::labels::{FailedTransition, JobOutcome};
+use super::labels::{FailedTransition, JobOutcome, Settlement};
 use super::trim::TrimMetrics;
 use crate::transitions::DeadReason;
 
@@ -51,6 +51,14 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SettlementLabels {
+    queue: &'static str,
+    partition: u16,
+    group: &'static str,
+    settlement: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: &'static str,
     group: &'static str,
@@ -60,7 +68,8 @@ type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
 /// What workers record: jobs by outcome, handler duration, publish→start
 /// latency, claims, poison quarantines, deleted pending entries, retries,
-/// dead letters by reason, failed transitions and acks, and (recorded by the
+/// dead letters by reason, failed transitions and acks, settlements refused
+/// because the worker no longer owned the entry, and (recorded by the
 /// worker's trimmer) trims.
 ///
 /// Cloning shares the numbers. Register it once per registry
@@ -81,6 +90,7 @@ pub struct WorkerMetrics {
     dead_letters: Family<ReasonLabels, Counter>,
     transition_failures: Family<OutcomeLabels, Counter>,
     ack_failures: Family<PartitionLabels, Counter>,
+    ownership_lost: Family<SettlementLabels, Counter>,
     left_pending: Family<PartitionLabels, Counter>,
     trim: TrimMetrics,
 }
@@ -99,6 +109,7 @@ impl Default for WorkerMetrics {
             dead_letters: Family::default(),
             transition_failures: Family::default(),
             ack_failures: Family::default(),
+            ownership_lost: Family::default(),
             left_pending: Family::default(),
             trim: TrimMetrics::default(),
         }
@@ -171,6 +182,11 @@ impl WorkerMetrics {
             self.ack_failures.clone(),
         );
         registry.register(
+            "queuegen_ownership_lost",
+            "Settlements (ack, retry, dead_letter) the Function library refused because the entry was no longer pending for this worker (QG_NOT_OWNER): it stalled past claim.min_idle and another worker claimed the job, which settles it; nothing was written",
+            self.ownership_lost.clone(),
+        );
+        registry.register(
             "queuegen_jobs_left_pending",
             "Jobs still running or waiting for a permit when the shutdown budget ran out; they stay pending for another worker",
             self.left_pending.clone(),
@@ -223,6 +239,14 @@ impl WorkerMetrics {
             transition_failures: FailedTransition::ALL
                 .map(|t| outcome(&self.transition_failures, t.as_str())),
             ack_failures: counter(&self.ack_failures),
+            ownership_lost: Settlement::ALL.map(|settlement| {
+                self.ownership_lost.get_or_create_owned(&SettlementLabels {
+                    queue,
+                    partition,
+                    group,
+                    settlement: settlement.as_str(),
+                })
+            }),
             left_pending: counter(&self.left_pending),
         }
     }
@@ -257,6 +281,8 @@ pub(crate) struct PartitionMeters {
     /// By [`FailedTransition::index`].
     pub transition_failures: [Counter; FailedTransition::ALL.len()],
     pub ack_failures: Counter,
+    /// By [`Settlement::index`].
+    pub ownership_lost: [Counter; Settlement::ALL.len()],
     pub left_pending: Counter,
 }
 
@@ -349,6 +375,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 14, "{names:?}");
+        assert_eq!(names.len(), 15, "{names:?}");
     }
 }

@@ -1,16 +1,24 @@
 //! Group commit of acknowledgements: job tasks hand over `Done` entries, one
-//! task sends them as one `XACK key group id...` per stream.
+//! task sends them as one ownership-checked `ack` call per stream.
 //!
 //! A job task hands over its entry only after its handler returned `Done`,
 //! together with its permit and its in-flight slot, and ends. The acker
 //! counts the job done, and releases the permit and the slot, only once the
-//! `XACK` carrying it was answered: batching changes when an ack is sent,
+//! call carrying it was answered: batching changes when an ack is sent,
 //! never whether, and the worker never runs more than its concurrency of
-//! unsettled jobs. While one `XACK` is on the wire the next requests queue
+//! unsettled jobs. While one call is on the wire the next requests queue
 //! up: under load a flush carries many entries, when idle an ack goes out at
 //! once (no timer). A flush releases its permits in one step, so the intake
 //! wakes to a whole batch of free permits rather than to one.
+//!
+//! The library's `ack` acknowledges only entries still pending for this
+//! worker's consumer. One that another worker claimed meanwhile (this one
+//! stalled past `claim.min_idle`) is refused and left to its new owner: the
+//! acker logs it at warn with its owner and counts it (`ownership_lost`),
+//! and carries on. The IDs of each call go in ascending order, which lets
+//! the function list them with one `XPENDING`.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use redis::aio::ConnectionManager;
@@ -21,15 +29,19 @@ use super::job::with_retries;
 use super::meter::Meter;
 use super::Counters;
 use crate::error::Error;
+use crate::metrics::Settlement;
+use crate::transitions::{AckAnswer, AckFunction, Acked};
 
 /// Most entries one flush takes; bounds the size of one pipeline.
 const MAX_FLUSH: usize = 1024;
 
-/// One `Done` entry waiting for its `XACK`.
+/// One `Done` entry waiting for its ack.
 pub(super) struct AckRequest {
     pub partition: u16,
     pub id: String,
-    /// The job's permit, released once the `XACK` was answered.
+    /// The job's `job_id`, for the log line of a refused ack.
+    pub job_id: String,
+    /// The job's permit, released once the ack was answered.
     pub permit: OwnedSemaphorePermit,
     /// The job's in-flight entry, released with the permit.
     pub slot: Slot,
@@ -41,7 +53,10 @@ pub(super) type AckSender = mpsc::UnboundedSender<AckRequest>;
 /// What the acker needs of its worker.
 pub(super) struct Acker {
     pub conn: ConnectionManager,
-    pub group: &'static str,
+    pub function: AckFunction,
+    pub queue: &'static str,
+    /// This worker's consumer: only entries pending for it are acknowledged.
+    pub consumer: Arc<str>,
     /// The ready stream key of every partition of the queue, by partition.
     pub keys: Arc<[String]>,
     pub counters: Arc<Counters>,
@@ -78,72 +93,108 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
 }
 
 impl Acker {
-    /// Sends one `XACK` per stream in one pipeline, then settles every request.
+    /// Sends one `ack` call per stream in one pipeline, then settles every request.
     async fn flush(&self, batch: &mut Vec<AckRequest>) {
         let entries = batch.len();
-        // One XACK per partition, in first-seen order.
-        let mut streams: Vec<(u16, Vec<&str>)> = Vec::new();
-        for request in batch.iter() {
-            match streams.iter_mut().find(|(p, _)| *p == request.partition) {
-                Some((_, ids)) => ids.push(&request.id),
-                None => streams.push((request.partition, vec![&request.id])),
-            }
-        }
+        // Ascending stream IDs within each partition, partitions in order.
+        batch.sort_unstable_by_key(|request| (request.partition, request.slot.key()));
+        let streams: Vec<&[AckRequest]> =
+            batch.chunk_by(|a, b| a.partition == b.partition).collect();
         let mut pipe = redis::pipe();
-        for (partition, ids) in &streams {
-            pipe.cmd("XACK")
-                .arg(&self.keys[usize::from(*partition)])
-                .arg(self.group)
-                .arg(ids);
+        for requests in &streams {
+            let ids: Vec<&str> = requests.iter().map(|request| request.id.as_str()).collect();
+            pipe.add_command(self.function.command(
+                self.key(requests[0].partition),
+                &self.consumer,
+                &ids,
+            ));
         }
-        let answer: Result<Vec<u64>, Error> = with_retries("XACK", || {
+        pipe.ignore_errors();
+        // A retried call may find entries its lost first attempt acknowledged.
+        let attempts = AtomicU32::new(0);
+        let answer: Result<Vec<AckAnswer>, Error> = with_retries("ack", || {
+            attempts.fetch_add(1, Ordering::Relaxed);
             let mut conn = self.conn.clone();
             let pipe = &pipe;
             async move {
                 pipe.query_async(&mut conn)
                     .await
-                    .map_err(|err| Error::redis(format!("XACK of {entries} entries"), err))
+                    .map_err(|err| Error::redis(format!("ack of {entries} entries"), err))
             }
         })
         .await;
+        let retried = attempts.load(Ordering::Relaxed) > 1;
 
         match answer {
-            Ok(counts) => {
-                for ((partition, ids), acked) in streams.iter().zip(counts) {
-                    let sent = ids.len() as u64;
-                    let missing = sent - acked.min(sent);
-                    if missing > 0 {
-                        // Claimed and finished elsewhere meanwhile; harmless, as
-                        // effects are idempotent by job_id. XACK does not say which.
-                        tracing::warn!(
-                            key = %self.keys[usize::from(*partition)],
-                            missing,
-                            "entries were already acknowledged elsewhere"
-                        );
+            Ok(answers) => {
+                for (requests, answer) in streams.iter().zip(answers) {
+                    let partition = requests[0].partition;
+                    let key = self.key(partition);
+                    match self.function.reply(key, partition, answer) {
+                        Ok(acked) => self.settled(requests, acked, retried),
+                        Err(err) => self.failed(requests, &err),
                     }
                 }
-                Counters::add(&self.counters.done, entries as u64);
-                tracing::debug!(entries, streams = streams.len(), "acknowledged");
             }
             Err(err) => {
-                Counters::add(&self.counters.failed, entries as u64);
-                for (partition, ids) in &streams {
-                    self.meter.ack_failed(*partition, ids.len() as u64);
+                for requests in &streams {
+                    self.failed(requests, &err);
                 }
-                let keys: Vec<&str> = streams
-                    .iter()
-                    .map(|(partition, _)| self.keys[usize::from(*partition)].as_str())
-                    .collect();
-                tracing::error!(
-                    ?keys,
-                    entries,
-                    error = %err,
-                    "XACK failed after the jobs were done; they stay pending and will be redelivered",
-                );
             }
         }
         drop(streams);
         release(batch);
+    }
+
+    /// Counts one partition's answered requests: done, or refused (logged).
+    fn settled(&self, requests: &[AckRequest], acked: Acked, retried: bool) {
+        let partition = requests[0].partition;
+        let mut lost = 0;
+        for refused in &acked.refused {
+            if refused.owner.is_none() && retried {
+                // Most likely acknowledged by the attempt whose reply was lost.
+                tracing::debug!(partition, stream_id = %refused.id, "already acknowledged");
+                continue;
+            }
+            lost += 1;
+            let job_id = requests
+                .iter()
+                .find(|request| request.id == refused.id)
+                .map_or("(unknown)", |request| request.job_id.as_str());
+            tracing::warn!(
+                queue = self.queue,
+                partition,
+                job_id = %job_id,
+                stream_id = %refused.id,
+                owner = refused.owner.as_deref().unwrap_or("(none: no longer pending)"),
+                "ack refused: the entry is no longer pending for this worker; its new owner settles it",
+            );
+        }
+        let done = requests.len() as u64 - lost;
+        Counters::add(&self.counters.done, done);
+        if lost > 0 {
+            Counters::add(&self.counters.ownership_lost, lost);
+            self.meter.ownership_lost(partition, Settlement::Ack, lost);
+        }
+        tracing::debug!(partition, done, "acknowledged");
+    }
+
+    /// Counts one partition's requests as failed: they stay pending.
+    fn failed(&self, requests: &[AckRequest], err: &Error) {
+        let partition = requests[0].partition;
+        let entries = requests.len() as u64;
+        Counters::add(&self.counters.failed, entries);
+        self.meter.ack_failed(partition, entries);
+        tracing::error!(
+            key = self.key(partition),
+            entries,
+            error = %err,
+            "ack failed after the jobs were done; they stay pending and will be redelivered",
+        );
+    }
+
+    fn key(&self, partition: u16) -> &str {
+        &self.keys[usize::from(partition)]
     }
 }
 

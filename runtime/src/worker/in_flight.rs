@@ -12,8 +12,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// `(partition, milliseconds, sequence)` of a stream entry.
-type Key = (u16, u64, u64);
+/// `(partition, milliseconds, sequence)` of a stream entry: ordered as the stream orders them.
+pub(super) type Key = (u16, u64, u64);
 
 #[derive(Default)]
 pub(super) struct InFlight {
@@ -53,6 +53,11 @@ impl InFlight {
 }
 
 impl Slot {
+    /// The held entry's key; `None` for an untracked ID.
+    pub(super) fn key(&self) -> Option<Key> {
+        self.key
+    }
+
     /// Releases many slots under one lock (the acker's flush).
     pub(super) fn release_all(slots: impl IntoIterator<Item = Slot>) {
         let mut slots = slots.into_iter().peekable();

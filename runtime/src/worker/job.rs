@@ -1,13 +1,17 @@
 //! One job task: decode the entry, run the handler under its timeout, then settle the outcome.
 //!
-//! Settling means exactly one of: `XACK` after `Done`; the `retry_schedule`
-//! function (which acks) for a retry; the `dead_letter` function (which acks)
-//! for a dead letter, a permanent error, an exhausted retry budget or an
-//! entry that does not decode; or nothing at all, leaving the entry pending
-//! with this consumer as owner, after a panic or an ambiguous outcome (whose
-//! `reconcile` hook runs). The job leaves the pending list only through a
-//! transition that completed: a failed call leaves it pending for recovery,
-//! and a repeated call finds the function's marker instead of moving it twice.
+//! Settling means exactly one of: the `ack` function after `Done`; the
+//! `retry_schedule` function (which acks) for a retry; the `dead_letter`
+//! function (which acks) for a dead letter, a permanent error, an exhausted
+//! retry budget or an entry that does not decode; or nothing at all, leaving
+//! the entry pending with this consumer as owner, after a panic or an
+//! ambiguous outcome (whose `reconcile` hook runs). The job leaves the
+//! pending list only through a transition that completed: a failed call
+//! leaves it pending for recovery, and a repeated call finds the function's
+//! marker instead of moving it twice. Each of them settles only an entry
+//! still pending for this worker's consumer: one another worker claimed
+//! while this one stalled is refused (`QG_NOT_OWNER`), logged and counted,
+//! and left to its new owner.
 
 use std::any::Any;
 use std::future::Future;
@@ -23,10 +27,10 @@ use super::acks::AckRequest;
 use super::in_flight::Slot;
 use super::{due_ms, is_connection_error, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
-use crate::error::{Error, Result};
+use crate::error::{Error, NotOwner, Result};
 use crate::failpoint::failpoint;
 use crate::handler::{Handler, JobContext};
-use crate::metrics::{FailedTransition, JobOutcome};
+use crate::metrics::{FailedTransition, JobOutcome, Settlement};
 use crate::outcome::{ErrorKind, Outcome};
 use crate::retry;
 use crate::transitions::{self, DeadReason, Moved, TransitionCode};
@@ -96,7 +100,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         stream_id: delivery.entry.id,
         partition: delivery.partition,
         queue: shared.config.queue,
-        consumer: shared.consumer.clone(),
+        owner: shared.ownership.clone(),
     };
     work(&shared, ctx, body, held).instrument(span).await;
 }
@@ -327,6 +331,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     let reason = truncate(reason, REASON_MAX_BYTES);
     let request = transitions::ScheduleRetry {
         partition: ctx.partition,
+        consumer: &shared.consumer,
         source_id: ctx.stream_id(),
         job_id: ctx.job_id(),
         due_ms,
@@ -360,7 +365,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         Err(err) => transition_failed(
             shared,
             ctx.partition,
-            FailedTransition::Retry,
+            (FailedTransition::Retry, Settlement::Retry),
             "scheduling the retry",
             err,
         ),
@@ -381,6 +386,7 @@ async fn dead_letter<E: Envelope, H: Handler<E>>(
     let detail = truncate(detail, DETAIL_MAX_BYTES);
     let request = transitions::DeadLetter {
         partition,
+        consumer: &shared.consumer,
         source_id,
         job_id,
         reason,
@@ -400,7 +406,7 @@ async fn dead_letter<E: Envelope, H: Handler<E>>(
         Err(err) => transition_failed(
             shared,
             partition,
-            FailedTransition::DeadLetter,
+            (FailedTransition::DeadLetter, Settlement::DeadLetter),
             "dead-lettering",
             err,
         ),
@@ -409,27 +415,49 @@ async fn dead_letter<E: Envelope, H: Handler<E>>(
 
 /// Reports a transition that did not happen. The entry stays pending (for
 /// redelivery, and poison quarantine if it keeps failing), unless the
-/// function found it no longer pending at all.
+/// function found it no longer this worker's, or no longer there at all. A
+/// failure counts under `transition`, a refusal (`QG_NOT_OWNER`) under `settlement`.
 fn transition_failed<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
     partition: u16,
-    transition: FailedTransition,
+    (transition, settlement): (FailedTransition, Settlement),
     what: &str,
     err: Error,
 ) {
-    if let Error::Transition {
-        code: TransitionCode::NoSource,
-        ..
-    } = err
-    {
-        // Another worker claimed and settled it meanwhile (or it was deleted
-        // from the stream, which recovery reports): nothing is left here.
-        tracing::warn!(error = %err, "{what}: the entry is no longer pending in the group");
-        return;
+    match err {
+        Error::NotOwner(refused) => {
+            let NotOwner {
+                job,
+                stream_id,
+                owner,
+                ..
+            } = *refused;
+            // This worker stalled past claim.min_idle and another claimed the
+            // job (or settled it): the new owner settles it, not this one.
+            Counters::add(&shared.counters.ownership_lost, 1);
+            shared.meter.ownership_lost(partition, settlement, 1);
+            tracing::warn!(
+                queue = shared.config.queue,
+                partition,
+                job_id = %job,
+                stream_id = %stream_id,
+                owner = owner.as_deref().unwrap_or("(none: no longer pending)"),
+                "{what} refused: the entry is no longer pending for this worker; its new owner settles it",
+            );
+        }
+        Error::Transition {
+            code: TransitionCode::NoSource,
+            ..
+        } => {
+            // Deleted from the stream while pending (recovery reports the lost job).
+            tracing::warn!(error = %err, "{what}: the entry no longer exists");
+        }
+        err => {
+            Counters::add(&shared.counters.failed, 1);
+            shared.meter.transition_failed(partition, transition);
+            tracing::error!(error = %err, "{what} failed; the entry stays pending");
+        }
     }
-    Counters::add(&shared.counters.failed, 1);
-    shared.meter.transition_failed(partition, transition);
-    tracing::error!(error = %err, "{what} failed; the entry stays pending");
 }
 
 /// The `dead_letter` call with its crash points and counter; shared with poison quarantine.
@@ -537,14 +565,16 @@ where
 }
 
 /// Acknowledges the entry after a `Done` outcome only, through the worker's
-/// acker (one `XACK` per stream per flush; see `acks`), which counts the job
-/// done and releases what it held once Redis has the ack.
+/// acker (one `ack` call per stream per flush; see `acks`), which counts the
+/// job done and releases what it held once Redis has the ack.
 fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
     let partition = ctx.partition;
+    // The context ends here: its IDs move to the acker, no copy.
     let request = AckRequest {
         partition: ctx.partition,
         id: ctx.stream_id,
+        job_id: ctx.header.job_id,
         permit: held.permit,
         slot: held.slot,
     };

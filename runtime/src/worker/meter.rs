@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::metrics::{FailedTransition, JobOutcome, StreamRole, TrimOutcome};
+use crate::metrics::{FailedTransition, JobOutcome, Settlement, StreamRole, TrimOutcome};
 use crate::transitions::DeadReason;
 
 #[cfg(feature = "metrics")]
@@ -156,6 +156,14 @@ impl Meter {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.ack_failures.inc_by(entries);
+        }
+    }
+
+    /// `entries` of `partition` whose `settlement` was refused: no longer this worker's.
+    pub(super) fn ownership_lost(&self, partition: u16, settlement: Settlement, entries: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.partition(partition) {
+            meters.ownership_lost[settlement.index()].inc_by(entries);
         }
     }
 

@@ -45,9 +45,9 @@ use tracing::Instrument;
 use crate::config::QueueConfig;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::handler::Handler;
+use crate::handler::{Handler, Ownership};
 use crate::redis::Redis;
-use crate::transitions::TransitionCode;
+use crate::transitions::{AckFunction, TransitionCode};
 use in_flight::InFlight;
 use job::Held;
 use meter::Meter;
@@ -92,6 +92,11 @@ pub struct WorkerReport {
     /// Trims that stopped before removing anything because the groups changed
     /// since their plan (or the lease was lost); retried next period.
     pub trim_aborts: u64,
+    /// Jobs whose settlement (ack, retry or dead letter) was refused because
+    /// their entry was no longer pending for this worker: it stalled past
+    /// `claim.min_idle` and another worker claimed the job (which settles it),
+    /// or the job was settled elsewhere. Nothing was written for them.
+    pub ownership_lost: u64,
 }
 
 /// Runs handler `H` for the envelopes `E` of one queue.
@@ -271,19 +276,27 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
         let counters = Arc::new(Counters::default());
         let meter = Arc::new(meter);
+        let consumer: Arc<str> = Arc::from(self.consumer);
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
             acker: acks::start(acks::Acker {
                 conn: self.redis.shared(),
-                group: self.config.group,
+                function: AckFunction::new(&self.config),
+                queue: self.config.queue,
+                consumer: consumer.clone(),
                 keys: ready_keys.clone(),
                 counters: counters.clone(),
                 meter: meter.clone(),
             }),
+            ownership: Arc::new(Ownership {
+                consumer: consumer.clone(),
+                config: self.config.clone(),
+                conn: self.redis.shared(),
+            }),
             ready_keys,
             config: self.config,
-            consumer: Arc::from(self.consumer),
+            consumer,
             handler: self.handler,
             counters,
             meter,
@@ -365,6 +378,8 @@ struct Shared<E, H> {
     acks: ConnectionManager,
     /// Where job tasks send `Done` entries to be acknowledged in groups.
     acker: acks::AckSender,
+    /// What every job's context shares to check and renew its ownership.
+    ownership: Arc<Ownership>,
     /// The ready stream key of every partition of the queue, by partition.
     ready_keys: Arc<[String]>,
     /// One permit per job that may run at once, held until the job is settled.
@@ -539,6 +554,7 @@ struct Counters {
     left_pending: AtomicU64,
     trimmed: AtomicU64,
     trim_aborts: AtomicU64,
+    ownership_lost: AtomicU64,
 }
 
 impl Counters {
@@ -562,6 +578,7 @@ impl Counters {
             in_flight_left_pending: get(&self.left_pending),
             trimmed: get(&self.trimmed),
             trim_aborts: get(&self.trim_aborts),
+            ownership_lost: get(&self.ownership_lost),
         }
     }
 }

@@ -32,9 +32,9 @@ use redis::streams::{StreamAutoClaimReply, StreamPendingCountReply};
 
 use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handler::Handler;
-use crate::metrics::FailedTransition;
+use crate::metrics::{FailedTransition, Settlement};
 use crate::transitions::{self, DeadReason};
 
 /// Claims until the stop flag is raised. Returns an error only for a failure
@@ -248,6 +248,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             );
             let request = transitions::DeadLetter {
                 partition,
+                consumer: &shared.consumer,
                 source_id: &entry.id,
                 job_id: None,
                 reason: DeadReason::Poison,
@@ -264,6 +265,19 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                         deliveries,
                         dead_id = %moved.id,
                         "poison entry quarantined in the dead-letter stream",
+                    );
+                }
+                // Claimed by another worker since this one took it over: theirs now.
+                Err(Error::NotOwner(refused)) => {
+                    Counters::add(&shared.counters.ownership_lost, 1);
+                    shared
+                        .meter
+                        .ownership_lost(partition, Settlement::DeadLetter, 1);
+                    tracing::warn!(
+                        key = %key,
+                        stream_id = %entry.id,
+                        owner = refused.owner.as_deref().unwrap_or("(none: no longer pending)"),
+                        "quarantining a poison entry refused: it is no longer pending for this worker",
                     );
                 }
                 // It stays pending with this consumer: the next pass tries again.
