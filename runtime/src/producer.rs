@@ -5,15 +5,15 @@ pub(crate) mod admission;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 
 use self::admission::Admission;
 use crate::config::QueueConfig;
+use crate::connect::Redis;
 use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, Result};
 use crate::field::Timestamp;
 use crate::partition::partition_of;
-use crate::redis::Redis;
 
 /// One job to publish: the header fields the application chooses, and the body.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +59,7 @@ pub struct Published {
 /// every producer of the queue made from that handle (or its clones) shares
 /// one reading per partition.
 pub struct Producer<E: Envelope> {
-    conn: ConnectionManager,
+    conn: Connection,
     config: QueueConfig,
     /// The ready stream key of every partition, by partition: built once, not per job.
     ready_keys: Arc<[String]>,

@@ -24,7 +24,7 @@ struct Seen {
 /// Records each job with its pending-entry state as the handler sees it.
 #[derive(Clone)]
 struct Survivor {
-    conn: redis::aio::ConnectionManager,
+    conn: queuegen_runtime::Connection,
     config: QueueConfig,
     seen: Arc<Mutex<Vec<(String, Seen)>>>,
 }

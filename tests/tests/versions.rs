@@ -216,5 +216,5 @@ async fn a_worker_refuses_to_start_without_its_library_version() {
 }
 
 fn server_port(redis: &Redis) -> String {
-    redis.client().get_connection_info().addr().to_string()
+    redis.addr()
 }

@@ -132,9 +132,9 @@ pub fn watched_queues(
         .collect())
 }
 
-/// `host:port` of the server, never its credentials.
+/// `host:port` of the server (a Cluster's seed node), never its credentials.
 pub fn server_addr(redis: &Redis) -> String {
-    redis.client().get_connection_info().addr().to_string()
+    redis.addr()
 }
 
 fn now_text() -> String {

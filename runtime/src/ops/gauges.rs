@@ -23,9 +23,9 @@ use prometheus_client::metrics::gauge::{Atomic, Gauge};
 use prometheus_client::registry::{Registry, Unit};
 
 use super::status::{status, StatusReport, WatchedQueue};
+use crate::connect::Redis;
 use crate::error::Result;
 use crate::metrics::Readiness;
-use crate::redis::Redis;
 
 /// A series about one consumer group of one partition.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::in_flight::Slot;
@@ -40,7 +40,7 @@ pub(super) type AckSender = mpsc::UnboundedSender<AckRequest>;
 
 /// What the acker needs of its worker.
 pub(super) struct Acker {
-    pub conn: ConnectionManager,
+    pub conn: Connection,
     pub group: &'static str,
     /// The ready stream key of every partition of the queue, by partition.
     pub keys: Arc<[String]>,
