@@ -146,6 +146,8 @@ fn key_of(cmd: &Cmd) -> Option<&[u8]> {
             let keys: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
             (keys > 0).then(|| args.get(3).copied()).flatten()
         }
+        // Container commands: the key follows the subcommand.
+        b"XINFO" | b"XGROUP" | b"OBJECT" | b"MEMORY" => args.get(2).copied(),
         _ => args.get(1).copied(),
     }
 }

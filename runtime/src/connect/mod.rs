@@ -236,6 +236,23 @@ impl std::fmt::Debug for Redis {
     }
 }
 
+/// The text of each node's answer to `INFO`: one on a server; on a Cluster
+/// connection, which sends `INFO` to every node, one per node.
+pub fn info_replies(reply: &redis::Value) -> Vec<String> {
+    use redis::Value;
+    fn text(value: &Value) -> Option<String> {
+        match value {
+            Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(text.clone()),
+            _ => None,
+        }
+    }
+    match reply {
+        Value::Map(nodes) => nodes.iter().filter_map(|(_, info)| text(info)).collect(),
+        other => text(other).into_iter().collect(),
+    }
+}
+
 /// The settings of every direct (non-reconnecting) connection made here.
 fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
@@ -267,6 +284,18 @@ fn cluster_enabled(info: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_replies_are_one_per_node() {
+        use redis::Value;
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        assert_eq!(info_replies(&bulk("redis_version:7.0.15")), ["redis_version:7.0.15"]);
+        let cluster = Value::Map(vec![
+            (bulk("127.0.0.1:7001"), bulk("redis_version:7.0.15")),
+            (bulk("127.0.0.1:7002"), bulk("redis_version:8.2.0")),
+        ]);
+        assert_eq!(info_replies(&cluster).len(), 2);
+    }
 
     #[test]
     fn a_cluster_node_says_so_in_info_cluster() {
