@@ -57,10 +57,7 @@ async fn delete_prefix_on(
             for key in &keys {
                 unlink.cmd("UNLINK").arg(key).ignore();
             }
-            unlink
-                .query_async::<()>(conn)
-                .await
-                .context("UNLINK")?;
+            unlink.query_async::<()>(conn).await.context("UNLINK")?;
         }
         if next == 0 {
             return Ok(());

@@ -66,12 +66,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let redis = Redis::connect(&args.redis)
             .await
             .with_context(|| format!("connecting to {}", args.redis))?;
+        check_deployment(&spec, &args.spec, &redis)?;
         // The library first: creating groups takes the partitions' trim
         // leases, which are released through it.
         let loads = admin::load_library(&redis, &library_code)
             .await
             .context("loading the Function library")?;
-        let library = loads.first().map(|load| load.library.clone()).unwrap_or_default();
+        let library = loads
+            .first()
+            .map(|load| load.library.clone())
+            .unwrap_or_default();
         admin::verify_library(&redis, &library)
             .await
             .context("verifying the Function library")?;
@@ -121,6 +125,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reviewed spec says which kind of deployment the queues live on:
+/// applying a Cluster spec to a lone server (or the reverse) is a wrong URL
+/// or a wrong spec, and nothing is changed.
+fn check_deployment(spec: &model::Spec, path: &std::path::Path, redis: &Redis) -> anyhow::Result<()> {
+    let (declared, found) = match (spec.redis.deployment, redis.is_cluster()) {
+        (model::Deployment::Cluster, false) => ("cluster", "a standalone server"),
+        (model::Deployment::Standalone, true) => ("standalone", "a Redis Cluster node"),
+        _ => return Ok(()),
+    };
+    anyhow::bail!(
+        "{}: redis.deployment is {declared}, but {} is {found}; nothing was changed. \
+         Point --redis at the deployment the spec describes, or correct redis.deployment",
+        path.display(),
+        redis.addr()
+    )
 }
 
 /// `loaded` (new on the server) or `replaced` (the same version was there).

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use futures_util::future::{try_join_all, FutureExt};
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::Slot;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 /// A connection that reconnects by itself: to one server, or to a Cluster
@@ -35,6 +35,33 @@ impl Connection {
     pub fn is_cluster(&self) -> bool {
         matches!(self, Connection::Cluster(_))
     }
+
+    /// `WAIT replicas timeout` on the node that holds `key` (on a Cluster,
+    /// routed by the key's slot, so it counts the replicas of the primary
+    /// that took the writes to `key`): how many replicas acknowledged every
+    /// write this connection sent to that node before it.
+    pub async fn wait_for_replicas(
+        &mut self,
+        key: &str,
+        replicas: u32,
+        timeout: std::time::Duration,
+    ) -> RedisResult<u32> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
+        let reply = match self {
+            Connection::Cluster(conn) => conn.route_command(wait, primary_of(key)).await?,
+            other => other.req_packed_command(&wait).await?,
+        };
+        Ok(redis::from_redis_value(reply)?)
+    }
+}
+
+/// Routing to the primary that owns `key`'s slot.
+fn primary_of(key: &str) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        key,
+        SlotAddr::Master,
+    )))
 }
 
 impl ConnectionLike for Connection {

@@ -289,7 +289,10 @@ mod tests {
     fn info_replies_are_one_per_node() {
         use redis::Value;
         let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
-        assert_eq!(info_replies(&bulk("redis_version:7.0.15")), ["redis_version:7.0.15"]);
+        assert_eq!(
+            info_replies(&bulk("redis_version:7.0.15")),
+            ["redis_version:7.0.15"]
+        );
         let cluster = Value::Map(vec![
             (bulk("127.0.0.1:7001"), bulk("redis_version:7.0.15")),
             (bulk("127.0.0.1:7002"), bulk("redis_version:8.2.0")),

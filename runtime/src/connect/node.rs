@@ -150,7 +150,11 @@ mod tests {
         let addrs: Vec<String> = primaries.iter().map(Node::addr).collect();
         assert_eq!(addrs, ["127.0.0.1:7001", "127.0.0.1:7002"]);
         assert_eq!(
-            primaries[0].client.get_connection_info().redis_settings().username(),
+            primaries[0]
+                .client
+                .get_connection_info()
+                .redis_settings()
+                .username(),
             Some("worker")
         );
     }
