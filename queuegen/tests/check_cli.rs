@@ -221,5 +221,8 @@ fn init_offers_cluster_and_check_accepts_it() {
     std::fs::write(dir.path().join("cluster.yaml"), cluster).unwrap();
     let output = run(&["check", "cluster.yaml"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    assert_eq!(stdout(&output), "cluster.yaml: ok, 1 queue and 1 envelope\n");
+    assert_eq!(
+        stdout(&output),
+        "cluster.yaml: ok, 1 queue and 1 envelope\n"
+    );
 }

@@ -130,7 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The reviewed spec says which kind of deployment the queues live on:
 /// applying a Cluster spec to a lone server (or the reverse) is a wrong URL
 /// or a wrong spec, and nothing is changed.
-fn check_deployment(spec: &model::Spec, path: &std::path::Path, redis: &Redis) -> anyhow::Result<()> {
+fn check_deployment(
+    spec: &model::Spec,
+    path: &std::path::Path,
+    redis: &Redis,
+) -> anyhow::Result<()> {
     let (declared, found) = match (spec.redis.deployment, redis.is_cluster()) {
         (model::Deployment::Cluster, false) => ("cluster", "a standalone server"),
         (model::Deployment::Standalone, true) => ("standalone", "a Redis Cluster node"),
