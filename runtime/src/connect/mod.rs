@@ -82,18 +82,28 @@ impl Redis {
             .get_multiplexed_async_connection_with_config(&direct_config(SHARED_RESPONSE_TIMEOUT))
             .await
             .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
-        let cluster_info: String = redis::cmd("INFO")
-            .arg("cluster")
-            .query_async(&mut probe)
-            .await
-            .map_err(|err| {
-                Error::redis(
-                    format!("INFO cluster on {addr}, to tell a Cluster from a server (the user needs +info)"),
-                    err,
-                )
-            })?;
+        let cluster_info: redis::RedisResult<String> =
+            redis::cmd("INFO").arg("cluster").query_async(&mut probe).await;
         drop(probe);
-        if cluster_enabled(&cluster_info) {
+        let is_cluster = match cluster_info {
+            Ok(info) => cluster_enabled(&info),
+            // A least-privilege user (say the monitor's) may lack +info: a
+            // Cluster would then answer MOVED, which names the problem.
+            Err(err) if err.code() == Some("NOPERM") => {
+                tracing::warn!(
+                    server = %addr,
+                    "this user may not run INFO, so it cannot tell a Cluster from a server; assuming a server (grant +info to use a Cluster)"
+                );
+                false
+            }
+            Err(err) => {
+                return Err(Error::redis(
+                    format!("INFO cluster on {addr}, to tell a Cluster from a server"),
+                    err,
+                ))
+            }
+        };
+        if is_cluster {
             let client = cluster_client(&info, SHARED_RESPONSE_TIMEOUT)?;
             let shared = client.get_async_connection().await.map_err(|err| {
                 Error::redis(format!("connecting to the Cluster through {addr}"), err)
