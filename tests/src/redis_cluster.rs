@@ -6,6 +6,11 @@
 //! linked to their primaries. Nodes run with `cluster-node-timeout` 2000 ms
 //! so that failure detection and failover take seconds, not the default
 //! 15 s. The CLI is `$REDIS_CLI`, else the one [`crate::server_kind`] selects.
+//!
+//! Like [`RedisServer`], it is synchronous. A `#[tokio::test]` whose own tasks
+//! (workers, producers) must keep running during a failover or a migration
+//! calls it through `tokio::task::spawn_blocking` (it is `Send + Sync`; share
+//! it in an `Arc`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -568,6 +573,13 @@ impl Drop for RedisCluster {
         }
     }
 }
+
+/// Tests share a cluster or pair with `spawn_blocking` tasks (see the module docs).
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<RedisCluster>();
+    shareable::<crate::RedisPair>();
+};
 
 /// Per answering node's port: its own node ID and the nodes it sees.
 type Views = BTreeMap<u16, (String, Vec<ClusterNode>)>;
