@@ -82,8 +82,10 @@ impl Redis {
             .get_multiplexed_async_connection_with_config(&direct_config(SHARED_RESPONSE_TIMEOUT))
             .await
             .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
-        let cluster_info: redis::RedisResult<String> =
-            redis::cmd("INFO").arg("cluster").query_async(&mut probe).await;
+        let cluster_info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("cluster")
+            .query_async(&mut probe)
+            .await;
         drop(probe);
         let is_cluster = match cluster_info {
             Ok(info) => cluster_enabled(&info),

@@ -193,7 +193,10 @@ impl QueueGauges {
         let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
         for library in &report.libraries {
             let Some(here) = library.loaded else { continue };
-            match loaded.iter_mut().find(|(labels, _)| labels.library == library.name) {
+            match loaded
+                .iter_mut()
+                .find(|(labels, _)| labels.library == library.name)
+            {
                 Some((_, value)) => *value = (*value).min(i64::from(here)),
                 None => loaded.push((
                     LibraryLabels {
