@@ -7,6 +7,7 @@ pub mod library;
 pub mod queues;
 pub mod redis_server;
 pub mod scripted;
+pub mod suite;
 pub mod support;
 
 pub use redis_server::RedisServer;
