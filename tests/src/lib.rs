@@ -6,7 +6,6 @@ pub mod fixtures;
 pub mod library;
 pub mod queues;
 pub mod redis_server;
-pub mod scripted;
 pub mod suite;
 pub mod support;
 
