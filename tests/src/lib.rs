@@ -10,8 +10,8 @@ pub mod queues;
 pub mod redis_cluster;
 pub mod redis_pair;
 pub mod redis_server;
-pub mod scripted;
 pub mod server_kind;
+pub mod suite;
 pub mod support;
 
 pub use acl::AclUser;
