@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,11 +22,17 @@ pub struct Forwarder {
 }
 
 struct Shared {
-    target: AtomicU16,
     stopping: AtomicBool,
     next_id: AtomicU64,
+    /// The target and the connections to it, under one lock: a connection
+    /// accepted during a switch is either cut by it or made to the new target.
+    routes: Mutex<Routes>,
+}
+
+struct Routes {
+    target: u16,
     /// Both sockets of every forwarded connection, to cut them on a switch.
-    open: Mutex<HashMap<u64, (TcpStream, TcpStream)>>,
+    open: HashMap<u64, (TcpStream, TcpStream)>,
 }
 
 impl Forwarder {
@@ -35,10 +41,12 @@ impl Forwarder {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
         let port = listener.local_addr().expect("a bound address").port();
         let shared = Arc::new(Shared {
-            target: AtomicU16::new(target),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
-            open: Mutex::new(HashMap::new()),
+            routes: Mutex::new(Routes {
+                target,
+                open: HashMap::new(),
+            }),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -61,15 +69,16 @@ impl Forwarder {
 
     /// The port connections are forwarded to now.
     pub fn target(&self) -> u16 {
-        self.shared.target.load(Ordering::SeqCst)
+        self.shared.routes().target
     }
 
     /// Sends new connections to `target` and cuts every open one, as a
     /// moved virtual IP would: clients see their connection drop and
     /// reconnect to the new target through the same address.
     pub fn switch_to(&self, target: u16) {
-        self.shared.target.store(target, Ordering::SeqCst);
-        self.shared.cut_all();
+        let mut routes = self.shared.routes();
+        routes.target = target;
+        routes.cut_all();
     }
 }
 
@@ -81,24 +90,22 @@ impl Drop for Forwarder {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
-        self.shared.cut_all();
+        self.shared.routes().cut_all();
     }
 }
 
 impl Shared {
-    fn cut_all(&self) {
-        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(PoisonError::into_inner));
-        for (client, server) in open.values() {
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Routes {
+    fn cut_all(&mut self) {
+        for (_, (client, server)) in self.open.drain() {
             let _ = client.shutdown(Shutdown::Both);
             let _ = server.shutdown(Shutdown::Both);
         }
-    }
-
-    fn forget(&self, id: u64) {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
     }
 }
 
@@ -108,8 +115,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             return;
         }
         let Ok(client) = client else { continue };
-        let target = ("127.0.0.1", shared.target.load(Ordering::SeqCst));
-        let server = std::net::ToSocketAddrs::to_socket_addrs(&target)
+        // Connecting under the lock: a switch waits for this connection to
+        // be registered (and then cuts it), or this one sees the new target.
+        let mut routes = shared.routes();
+        let server = ("127.0.0.1", routes.target)
+            .to_socket_addrs()
             .ok()
             .and_then(|mut addrs| addrs.next())
             .and_then(|addr| TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).ok());
@@ -122,11 +132,8 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             continue;
         };
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        shared
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, (client_copy, server_copy));
+        routes.open.insert(id, (client_copy, server_copy));
+        drop(routes);
         spawn_pump(shared, id, &client, &server);
         spawn_pump(shared, id, &server, &client);
     }
@@ -156,7 +163,7 @@ fn spawn_pump(shared: &Arc<Shared>, id: u64, from: &TcpStream, to: &TcpStream) {
             }
             let _ = reader.shutdown(Shutdown::Both);
             let _ = writer.shutdown(Shutdown::Both);
-            shared.forget(id);
+            shared.routes().open.remove(&id);
         });
     if spawned.is_err() {
         let _ = from.shutdown(Shutdown::Both);
