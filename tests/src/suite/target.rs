@@ -1,8 +1,7 @@
 //! Where a scenario runs: a target deploys fresh servers for it and says how its workers log in.
 //!
 //! Every scenario is a function of a [`Target`]. A target is a topology (a
-//! standalone server today; a primary with a replica and a Cluster are the
-//! next ones) and a login: the default user, or a worker ACL user allowed
+//! standalone server, or a 6-node Redis Cluster) and a login: the default user, or a worker ACL user allowed
 //! only the commands a worker, a producer and the ledger send, on the
 //! scenario's own keys. Adding a topology is adding a variant here and its
 //! arm in [`Target::deploy_with`], not rewriting scenarios: they reach the
@@ -12,13 +11,15 @@ use std::process::Command;
 
 use queuegen_runtime::{ensure_groups, QueueConfig, Redis};
 
-use crate::{library, RedisServer};
+use crate::{library, RedisCluster, RedisServer};
 
 /// How the servers of a target are arranged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topology {
     /// One redis-server.
     Standalone,
+    /// Three primaries and three replicas; workers get the URL of one node.
+    Cluster,
 }
 
 /// Whom workers and producers log in as.
@@ -96,6 +97,10 @@ impl Target {
                 topology: Topology::Standalone,
                 login: Login::WorkerAcl,
             },
+            Target {
+                topology: Topology::Cluster,
+                login: Login::Default,
+            },
         ]
     }
 
@@ -103,6 +108,7 @@ impl Target {
     pub fn name(&self) -> String {
         let topology = match self.topology {
             Topology::Standalone => "standalone",
+            Topology::Cluster => "cluster",
         };
         match self.login {
             Login::Default => topology.to_owned(),
@@ -119,16 +125,19 @@ impl Target {
     /// (e.g. `["--maxmemory-policy", "allkeys-lru"]`).
     pub async fn deploy_with(&self, key_prefix: &str, server_args: &[&str]) -> Deployment {
         let servers = match self.topology {
-            Topology::Standalone => vec![RedisServer::start_with(server_args)],
+            Topology::Standalone => Servers::Standalone(RedisServer::start_with(server_args)),
+            Topology::Cluster => Servers::Cluster(RedisCluster::start_with(server_args)),
         };
-        let admin_url = servers[0].url();
+        let admin_url = servers.url();
         let admin = Redis::connect(&admin_url)
             .await
             .unwrap_or_else(|err| panic!("connecting to {admin_url} as the default user: {err}"));
         let worker_url = match self.login {
             Login::Default => admin_url,
             Login::WorkerAcl => {
-                create_worker_user(&admin, key_prefix).await;
+                for node in servers.all() {
+                    create_worker_user(&node.url(), key_prefix).await;
+                }
                 with_login(&admin_url, WORKER_USER, WORKER_PASSWORD)
             }
         };
@@ -141,8 +150,9 @@ impl Target {
     }
 }
 
-/// `ACL SETUSER` of [`WORKER_USER`] with [`WORKER_COMMANDS`] on `key_prefix*`.
-async fn create_worker_user(admin: &Redis, key_prefix: &str) {
+/// `ACL SETUSER` of [`WORKER_USER`] with [`WORKER_COMMANDS`] on `key_prefix*`,
+/// on the server at `url` (ACL users are per node, in a Cluster too).
+async fn create_worker_user(url: &str, key_prefix: &str) {
     let mut setuser = redis::cmd("ACL");
     setuser
         .arg("SETUSER")
@@ -154,8 +164,13 @@ async fn create_worker_user(admin: &Redis, key_prefix: &str) {
         .arg("resetchannels")
         .arg("-@all")
         .arg(WORKER_COMMANDS);
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|err| panic!("connecting to {url}: {err}"));
     let () = setuser
-        .query_async(&mut admin.shared())
+        .query_async(&mut conn)
         .await
         .unwrap_or_else(|err| panic!("ACL SETUSER {WORKER_USER}: {err}"));
 }
@@ -168,10 +183,34 @@ fn with_login(url: &str, user: &str, password: &str) -> String {
     format!("redis://{user}:{password}@{rest}")
 }
 
+/// The server processes of one deployment.
+enum Servers {
+    Standalone(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Servers {
+    /// Every node, primaries and replicas alike.
+    fn all(&self) -> Vec<&RedisServer> {
+        match self {
+            Servers::Standalone(server) => vec![server],
+            Servers::Cluster(cluster) => cluster.servers().iter().collect(),
+        }
+    }
+
+    /// The URL clients start from: the server, or one Cluster node.
+    fn url(&self) -> String {
+        match self {
+            Servers::Standalone(server) => server.url(),
+            Servers::Cluster(cluster) => cluster.url(),
+        }
+    }
+}
+
 /// The servers of one scenario, and how to reach them.
 pub struct Deployment {
     target: Target,
-    servers: Vec<RedisServer>,
+    servers: Servers,
     /// The default user: what `queuegen apply` and an operator use.
     admin: Redis,
     worker_url: String,
@@ -215,7 +254,7 @@ impl Deployment {
 
     /// `CONFIG SET parameter value` on every server.
     pub async fn config_set(&self, parameter: &str, value: &str) {
-        for server in &self.servers {
+        for server in self.servers.all() {
             let mut conn = server
                 .client()
                 .get_multiplexed_async_connection()
@@ -238,16 +277,23 @@ impl Deployment {
 
     /// `host:port` of every primary, as error messages name them.
     pub fn primaries(&self) -> Vec<String> {
-        self.servers
-            .iter()
-            .map(|server| format!("127.0.0.1:{}", server.port()))
-            .collect()
+        match &self.servers {
+            Servers::Standalone(server) => vec![format!("127.0.0.1:{}", server.port())],
+            Servers::Cluster(cluster) => {
+                cluster.primaries().iter().map(|node| node.addr()).collect()
+            }
+        }
     }
 
     /// Stops every server process with SIGSTOP (they answer nothing, their
     /// clients' commands wait in the socket) until the guard resumes them.
     pub fn pause(&self) -> Paused {
-        let pids: Vec<u32> = self.servers.iter().map(RedisServer::pid).collect();
+        let pids: Vec<u32> = self
+            .servers
+            .all()
+            .into_iter()
+            .map(RedisServer::pid)
+            .collect();
         assert!(signal_all("STOP", &pids), "kill -STOP {pids:?} failed");
         Paused { pids }
     }

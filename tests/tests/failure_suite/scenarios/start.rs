@@ -71,7 +71,8 @@ pub async fn library_missing(run: Run) -> Verdict {
             Some(Err(Error::LibraryMissing {
                 server, library, ..
             })) => verdict.check(
-                primaries.contains(&server)
+                // One server, or every Cluster primary without it, by address.
+                server.split(", ").all(|named| primaries.iter().any(|p| p == named))
                     && library == library_name
                     && message.contains("run `queuegen apply`"),
                 || format!("{situation}: the refusal names {server} and {library}: {message}"),
