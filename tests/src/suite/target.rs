@@ -143,6 +143,7 @@ impl Target {
         };
         Deployment {
             target: *self,
+            worker_keys: (self.login == Login::WorkerAcl).then(|| key_prefix.to_owned()),
             servers,
             admin,
             worker_url,
@@ -211,6 +212,8 @@ impl Servers {
 pub struct Deployment {
     target: Target,
     servers: Servers,
+    /// The key prefix of the worker ACL user, on a `+acl` target.
+    worker_keys: Option<String>,
     /// The default user: what `queuegen apply` and an operator use.
     admin: Redis,
     worker_url: String,
@@ -267,6 +270,25 @@ impl Deployment {
                 .query_async(&mut conn)
                 .await
                 .unwrap_or_else(|err| panic!("CONFIG SET {parameter} {value}: {err}"));
+        }
+    }
+
+    /// Kills the server with SIGKILL and starts it again on the same port
+    /// and dir (so from its AOF, when it keeps one), waiting until it has
+    /// loaded. `ACL SETUSER` is not in the AOF, so the worker user is made
+    /// again, as a deployment's ACL file would restore it. Standalone only.
+    pub async fn crash_and_restart(&mut self) {
+        match &mut self.servers {
+            Servers::Standalone(server) => {
+                server.kill9();
+                server.restart();
+            }
+            Servers::Cluster(_) => panic!("crash_and_restart is for a standalone server"),
+        }
+        if let Some(key_prefix) = &self.worker_keys {
+            for node in self.servers.all() {
+                create_worker_user(&node.url(), key_prefix).await;
+            }
         }
     }
 

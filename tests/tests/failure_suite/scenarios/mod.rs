@@ -11,6 +11,7 @@ mod functions;
 mod pause;
 mod poison;
 mod recovery;
+mod restart;
 mod shutdown;
 mod start;
 mod transitions;
@@ -19,7 +20,7 @@ mod trim;
 use std::future::Future;
 use std::pin::Pin;
 
-use queuegen_tests::suite::Target;
+use queuegen_tests::suite::{Target, Topology};
 use queuegen_tests::support::LogCapture;
 
 use crate::verdict::Verdict;
@@ -55,6 +56,8 @@ pub type Running = Pin<Box<dyn Future<Output = Verdict>>>;
 
 /// One scenario of the suite.
 pub struct Scenario {
+    /// Runs only on this topology (`None`: on every target).
+    pub only: Option<Topology>,
     /// What filters match: short, unique.
     pub id: &'static str,
     /// Its row in issue 11's "Must show" list, if it is one.
@@ -67,96 +70,127 @@ pub struct Scenario {
 pub fn all() -> Vec<Scenario> {
     vec![
         Scenario {
+            only: None,
             id: "kill-after-read",
             row: Some(1),
             title: "kill -9 after read, before any effect",
             run: |run| Box::pin(crash::killed_before_effect(run)),
         },
         Scenario {
+            only: None,
             id: "kill-after-effect",
             row: Some(2),
             title: "kill -9 after the durable result, before XACK",
             run: |run| Box::pin(crash::killed_after_effect(run)),
         },
         Scenario {
+            only: None,
             id: "recovery-race",
             row: Some(4),
             title: "two recovery loops racing",
             run: |run| Box::pin(recovery::two_loops_racing(run)),
         },
         Scenario {
+            only: None,
             id: "poison-crash-loop",
             row: Some(5),
             title: "poison crash loop (kill -9 on every delivery)",
             run: |run| Box::pin(poison::crash_loop(run)),
         },
         Scenario {
+            only: None,
             id: "pending-deleted",
             row: Some(6),
             title: "pending entries deleted and trimmed by an outsider",
             run: |run| Box::pin(recovery::pending_entries_deleted(run)),
         },
         Scenario {
+            only: None,
             id: "trim-under-lag",
             row: Some(7),
             title: "trim under lag with three groups",
             run: |run| Box::pin(trim::under_lag(run)),
         },
         Scenario {
+            only: None,
             id: "scheduler-kill",
             row: Some(8),
             title: "kill -9 of the scheduler mid-batch",
             run: |run| Box::pin(transitions::scheduler_killed_mid_batch(run)),
         },
         Scenario {
+            only: None,
             id: "kill-before-retry-schedule",
             row: None,
             title: "kill -9 before the retry_schedule call",
             run: |run| Box::pin(transitions::killed_at(run, "before_retry_schedule")),
         },
         Scenario {
+            only: None,
             id: "kill-after-retry-schedule",
             row: None,
             title: "kill -9 after the retry_schedule call",
             run: |run| Box::pin(transitions::killed_at(run, "after_retry_schedule")),
         },
         Scenario {
+            only: None,
             id: "kill-before-dead-letter",
             row: None,
             title: "kill -9 before the dead_letter call",
             run: |run| Box::pin(transitions::killed_at(run, "before_dead_letter")),
         },
         Scenario {
+            only: None,
             id: "kill-after-dead-letter",
             row: None,
             title: "kill -9 after the dead_letter call",
             run: |run| Box::pin(transitions::killed_at(run, "after_dead_letter")),
         },
         Scenario {
+            // Restarting every node of a Cluster is a failover question (row 10).
+            only: Some(Topology::Standalone),
+            id: "aof-always-restart",
+            row: Some(9),
+            title: "redis-server kill -9 + AOF restart (appendfsync always)",
+            run: |run| Box::pin(restart::aof_restart(run, "always")),
+        },
+        Scenario {
+            only: Some(Topology::Standalone),
+            id: "aof-everysec-restart",
+            row: Some(9),
+            title: "redis-server kill -9 + AOF restart (appendfsync everysec)",
+            run: |run| Box::pin(restart::aof_restart(run, "everysec")),
+        },
+        Scenario {
+            only: None,
             id: "redis-paused",
             row: Some(11),
             title: "redis-server SIGSTOPped past the client timeouts",
             run: |run| Box::pin(pause::server_paused(run)),
         },
         Scenario {
+            only: None,
             id: "library-missing",
             row: Some(13),
             title: "a server without the library version",
             run: |run| Box::pin(start::library_missing(run)),
         },
         Scenario {
+            only: None,
             id: "cross-partition-function",
             row: Some(14),
             title: "a Function call with keys of two partitions",
             run: |run| Box::pin(functions::two_partitions_refused(run)),
         },
         Scenario {
+            only: None,
             id: "eviction-policy",
             row: Some(16),
             title: "maxmemory-policy other than noeviction",
             run: |run| Box::pin(start::eviction_policy_refused(run)),
         },
         Scenario {
+            only: None,
             id: "sigterm-mid-batch",
             row: Some(17),
             title: "SIGTERM mid-batch",

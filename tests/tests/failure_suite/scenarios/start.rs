@@ -72,7 +72,9 @@ pub async fn library_missing(run: Run) -> Verdict {
                 server, library, ..
             })) => verdict.check(
                 // One server, or every Cluster primary without it, by address.
-                server.split(", ").all(|named| primaries.iter().any(|p| p == named))
+                server
+                    .split(", ")
+                    .all(|named| primaries.iter().any(|p| p == named))
                     && library == library_name
                     && message.contains("run `queuegen apply`"),
                 || format!("{situation}: the refusal names {server} and {library}: {message}"),
