@@ -327,6 +327,7 @@ pub struct Paused {
 }
 
 impl Paused {
+    /// Resumes the servers now (dropping the guard does it too).
     pub fn resume(self) {}
 }
 

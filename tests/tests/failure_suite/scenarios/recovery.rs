@@ -19,7 +19,9 @@ pub async fn two_loops_racing(run: Run) -> Verdict {
     let tuning = Tuning {
         partitions: Some(2),
         concurrency: Some(64),
-        claim_min_idle_ms: Some(1000),
+        // Far longer than a handler runs, even on a loaded machine: a second
+        // claim here would be a race lost, not a handler found idle.
+        claim_min_idle_ms: Some(2000),
         claim_every_ms: Some(20),
         // Small claims, so that the two loops interleave over one pending list.
         claim_batch: Some(4),
