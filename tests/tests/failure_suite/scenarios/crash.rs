@@ -67,6 +67,7 @@ async fn killed_holding(run: Run, hold: Hold) -> Verdict {
         return verdict;
     }
     let status = victim.kill().await;
+    let killed_at = std::time::Instant::now();
     verdict.check(killed(status), || {
         format!("the victim ended with {status}, not SIGKILL")
     });
@@ -84,6 +85,10 @@ async fn killed_holding(run: Run, hold: Hold) -> Verdict {
 
     let survivor = stage.spec.named("survivor").start().await.unwrap();
     stage.settle(&jobs, Duration::from_secs(30)).await;
+    // Measured, not asserted (speed belongs to the bench): the bound
+    // is claim.min_idle + claim.every + 1 s from the kill to the last job done.
+    let recovered_in = killed_at.elapsed();
+    let bound = stage.config.claim_min_idle + stage.config.claim_every + Duration::from_secs(1);
     let report = survivor.stop().await.unwrap();
     let places = stage.places(&jobs).await;
     stage.judge(&mut verdict, &jobs, &places);
@@ -119,9 +124,11 @@ async fn killed_holding(run: Run, hold: Hold) -> Verdict {
         });
     }
     verdict.note(format!(
-        "{} claimed by XAUTOCLAIM, {} results found on redelivery",
+        "{} claimed by XAUTOCLAIM, {} results found on redelivery; recovered {:.1}s after the kill (bound {:.1}s)",
         report.claimed,
-        tally.absorbed()
+        tally.absorbed(),
+        recovered_in.as_secs_f64(),
+        bound.as_secs_f64()
     ));
     verdict
 }
