@@ -292,6 +292,14 @@ impl Deployment {
         }
     }
 
+    /// The Cluster, on a Cluster target (to reshard or fail over).
+    pub fn cluster(&self) -> Option<&RedisCluster> {
+        match &self.servers {
+            Servers::Cluster(cluster) => Some(cluster),
+            Servers::Standalone(_) => None,
+        }
+    }
+
     /// Loads the tests' Function library on every primary.
     pub async fn load_library(&self) {
         library::load(&self.admin).await;

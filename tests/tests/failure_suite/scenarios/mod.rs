@@ -14,6 +14,7 @@ mod recovery;
 mod restart;
 mod shutdown;
 mod start;
+mod topology;
 mod transitions;
 mod trim;
 
@@ -162,11 +163,25 @@ pub fn all() -> Vec<Scenario> {
             run: |run| Box::pin(restart::aof_restart(run, "everysec")),
         },
         Scenario {
+            only: Some(Topology::Cluster),
+            id: "cluster-failover",
+            row: Some(10),
+            title: "primary failover while publishing (WAIT 1) and acking",
+            run: |run| Box::pin(topology::changed_mid_work(run, topology::Change::Failover)),
+        },
+        Scenario {
             only: None,
             id: "redis-paused",
             row: Some(11),
             title: "redis-server SIGSTOPped past the client timeouts",
             run: |run| Box::pin(pause::server_paused(run)),
+        },
+        Scenario {
+            only: Some(Topology::Cluster),
+            id: "cluster-reshard",
+            row: Some(12),
+            title: "live resharding of two partitions' slots mid-work",
+            run: |run| Box::pin(topology::changed_mid_work(run, topology::Change::Reshard)),
         },
         Scenario {
             only: None,
