@@ -12,11 +12,12 @@ use serde_json::{json, Value};
 use crate::probe::RoundResult;
 use crate::{stats, Args, Variant};
 
-/// `redis_version` from `INFO server`.
+/// `redis_version` from `INFO server` of the (first) primary.
 pub async fn redis_version(redis: &Redis) -> Result<String> {
+    let primary = redis.primaries().await?.remove(0);
     let info: String = redis::cmd("INFO")
         .arg("server")
-        .query_async(&mut redis.shared())
+        .query_async(&mut primary.connection().await?)
         .await
         .context("INFO server")?;
     Ok(info
@@ -27,9 +28,18 @@ pub async fn redis_version(redis: &Redis) -> Result<String> {
         .to_owned())
 }
 
-/// Deletes every key starting with `prefix:` (SCAN + UNLINK).
+/// Deletes every key starting with `prefix:` (SCAN + UNLINK on every primary).
 pub async fn delete_prefix(redis: &Redis, prefix: &str) -> Result<()> {
-    let mut conn = redis.shared();
+    for primary in redis.primaries().await? {
+        delete_prefix_on(&mut primary.connection().await?, prefix).await?;
+    }
+    Ok(())
+}
+
+async fn delete_prefix_on(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+) -> Result<()> {
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -38,15 +48,16 @@ pub async fn delete_prefix(redis: &Redis, prefix: &str) -> Result<()> {
             .arg(format!("{prefix}:*"))
             .arg("COUNT")
             .arg(1000)
-            .query_async(&mut conn)
+            .query_async(conn)
             .await
             .context("SCAN")?;
         if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut conn)
-                .await
-                .context("UNLINK")?;
+            // One key per UNLINK: on a Cluster node, keys of one call must share a slot.
+            let mut unlink = redis::pipe();
+            for key in &keys {
+                unlink.cmd("UNLINK").arg(key).ignore();
+            }
+            unlink.query_async::<()>(conn).await.context("UNLINK")?;
         }
         if next == 0 {
             return Ok(());

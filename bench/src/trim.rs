@@ -165,7 +165,7 @@ async fn pass(
     options: &TrimOptions,
     size: u64,
 ) -> Result<PassCost> {
-    let mut probe = redis.client().get_multiplexed_async_connection().await?;
+    let mut probe = redis.primaries().await?[0].connection().await?;
     let before = server_counts(&mut probe).await?;
     let mut conn = Counting::new(redis.shared());
     let started = Instant::now();

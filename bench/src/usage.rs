@@ -50,29 +50,33 @@ impl Usage {
     }
 }
 
-/// Reads both sides' counters now.
+/// Reads both sides' counters now. On a Cluster connection `INFO` answers
+/// for every primary, and the server side is their sum.
 pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
-    let info: String = redis::cmd("INFO")
+    let reply: redis::Value = redis::cmd("INFO")
         .arg("cpu")
         .arg("stats")
         .query_async(conn)
         .await
         .context("INFO cpu stats")?;
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-            .with_context(|| format!("INFO has no {name}"))
-    };
-    let server_cpu_secs =
-        field("used_cpu_user")?.parse::<f64>()? + field("used_cpu_sys")?.parse::<f64>()?;
-    let commands = field("total_commands_processed")?.parse()?;
-    Ok(Sample {
+    let mut sample = Sample {
         client_cpu_secs,
-        server_cpu_secs,
-        commands,
-    })
+        server_cpu_secs: 0.0,
+        commands: 0,
+    };
+    for info in queuegen_runtime::connect::info_replies(&reply) {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .with_context(|| format!("INFO has no {name}"))
+        };
+        sample.server_cpu_secs +=
+            field("used_cpu_user")?.parse::<f64>()? + field("used_cpu_sys")?.parse::<f64>()?;
+        sample.commands += field("total_commands_processed")?.parse::<u64>()?;
+    }
+    Ok(sample)
 }
 
 /// User plus system CPU of this whole process so far, in seconds.

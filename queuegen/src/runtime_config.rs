@@ -48,6 +48,8 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         dead_letter_retention: queue.dead_letter.retention,
         admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age,
         admission_refresh: queue.admission.refresh,
+        wait_replicas: spec.redis.wait_replicas,
+        wait_timeout: spec.redis.wait_timeout,
     }
 }
 

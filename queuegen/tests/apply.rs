@@ -95,7 +95,7 @@ fn creates_every_group_once_then_reports_them_as_existing() {
     assert_eq!(rows.len(), PARTITIONS);
     assert!(rows.iter().all(|row| row["created"] == false), "{rows:?}");
     assert_eq!(report["library"]["name"], library());
-    assert_eq!(report["library"]["result"], "replaced");
+    assert_eq!(report["library"]["servers"][0]["result"], "replaced");
     assert_eq!(report["library"]["verified"], true);
     assert_eq!(libraries(&server), [library()]);
 }
@@ -119,7 +119,7 @@ fn the_library_loads_beside_another_version_and_only_replaces_its_own() {
     let out = apply(&server, &["--queue", "export", "--json"]);
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["library"]["result"], "loaded");
+    assert_eq!(report["library"]["servers"][0]["result"], "loaded");
     let mut expected = vec![library(), newer_name];
     expected.sort();
     assert_eq!(libraries(&server), expected);

@@ -194,10 +194,9 @@ fn schema_prints_the_committed_file() {
     );
 }
 
-/// Until the runtime speaks Cluster, `init` does not offer it and `check`
-/// says so (a warning: the key layout is already Cluster-safe).
+/// `init` offers both deployments, and a Cluster spec checks clean.
 #[test]
-fn init_offers_standalone_only_and_check_warns_that_cluster_is_not_honoured() {
+fn init_offers_cluster_and_check_accepts_it() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_queuegen"))
@@ -215,7 +214,7 @@ fn init_offers_standalone_only_and_check_warns_that_cluster_is_not_honoured() {
         .collect();
     assert_eq!(
         deployments,
-        ["deployment: standalone             # Redis Cluster: not yet supported by the runtime"]
+        ["deployment: standalone             # or cluster (Redis Cluster: `apply` loads Functions on every primary)"]
     );
 
     let cluster = starter.replace("deployment: standalone ", "deployment: cluster    ");
@@ -224,9 +223,6 @@ fn init_offers_standalone_only_and_check_warns_that_cluster_is_not_honoured() {
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert_eq!(
         stdout(&output),
-        "cluster.yaml:13:15: warning: redis.deployment: deployment: cluster is not yet honoured \
-         by the runtime: workers, producers and `queuegen apply` connect to one standalone server\n  \
-         help: use deployment: standalone until Cluster support lands; the key layout will not change\n\
-         cluster.yaml: 0 errors, 1 warning\n"
+        "cluster.yaml: ok, 1 queue and 1 envelope\n"
     );
 }

@@ -96,22 +96,14 @@ queues:
 fn every_key_is_read_and_normalized() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid/every_key.yaml");
     let checked = check_file(&path).expect("readable");
-    // Only the warning that the runtime does not honour `cluster` yet.
-    let messages: Vec<String> = checked
-        .diagnostics
-        .iter()
-        .map(|d| d.message.clone())
-        .collect();
-    assert_eq!(messages.len(), 1, "{:#?}", checked.diagnostics);
-    assert!(
-        messages[0].contains("cluster is not yet honoured by the runtime"),
-        "{messages:?}"
-    );
+    assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
     let spec = checked.spec.expect("valid");
     assert_eq!(spec.service, "media_pipeline");
     assert_eq!(spec.redis.key_prefix, "media");
     assert_eq!(spec.redis.deployment, Deployment::Cluster);
     assert_eq!(spec.redis.min_version, "7.2.4");
+    assert_eq!(spec.redis.wait_replicas, 1);
+    assert_eq!(spec.redis.wait_timeout, Duration::from_millis(250));
     let envelope = &spec.envelopes[0];
     assert_eq!(
         (envelope.schema, envelope.accepts.as_slice()),

@@ -152,7 +152,7 @@ fn status_json_reports_exactly_the_state_built() {
     let age = |id: &str| now - ms_of(id);
     assert_eq!(
         json["libraries"],
-        serde_json::json!([{ "name": LIBRARY, "loaded": true, "problem": null }])
+        serde_json::json!([{ "name": LIBRARY, "loaded": true, "problem": null, "server": null }])
     );
     let queue = &json["queues"][0];
     assert_eq!(queue["queue"], "ocr");

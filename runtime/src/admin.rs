@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use crate::config::QueueConfig;
+use crate::connect::{Node, Redis};
 use crate::error::{Error, Result};
 use crate::ops::lease;
-use crate::redis::Redis;
 
 /// The result of setting up one partition's group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,12 +91,14 @@ pub struct LibraryLoad {
 }
 
 /// Loads a generated Function library (`functions.lua`) with
-/// `FUNCTION LOAD REPLACE`. The library name carries its version, so REPLACE
-/// only ever replaces the same version (an older or newer one stays loaded
-/// beside it during a rolling deploy). Standalone: one server; in a Cluster,
-/// every primary needs its own load.
-pub async fn load_library(redis: &Redis, code: &str) -> Result<LibraryLoad> {
-    let server = server_addr(redis);
+/// `FUNCTION LOAD REPLACE` on every primary (standalone: the one server; in
+/// a Cluster each primary, since a library lives on the node that loaded it
+/// and FCALL runs on the node owning its keys), one [`LibraryLoad`] each.
+/// The library name carries its version, so REPLACE only ever replaces the
+/// same version (an older or newer one stays loaded beside it during a
+/// rolling deploy). Stops at the first primary that refuses, naming it; the
+/// primaries before it keep the library, and running it again is safe.
+pub async fn load_library(redis: &Redis, code: &str) -> Result<Vec<LibraryLoad>> {
     let library = library_name_of(code).ok_or_else(|| Error::InvalidLibrary {
         problem: format!(
             "the code does not start with `#!lua name=<library>` (first line: {:?})",
@@ -108,11 +110,20 @@ pub async fn load_library(redis: &Redis, code: &str) -> Result<LibraryLoad> {
                 .collect::<String>()
         ),
     })?;
-    let mut conn = redis.shared();
+    let mut loads = Vec::new();
+    for node in redis.primaries().await? {
+        loads.push(load_on(&node, &library, code).await?);
+    }
+    Ok(loads)
+}
+
+async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> {
+    let server = node.addr();
+    let mut conn = node.connection().await?;
     let listed: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg(&library)
+        .arg(library)
         .query_async(&mut conn)
         .await
         .map_err(|err| {
@@ -121,7 +132,9 @@ pub async fn load_library(redis: &Redis, code: &str) -> Result<LibraryLoad> {
                 err,
             )
         })?;
-    let replaced = listed_library_names(&listed).contains(&library);
+    let replaced = listed_library_names(&listed)
+        .iter()
+        .any(|name| name == library);
     let loaded: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
@@ -135,43 +148,53 @@ pub async fn load_library(redis: &Redis, code: &str) -> Result<LibraryLoad> {
         });
     }
     Ok(LibraryLoad {
-        library,
+        library: library.to_owned(),
         server,
         replaced,
     })
 }
 
-/// Checks that the server has `library` loaded: `FCALL <library>_version 0`
-/// must answer the library's own name. A missing library (or one answering
-/// another name) is [`Error::LibraryMissing`], naming the server and library.
+/// Checks that every primary has `library` loaded: `FCALL <library>_version 0`
+/// on each must answer the library's own name. A primary without it (or
+/// answering another name) is [`Error::LibraryMissing`], naming every such
+/// primary and the library.
 pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
-    let server = server_addr(redis);
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for node in redis.primaries().await? {
+        if let Some(problem) = library_problem_on(&node, library).await? {
+            missing.push((node.addr(), problem));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::LibraryMissing {
+        server: missing
+            .iter()
+            .map(|(server, _)| server.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        library: library.to_owned(),
+        problem: missing[0].1.clone(),
+    })
+}
+
+/// Why `node` lacks `library`, or `None` when it has it.
+async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
+    let server = node.addr();
     let function = format!("{library}_version");
-    let mut conn = redis.shared();
+    let mut conn = node.connection().await?;
     let reply: redis::RedisResult<String> = redis::cmd("FCALL")
         .arg(&function)
         .arg(0)
         .query_async(&mut conn)
         .await;
     match reply {
-        Ok(name) if name == library => Ok(()),
-        Ok(name) => Err(Error::LibraryMissing {
-            server,
-            library: library.to_owned(),
-            problem: format!("{function} answered {name:?}"),
-        }),
-        Err(err) if is_function_not_found(&err) => Err(Error::LibraryMissing {
-            server,
-            library: library.to_owned(),
-            problem: format!("no function {function}"),
-        }),
+        Ok(name) if name == library => Ok(None),
+        Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
+        Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
         Err(err) => Err(Error::redis(format!("FCALL {function} 0 on {server}"), err)),
     }
-}
-
-/// `host:port` of the server (never its credentials).
-fn server_addr(redis: &Redis) -> String {
-    redis.client().get_connection_info().addr().to_string()
 }
 
 /// The library name of `#!lua name=<library>` on the code's first line.

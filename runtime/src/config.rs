@@ -70,6 +70,10 @@ pub struct QueueConfig {
     pub admission_max_oldest_ready_age: Option<Duration>,
     /// How often a producer re-reads a partition's oldest undelivered age (`admission.refresh`).
     pub admission_refresh: Duration,
+    /// Replicas each publish waits for with `WAIT` (`redis.wait_replicas`); 0: none.
+    pub wait_replicas: u32,
+    /// The longest a publish waits for them (`redis.wait_timeout`).
+    pub wait_timeout: Duration,
 }
 
 /// How a retry's backoff is randomised.
@@ -211,6 +215,8 @@ pub(crate) mod tests {
         dead_letter_retention: Duration::from_secs(14 * 86_400),
         admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
         admission_refresh: Duration::from_secs(1),
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
     };
 
     #[test]

@@ -194,6 +194,10 @@ pub enum Error {
     )]
     EvictionPolicy { server: String, policy: String },
 
+    /// The Cluster's topology could not be read, or does not fit the spec.
+    #[error("redis cluster: {problem}")]
+    Cluster { problem: String },
+
     /// The metrics endpoint could not be served.
     #[error("serving metrics on {addr}: {source}")]
     Http {

@@ -4,9 +4,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
-
 use crate::config::QueueConfig;
+use crate::connect::Connection;
 use crate::envelope::{Envelope, Header};
 use crate::error::Result;
 use crate::field::Timestamp;
@@ -29,7 +28,7 @@ pub struct JobContext {
 pub(crate) struct Ownership {
     pub(crate) consumer: Arc<str>,
     pub(crate) config: QueueConfig,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Connection,
 }
 
 impl fmt::Debug for Ownership {

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod connect;
 pub mod envelope;
 pub mod error;
 pub mod failpoint;
@@ -18,7 +19,6 @@ pub mod ops;
 pub mod outcome;
 pub mod partition;
 pub mod producer;
-pub mod redis;
 pub mod results;
 pub mod retry;
 pub mod signal;
@@ -27,15 +27,15 @@ pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
 pub use config::{Jitter, MarkerKind, QueueConfig};
+pub use connect::{Connection, Redis};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, NotOwner, Result};
 pub use field::{FieldValue, Timestamp};
 pub use handler::{Handler, JobContext};
 pub use outcome::{ErrorKind, JobError, Outcome};
 pub use partition::partition_of;
-pub use producer::{NewJob, Producer, Published};
+pub use producer::{Durability, NewJob, Producer, Published};
 pub use queuegen_macros::{Envelope, FieldEnum};
-pub use redis::Redis;
 pub use results::{Committed, RedisResults, Results};
 pub use signal::shutdown_signal;
 pub use transitions::{Acked, DeadReason, Moved, Promoted, Refused, Renewal, TransitionCode};

@@ -4,16 +4,17 @@ pub(crate) mod admission;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 
 use self::admission::Admission;
 use crate::config::QueueConfig;
+use crate::connect::Redis;
 use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, Result};
 use crate::field::Timestamp;
 use crate::partition::partition_of;
-use crate::redis::Redis;
 
 /// One job to publish: the header fields the application chooses, and the body.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +49,45 @@ pub struct Published {
     /// The entry's stream ID (not the job's identity: that is `job_id`).
     pub stream_id: String,
     pub partition: u16,
+    /// With a [`Durability`] that asks for replicas: how many acknowledged
+    /// the job within its timeout (`WAIT`'s answer, possibly fewer than
+    /// asked). `None` when the publish did not wait.
+    pub replicas: Option<u32>,
+}
+
+/// How many replicas a publish waits for before it returns, and how long at
+/// most (`WAIT replicas timeout` after the `XADD`, on the primary that took
+/// it). The spec's `redis.wait_replicas` and `redis.wait_timeout` set a
+/// producer's default; [`Producer::publish_with`] chooses per publish.
+///
+/// This narrows the window in which a failover loses an accepted job; it is
+/// not consensus. A replica that acknowledged may still not be the one
+/// promoted, the write is not fsynced by `WAIT`, and a job that fewer
+/// replicas hold than asked is still in the stream (the count says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+impl Durability {
+    /// Return as soon as the primary has the job.
+    pub const PRIMARY_ONLY: Durability = Durability {
+        replicas: 0,
+        timeout: Duration::ZERO,
+    };
+
+    /// The spec's choice for the queue `config` describes.
+    pub fn of(config: &QueueConfig) -> Durability {
+        Durability {
+            replicas: config.wait_replicas,
+            timeout: config.wait_timeout,
+        }
+    }
+
+    fn waits(self) -> bool {
+        self.replicas > 0
+    }
 }
 
 /// Publishes envelopes of type `E` to one queue over the shared connection.
@@ -59,13 +99,15 @@ pub struct Published {
 /// every producer of the queue made from that handle (or its clones) shares
 /// one reading per partition.
 pub struct Producer<E: Envelope> {
-    conn: ConnectionManager,
+    conn: Connection,
     config: QueueConfig,
     /// The ready stream key of every partition, by partition: built once, not per job.
     ready_keys: Arc<[String]>,
     /// `None` when the queue has no admission limit: publishing then takes
     /// no lock and reads no clock.
     admission: Option<Arc<Admission>>,
+    /// Replicas every publish waits for, unless a publish says otherwise.
+    durability: Durability,
     /// Publishes and refusals, when the app installed metrics.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::ProducerMetrics>,
@@ -80,6 +122,7 @@ impl<E: Envelope> Clone for Producer<E> {
             config: self.config.clone(),
             ready_keys: self.ready_keys.clone(),
             admission: self.admission.clone(),
+            durability: self.durability,
             #[cfg(feature = "metrics")]
             metrics: self.metrics.clone(),
             _envelope: PhantomData,
@@ -112,11 +155,19 @@ impl<E: Envelope> Producer<E> {
             conn: redis.shared(),
             ready_keys,
             admission,
+            durability: Durability::of(&config),
             config,
             #[cfg(feature = "metrics")]
             metrics: None,
             _envelope: PhantomData,
         }
+    }
+
+    /// Waits for `durability` on every publish of this producer, in place of
+    /// the spec's `redis.wait_replicas` / `redis.wait_timeout`.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     /// Records jobs published and publishes refused by admission into
@@ -157,6 +208,13 @@ impl<E: Envelope> Producer<E> {
     /// finds the partition's oldest undelivered entry older than
     /// `admission.max_oldest_ready_age`.
     pub async fn publish(&self, job: NewJob<E>) -> Result<Published> {
+        self.publish_with(job, self.durability).await
+    }
+
+    /// As [`Producer::publish`], waiting for `durability` in place of the
+    /// producer's own: `XADD` and `WAIT` go out together in one round trip,
+    /// and [`Published::replicas`] says how many replicas acknowledged.
+    pub async fn publish_with(&self, job: NewJob<E>, durability: Durability) -> Result<Published> {
         let job = self.encode(job, 0)?;
         if let Some(admission) = &self.admission {
             admission
@@ -165,13 +223,28 @@ impl<E: Envelope> Producer<E> {
                 .inspect_err(|err| self.refused(err))?;
         }
         let key = &self.ready_keys[usize::from(job.partition)];
-        let stream_id: String = redis::cmd("XADD")
-            .arg(key)
-            .arg("*")
-            .arg(&job.pairs[..])
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|err| Error::redis(format!("XADD {key}"), err))?;
+        let mut xadd = redis::cmd("XADD");
+        xadd.arg(key).arg("*").arg(&job.pairs[..]);
+        let (stream_id, replicas) = if durability.waits() {
+            // WAIT has no key: in one pipeline it follows the XADD to its node.
+            let mut pipe = redis::pipe();
+            pipe.add_command(xadd)
+                .cmd("WAIT")
+                .arg(durability.replicas)
+                .arg(durability.timeout.as_millis().max(1) as u64);
+            let (stream_id, replicas): (String, u32) = pipe
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|err| Error::redis(format!("XADD {key} + WAIT"), err))?;
+            self.warn_if_short(&stream_id, job.partition, replicas, durability);
+            (stream_id, Some(replicas))
+        } else {
+            let stream_id: String = xadd
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|err| Error::redis(format!("XADD {key}"), err))?;
+            (stream_id, None)
+        };
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
             queue = self.config.queue,
@@ -183,7 +256,29 @@ impl<E: Envelope> Producer<E> {
         Ok(Published {
             stream_id,
             partition: job.partition,
+            replicas,
         })
+    }
+
+    /// Says so when fewer replicas than asked acknowledged a publish.
+    fn warn_if_short(
+        &self,
+        stream_id: &str,
+        partition: u16,
+        replicas: u32,
+        durability: Durability,
+    ) {
+        if replicas < durability.replicas {
+            tracing::warn!(
+                queue = self.config.queue,
+                partition,
+                stream_id,
+                replicas,
+                wanted = durability.replicas,
+                timeout = ?durability.timeout,
+                "published, but fewer replicas than asked acknowledged within the timeout",
+            );
+        }
     }
 
     /// Validates and encodes every job first, so an invalid job (named in the
@@ -199,6 +294,11 @@ impl<E: Envelope> Producer<E> {
     /// A Redis error part-way through the pipeline can leave some jobs
     /// appended; publishing the batch again is safe because consumers
     /// deduplicate by `job_id`.
+    ///
+    /// With the producer's [`Durability`] asking for replicas, one `WAIT`
+    /// per partition of the batch follows the `XADD`s (on a standalone
+    /// server one suffices), and each job's [`Published::replicas`] is its
+    /// partition's count.
     pub async fn publish_many(
         &self,
         jobs: impl IntoIterator<Item = NewJob<E>>,
@@ -249,12 +349,16 @@ impl<E: Envelope> Producer<E> {
                     err,
                 )
             })?;
+        let replicas = self.wait_after_batch(&partitions).await?;
         let published: Vec<Published> = ids
             .into_iter()
             .zip(partitions)
             .map(|(stream_id, partition)| Published {
                 stream_id,
                 partition,
+                replicas: replicas
+                    .as_ref()
+                    .map(|counts| counts[usize::from(partition)]),
             })
             .collect();
         for (published, job_id) in published.iter().zip(&job_ids) {
@@ -274,6 +378,43 @@ impl<E: Envelope> Producer<E> {
             }
         }
         Ok(published)
+    }
+
+    /// After a batch's `XADD`s, `WAIT` for the producer's durability: per
+    /// partition touched on a Cluster (each on its own primary), once on a
+    /// server. The count per partition, `None` when not waiting.
+    async fn wait_after_batch(&self, partitions: &[u16]) -> Result<Option<Vec<u32>>> {
+        let durability = self.durability;
+        if !durability.waits() {
+            return Ok(None);
+        }
+        let mut touched = partitions.to_vec();
+        touched.sort_unstable();
+        touched.dedup();
+        let mut counts = vec![0; usize::from(self.config.partitions)];
+        let mut conn = self.conn.clone();
+        let mut waits = if conn.is_cluster() {
+            touched.clone()
+        } else {
+            touched[..1].to_vec()
+        };
+        let mut acknowledged = 0;
+        for partition in waits.drain(..) {
+            let key = &self.ready_keys[usize::from(partition)];
+            acknowledged = conn
+                .wait_for_replicas(key, durability.replicas, durability.timeout)
+                .await
+                .map_err(|err| Error::redis(format!("WAIT after XADDs to {key}"), err))?;
+            counts[usize::from(partition)] = acknowledged;
+            self.warn_if_short("(batch)", partition, acknowledged, durability);
+        }
+        if !conn.is_cluster() {
+            // One server, one replication stream: its count covers every partition.
+            for &partition in &touched {
+                counts[usize::from(partition)] = acknowledged;
+            }
+        }
+        Ok(Some(counts))
     }
 
     fn encode(&self, job: NewJob<E>, position: usize) -> Result<Encoded> {

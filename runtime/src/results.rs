@@ -10,10 +10,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 
+use crate::connect::Redis;
 use crate::error::{Error, Result};
-use crate::redis::Redis;
 
 /// What a commit found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub trait Results: Send + Sync + 'static {
 /// bounds how long a dead letter can be replayed.
 #[derive(Clone)]
 pub struct RedisResults {
-    connection: ConnectionManager,
+    connection: Connection,
     key_prefix: String,
     ttl: Duration,
 }

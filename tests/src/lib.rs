@@ -1,12 +1,21 @@
-//! Shared test support: the harness that starts private redis-server processes, the Function library, fixtures, helpers, and metrics read back.
+//! Shared test support: the harness that starts private servers (standalone, primary+replica, a 6-node cluster; Redis or Valkey), the Function library, fixtures, helpers, and metrics read back.
 
+pub mod acl;
 pub mod evolved;
 pub mod exposition;
 pub mod fixtures;
+pub mod forwarder;
 pub mod library;
 pub mod queues;
+pub mod redis_cluster;
+pub mod redis_pair;
 pub mod redis_server;
-pub mod scripted;
+pub mod server_kind;
+pub mod suite;
 pub mod support;
 
-pub use redis_server::RedisServer;
+pub use acl::AclUser;
+pub use redis_cluster::{ClusterNode, RedisCluster};
+pub use redis_pair::RedisPair;
+pub use redis_server::{Fsync, RedisServer};
+pub use server_kind::ServerKind;

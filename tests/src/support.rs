@@ -35,7 +35,18 @@ pub fn init_tracing() {
 }
 
 /// Polls `condition` every 20 ms until it holds; panics naming `what` after `timeout`.
-pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    if !eventually(timeout, condition).await {
+        panic!("timed out after {timeout:?} waiting until {what}");
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; whether it held.
+pub async fn eventually<F, Fut>(timeout: Duration, mut condition: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -43,10 +54,10 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if condition().await {
-            return;
+            return true;
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting until {what}");
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -122,7 +133,7 @@ pub fn capture_logs_at(filter: &str) -> (LogCapture, tracing::subscriber::Defaul
 
 /// Entries pending in `group` on `key` (the `XPENDING key group` summary count).
 pub async fn pending_count(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
     group: &str,
 ) -> usize {
@@ -138,7 +149,7 @@ pub async fn pending_count(
 /// Every pending entry of `group` on `key`, with owner and delivery count
 /// (the extended `XPENDING key group - + count` form).
 pub async fn pending_entries(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
     group: &str,
 ) -> Vec<redis::streams::StreamPendingId> {
@@ -156,7 +167,7 @@ pub async fn pending_entries(
 
 /// Every entry of the stream `key`, oldest first, as `(id, fields)`.
 pub async fn stream_entries(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
 ) -> Vec<(String, HashMap<String, String>)> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
@@ -186,7 +197,7 @@ pub async fn stream_entries(
 
 /// The dead letters of every partition of `config`, as `(partition, id, fields)`.
 pub async fn dead_letters(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
 ) -> Vec<(u16, String, HashMap<String, String>)> {
     let mut all = Vec::new();
@@ -202,7 +213,7 @@ pub async fn dead_letters(
 /// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`,
 /// from the retry set and its envelope store together.
 pub async fn scheduled_retries(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
 ) -> Vec<(u16, String, u64, HashMap<String, String>)> {
     let mut all = Vec::new();
@@ -247,7 +258,7 @@ pub fn envelope_fields(stored: &str) -> HashMap<String, String> {
 
 /// Pending entries of every partition of `config`.
 pub async fn all_pending(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
 ) -> Vec<redis::streams::StreamPendingId> {
     let mut all = Vec::new();
@@ -260,7 +271,7 @@ pub async fn all_pending(
 /// Delivers every new entry of `key` to `consumer` in `group`, as a worker
 /// that read them and then vanished would leave them: pending, owned by it.
 pub async fn deliver_to(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
     group: &str,
     consumer: &str,

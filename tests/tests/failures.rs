@@ -1,4 +1,6 @@
-//! Each handler failure is settled by its kind (permanent: dead letter, timeout: retry, panic: stays pending); a refused XACK leaves jobs pending, not done; recovery reports pending entries deleted from the stream.
+//! Each handler failure is settled by its kind (permanent: dead letter, timeout: retry, panic: stays pending); a refused XACK leaves jobs pending, not done; a worker reconnects after its connections are killed.
+//!
+//! Pending entries deleted from the stream are the failure suite's row 6 (tests/tests/failure_suite).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,7 +11,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, deliver_to, pending_entries, scheduled_retries, unique_prefix,
+    capture_logs, dead_letters, pending_entries, scheduled_retries, unique_prefix,
     url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
@@ -171,74 +173,6 @@ async fn each_failure_is_settled_by_its_kind() {
     );
 }
 
-#[tokio::test]
-async fn recovery_claims_idle_entries_and_reports_deleted_ones() {
-    let (logs, _guard) = capture_logs();
-    let server = RedisServer::start();
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(300),
-        claim_every: Duration::from_millis(100),
-        handler_timeout: Duration::from_millis(200),
-        ..test_config(&unique_prefix("deleted"), 1)
-    };
-    let key = config.ready_key(0);
-    let redis = Redis::connect(server.url()).await.unwrap();
-    library::load(&redis).await;
-    ensure_groups(&redis, &config).await.unwrap();
-    let producer = Producer::<TestJob>::new(&redis, config.clone());
-    let jobs = (0..3).map(|n| NewJob::new(format!("job-{n}"), "acme", TestJob::new("ok", None)));
-    let published = producer.publish_many(jobs).await.unwrap();
-
-    // A consumer that read everything and vanished; then one entry is deleted.
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    deliver_to(&mut conn, &key, config.group, "vanished").await;
-    let deleted = &published[1].stream_id;
-    let removed: usize = redis::cmd("XDEL")
-        .arg(&key)
-        .arg(deleted)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(removed, 1);
-
-    let handler = Scripted::default();
-    let (stop, running) = start(&redis, &config, handler.clone()).await;
-    let done = handler.done.clone();
-    let watched = logs.clone();
-    let deleted_id = deleted.clone();
-    wait_until(
-        Duration::from_secs(10),
-        "live entries are claimed and done",
-        || {
-            let finished = done.lock().unwrap().len() == 2;
-            let reported = !watched.lines_with(&["deleted", &deleted_id]).is_empty();
-            async move { finished && reported }
-        },
-    )
-    .await;
-    stop.send(()).unwrap();
-    let report = running.await.unwrap().unwrap();
-
-    assert_eq!((report.claimed, report.done), (2, 2), "{report:?}");
-    let mut handled = handler.done.lock().unwrap().clone();
-    handled.sort();
-    assert_eq!(handled, ["job-0", "job-2"]);
-    assert!(pending_entries(&mut conn, &key, config.group)
-        .await
-        .is_empty());
-    let lines = logs.lines_with(&["deleted", deleted]);
-    assert_eq!(lines.len(), 1, "{}", logs.text());
-    assert!(
-        lines[0].contains("ERROR") && lines[0].contains(&key),
-        "{}",
-        lines[0]
-    );
-}
-
 /// Whether some client of the server is blocked in `XREADGROUP`.
 async fn reader_blocked(conn: &mut redis::aio::MultiplexedConnection) -> bool {
     let clients: String = redis::cmd("CLIENT")
@@ -386,7 +320,10 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
     assert_eq!(pending, 6, "every refused job stays pending");
     let line = &logs.lines_with(&["ack failed"])[0];
     assert!(
-        line.contains("ERROR") && line.contains("can't run this command"),
+        // Redis 7.0 and Valkey 8 word the ACL refusal inside a script differently.
+        line.contains("ERROR")
+            && (line.contains("can't run this command")
+                || line.contains("no permissions to run the 'xack' command")),
         "{line}"
     );
     assert!(

@@ -235,7 +235,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         .into_iter()
         .map(|name| (name, expected.total(name)))
         .collect();
-    wait_until(Duration::from_secs(10), "the counters caught up", || {
+    wait_until(Duration::from_secs(30), "the counters caught up", || {
         let wanted = wanted.clone();
         async move {
             let Ok(response) = http_get(addr, "/metrics", None).await else {

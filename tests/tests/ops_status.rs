@@ -79,9 +79,8 @@ async fn a_refresh_is_two_round_trips_for_any_partition_count() {
         let round_trips = Arc::new(AtomicUsize::new(0));
         let commands = Arc::new(AtomicUsize::new(0));
         let mut counting = Counting {
-            inner: redis
-                .client()
-                .get_multiplexed_async_connection()
+            inner: redis.primaries().await.unwrap()[0]
+                .connection()
                 .await
                 .unwrap(),
             round_trips: round_trips.clone(),

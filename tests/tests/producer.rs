@@ -203,3 +203,108 @@ async fn publish_many_sends_nothing_when_any_job_is_invalid() {
     }
     assert!(producer.publish_many(Vec::new()).await.unwrap().is_empty());
 }
+
+/// `WAIT` after the `XADD`: with a live replica the count says it holds the
+/// job; asking for more replicas than exist returns after the timeout with
+/// the count reached, never an error; without durability nothing waits.
+#[tokio::test]
+async fn durability_reports_how_many_replicas_hold_the_job() {
+    use queuegen_runtime::Durability;
+    use std::time::{Duration, Instant};
+
+    init_tracing();
+    let primary = RedisServer::start();
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    let mut primary_conn = primary
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut primary_conn)
+            .await
+            .unwrap();
+        if info.contains("connected_slaves:1") && info.contains("state=online") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never came online: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let config = test_config(&unique_prefix("durability"), 4);
+    let redis = Redis::connect(primary.url()).await.unwrap();
+    let one = Durability {
+        replicas: 1,
+        timeout: Duration::from_secs(5),
+    };
+    let producer = Producer::<TestJob>::new(&redis, config.clone()).with_durability(one);
+
+    let published = producer
+        .publish(NewJob::new("job-1", "acme", TestJob::new("doc-1", None)))
+        .await
+        .unwrap();
+    assert_eq!(published.replicas, Some(1));
+    let mut replica_conn = replica
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let on_replica: Vec<redis::Value> = redis::cmd("XRANGE")
+        .arg(config.ready_key(published.partition))
+        .arg(&published.stream_id)
+        .arg(&published.stream_id)
+        .query_async(&mut replica_conn)
+        .await
+        .unwrap();
+    assert_eq!(on_replica.len(), 1, "WAIT said the replica holds it");
+
+    let batch = producer
+        .publish_many((0..20).map(|i| {
+            NewJob::new(
+                format!("batch-{i}"),
+                "acme",
+                TestJob::new(&format!("doc-{i}"), None),
+            )
+        }))
+        .await
+        .unwrap();
+    assert!(
+        batch.iter().all(|published| published.replicas == Some(1)),
+        "{batch:?}"
+    );
+
+    let two = Durability {
+        replicas: 2,
+        timeout: Duration::from_millis(200),
+    };
+    let started = Instant::now();
+    let short = producer
+        .publish_with(
+            NewJob::new("job-2", "acme", TestJob::new("doc-2", None)),
+            two,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        short.replicas,
+        Some(1),
+        "one replica exists; the publish still succeeds"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waited the timeout for the second"
+    );
+
+    let plain = Producer::<TestJob>::new(&redis, config)
+        .publish(NewJob::new("job-3", "acme", TestJob::new("doc-3", None)))
+        .await
+        .unwrap();
+    assert_eq!(plain.replicas, None, "the spec's default (0) does not wait");
+}

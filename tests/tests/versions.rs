@@ -1,11 +1,13 @@
-//! Library versions at worker start: two versions load side by side and each worker uses its own; a missing one is refused by name.
+//! Library versions at worker start: two versions load side by side and each worker uses its own.
+//!
+//! A worker refusing a server without its version is the failure suite's row 13 (tests/tests/failure_suite).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::{
-    ensure_groups, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
-    Redis, Worker, WorkerReport,
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
+    Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{leak, retrying_config, TestJob};
 use queuegen_tests::support::{
@@ -160,61 +162,4 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     assert!(dead_letters(&mut conn, &v1).await.is_empty());
     assert!(scheduled_retries(&mut conn, &v1).await.is_empty());
     assert!(all_pending(&mut conn, &v1).await.is_empty());
-}
-
-#[tokio::test]
-async fn a_worker_refuses_to_start_without_its_library_version() {
-    init_tracing();
-    let server = RedisServer::start();
-    let redis = Redis::connect(server.url()).await.unwrap();
-    let config = retrying_config(&unique_prefix("versions-missing"));
-    ensure_groups(&redis, &config).await.unwrap();
-
-    // Nothing loaded at all, then only another version.
-    let missing = |err: Error| match err {
-        Error::LibraryMissing {
-            ref server,
-            ref library,
-            ..
-        } => {
-            assert_eq!(library, config.functions);
-            assert!(server.contains(&server_port(&redis)), "{server}");
-            let message = err.to_string();
-            assert!(
-                message.contains(config.functions) && message.contains("run `queuegen apply`"),
-                "{message}"
-            );
-        }
-        other => panic!("expected LibraryMissing, got {other:?}"),
-    };
-    let run = |config: QueueConfig| {
-        let worker = Worker::new(&redis, config, Recorder::default());
-        async move {
-            tokio::time::timeout(
-                Duration::from_secs(10),
-                worker.run_until(std::future::pending()),
-            )
-            .await
-            .expect("a worker without its library does not start")
-        }
-    };
-    missing(run(config.clone()).await.unwrap_err());
-
-    let v1_code = library::code(&library::tests_library_path());
-    let current = queuegen::gen::functions::LIBRARY_VERSION;
-    library::load_code(&redis, &library::as_version(&v1_code, SERVICE, current, 7)).await;
-    missing(run(config.clone()).await.unwrap_err());
-
-    // It never loads anything itself: still only v7 on the server.
-    let mut conn = redis.shared();
-    let missing_own: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(config.function("version"))
-        .arg(0)
-        .query_async(&mut conn)
-        .await;
-    assert!(missing_own.is_err(), "{missing_own:?}");
-}
-
-fn server_port(redis: &Redis) -> String {
-    redis.client().get_connection_info().addr().to_string()
 }

@@ -38,6 +38,10 @@ pub struct RedisSettings {
     pub deployment: Deployment,
     /// Lowest Redis version the deployment runs, e.g. "7.0". Default "7.0".
     pub min_version: String,
+    /// Replicas a publish waits for (`WAIT`) before it returns. Default 0: none.
+    pub wait_replicas: u32,
+    /// The longest a publish waits for them. Default 1s.
+    pub wait_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

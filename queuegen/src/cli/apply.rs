@@ -62,16 +62,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let library_code = gen::functions::generate(&spec, &args.spec.display().to_string())?.contents;
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let (rows, library) = runtime.block_on(async {
+    let (rows, loads) = runtime.block_on(async {
         let redis = Redis::connect(&args.redis)
             .await
             .with_context(|| format!("connecting to {}", args.redis))?;
+        check_deployment(&spec, &args.spec, &redis)?;
         // The library first: creating groups takes the partitions' trim
         // leases, which are released through it.
-        let load = admin::load_library(&redis, &library_code)
+        let loads = admin::load_library(&redis, &library_code)
             .await
             .context("loading the Function library")?;
-        admin::verify_library(&redis, &load.library)
+        let library = loads
+            .first()
+            .map(|load| load.library.clone())
+            .unwrap_or_default();
+        admin::verify_library(&redis, &library)
             .await
             .context("verifying the Function library")?;
         let mut rows = Vec::new();
@@ -88,33 +93,59 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 created: setup.created,
             }));
         }
-        anyhow::Ok((rows, load))
+        anyhow::Ok((rows, loads))
     })?;
 
     if args.json {
         let json = serde_json::json!({
             "groups": rows,
             "library": {
-                "name": library.library,
-                "server": library.server,
-                "result": library_result(&library),
+                "name": loads.first().map(|load| load.library.as_str()),
+                // One entry per primary: a Cluster loads it on each.
+                "servers": loads.iter().map(|load| serde_json::json!({
+                    "server": load.server,
+                    "result": library_result(load),
+                })).collect::<Vec<_>>(),
                 "verified": true,
             },
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_table(&rows);
-        println!(
-            "function library {} on {}: {}, verified",
-            library.library,
-            library.server,
-            match library_result(&library) {
-                "replaced" => "replaced (this version was already loaded)",
-                _ => "loaded (new on this server)",
-            }
-        );
+        for load in &loads {
+            println!(
+                "function library {} on {}: {}, verified",
+                load.library,
+                load.server,
+                match library_result(load) {
+                    "replaced" => "replaced (this version was already loaded)",
+                    _ => "loaded (new on this server)",
+                }
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reviewed spec says which kind of deployment the queues live on:
+/// applying a Cluster spec to a lone server (or the reverse) is a wrong URL
+/// or a wrong spec, and nothing is changed.
+fn check_deployment(
+    spec: &model::Spec,
+    path: &std::path::Path,
+    redis: &Redis,
+) -> anyhow::Result<()> {
+    let (declared, found) = match (spec.redis.deployment, redis.is_cluster()) {
+        (model::Deployment::Cluster, false) => ("cluster", "a standalone server"),
+        (model::Deployment::Standalone, true) => ("standalone", "a Redis Cluster node"),
+        _ => return Ok(()),
+    };
+    anyhow::bail!(
+        "{}: redis.deployment is {declared}, but {} is {found}; nothing was changed. \
+         Point --redis at the deployment the spec describes, or correct redis.deployment",
+        path.display(),
+        redis.addr()
+    )
 }
 
 /// `loaded` (new on the server) or `replaced` (the same version was there).

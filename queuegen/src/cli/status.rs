@@ -10,7 +10,7 @@ use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
 use queuegen_runtime::ops::status::{
-    status, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, QueueStatus, StatusReport,
+    status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, QueueStatus, StatusReport,
     WatchedQueue,
 };
 use queuegen_runtime::Redis;
@@ -68,10 +68,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("connecting to {}", args.redis))?;
         let server = server_addr(&redis);
-        let mut conn = redis.shared();
         let colours = Colours::for_stdout();
         let Some(every) = args.watch else {
-            let report = status(&mut conn, &watched)
+            let report = status_of(&redis, &watched)
                 .await
                 .with_context(|| format!("reading the status on {server}"))?;
             print_report(&report, &watched, &server, args.json, colours)?;
@@ -84,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let stop = queuegen_runtime::shutdown_signal();
         tokio::pin!(stop);
         loop {
-            match status(&mut conn, &watched).await {
+            match status_of(&redis, &watched).await {
                 Ok(report) => {
                     if !args.json && std::io::stdout().is_terminal() {
                         // Home the cursor and clear the screen: a redraw, not a scroll.
@@ -132,9 +131,9 @@ pub fn watched_queues(
         .collect())
 }
 
-/// `host:port` of the server, never its credentials.
+/// `host:port` of the server (a Cluster's seed node), never its credentials.
 pub fn server_addr(redis: &Redis) -> String {
-    redis.client().get_connection_info().addr().to_string()
+    redis.addr()
 }
 
 fn now_text() -> String {
@@ -184,8 +183,12 @@ fn library_line(library: &LibraryStatus, colours: Colours) -> String {
             Paint::Yellow,
         ),
     };
+    let on = library
+        .server
+        .as_ref()
+        .map_or_else(String::new, |server| format!(" on {server}"));
     format!(
-        "function library {}: {}",
+        "function library {}{on}: {}",
         library.name,
         colours.paint(&state, paint)
     )

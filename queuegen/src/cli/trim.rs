@@ -148,26 +148,18 @@ async fn trim_all(
     args: &Args,
     targets: &[(QueueConfig, u16)],
 ) -> anyhow::Result<(Vec<Row>, String, Option<bool>)> {
-    let client = redis::Client::open(args.redis.as_str())
-        .with_context(|| format!("--redis {:?} is not a Redis URL", args.redis))?;
-    let server = client.get_connection_info().addr().to_string();
-    // One connection attempt, so a wrong URL fails at once (the shared
-    // connection of `Redis::connect` retries with backoff).
-    let connection = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(10)));
-    let mut conn = client
-        .get_multiplexed_async_connection_with_config(&connection)
+    // `Redis::connect` makes one plain attempt first, so a wrong URL fails at
+    // once; on a Cluster every command below is routed by its key's slot.
+    let redis = Redis::connect(&args.redis)
         .await
-        .with_context(|| format!("connecting to Redis at {server} (--redis)"))?;
+        .with_context(|| format!("connecting to Redis at {} (--redis)", args.redis))?;
+    let server = redis.addr();
+    let mut conn = redis.shared();
 
     preflight(&mut conn, targets, &server).await?;
     let xtrim_acked = if args.dry_run {
         None
     } else {
-        let redis = Redis::connect(&args.redis)
-            .await
-            .with_context(|| format!("connecting to Redis at {server} (--redis)"))?;
         let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| c.functions).collect();
         libraries.dedup();
         for library in libraries {

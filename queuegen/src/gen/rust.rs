@@ -178,6 +178,8 @@ pub(crate) struct QueueContext {
     /// `Some(Duration::…)` or `None`.
     admission_max_oldest_ready_age: String,
     admission_refresh: String,
+    wait_replicas: u32,
+    wait_timeout: String,
 }
 
 pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
@@ -229,6 +231,8 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             |d| format!("Some({})", duration_expr(d)),
         ),
         admission_refresh: duration_expr(queue.admission.refresh),
+        wait_replicas: spec.redis.wait_replicas,
+        wait_timeout: duration_expr(spec.redis.wait_timeout),
     }
 }
 

@@ -178,7 +178,7 @@ impl WorkerMetrics {
         );
         registry.register(
             "queuegen_ack_failures",
-            "Done jobs whose XACK failed; they stay pending and are redelivered",
+            "Done jobs whose ack call failed; they stay pending and are redelivered",
             self.ack_failures.clone(),
         );
         registry.register(

@@ -22,10 +22,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{Atomic, Gauge};
 use prometheus_client::registry::{Registry, Unit};
 
-use super::status::{status, StatusReport, WatchedQueue};
+use super::status::{status_of, StatusReport, WatchedQueue};
+use crate::connect::Redis;
 use crate::error::Result;
 use crate::metrics::Readiness;
-use crate::redis::Redis;
 
 /// A series about one consumer group of one partition.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,21 +189,24 @@ impl QueueGauges {
         self.history.replace(history);
         self.dead_letters.replace(dead);
         self.retries_scheduled.replace(retries);
-        self.library_loaded.replace(
-            report
-                .libraries
-                .iter()
-                .filter_map(|library| {
-                    let loaded = library.loaded?;
-                    Some((
-                        LibraryLabels {
-                            library: library.name.clone(),
-                        },
-                        i64::from(loaded),
-                    ))
-                })
-                .collect(),
-        );
+        // On a Cluster a library is listed per primary: loaded means on every one.
+        let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
+        for library in &report.libraries {
+            let Some(here) = library.loaded else { continue };
+            match loaded
+                .iter_mut()
+                .find(|(labels, _)| labels.library == library.name)
+            {
+                Some((_, value)) => *value = (*value).min(i64::from(here)),
+                None => loaded.push((
+                    LibraryLabels {
+                        library: library.name.clone(),
+                    },
+                    i64::from(here),
+                )),
+            }
+        }
+        self.library_loaded.replace(loaded);
         self.last_success.set(seconds(report.server_time_ms));
     }
 
@@ -296,8 +299,7 @@ impl QueueMonitor {
     /// the failure, withdraws the gauges and is not ready until the next
     /// success.
     pub async fn refresh(&self) -> Result<StatusReport> {
-        let mut conn = self.redis.shared();
-        match status(&mut conn, &self.queues).await {
+        match status_of(&self.redis, &self.queues).await {
             Ok(report) => {
                 self.gauges.update(&report);
                 self.ready.store(true, Ordering::Relaxed);

@@ -25,6 +25,7 @@ use serde::Serialize;
 use super::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
 use super::stream_id::StreamId;
 use crate::config::QueueConfig;
+use crate::connect::Redis;
 use crate::error::{Error, Result};
 
 /// The spec's `alerts` of one queue (`QueueConfig` does not carry them).
@@ -67,6 +68,9 @@ pub struct LibraryStatus {
     pub loaded: Option<bool>,
     /// Why it is not known to be loaded.
     pub problem: Option<String>,
+    /// The primary asked, on a Cluster (each primary holds its own copy of
+    /// the library); `None` on a standalone server.
+    pub server: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -227,6 +231,32 @@ impl PartitionStatus {
     pub fn group(&self, name: &str) -> Option<&GroupStatus> {
         self.groups.iter().find(|group| group.name == name)
     }
+}
+
+/// [`status`] through `redis`'s shared connection; on a Cluster the
+/// libraries are then checked on every primary, one [`LibraryStatus`] each
+/// (the keyless check inside `status` reaches a single node).
+pub async fn status_of(redis: &Redis, queues: &[WatchedQueue]) -> Result<StatusReport> {
+    let mut report = status(&mut redis.shared(), queues).await?;
+    if redis.is_cluster() {
+        let names: Vec<String> = report.libraries.iter().map(|l| l.name.clone()).collect();
+        let mut libraries = Vec::new();
+        for node in redis.primaries().await? {
+            let mut conn = node.connection().await?;
+            for name in &names {
+                let answer: RedisResult<Value> = redis::cmd("FCALL_RO")
+                    .arg(format!("{name}_version"))
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await;
+                let mut library = library_status(name, Some(answer))?;
+                library.server = Some(node.addr());
+                libraries.push(library);
+            }
+        }
+        report.libraries = libraries;
+    }
+    Ok(report)
 }
 
 /// Reads the status of every partition of `queues` in two round trips.
@@ -556,6 +586,7 @@ fn library_status(library: &str, answer: Option<RedisResult<Value>>) -> Result<L
         name: library.to_owned(),
         loaded,
         problem,
+        server: None,
     })
 }
 

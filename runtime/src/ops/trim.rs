@@ -792,14 +792,19 @@ async fn trim_leased<C: ConnectionLike>(
 }
 
 /// Whether the server supports `XTRIM … ACKED` (Redis 8.2 and later), from
-/// `redis_version` in `INFO server`; asked, never assumed.
+/// `redis_version` in `INFO server`; asked, never assumed. On a Cluster
+/// connection `INFO` answers for every node, and all of them must.
 pub async fn xtrim_acked_supported<C: ConnectionLike>(conn: &mut C) -> Result<bool> {
-    let info: String = redis::cmd("INFO")
+    let info: redis::Value = redis::cmd("INFO")
         .arg("server")
         .query_async(conn)
         .await
         .map_err(|err| Error::redis("INFO server", err))?;
-    Ok(redis_version(&info).is_some_and(supports_xtrim_acked))
+    let replies = crate::connect::info_replies(&info);
+    Ok(!replies.is_empty()
+        && replies
+            .iter()
+            .all(|info| redis_version(info).is_some_and(supports_xtrim_acked)))
 }
 
 /// `(major, minor, patch)` of `redis_version:` in an `INFO` reply.

@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 
 use crate::error::{Error, Result};
 use crate::ops::inventory::inventory;
@@ -93,7 +93,7 @@ impl Admission {
     }
 
     /// Admits a publish to `partition`, or refuses it with `Error::Backpressure`.
-    pub(super) async fn admit(&self, conn: &ConnectionManager, partition: u16) -> Result<()> {
+    pub(super) async fn admit(&self, conn: &Connection, partition: u16) -> Result<()> {
         self.admit_all(conn, &[partition]).await
     }
 
@@ -101,11 +101,7 @@ impl Admission {
     /// refuses all of it with `Error::Backpressure` naming the lowest refused
     /// partition. Stale readings of these partitions are refreshed together
     /// in one inventory round.
-    pub(super) async fn admit_all(
-        &self,
-        conn: &ConnectionManager,
-        partitions: &[u16],
-    ) -> Result<()> {
+    pub(super) async fn admit_all(&self, conn: &Connection, partitions: &[u16]) -> Result<()> {
         debug_assert!(partitions.windows(2).all(|pair| pair[0] < pair[1]));
         let now = Instant::now();
         let stale: Vec<u16> = partitions
@@ -137,7 +133,7 @@ impl Admission {
 
     /// Re-reads the partitions of `stale` that no other task refreshed while
     /// this one waited for their locks, in one inventory round.
-    async fn refresh(&self, conn: &ConnectionManager, stale: &[u16]) -> Result<()> {
+    async fn refresh(&self, conn: &Connection, stale: &[u16]) -> Result<()> {
         // Locks are taken in ascending partition order, so two batches
         // waiting on each other's partitions cannot deadlock.
         let mut guards = Vec::with_capacity(stale.len());

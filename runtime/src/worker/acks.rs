@@ -21,7 +21,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::in_flight::Slot;
@@ -52,7 +52,7 @@ pub(super) type AckSender = mpsc::UnboundedSender<AckRequest>;
 
 /// What the acker needs of its worker.
 pub(super) struct Acker {
-    pub conn: ConnectionManager,
+    pub conn: Connection,
     pub function: AckFunction,
     pub queue: &'static str,
     /// This worker's consumer: only entries pending for it are acknowledged.

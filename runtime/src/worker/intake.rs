@@ -13,20 +13,28 @@
 //!
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
+//!
+//! On a Cluster, partitions live in different slots and one read may not
+//! name keys of two slots: the non-blocking reads go one partition at a time
+//! as always, and instead of the blocking read the loop waits for a wake-up
+//! from the partitions' watchers (`wake.rs`), then reads again.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::cluster_routing::Slot;
+
+use crate::connect::Connection;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::reply::{self, Entry, ReadReply};
+use super::wake::Wakers;
 use super::{classify, Counters, Delivery, Failure, Shared};
+use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
-use crate::redis::Redis;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -55,7 +63,12 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         .iter()
         .map(|&p| (p, shared.config.ready_key(p)))
         .collect();
-    let mut conn: Option<MultiplexedConnection> = None;
+    // One blocking read over every partition, unless they span Cluster slots.
+    let wakers = (redis.is_cluster() && spans_slots(&streams)).then(|| {
+        let keys: Vec<String> = streams.iter().map(|(_, key)| key.clone()).collect();
+        Wakers::start(&redis, shared.config.group, &keys, block)
+    });
+    let mut conn: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     // Workers of one queue start at different partitions: started together at
     // the same one, they would drain it in lockstep and then find it empty
@@ -89,6 +102,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             shared,
             streams: &streams,
             block,
+            wakers: wakers.as_ref(),
         };
         let result = round.read(reader, start, &mut permits).await;
         // Permits not used by this round go back before the next one.
@@ -128,17 +142,26 @@ async fn pause<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, backoff: &mut 
     slept
 }
 
+/// Whether the streams' keys hash to more than one Cluster slot.
+fn spans_slots(streams: &[(u16, String)]) -> bool {
+    let mut slots = streams.iter().map(|(_, key)| Slot::for_key(key));
+    let first = slots.next();
+    slots.any(|slot| Some(slot) != first)
+}
+
 /// One read round over the worker's partitions.
 struct Round<'a, E, H> {
     shared: &'a Arc<Shared<E, H>>,
     streams: &'a [(u16, String)],
     block: Duration,
+    /// The Cluster's wake-up in place of the blocking read (see module docs).
+    wakers: Option<&'a Wakers>,
 }
 
 impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
     async fn read(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut Connection,
         start: usize,
         permits: &mut Vec<OwnedSemaphorePermit>,
     ) -> Result<(), Failure> {
@@ -161,6 +184,11 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             }
         }
         if delivered || shared.stop.is_raised() {
+            return Ok(());
+        }
+        if let Some(wakers) = self.wakers {
+            // The next round reads whatever woke us, permits first.
+            shared.stop.unless_raised(wakers.wait(self.block)).await;
             return Ok(());
         }
 
@@ -217,7 +245,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
     /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`
     async fn xreadgroup(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut Connection,
         keys: &[&str],
         count: usize,
         block: Option<Duration>,

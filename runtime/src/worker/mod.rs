@@ -31,6 +31,7 @@ mod scheduler;
 mod shutdown;
 mod start_checks;
 mod trimmer;
+mod wake;
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -38,15 +39,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::connect::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::config::QueueConfig;
+use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::{Handler, Ownership};
-use crate::redis::Redis;
 use crate::transitions::{AckFunction, TransitionCode};
 use in_flight::InFlight;
 use job::Held;
@@ -375,7 +376,7 @@ struct Shared<E, H> {
     consumer: Arc<str>,
     handler: H,
     /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
-    acks: ConnectionManager,
+    acks: Connection,
     /// Where job tasks send `Done` entries to be acknowledged in groups.
     acker: acks::AckSender,
     /// What every job's context shares to check and renew its ownership.

@@ -10,6 +10,10 @@
 //! another worker claimed it in the meantime (resetting its idle time), that
 //! worker keeps it and it is not dead-lettered under its feet.
 //!
+//! A pending entry deleted from the stream (an outsider's `XDEL` or `XTRIM`)
+//! lost its job: both walks report it, as an error log naming its ID and the
+//! `pending_deleted` metric, never skip it in silence.
+//!
 //! Idle time is a redelivery threshold, not a lease: an entry claimed here may
 //! belong to a crashed worker, a stalled one, or this worker's own abandoned
 //! handler. Claimed entries run exactly like newly read ones, each in its own
@@ -93,6 +97,19 @@ fn id_ms(id: &str) -> Option<u64> {
     id.split_once('-').map_or(id, |(ms, _)| ms).parse().ok()
 }
 
+/// Reports pending entries found deleted (trimmed or XDEL'd before their
+/// ack): Redis drops them from the pending list, and the jobs they carried
+/// are gone, so this must never pass in silence.
+fn report_deleted<E, H>(shared: &Shared<E, H>, partition: u16, key: &str, ids: &[String]) {
+    shared.meter.pending_deleted(partition, ids.len() as u64);
+    tracing::error!(
+        key = %key,
+        group = shared.config.group,
+        deleted_ids = ?ids,
+        "pending entries were deleted from the stream before being acknowledged; their jobs are lost",
+    );
+}
+
 /// Walks one partition's pending list up to entries added at `newest` ms;
 /// `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
@@ -125,17 +142,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
 
         if !reply.deleted_ids.is_empty() {
-            // Deleted (trimmed or XDEL'd) while pending: Redis drops them from
-            // the pending list, and the jobs they carried are gone.
-            shared
-                .meter
-                .pending_deleted(partition, reply.deleted_ids.len() as u64);
-            tracing::error!(
-                key = %key,
-                group = config.group,
-                deleted_ids = ?reply.deleted_ids,
-                "pending entries were deleted from the stream before being acknowledged; their jobs are lost",
-            );
+            report_deleted(shared, partition, &key, &reply.deleted_ids);
         }
         if !reply.claimed.is_empty() {
             tracing::info!(key = %key, claimed = reply.claimed.len(), "claimed idle pending entries");
@@ -239,8 +246,13 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             if deliveries < max_deliveries || shared.in_flight.contains(partition, &entry.id) {
                 continue;
             }
-            if !take_over(shared, &key, &entry.id, min_idle_ms).await? {
-                continue;
+            match take_over(shared, &key, &entry.id, min_idle_ms).await? {
+                TakeOver::Taken => {}
+                TakeOver::Elsewhere => continue,
+                TakeOver::Deleted => {
+                    report_deleted(shared, partition, &key, std::slice::from_ref(&entry.id));
+                    continue;
+                }
             }
             let detail = format!(
                 "delivered {deliveries} times without an outcome (poison.max_deliveries = {max_deliveries}); last owner {}",
@@ -316,17 +328,35 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
     }
 }
 
+/// What [`take_over`] found.
+enum TakeOver {
+    /// This worker owns the entry now.
+    Taken,
+    /// Someone else claimed it since `XPENDING`: they keep it.
+    Elsewhere,
+    /// Its stream entry was deleted; `XCLAIM` dropped it from the pending list.
+    Deleted,
+}
+
 /// `XCLAIM key group me min_idle id JUSTID`: takes the entry over only if it
 /// is still idle (nobody claimed it since `XPENDING`), without counting a
-/// delivery. `false` if someone else has it now, or it was deleted.
+/// delivery. `XCLAIM` drops a deleted entry from the pending list without a
+/// word (Redis 7), so an `XRANGE` of the entry runs with it in one
+/// `MULTI`/`EXEC` (one key: one slot on a Cluster) to tell that case apart.
 async fn take_over<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
     key: &str,
     id: &str,
     min_idle_ms: u64,
-) -> Result<bool, Failure> {
+) -> Result<TakeOver, Failure> {
     let config = &shared.config;
-    let claimed: Vec<String> = redis::cmd("XCLAIM")
+    let (stored, claimed): (Vec<redis::Value>, Vec<String>) = redis::pipe()
+        .atomic()
+        .cmd("XRANGE")
+        .arg(key)
+        .arg(id)
+        .arg(id)
+        .cmd("XCLAIM")
         .arg(key)
         .arg(config.group)
         .arg(&*shared.consumer)
@@ -336,7 +366,13 @@ async fn take_over<E: Envelope, H: Handler<E>>(
         .query_async(&mut shared.acks.clone())
         .await
         .map_err(|err| classify(err, "XCLAIM", &[key], config.group))?;
-    Ok(claimed.iter().any(|claimed| claimed == id))
+    Ok(if stored.is_empty() {
+        TakeOver::Deleted
+    } else if claimed.iter().any(|claimed| claimed == id) {
+        TakeOver::Taken
+    } else {
+        TakeOver::Elsewhere
+    })
 }
 
 #[cfg(test)]

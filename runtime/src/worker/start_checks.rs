@@ -1,21 +1,29 @@
 //! Checks a worker makes before it reads anything: that the server never evicts queue data.
 
+use crate::connect::{Node, Redis};
 use crate::error::{Error, Result};
-use crate::redis::Redis;
 
 /// The only policy under which Redis never deletes keys to free memory.
 const NOEVICTION: &str = "noeviction";
 
-/// Refuses (unless `allow`, which warns) a server whose `maxmemory-policy`
-/// is not `noeviction`: under memory pressure it would delete keys, stream
-/// entries of pending jobs and retry sets included, breaking the delivery
-/// contract silently. Reads `INFO memory`, which a least-privilege ACL user
-/// may run (`CONFIG GET` is not needed).
+/// Refuses (unless `allow`, which warns) a deployment where any primary's
+/// `maxmemory-policy` is not `noeviction`: under memory pressure it would
+/// delete keys, stream entries of pending jobs and retry sets included,
+/// breaking the delivery contract silently. Reads `INFO memory` on every
+/// primary, which a least-privilege ACL user may run (`CONFIG GET` is not
+/// needed).
 pub(super) async fn eviction_policy(redis: &Redis, allow: bool) -> Result<()> {
-    let server = redis.client().get_connection_info().addr().to_string();
+    for node in redis.primaries().await? {
+        eviction_policy_of(&node, allow).await?;
+    }
+    Ok(())
+}
+
+async fn eviction_policy_of(node: &Node, allow: bool) -> Result<()> {
+    let server = node.addr();
     let info: String = redis::cmd("INFO")
         .arg("memory")
-        .query_async(&mut redis.shared())
+        .query_async(&mut node.connection().await?)
         .await
         .map_err(|err| {
             Error::redis(

@@ -44,6 +44,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     dead_letter_retention: Duration::from_secs(1209600),
     admission_max_oldest_ready_age: None,
     admission_refresh: Duration::from_secs(1),
+    wait_replicas: 0,
+    wait_timeout: Duration::from_secs(1),
 };
 
 /// A producer of [`TestJob`] jobs for the `retrying` queue.

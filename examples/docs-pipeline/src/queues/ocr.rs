@@ -44,6 +44,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     dead_letter_retention: Duration::from_secs(1209600),
     admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
     admission_refresh: Duration::from_secs(1),
+    wait_replicas: 0,
+    wait_timeout: Duration::from_secs(1),
 };
 
 /// A producer of [`OcrRequested`] jobs for the `ocr` queue.

@@ -167,6 +167,10 @@ pub static REDIS: Obj = Obj {
             "`standalone` (one primary, maybe with replicas) or `cluster` (Redis Cluster: Functions are loaded on every primary)."),
         prop!("min_version", Ty::Str(StrKind::RedisVersion), default = Some("\"7.0\""),
             "Lowest Redis version the deployment runs, quoted, e.g. \"7.0\". Redis Functions need 7.0 or later."),
+        prop!("wait_replicas", Ty::Int { min: 0, max: 65535 }, default = Some("0"),
+            "Replicas each publish waits for (`WAIT n timeout` after the `XADD`, on the node that took it); the count that acknowledged is reported in `Published::replicas`. Not consensus: a failover can still lose a job that fewer replicas hold. 0: do not wait."),
+        prop!("wait_timeout", Ty::Duration, default = Some("1s"),
+            "The longest a publish waits for `wait_replicas`; it then returns with the count reached so far."),
     ],
 };
 

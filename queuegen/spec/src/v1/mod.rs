@@ -163,17 +163,7 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
     };
     let deployment = r
         .read(ctx, "deployment", |ctx, it| {
-            let chosen = values::choice(ctx, it, DEPLOYMENTS, "deployment")?;
-            if chosen == "cluster" {
-                // Keys are already Cluster-safe (one hash tag per partition),
-                // but the runtime connects to one standalone server only.
-                ctx.warning(
-                    &it.value(),
-                    "deployment: cluster is not yet honoured by the runtime: workers, producers and `queuegen apply` connect to one standalone server",
-                    "use deployment: standalone until Cluster support lands; the key layout will not change",
-                );
-            }
-            Some(chosen)
+            values::choice(ctx, it, DEPLOYMENTS, "deployment")
         })
         .or("standalone")
         .map(|d| {
@@ -207,10 +197,27 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
             }
         })
         .or("7.0".to_owned());
+    let wait_replicas = r
+        .read(ctx, "wait_replicas", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                0,
+                u64::from(u16::MAX),
+                "wait_replicas is how many replicas a publish waits for (0: none)",
+            )
+            .map(|n| n as u32)
+        })
+        .or(0);
+    let wait_timeout = r
+        .read(ctx, "wait_timeout", values::duration)
+        .or(std::time::Duration::from_secs(1));
     Some(RedisSettings {
         key_prefix: key_prefix?,
         deployment: deployment?,
         min_version: min_version?,
+        wait_replicas: wait_replicas?,
+        wait_timeout: wait_timeout?,
     })
 }
 

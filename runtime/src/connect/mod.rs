@@ -1,0 +1,320 @@
+//! Connections to a Redis deployment, standalone or Cluster: the shared connection, blocking readers, and each primary.
+//!
+//! [`Redis::connect`] finds out which kind of deployment the URL points at
+//! (`INFO cluster`) and the rest of the runtime asks this module for "the
+//! shared connection" ([`Connection`], routing by slot on a Cluster), "a
+//! connection of its own for blocking reads" and "every primary" (Function
+//! loading and the start checks run on each).
+//!
+//! The redis crate's standalone async connections default to a 500 ms
+//! response timeout, which silently breaks every `BLOCK` read longer than
+//! that, so every connection made here sets its own timeout. A blocking read
+//! holds its connection until it returns, so it never runs on the shared
+//! connection that acks and publishes use.
+
+mod connection;
+mod node;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::ConnectionManagerConfig;
+use redis::cluster::ClusterClient;
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo};
+
+pub use connection::Connection;
+pub use node::Node;
+
+use crate::config::QueueConfig;
+use crate::error::{Error, Result};
+use crate::producer::admission::Admission;
+
+/// Response timeout of the shared connection: generous, because a timed-out
+/// command may still be applied later and is then retried by its caller.
+const SHARED_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long establishing one connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much longer than its `BLOCK` time a blocking read may take to answer.
+const BLOCKING_READ_MARGIN: Duration = Duration::from_secs(5);
+
+/// A handle on one Redis deployment: cheap to clone, shared by producers and workers.
+#[derive(Clone)]
+pub struct Redis {
+    deployment: Arc<Deployment>,
+    shared: Connection,
+    /// Producer admission readings per queue, shared by every producer made
+    /// from this handle (and its clones).
+    admissions: Arc<Mutex<HashMap<AdmissionKey, Arc<Admission>>>>,
+}
+
+/// What the URL pointed at.
+enum Deployment {
+    Standalone(redis::Client),
+    Cluster {
+        /// The seed node's address and credentials, the template for a
+        /// direct connection to any node.
+        seed: ConnectionInfo,
+    },
+}
+
+/// One queue's admission settings: the first ready key names prefix and queue.
+type AdmissionKey = (String, u16, Duration, Duration);
+
+impl Redis {
+    /// Connects to `url` (`redis://[user:password@]host:port[/db]`, `rediss://`
+    /// for TLS) and opens the shared connection. When the server is a Cluster
+    /// node (`cluster_enabled:1`), the URL is the seed: the other nodes are
+    /// found from it, commands are routed by slot, and MOVED/ASK and failovers
+    /// are followed.
+    pub async fn connect(url: impl AsRef<str>) -> Result<Redis> {
+        let info = url
+            .as_ref()
+            .into_connection_info()
+            .map_err(|err| Error::redis("parsing the Redis URL", err))?;
+        let client = redis::Client::open(info.clone())
+            .map_err(|err| Error::redis("parsing the Redis URL", err))?;
+        let addr = info.addr().to_string();
+        // One plain attempt first: the connection manager retries with
+        // backoff for about ten seconds, which only hides a wrong URL or a
+        // server that is down. It also tells a Cluster node from a server.
+        let mut probe = client
+            .get_multiplexed_async_connection_with_config(&direct_config(SHARED_RESPONSE_TIMEOUT))
+            .await
+            .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
+        let cluster_info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("cluster")
+            .query_async(&mut probe)
+            .await;
+        drop(probe);
+        let is_cluster = match cluster_info {
+            Ok(info) => cluster_enabled(&info),
+            // A least-privilege user (say the monitor's) may lack +info: a
+            // Cluster would then answer MOVED, which names the problem.
+            Err(err) if err.code() == Some("NOPERM") => {
+                tracing::warn!(
+                    server = %addr,
+                    "this user may not run INFO, so it cannot tell a Cluster from a server; assuming a server (grant +info to use a Cluster)"
+                );
+                false
+            }
+            Err(err) => {
+                return Err(Error::redis(
+                    format!("INFO cluster on {addr}, to tell a Cluster from a server"),
+                    err,
+                ))
+            }
+        };
+        if is_cluster {
+            let client = cluster_client(&info, SHARED_RESPONSE_TIMEOUT)?;
+            let shared = client.get_async_connection().await.map_err(|err| {
+                Error::redis(format!("connecting to the Cluster through {addr}"), err)
+            })?;
+            return Ok(Redis {
+                deployment: Arc::new(Deployment::Cluster { seed: info }),
+                shared: Connection::Cluster(shared),
+                admissions: Arc::default(),
+            });
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(SHARED_RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let shared = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
+        Ok(Redis {
+            deployment: Arc::new(Deployment::Standalone(client)),
+            shared: Connection::Standalone(shared),
+            admissions: Arc::default(),
+        })
+    }
+
+    /// The shared connection for acks, publishes and admin commands. It
+    /// reconnects by itself after a connection error and, on a Cluster,
+    /// routes each command (and each slot's part of a pipeline) by its key.
+    /// Never block on it.
+    pub fn shared(&self) -> Connection {
+        self.shared.clone()
+    }
+
+    /// `true` when the URL pointed at a Cluster node.
+    pub fn is_cluster(&self) -> bool {
+        matches!(*self.deployment, Deployment::Cluster { .. })
+    }
+
+    /// `host:port` of the server, or of the Cluster's seed node, without
+    /// credentials, for messages.
+    pub fn addr(&self) -> String {
+        match &*self.deployment {
+            Deployment::Standalone(client) => client.get_connection_info().addr().to_string(),
+            Deployment::Cluster { seed, .. } => seed.addr().to_string(),
+        }
+    }
+
+    /// Opens a new connection of its own for blocking reads of up to `block`;
+    /// its response timeout exceeds `block`, so a read that waits the full
+    /// block time is not mistaken for a dead server. On a Cluster it routes
+    /// by key like the shared one (a blocking read names keys of one slot).
+    pub async fn blocking_connection(&self, block: Duration) -> Result<Connection> {
+        let timeout = block + BLOCKING_READ_MARGIN;
+        match &*self.deployment {
+            Deployment::Standalone(client) => client
+                .get_multiplexed_async_connection_with_config(&direct_config(timeout))
+                .await
+                .map(Connection::Direct)
+                .map_err(|err| {
+                    Error::redis(
+                        format!("opening a reader connection to {}", self.addr()),
+                        err,
+                    )
+                }),
+            Deployment::Cluster { seed, .. } => {
+                let client = cluster_client(seed, timeout)?;
+                client
+                    .get_async_connection()
+                    .await
+                    .map(Connection::Cluster)
+                    .map_err(|err| {
+                        Error::redis(
+                            format!(
+                                "opening a reader connection to the Cluster through {}",
+                                self.addr()
+                            ),
+                            err,
+                        )
+                    })
+            }
+        }
+    }
+
+    /// Every primary: the one server, or each primary that owns slots in the
+    /// Cluster's current topology (`CLUSTER SLOTS`), each with a direct
+    /// connection of its own for the commands that must reach every primary
+    /// (Function loading, the start checks, `INFO`).
+    pub async fn primaries(&self) -> Result<Vec<Node>> {
+        match &*self.deployment {
+            Deployment::Standalone(client) => Ok(vec![Node::new(client.clone())]),
+            Deployment::Cluster { seed, .. } => {
+                let slots: redis::Value = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut self.shared())
+                    .await
+                    .map_err(|err| {
+                        Error::redis(
+                            format!(
+                                "CLUSTER SLOTS through {}, to find the primaries",
+                                self.addr()
+                            ),
+                            err,
+                        )
+                    })?;
+                node::primaries_of(&slots, seed)
+            }
+        }
+    }
+
+    /// The admission state of the queue `config` describes, made by `make`
+    /// the first time a producer of it asks.
+    pub(crate) fn admission(
+        &self,
+        config: &QueueConfig,
+        limit: Duration,
+        make: impl FnOnce() -> Admission,
+    ) -> Arc<Admission> {
+        let key = (
+            config.ready_key(0),
+            config.partitions,
+            limit,
+            config.admission_refresh,
+        );
+        let mut admissions = self
+            .admissions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        admissions
+            .entry(key)
+            .or_insert_with(|| Arc::new(make()))
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis")
+            .field("addr", &self.addr())
+            .field("cluster", &self.is_cluster())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The text of each node's answer to `INFO`: one on a server; on a Cluster
+/// connection, which sends `INFO` to every node, one per node.
+pub fn info_replies(reply: &redis::Value) -> Vec<String> {
+    use redis::Value;
+    fn text(value: &Value) -> Option<String> {
+        match value {
+            Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(text.clone()),
+            _ => None,
+        }
+    }
+    match reply {
+        Value::Map(nodes) => nodes.iter().filter_map(|(_, info)| text(info)).collect(),
+        other => text(other).into_iter().collect(),
+    }
+}
+
+/// The settings of every direct (non-reconnecting) connection made here.
+fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(response_timeout))
+}
+
+/// A Cluster client seeded by `seed` (whose credentials it uses on every
+/// node), with an explicit response timeout: the crate sets none by default.
+fn cluster_client(seed: &ConnectionInfo, response_timeout: Duration) -> Result<ClusterClient> {
+    ClusterClient::builder([seed.clone()])
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(response_timeout)
+        .build()
+        .map_err(|err| {
+            Error::redis(
+                format!("configuring the Cluster client for {}", seed.addr()),
+                err,
+            )
+        })
+}
+
+/// `cluster_enabled:1` in an `INFO cluster` reply.
+fn cluster_enabled(info: &str) -> bool {
+    info.lines()
+        .any(|line| line.trim_end() == "cluster_enabled:1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_replies_are_one_per_node() {
+        use redis::Value;
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        assert_eq!(
+            info_replies(&bulk("redis_version:7.0.15")),
+            ["redis_version:7.0.15"]
+        );
+        let cluster = Value::Map(vec![
+            (bulk("127.0.0.1:7001"), bulk("redis_version:7.0.15")),
+            (bulk("127.0.0.1:7002"), bulk("redis_version:8.2.0")),
+        ]);
+        assert_eq!(info_replies(&cluster).len(), 2);
+    }
+
+    #[test]
+    fn a_cluster_node_says_so_in_info_cluster() {
+        assert!(cluster_enabled("# Cluster\r\ncluster_enabled:1\r\n"));
+        assert!(!cluster_enabled("# Cluster\r\ncluster_enabled:0\r\n"));
+    }
+}

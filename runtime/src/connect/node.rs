@@ -1,0 +1,169 @@
+//! One server of a deployment, addressed directly: the standalone server or one Cluster primary.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+use crate::error::{Error, Result};
+
+/// How long a command sent to one node may take to answer.
+const NODE_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One server, reached directly (not through Cluster routing): for the
+/// commands every primary must see, like `FUNCTION LOAD` and `INFO`.
+#[derive(Clone)]
+pub struct Node {
+    client: redis::Client,
+}
+
+impl Node {
+    pub(super) fn new(client: redis::Client) -> Node {
+        Node { client }
+    }
+
+    /// `host:port`, without credentials, for messages.
+    pub fn addr(&self) -> String {
+        self.client.get_connection_info().addr().to_string()
+    }
+
+    /// A new direct connection to this node.
+    pub async fn connection(&self) -> Result<MultiplexedConnection> {
+        self.client
+            .get_multiplexed_async_connection_with_config(&super::direct_config(
+                NODE_RESPONSE_TIMEOUT,
+            ))
+            .await
+            .map_err(|err| Error::redis(format!("connecting to {}", self.addr()), err))
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Node").field(&self.addr()).finish()
+    }
+}
+
+/// The distinct primaries of a `CLUSTER SLOTS` reply, in the order of the
+/// slots they own, each reached with `seed`'s credentials and TLS settings.
+pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<Node>> {
+    let malformed = |what: &str| Error::Cluster {
+        problem: format!("CLUSTER SLOTS answered something unexpected ({what}): {slots:?}"),
+    };
+    let Value::Array(ranges) = slots else {
+        return Err(malformed("not an array"));
+    };
+    let mut seen: Vec<(String, u16)> = Vec::new();
+    for range in ranges {
+        let Value::Array(parts) = range else {
+            return Err(malformed("a slot range is not an array"));
+        };
+        let Some(Value::Array(primary)) = parts.get(2) else {
+            return Err(malformed("a slot range has no primary"));
+        };
+        let host = match primary.first() {
+            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            Some(Value::SimpleString(text)) => text.clone(),
+            _ => return Err(malformed("a primary has no host")),
+        };
+        let port = match primary.get(1) {
+            Some(Value::Int(port)) => {
+                u16::try_from(*port).map_err(|_| malformed("a port is out of range"))?
+            }
+            _ => return Err(malformed("a primary has no port")),
+        };
+        // An empty or `?` host means "the address you reached me on".
+        let host = if host.is_empty() || host == "?" {
+            seed_host(seed)
+        } else {
+            host
+        };
+        if !seen.contains(&(host.clone(), port)) {
+            seen.push((host, port));
+        }
+    }
+    seen.into_iter()
+        .map(|(host, port)| {
+            let addr = match seed.addr() {
+                ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                } => ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: *insecure,
+                    tls_params: tls_params.clone(),
+                },
+                _ => ConnectionAddr::Tcp(host, port),
+            };
+            redis::Client::open(seed.clone().set_addr(addr))
+                .map(Node::new)
+                .map_err(|err| Error::redis("making a client for a Cluster primary", err))
+        })
+        .collect()
+}
+
+fn seed_host(seed: &ConnectionInfo) -> String {
+    match seed.addr() {
+        ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn each_primary_is_listed_once_with_the_seed_credentials() {
+        let node = |port: i64| Value::Array(vec![bulk("127.0.0.1"), Value::Int(port), bulk("id")]);
+        let slots = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5000),
+                node(7001),
+                node(7004),
+            ]),
+            Value::Array(vec![
+                Value::Int(5001),
+                Value::Int(10000),
+                node(7002),
+                node(7005),
+            ]),
+            Value::Array(vec![
+                Value::Int(10001),
+                Value::Int(10100),
+                node(7001),
+                node(7004),
+            ]),
+        ]);
+        let seed = "redis://worker:secret@127.0.0.1:7002"
+            .into_connection_info()
+            .unwrap();
+        let primaries = primaries_of(&slots, &seed).unwrap();
+        let addrs: Vec<String> = primaries.iter().map(Node::addr).collect();
+        assert_eq!(addrs, ["127.0.0.1:7001", "127.0.0.1:7002"]);
+        assert_eq!(
+            primaries[0]
+                .client
+                .get_connection_info()
+                .redis_settings()
+                .username(),
+            Some("worker")
+        );
+    }
+
+    #[test]
+    fn a_reply_without_a_primary_is_an_error_not_a_panic() {
+        let slots = Value::Array(vec![Value::Array(vec![Value::Int(0), Value::Int(1)])]);
+        let seed = "redis://127.0.0.1:7000".into_connection_info().unwrap();
+        let err = primaries_of(&slots, &seed).unwrap_err();
+        assert!(err.to_string().contains("has no primary"), "{err}");
+    }
+}

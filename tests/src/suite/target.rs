@@ -1,0 +1,360 @@
+//! Where a scenario runs: a target deploys fresh servers for it and says how its workers log in.
+//!
+//! Every scenario is a function of a [`Target`]. A target is a topology (a
+//! standalone server, or a 6-node Redis Cluster) and a login: the default user, or a worker ACL user allowed
+//! only the commands a worker, a producer and the ledger send, on the
+//! scenario's own keys. Adding a topology is adding a variant here and its
+//! arm in [`Target::deploy_with`], not rewriting scenarios: they reach the
+//! servers only through the [`Deployment`].
+
+use std::process::Command;
+
+use queuegen_runtime::{ensure_groups, QueueConfig, Redis};
+
+use crate::{library, RedisCluster, RedisServer};
+
+/// How the servers of a target are arranged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One redis-server.
+    Standalone,
+    /// Three primaries and three replicas; workers get the URL of one node.
+    Cluster,
+}
+
+/// Whom workers and producers log in as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Login {
+    /// The default user (no ACL).
+    Default,
+    /// [`WORKER_USER`]: a least-privilege ACL user, on the scenario's keys only.
+    WorkerAcl,
+}
+
+/// The ACL user workers log in as on a [`Login::WorkerAcl`] target.
+pub const WORKER_USER: &str = "qg-worker";
+const WORKER_PASSWORD: &str = "worker-secret";
+
+/// Every command a worker, a producer and the ledger handler send; nothing
+/// else (no `CONFIG`, no `FUNCTION LOAD`, no `XGROUP`: those are `apply`'s).
+const WORKER_COMMANDS: &[&str] = &[
+    // Connection set-up by the redis crate and the start checks.
+    "+ping",
+    "+info",
+    "+time",
+    // Intake, acks, recovery and poison quarantine.
+    "+xreadgroup",
+    "+xack",
+    "+xautoclaim",
+    "+xclaim",
+    "+xpending",
+    "+xrange",
+    "+multi",
+    "+exec",
+    // Transitions, library verification, trims, leases: the calls, and what
+    // the library's functions call in turn (ACL rules apply inside them too).
+    "+fcall",
+    "+fcall_ro",
+    "+zrangebyscore",
+    "+xinfo",
+    "+xlen",
+    "+memory|usage",
+    "+type",
+    "+exists",
+    "+del",
+    "+hget",
+    "+hset",
+    "+hdel",
+    "+zadd",
+    "+zrem",
+    "+zscore",
+    "+xtrim",
+    // Producers.
+    "+xadd",
+    // The ledger: results and counters.
+    "+get",
+    "+set",
+    "+hincrby",
+    "+hgetall",
+];
+
+/// One column of the suite: a topology and a login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub topology: Topology,
+    pub login: Login,
+}
+
+impl Target {
+    /// Every target the suite runs, in table order.
+    pub fn all() -> Vec<Target> {
+        vec![
+            Target {
+                topology: Topology::Standalone,
+                login: Login::Default,
+            },
+            Target {
+                topology: Topology::Standalone,
+                login: Login::WorkerAcl,
+            },
+            Target {
+                topology: Topology::Cluster,
+                login: Login::Default,
+            },
+        ]
+    }
+
+    /// `standalone`, `standalone+acl`.
+    pub fn name(&self) -> String {
+        let topology = match self.topology {
+            Topology::Standalone => "standalone",
+            Topology::Cluster => "cluster",
+        };
+        match self.login {
+            Login::Default => topology.to_owned(),
+            Login::WorkerAcl => format!("{topology}+acl"),
+        }
+    }
+
+    /// Fresh servers for one scenario whose keys all start with `key_prefix`.
+    pub async fn deploy(&self, key_prefix: &str) -> Deployment {
+        self.deploy_with(key_prefix, &[]).await
+    }
+
+    /// As [`Target::deploy`], every server started with `server_args` too
+    /// (e.g. `["--maxmemory-policy", "allkeys-lru"]`).
+    pub async fn deploy_with(&self, key_prefix: &str, server_args: &[&str]) -> Deployment {
+        let servers = match self.topology {
+            Topology::Standalone => Servers::Standalone(RedisServer::start_with(server_args)),
+            Topology::Cluster => Servers::Cluster(RedisCluster::start_with(server_args)),
+        };
+        let admin_url = servers.url();
+        let admin = Redis::connect(&admin_url)
+            .await
+            .unwrap_or_else(|err| panic!("connecting to {admin_url} as the default user: {err}"));
+        let worker_url = match self.login {
+            Login::Default => admin_url,
+            Login::WorkerAcl => {
+                for node in servers.all() {
+                    create_worker_user(&node.url(), key_prefix).await;
+                }
+                with_login(&admin_url, WORKER_USER, WORKER_PASSWORD)
+            }
+        };
+        Deployment {
+            target: *self,
+            worker_keys: (self.login == Login::WorkerAcl).then(|| key_prefix.to_owned()),
+            servers,
+            admin,
+            worker_url,
+        }
+    }
+}
+
+/// `ACL SETUSER` of [`WORKER_USER`] with [`WORKER_COMMANDS`] on `key_prefix*`,
+/// on the server at `url` (ACL users are per node, in a Cluster too).
+async fn create_worker_user(url: &str, key_prefix: &str) {
+    let mut setuser = redis::cmd("ACL");
+    setuser
+        .arg("SETUSER")
+        .arg(WORKER_USER)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{WORKER_PASSWORD}"))
+        .arg(format!("~{key_prefix}*"))
+        .arg("resetchannels")
+        .arg("-@all")
+        .arg(WORKER_COMMANDS);
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|err| panic!("connecting to {url}: {err}"));
+    let () = setuser
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|err| panic!("ACL SETUSER {WORKER_USER}: {err}"));
+}
+
+/// `redis://user:password@host:port/` from `redis://host:port/`.
+fn with_login(url: &str, user: &str, password: &str) -> String {
+    let rest = url
+        .strip_prefix("redis://")
+        .unwrap_or_else(|| panic!("{url} is not a redis:// URL"));
+    format!("redis://{user}:{password}@{rest}")
+}
+
+/// The server processes of one deployment.
+enum Servers {
+    Standalone(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Servers {
+    /// Every node, primaries and replicas alike.
+    fn all(&self) -> Vec<&RedisServer> {
+        match self {
+            Servers::Standalone(server) => vec![server],
+            Servers::Cluster(cluster) => cluster.servers().iter().collect(),
+        }
+    }
+
+    /// The URL clients start from: the server, or one Cluster node.
+    fn url(&self) -> String {
+        match self {
+            Servers::Standalone(server) => server.url(),
+            Servers::Cluster(cluster) => cluster.url(),
+        }
+    }
+}
+
+/// The servers of one scenario, and how to reach them.
+pub struct Deployment {
+    target: Target,
+    servers: Servers,
+    /// The key prefix of the worker ACL user, on a `+acl` target.
+    worker_keys: Option<String>,
+    /// The default user: what `queuegen apply` and an operator use.
+    admin: Redis,
+    worker_url: String,
+}
+
+impl Deployment {
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The URL workers and producers connect with (and as whom).
+    pub fn worker_url(&self) -> &str {
+        &self.worker_url
+    }
+
+    /// A new connection as workers log in.
+    pub async fn worker_redis(&self) -> Redis {
+        Redis::connect(&self.worker_url)
+            .await
+            .unwrap_or_else(|err| panic!("connecting as the worker: {err}"))
+    }
+
+    /// The default user's connection: setup and inspection.
+    pub fn admin(&self) -> &Redis {
+        &self.admin
+    }
+
+    /// Loads the Function library and creates the queue's groups, as
+    /// `queuegen apply` does, as the default user.
+    pub async fn apply(&self, config: &QueueConfig) {
+        self.load_library().await;
+        self.create_groups(config).await;
+    }
+
+    /// Creates the queue's groups (and streams), nothing else.
+    pub async fn create_groups(&self, config: &QueueConfig) {
+        ensure_groups(&self.admin, config)
+            .await
+            .unwrap_or_else(|err| panic!("creating the groups of {}: {err}", config.queue));
+    }
+
+    /// `CONFIG SET parameter value` on every server.
+    pub async fn config_set(&self, parameter: &str, value: &str) {
+        for server in self.servers.all() {
+            let mut conn = server
+                .client()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap_or_else(|err| panic!("connecting to {}: {err}", server.url()));
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(parameter)
+                .arg(value)
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_else(|err| panic!("CONFIG SET {parameter} {value}: {err}"));
+        }
+    }
+
+    /// Kills the server with SIGKILL and starts it again on the same port
+    /// and dir (so from its AOF, when it keeps one), waiting until it has
+    /// loaded. `ACL SETUSER` is not in the AOF, so the worker user is made
+    /// again, as a deployment's ACL file would restore it. Standalone only.
+    pub async fn crash_and_restart(&mut self) {
+        match &mut self.servers {
+            Servers::Standalone(server) => {
+                server.kill9();
+                server.restart();
+            }
+            Servers::Cluster(_) => panic!("crash_and_restart is for a standalone server"),
+        }
+        if let Some(key_prefix) = &self.worker_keys {
+            for node in self.servers.all() {
+                create_worker_user(&node.url(), key_prefix).await;
+            }
+        }
+    }
+
+    /// The Cluster, on a Cluster target (to reshard or fail over).
+    pub fn cluster(&self) -> Option<&RedisCluster> {
+        match &self.servers {
+            Servers::Cluster(cluster) => Some(cluster),
+            Servers::Standalone(_) => None,
+        }
+    }
+
+    /// Loads the tests' Function library on every primary.
+    pub async fn load_library(&self) {
+        library::load(&self.admin).await;
+    }
+
+    /// `host:port` of every primary, as error messages name them.
+    pub fn primaries(&self) -> Vec<String> {
+        match &self.servers {
+            Servers::Standalone(server) => vec![format!("127.0.0.1:{}", server.port())],
+            Servers::Cluster(cluster) => {
+                cluster.primaries().iter().map(|node| node.addr()).collect()
+            }
+        }
+    }
+
+    /// Stops every server process with SIGSTOP (they answer nothing, their
+    /// clients' commands wait in the socket) until the guard resumes them.
+    pub fn pause(&self) -> Paused {
+        let pids: Vec<u32> = self
+            .servers
+            .all()
+            .into_iter()
+            .map(RedisServer::pid)
+            .collect();
+        assert!(signal_all("STOP", &pids), "kill -STOP {pids:?} failed");
+        Paused { pids }
+    }
+}
+
+/// Servers stopped by [`Deployment::pause`]; resumed (SIGCONT) on drop.
+pub struct Paused {
+    pids: Vec<u32>,
+}
+
+impl Paused {
+    /// Resumes the servers now (dropping the guard does it too).
+    pub fn resume(self) {}
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // Also while unwinding from a failed scenario: never panic here.
+        if !signal_all("CONT", &self.pids) {
+            eprintln!("kill -CONT {:?} failed", self.pids);
+        }
+    }
+}
+
+/// Sends `kill -<signal>` to each of `pids`; whether every one was sent.
+fn signal_all(signal: &str, pids: &[u32]) -> bool {
+    pids.iter().all(|pid| {
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}

@@ -1,0 +1,215 @@
+//! Every scenario of the suite, each a function of the target it runs on.
+//!
+//! A scenario deploys its own servers through the target, induces its
+//! failure for real (kill -9, SIGSTOP, SIGTERM, an outsider's XDEL, a
+//! server setting) and returns a [`Verdict`]. It reaches the servers only
+//! through the target's deployment, so a new target (a primary with a
+//! replica, a Cluster) runs it unchanged.
+
+mod crash;
+mod functions;
+mod pause;
+mod poison;
+mod recovery;
+mod restart;
+mod shutdown;
+mod start;
+mod topology;
+mod transitions;
+mod trim;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use queuegen_tests::suite::{Target, Topology};
+use queuegen_tests::support::LogCapture;
+
+use crate::verdict::Verdict;
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    /// The long form: more jobs (and, in the runner, more runs).
+    pub long: bool,
+}
+
+impl Size {
+    /// `short` jobs, or five times as many in the long form.
+    pub fn jobs(self, short: usize) -> usize {
+        if self.long {
+            short * 5
+        } else {
+            short
+        }
+    }
+}
+
+/// What a scenario is given: where it runs, how big, and its log lines.
+pub struct Run {
+    pub target: Target,
+    pub size: Size,
+    /// Everything logged at `info` and above on the scenario's thread (its
+    /// in-process workers included) while it runs.
+    pub logs: LogCapture,
+}
+
+pub type Running = Pin<Box<dyn Future<Output = Verdict>>>;
+
+/// One scenario of the suite.
+pub struct Scenario {
+    /// Runs only on this topology (`None`: on every target).
+    pub only: Option<Topology>,
+    /// What filters match: short, unique.
+    pub id: &'static str,
+    /// Its row in issue 11's "Must show" list, if it is one.
+    pub row: Option<u8>,
+    pub title: &'static str,
+    pub run: fn(Run) -> Running,
+}
+
+/// The suite, in table order.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            only: None,
+            id: "kill-after-read",
+            row: Some(1),
+            title: "kill -9 after read, before any effect",
+            run: |run| Box::pin(crash::killed_before_effect(run)),
+        },
+        Scenario {
+            only: None,
+            id: "kill-after-effect",
+            row: Some(2),
+            title: "kill -9 after the durable result, before XACK",
+            run: |run| Box::pin(crash::killed_after_effect(run)),
+        },
+        Scenario {
+            only: None,
+            id: "recovery-race",
+            row: Some(4),
+            title: "two recovery loops racing",
+            run: |run| Box::pin(recovery::two_loops_racing(run)),
+        },
+        Scenario {
+            only: None,
+            id: "poison-crash-loop",
+            row: Some(5),
+            title: "poison crash loop (kill -9 on every delivery)",
+            run: |run| Box::pin(poison::crash_loop(run)),
+        },
+        Scenario {
+            only: None,
+            id: "pending-deleted",
+            row: Some(6),
+            title: "pending entries deleted and trimmed by an outsider",
+            run: |run| Box::pin(recovery::pending_entries_deleted(run)),
+        },
+        Scenario {
+            only: None,
+            id: "trim-under-lag",
+            row: Some(7),
+            title: "trim under lag with three groups",
+            run: |run| Box::pin(trim::under_lag(run)),
+        },
+        Scenario {
+            only: None,
+            id: "scheduler-kill",
+            row: Some(8),
+            title: "kill -9 of the scheduler mid-batch",
+            run: |run| Box::pin(transitions::scheduler_killed_mid_batch(run)),
+        },
+        Scenario {
+            only: None,
+            id: "kill-before-retry-schedule",
+            row: None,
+            title: "kill -9 before the retry_schedule call",
+            run: |run| Box::pin(transitions::killed_at(run, "before_retry_schedule")),
+        },
+        Scenario {
+            only: None,
+            id: "kill-after-retry-schedule",
+            row: None,
+            title: "kill -9 after the retry_schedule call",
+            run: |run| Box::pin(transitions::killed_at(run, "after_retry_schedule")),
+        },
+        Scenario {
+            only: None,
+            id: "kill-before-dead-letter",
+            row: None,
+            title: "kill -9 before the dead_letter call",
+            run: |run| Box::pin(transitions::killed_at(run, "before_dead_letter")),
+        },
+        Scenario {
+            only: None,
+            id: "kill-after-dead-letter",
+            row: None,
+            title: "kill -9 after the dead_letter call",
+            run: |run| Box::pin(transitions::killed_at(run, "after_dead_letter")),
+        },
+        Scenario {
+            // Restarting every node of a Cluster is a failover question (row 10).
+            only: Some(Topology::Standalone),
+            id: "aof-always-restart",
+            row: Some(9),
+            title: "redis-server kill -9 + AOF restart (appendfsync always)",
+            run: |run| Box::pin(restart::aof_restart(run, "always")),
+        },
+        Scenario {
+            only: Some(Topology::Standalone),
+            id: "aof-everysec-restart",
+            row: Some(9),
+            title: "redis-server kill -9 + AOF restart (appendfsync everysec)",
+            run: |run| Box::pin(restart::aof_restart(run, "everysec")),
+        },
+        Scenario {
+            only: Some(Topology::Cluster),
+            id: "cluster-failover",
+            row: Some(10),
+            title: "primary failover while publishing (WAIT 1) and acking",
+            run: |run| Box::pin(topology::changed_mid_work(run, topology::Change::Failover)),
+        },
+        Scenario {
+            only: None,
+            id: "redis-paused",
+            row: Some(11),
+            title: "redis-server SIGSTOPped past the client timeouts",
+            run: |run| Box::pin(pause::server_paused(run)),
+        },
+        Scenario {
+            only: Some(Topology::Cluster),
+            id: "cluster-reshard",
+            row: Some(12),
+            title: "live resharding of two partitions' slots mid-work",
+            run: |run| Box::pin(topology::changed_mid_work(run, topology::Change::Reshard)),
+        },
+        Scenario {
+            only: None,
+            id: "library-missing",
+            row: Some(13),
+            title: "a server without the library version",
+            run: |run| Box::pin(start::library_missing(run)),
+        },
+        Scenario {
+            only: None,
+            id: "cross-partition-function",
+            row: Some(14),
+            title: "a Function call with keys of two partitions",
+            run: |run| Box::pin(functions::two_partitions_refused(run)),
+        },
+        Scenario {
+            only: None,
+            id: "eviction-policy",
+            row: Some(16),
+            title: "maxmemory-policy other than noeviction",
+            run: |run| Box::pin(start::eviction_policy_refused(run)),
+        },
+        Scenario {
+            only: None,
+            id: "sigterm-mid-batch",
+            row: Some(17),
+            title: "SIGTERM mid-batch",
+            run: |run| Box::pin(shutdown::sigterm_mid_batch(run)),
+        },
+    ]
+}
