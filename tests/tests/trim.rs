@@ -948,6 +948,29 @@ async fn a_full_server_is_trimmed_and_takes_writes_again() {
         assert!(added < 100_000, "3mb never filled");
     };
     assert!(refusal.to_string().contains("OOM"), "{refusal}");
+    // The refused pipeline's own query buffer (100 KiB) may be what held
+    // the server past the limit: top up with entries as small as the
+    // producer's write below until one of them is refused too.
+    // (After the IDs the refused pipeline may have added in part.)
+    let mut topped = 0;
+    loop {
+        let id = StreamId::new(now - 2 * HOUR_MS + 200_000 + topped, 0);
+        let one: redis::RedisResult<String> = redis::cmd("XADD")
+            .arg(&dead)
+            .arg(id.to_string())
+            .arg("payload")
+            .arg("x")
+            .query_async(conn)
+            .await;
+        match one {
+            Ok(_) => topped += 1,
+            Err(err) => {
+                assert_eq!(err.code(), Some("OOM"), "{err}");
+                break;
+            }
+        }
+        assert!(topped < 100_000, "3mb never filled");
+    }
     let producer_write: redis::RedisResult<String> = redis::cmd("XADD")
         .arg(config.ready_key(0))
         .arg("*")
