@@ -150,10 +150,12 @@ async fn trim_all(
 ) -> anyhow::Result<(Vec<Row>, String, Option<bool>)> {
     // `Redis::connect` makes one plain attempt first, so a wrong URL fails at
     // once; on a Cluster every command below is routed by its key's slot.
+    let client = redis::Client::open(args.redis.as_str())
+        .with_context(|| format!("--redis {:?} is not a Redis URL", args.redis))?;
+    let server = client.get_connection_info().addr().to_string();
     let redis = Redis::connect(&args.redis)
         .await
-        .with_context(|| format!("connecting to Redis at {} (--redis)", args.redis))?;
-    let server = redis.addr();
+        .with_context(|| format!("connecting to Redis at {server} (--redis)"))?;
     let mut conn = redis.shared();
 
     preflight(&mut conn, targets, &server).await?;
