@@ -55,6 +55,16 @@ impl WorkerProcess {
         self.child.wait().await.expect("reaping the worker")
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .is_ok_and(|status| status.success());
+        assert!(sent, "kill -{signal} {}", self.pid());
+    }
+
     /// Sends SIGTERM: the worker shuts down as on a deploy.
     pub fn terminate(&self) {
         let sent = std::process::Command::new("kill")

@@ -13,6 +13,7 @@ mod poison;
 mod recovery;
 mod restart;
 mod shutdown;
+mod stalled;
 mod start;
 mod topology;
 mod transitions;
@@ -83,6 +84,13 @@ pub fn all() -> Vec<Scenario> {
             row: Some(2),
             title: "kill -9 after the durable result, before XACK",
             run: |run| Box::pin(crash::killed_after_effect(run)),
+        },
+        Scenario {
+            only: None,
+            id: "stopped-past-min-idle",
+            row: Some(3),
+            title: "worker SIGSTOPped past claim.min_idle, then SIGCONT",
+            run: |run| Box::pin(stalled::stopped_past_min_idle(run)),
         },
         Scenario {
             only: None,
