@@ -153,3 +153,46 @@ fn an_unknown_queue_is_refused_before_touching_redis() {
     assert!(keys.is_empty(), "nothing was created: {keys:?}");
     assert!(libraries(&server).is_empty(), "nothing was loaded");
 }
+
+/// A spec that says `deployment: cluster` applied to a lone server is a wrong
+/// URL or a wrong spec: refused, naming the key and the server, with nothing
+/// loaded or created.
+#[test]
+fn a_cluster_spec_is_refused_on_a_standalone_server_and_nothing_changes() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = std::fs::read_to_string(EXAMPLE).unwrap();
+    assert!(
+        spec.contains("deployment: standalone"),
+        "the example is standalone"
+    );
+    let cluster_spec = dir.path().join("queues.yaml");
+    std::fs::write(
+        &cluster_spec,
+        spec.replace("deployment: standalone", "deployment: cluster"),
+    )
+    .unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .arg("apply")
+        .arg(&cluster_spec)
+        .args(["--redis", &server.url()])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("queuegen runs");
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("redis.deployment is cluster")
+            && stderr.contains(&format!(
+                "127.0.0.1:{} is a standalone server",
+                server.port()
+            ))
+            && stderr.contains("nothing was changed"),
+        "{stderr}"
+    );
+    assert!(libraries(&server).is_empty(), "no library loaded");
+    let mut conn = server.client().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(keys.is_empty(), "nothing created: {keys:?}");
+}
