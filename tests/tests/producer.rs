@@ -270,7 +270,7 @@ async fn durability_reports_how_many_replicas_hold_the_job() {
             NewJob::new(
                 format!("batch-{i}"),
                 "acme",
-                TestJob::new(&format!("doc-{i}"), None),
+                TestJob::new(format!("doc-{i}"), None),
             )
         }))
         .await
