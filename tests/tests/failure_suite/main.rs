@@ -262,10 +262,11 @@ fn run_one(index: usize, scenario: &Scenario, target: Target, size: Size) -> Fin
 
 /// `redis-server --version`, or why it could not be read.
 fn server_version() -> String {
-    let binary = std::env::var_os("REDIS_SERVER").unwrap_or_else(|| "redis-server".into());
+    // The binary the harness starts: Redis or Valkey (`QUEUEGEN_SERVER`).
+    let binary = queuegen_tests::server_kind::server_binary();
     std::process::Command::new(binary)
         .arg("--version")
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .unwrap_or_else(|err| format!("redis-server --version failed: {err}"))
+        .unwrap_or_else(|err| format!("the server's --version failed: {err}"))
 }
