@@ -23,6 +23,15 @@ struct Tally {
 }
 
 impl Tally {
+    /// Waits up to `timeout` until `jobs` distinct jobs were handled.
+    async fn wait_for(&self, jobs: usize, timeout: Duration, what: &str) {
+        wait_until(timeout, what, || {
+            let seen = self.clone();
+            async move { seen.distinct() >= jobs }
+        })
+        .await;
+    }
+
     fn distinct(&self) -> usize {
         self.handled.lock().unwrap().len()
     }
@@ -142,12 +151,9 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
     let tally = Tally::default();
     let first = Running::start(&cluster.url(), &config, &tally).await;
     let second = Running::start(&cluster.url(), &config, &tally).await;
-    let seen = tally.clone();
-    wait_until(Duration::from_secs(30), "the backlog is handled", || {
-        let seen = seen.clone();
-        async move { seen.distinct() >= 600 }
-    })
-    .await;
+    tally
+        .wait_for(600, Duration::from_secs(30), "the backlog is handled")
+        .await;
 
     // Idle now: the partitions' watchers must wake the intake for new jobs.
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -157,16 +163,13 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
             .await
             .unwrap();
     }
-    let seen = tally.clone();
-    wait_until(
-        Duration::from_secs(10),
-        "jobs published to idle workers are handled",
-        || {
-            let seen = seen.clone();
-            async move { seen.distinct() >= 610 }
-        },
-    )
-    .await;
+    tally
+        .wait_for(
+            610,
+            Duration::from_secs(10),
+            "jobs published to idle workers are handled",
+        )
+        .await;
 
     let reports = [first.stop().await, second.stop().await];
     assert_eq!(reports.iter().map(|r| r.done).sum::<u64>(), 610);
@@ -314,16 +317,13 @@ async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
 
     let accepted = publisher.await.unwrap();
     assert_eq!(accepted.len(), 1_000);
-    let seen = tally.clone();
-    wait_until(
-        Duration::from_secs(30),
-        "every accepted job is handled",
-        || {
-            let seen = seen.clone();
-            async move { seen.distinct() >= 1_000 }
-        },
-    )
-    .await;
+    tally
+        .wait_for(
+            1_000,
+            Duration::from_secs(30),
+            "every accepted job is handled",
+        )
+        .await;
     first.stop().await;
     second.stop().await;
     assert_eq!(
@@ -371,17 +371,13 @@ async fn a_primary_failover_while_publishing_and_acking_loses_no_accepted_job() 
     );
 
     let accepted = publisher.await.unwrap();
-    let seen = tally.clone();
-    let expected = accepted.len();
-    wait_until(
-        Duration::from_secs(60),
-        "every accepted job is handled",
-        || {
-            let seen = seen.clone();
-            async move { seen.distinct() >= expected }
-        },
-    )
-    .await;
+    tally
+        .wait_for(
+            accepted.len(),
+            Duration::from_secs(60),
+            "every accepted job is handled",
+        )
+        .await;
     first.stop().await;
     second.stop().await;
     assert_eq!(
