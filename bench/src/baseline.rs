@@ -105,19 +105,7 @@ async fn publish(
         let end = (i + args.batch as u64).min(args.jobs);
         let mut pipe = redis::pipe();
         for n in i..end {
-            let header = Header {
-                job_id: format!("job-{n}"),
-                envelope_type: TestJob::TYPE.to_owned(),
-                tenant: tenant(n),
-                schema: TestJob::SCHEMA,
-                created_at: Timestamp::now(),
-                trace_id: trace_id(n),
-                attempt: 1,
-                prev_id: None,
-                reason: None,
-            };
-            let pairs = envelope::encode(&header, &job(n)).context("encoding a job")?;
-            pipe.cmd("XADD").arg(key).arg("*").arg(&pairs[..]);
+            pipe.cmd("XADD").arg(key).arg("*").arg(&entry(n)?[..]);
         }
         pipe.query_async::<()>(conn)
             .await
@@ -125,6 +113,23 @@ async fn publish(
         i = end;
     }
     Ok(())
+}
+
+/// The stream entry of job `n`: its header and body pairs, exactly as the
+/// generated producer writes them.
+pub fn entry(n: u64) -> Result<Vec<(&'static str, String)>> {
+    let header = Header {
+        job_id: format!("job-{n}"),
+        envelope_type: TestJob::TYPE.to_owned(),
+        tenant: tenant(n),
+        schema: TestJob::SCHEMA,
+        created_at: Timestamp::now(),
+        trace_id: trace_id(n),
+        attempt: 1,
+        prev_id: None,
+        reason: None,
+    };
+    envelope::encode(&header, &job(n)).context("encoding a job")
 }
 
 /// A 128-bit hex trace ID, as cheap to make as the runtime's random one.

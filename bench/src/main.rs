@@ -6,6 +6,7 @@
 //! the markdown table and write the JSON report.
 
 mod baseline;
+mod cluster_baseline;
 mod probe;
 mod queuegen;
 mod report;
@@ -33,19 +34,28 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --variant base --variant qg8 --rounds 5\n  \
         cargo run --release -p queuegen-bench -- --variant trim\n  \
         cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
+        cargo run --release -p queuegen-bench -- --cluster --variant base --variant qg8\n  \
         cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n\n\
         Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
-        free loopback port and stopped at the end. With --redis nothing is flushed: every\n\
-        variant of every round uses its own key prefix and deletes its keys afterwards."
+        free loopback port and stopped at the end; with --cluster, a private 6-node Redis\n\
+        Cluster (3 primaries, 3 replicas). A --redis URL may name a Cluster node: the bench\n\
+        tells. With --redis nothing is flushed: every variant of every round uses its own\n\
+        key prefix and deletes its keys afterwards."
 )]
 pub struct Args {
-    /// Use this Redis instead of starting a private redis-server.
-    #[arg(long, value_name = "URL")]
+    /// Use this Redis (a server or a Cluster node) instead of starting a private redis-server.
+    #[arg(long, value_name = "URL", conflicts_with = "cluster")]
     pub redis: Option<String>,
+    /// Start a private 6-node Redis Cluster instead of one redis-server. The
+    /// baseline then uses the same partitioned streams as queuegen, and the
+    /// report shows each primary's share of the server CPU.
+    #[arg(long)]
+    pub cluster: bool,
     /// Jobs per variant and round.
     #[arg(long, default_value_t = 50_000, value_name = "N")]
     pub jobs: u64,
-    /// Partitions of the queuegen queue (the baseline always uses one stream).
+    /// Partitions of the queuegen queue (on one server the baseline uses one
+    /// stream; on a Cluster, this many, with the same hash tags).
     #[arg(long, default_value_t = 4, value_name = "P")]
     pub partitions: u16,
     /// Rounds; each figure is reported as the median over rounds with min–max.
@@ -203,17 +213,22 @@ fn main() -> Result<()> {
     if args.batch == 0 || args.concurrency == 0 {
         bail!("--batch and --concurrency must be at least 1");
     }
-    // Dropped at the end of main (or on an error): kills and reaps the server.
-    let server = match &args.redis {
-        Some(_) => None,
-        None => Some(
+    // Dropped at the end of main (or on an error): kills and reaps the servers.
+    let private = match (&args.redis, args.cluster) {
+        (Some(_), _) => None,
+        (None, false) => Some(Private::Server(
             std::panic::catch_unwind(queuegen_tests::RedisServer::start)
                 .map_err(|_| anyhow::anyhow!("could not start a private redis-server"))?,
-        ),
+        )),
+        (None, true) => Some(Private::Cluster(
+            std::panic::catch_unwind(queuegen_tests::RedisCluster::start)
+                .map_err(|_| anyhow::anyhow!("could not start a private Redis Cluster"))?,
+        )),
     };
-    let url = match (&args.redis, &server) {
+    let url = match (&args.redis, &private) {
         (Some(url), _) => url.clone(),
-        (None, Some(server)) => server.url(),
+        (None, Some(Private::Server(server))) => server.url(),
+        (None, Some(Private::Cluster(cluster))) => cluster.url(),
         (None, None) => unreachable!("a server is started when no URL is given"),
     };
     telemetry::install();
@@ -224,8 +239,14 @@ fn main() -> Result<()> {
     let result = runtime.block_on(run(&args, &url));
     // Stop background tasks before the server goes away.
     runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(server);
+    drop(private);
     result
+}
+
+/// The servers this run started (none with `--redis`).
+enum Private {
+    Server(queuegen_tests::RedisServer),
+    Cluster(queuegen_tests::RedisCluster),
 }
 
 async fn run(args: &Args, url: &str) -> Result<()> {
@@ -238,8 +259,14 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         .await
         .context("loading the Function library")?;
     let redis_version = report::redis_version(&redis).await?;
+    let primaries = redis.primaries().await?.len();
+    let deployment = if redis.is_cluster() {
+        format!("a Cluster of {primaries} primaries seeded")
+    } else {
+        "a server".to_owned()
+    };
     eprintln!(
-        "queuegen-bench: redis {redis_version} at {url}; {} jobs, {} partitions, {} rounds",
+        "queuegen-bench: redis {redis_version}, {deployment} at {url}; {} jobs, {} partitions, {} rounds",
         args.jobs, args.partitions, args.rounds
     );
 
@@ -266,6 +293,9 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             }
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
             let outcome = match variant {
+                Variant::Baseline if redis.is_cluster() => {
+                    cluster_baseline::run(args, url, &redis, &prefix).await
+                }
                 Variant::Baseline => baseline::run(args, url, &prefix).await,
                 Variant::Queuegen {
                     workers,
@@ -294,10 +324,10 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         rounds.push(results);
     }
 
-    let table = report::markdown(args, &rounds);
+    let table = report::markdown(args, redis.is_cluster(), &rounds);
     println!("{table}");
     println!("{}", report::machine_line(&redis_version));
-    let path = report::write_json(args, &redis_version, &rounds).await?;
+    let path = report::write_json(args, redis.is_cluster(), &redis_version, &rounds).await?;
     eprintln!("queuegen-bench: wrote {}", path.display());
     Ok(())
 }

@@ -10,6 +10,7 @@ use queuegen_runtime::Redis;
 use serde_json::{json, Value};
 
 use crate::probe::RoundResult;
+use crate::usage::Usage;
 use crate::{stats, Args, Variant};
 
 /// `redis_version` from `INFO server` of the (first) primary.
@@ -159,10 +160,16 @@ fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) 
     }
 }
 
-/// The table: one row per variant, medians with min–max, ratio to the baseline's median.
-pub fn markdown(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
+/// The table: one row per variant, medians with min–max, ratio to the
+/// baseline's median; on a Cluster, each primary's share of the server CPU.
+pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
+    let streams = if cluster {
+        "a 3-primary Redis Cluster; the baseline uses the same partitions"
+    } else {
+        "one redis-server; the baseline uses one stream"
+    };
     let mut out = format!(
-        "{} jobs, {} partition(s) (queuegen; the baseline uses one stream), {} round(s), \
+        "{} jobs, {} partition(s) ({streams}), {} round(s), \
          publish batches of {}, worker concurrency {}; median (min–max), ratio = queuegen median / baseline median\n\n",
         args.jobs, args.partitions, args.rounds, args.batch, args.concurrency
     );
@@ -181,7 +188,70 @@ pub fn markdown(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
     );
     out.push_str("|---|---|---|---|---|---|---|\n");
     push_rows(&mut out, rounds, &COSTS);
+    if cluster {
+        for (phase, usage) in PHASES {
+            push_spread(&mut out, rounds, phase, usage);
+        }
+    }
     out
+}
+
+/// The phases whose server usage is split per primary.
+const PHASES: [(&str, fn(&RoundResult) -> &Usage); 2] = [
+    ("publish", |r| &r.publish_usage),
+    ("process", |r| &r.process_usage),
+];
+
+/// One row per variant: each primary's server CPU per job in `phase` and
+/// its share of all primaries' (medians over rounds).
+fn push_spread(
+    out: &mut String,
+    rounds: &[Vec<(Variant, RoundResult)>],
+    phase: &str,
+    usage: fn(&RoundResult) -> &Usage,
+) {
+    let nodes: Vec<String> = rounds
+        .iter()
+        .flatten()
+        .flat_map(|(_, result)| usage(result).servers.iter().map(|s| s.node.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    out.push_str(&format!(
+        "\nServer CPU per job on each primary, {phase} phase (median µs/job, share of all primaries' CPU):\n\n"
+    ));
+    out.push_str(&format!("| variant | {} |\n", nodes.join(" | ")));
+    out.push_str(&format!("|---|{}\n", "---|".repeat(nodes.len())));
+    for variant in ran(rounds) {
+        let results: Vec<&RoundResult> = rounds
+            .iter()
+            .flatten()
+            .filter(|(v, _)| *v == variant)
+            .map(|(_, result)| result)
+            .collect();
+        let cells: Vec<String> = nodes
+            .iter()
+            .map(|node| {
+                let per_job = |r: &RoundResult| {
+                    let used = usage(r);
+                    let cpu = used
+                        .servers
+                        .iter()
+                        .find(|s| &s.node == node)
+                        .map_or(0.0, |s| s.cpu_secs);
+                    (cpu * 1e6 / r.jobs as f64, cpu / used.server_cpu_secs)
+                };
+                let us: Vec<f64> = results.iter().map(|r| per_job(r).0).collect();
+                let share: Vec<f64> = results.iter().map(|r| per_job(r).1).collect();
+                format!(
+                    "{:.1} µs ({:.0}%)",
+                    stats::median(&us).unwrap_or(f64::NAN),
+                    100.0 * stats::median(&share).unwrap_or(f64::NAN)
+                )
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", variant.name(), cells.join(" | ")));
+    }
 }
 
 /// One row per variant that ran, one cell per metric.
@@ -210,6 +280,7 @@ fn ran(rounds: &[Vec<(Variant, RoundResult)>]) -> Vec<Variant> {
 /// Writes `latest.json` under `--out`; returns its path.
 pub async fn write_json(
     args: &Args,
+    cluster: bool,
     redis_version: &str,
     rounds: &[Vec<(Variant, RoundResult)>],
 ) -> Result<PathBuf> {
@@ -258,7 +329,12 @@ pub async fn write_json(
         "command_line": std::env::args().collect::<Vec<_>>(),
         "git_commit": git_commit(),
         "redis_version": redis_version,
-        "redis": args.redis.as_deref().unwrap_or("private redis-server (queuegen_tests::RedisServer)"),
+        "redis": match (&args.redis, args.cluster) {
+            (Some(url), _) => url.as_str(),
+            (None, false) => "private redis-server (queuegen_tests::RedisServer)",
+            (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
+        },
+        "cluster": cluster,
         "machine": machine(),
         "settings": {
             "jobs": args.jobs,
@@ -266,7 +342,8 @@ pub async fn write_json(
             "rounds": args.rounds,
             "batch": args.batch,
             "concurrency": args.concurrency,
-            "baseline_consumers": 8,
+            "baseline_streams": if cluster { args.partitions } else { 1 },
+            "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
             "baseline_read_count": 100,
             "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
         },
@@ -281,11 +358,16 @@ pub async fn write_json(
     Ok(path)
 }
 
-fn usage_json(usage: &crate::usage::Usage) -> Value {
+fn usage_json(usage: &Usage) -> Value {
     json!({
         "client_cpu_secs": usage.client_cpu_secs,
         "server_cpu_secs": usage.server_cpu_secs,
         "server_commands": usage.commands,
+        "servers": usage.servers.iter().map(|s| json!({
+            "node": s.node,
+            "cpu_secs": s.cpu_secs,
+            "commands": s.commands,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -5,33 +5,63 @@
 //! cannot say which side a variant spends its time on. Client CPU is this
 //! process's `getrusage` (every variant runs in it, one at a time); server
 //! CPU and commands come from `INFO cpu` and `INFO stats`. The samples'
-//! own `INFO` calls are counted too, the same few in every variant.
+//! own `INFO` calls are counted too, the same few in every variant. On a
+//! Cluster, `INFO` answers per primary and each primary's share is kept, so
+//! the report can show whether the partitions spread the load.
 
 use anyhow::{Context, Result};
 use redis::aio::ConnectionLike;
 
 /// Cumulative counters at one instant.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Sample {
     client_cpu_secs: f64,
-    server_cpu_secs: f64,
-    commands: u64,
+    servers: Vec<ServerUsage>,
+}
+
+/// One server's CPU seconds and commands (cumulative in a [`Sample`], a
+/// difference in a [`Usage`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerUsage {
+    /// `host:port` of a Cluster primary; `server` for a lone server.
+    pub node: String,
+    pub cpu_secs: f64,
+    pub commands: u64,
 }
 
 /// What one phase used: the difference of the samples at its two edges.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
     pub client_cpu_secs: f64,
     pub server_cpu_secs: f64,
     pub commands: u64,
+    /// Each server's part of `server_cpu_secs` and `commands`, by node name.
+    pub servers: Vec<ServerUsage>,
 }
 
 impl Usage {
     pub fn between(start: &Sample, end: &Sample) -> Usage {
+        // A node missing from `start` (it cannot be, short of a failover
+        // mid-phase) counts from zero rather than hiding its work.
+        let servers: Vec<ServerUsage> = end
+            .servers
+            .iter()
+            .map(|after| {
+                let before = start.servers.iter().find(|s| s.node == after.node);
+                ServerUsage {
+                    node: after.node.clone(),
+                    cpu_secs: after.cpu_secs - before.map_or(0.0, |s| s.cpu_secs),
+                    commands: after
+                        .commands
+                        .saturating_sub(before.map_or(0, |s| s.commands)),
+                }
+            })
+            .collect();
         Usage {
             client_cpu_secs: end.client_cpu_secs - start.client_cpu_secs,
-            server_cpu_secs: end.server_cpu_secs - start.server_cpu_secs,
-            commands: end.commands.saturating_sub(start.commands),
+            server_cpu_secs: servers.iter().map(|s| s.cpu_secs).sum(),
+            commands: servers.iter().map(|s| s.commands).sum(),
+            servers,
         }
     }
 
@@ -51,7 +81,7 @@ impl Usage {
 }
 
 /// Reads both sides' counters now. On a Cluster connection `INFO` answers
-/// for every primary, and the server side is their sum.
+/// for every primary, each kept by its address.
 pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
     let reply: redis::Value = redis::cmd("INFO")
@@ -60,23 +90,26 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
         .query_async(conn)
         .await
         .context("INFO cpu stats")?;
-    let mut sample = Sample {
-        client_cpu_secs,
-        server_cpu_secs: 0.0,
-        commands: 0,
-    };
-    for info in queuegen_runtime::connect::info_replies(&reply) {
+    let mut servers = Vec::new();
+    for (node, info) in queuegen_runtime::connect::info_by_node(&reply) {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
                 .map(str::trim)
                 .with_context(|| format!("INFO has no {name}"))
         };
-        sample.server_cpu_secs +=
-            field("used_cpu_user")?.parse::<f64>()? + field("used_cpu_sys")?.parse::<f64>()?;
-        sample.commands += field("total_commands_processed")?.parse::<u64>()?;
+        servers.push(ServerUsage {
+            node: node.unwrap_or_else(|| "server".to_owned()),
+            cpu_secs: field("used_cpu_user")?.parse::<f64>()?
+                + field("used_cpu_sys")?.parse::<f64>()?,
+            commands: field("total_commands_processed")?.parse::<u64>()?,
+        });
     }
-    Ok(sample)
+    servers.sort_by(|a, b| a.node.cmp(&b.node));
+    Ok(Sample {
+        client_cpu_secs,
+        servers,
+    })
 }
 
 /// User plus system CPU of this whole process so far, in seconds.

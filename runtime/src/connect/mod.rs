@@ -249,8 +249,17 @@ impl std::fmt::Debug for Redis {
 }
 
 /// The text of each node's answer to `INFO`: one on a server; on a Cluster
-/// connection, which sends `INFO` to every node, one per node.
+/// connection, which sends `INFO` to every primary, one per primary.
 pub fn info_replies(reply: &redis::Value) -> Vec<String> {
+    info_by_node(reply)
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// As [`info_replies`], each text with the `host:port` of the node that
+/// answered (`None` on a server, whose reply does not say).
+pub fn info_by_node(reply: &redis::Value) -> Vec<(Option<String>, String)> {
     use redis::Value;
     fn text(value: &Value) -> Option<String> {
         match value {
@@ -260,8 +269,11 @@ pub fn info_replies(reply: &redis::Value) -> Vec<String> {
         }
     }
     match reply {
-        Value::Map(nodes) => nodes.iter().filter_map(|(_, info)| text(info)).collect(),
-        other => text(other).into_iter().collect(),
+        Value::Map(nodes) => nodes
+            .iter()
+            .filter_map(|(node, info)| Some((text(node), text(info)?)))
+            .collect(),
+        other => text(other).into_iter().map(|info| (None, info)).collect(),
     }
 }
 
@@ -310,6 +322,13 @@ mod tests {
             (bulk("127.0.0.1:7002"), bulk("redis_version:8.2.0")),
         ]);
         assert_eq!(info_replies(&cluster).len(), 2);
+        assert_eq!(
+            info_by_node(&cluster)[1],
+            (
+                Some("127.0.0.1:7002".to_owned()),
+                "redis_version:8.2.0".to_owned()
+            )
+        );
     }
 
     #[test]
