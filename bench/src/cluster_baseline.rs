@@ -87,10 +87,14 @@ pub async fn run(args: &Args, url: &str, observer: &Redis, prefix: &str) -> Resu
             .await
             .context("connecting a baseline consumer")?;
         let key = keys[c % keys.len()].clone();
-        running.push(tokio::spawn(consume(conn, key, format!("c{c}"), probe.clone())));
+        running.push(tokio::spawn(consume(
+            conn,
+            key,
+            format!("c{c}"),
+            probe.clone(),
+        )));
     }
-    let last_ack =
-        probe::wait_last_ack(&mut observe, &probe, &keys, GROUP, args.timeout()).await;
+    let last_ack = probe::wait_last_ack(&mut observe, &probe, &keys, GROUP, args.timeout()).await;
     let after_last_ack = usage::sample(&mut observe).await?;
     for consumer in running {
         tokio::time::timeout(args.timeout(), consumer)

@@ -155,6 +155,14 @@ impl QueueConfig {
         self.partition_key(partition, "lease:trim")
     }
 
+    /// The partition's claim epoch: `{prefix}:{queue-NN}:claims`, a counter
+    /// the library's `claim` raises whenever it takes entries from another
+    /// consumer. A worker reads it with each read, and its acks skip the
+    /// ownership listing while it has not moved.
+    pub fn claims_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "claims")
+    }
+
     /// The full name of one function of the library: `{functions}_{name}`.
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.functions)
@@ -227,6 +235,7 @@ pub(crate) mod tests {
         assert_eq!(OCR.retry_key(3), "work:{ocr-03}:retry");
         assert_eq!(OCR.retry_jobs_key(3), "work:{ocr-03}:retry-jobs");
         assert_eq!(OCR.trim_lease_key(3), "work:{ocr-03}:lease:trim");
+        assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"

@@ -421,12 +421,16 @@ pub struct Refused {
 pub struct Acked {
     /// Entries acknowledged: they were pending for the caller.
     pub acked: u64,
-    /// The others, untouched.
+    /// The others the checked path found, untouched, with their owner.
     pub refused: Vec<Refused>,
+    /// Entries the fast path (claim epoch unchanged) found no longer
+    /// pending, without naming them: settled or removed by someone else
+    /// outside the claim path, or by a lost earlier attempt of this call.
+    pub unaccounted: u64,
 }
 
-/// The raw answer to one `ack` call: `[acked, [id, owner, ...]]`, or its error.
-pub type AckAnswer = redis::RedisResult<(u64, Vec<String>)>;
+/// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted]`, or its error.
+pub type AckAnswer = redis::RedisResult<(u64, Vec<String>, u64)>;
 
 /// The `ack` function of one queue, named once: the worker's acker calls it
 /// for every partition of every flush, in one pipeline.
@@ -444,17 +448,33 @@ impl AckFunction {
         }
     }
 
-    /// `FCALL ack 1 <ready_key> <group> <consumer> <ids...>`: acknowledges
-    /// those of `ids` still pending for `consumer`. IDs in ascending order
-    /// cost the server least (one `XPENDING` lists them all).
-    pub fn command(&self, ready_key: &str, consumer: &str, ids: &[&str]) -> redis::Cmd {
+    /// `FCALL ack 2 <ready_key> <claims_key> <group> <consumer> <epoch|-> <ids...>`:
+    /// acknowledges those of `ids` still pending for `consumer`.
+    /// `claim_epoch` is the partition's claim epoch read before the read
+    /// that delivered the oldest of them: while it has not moved, the
+    /// function acknowledges without listing the pending entries; `None`
+    /// always checks each one. Checked IDs in ascending order cost the
+    /// server least (one `XPENDING` lists them all).
+    pub fn command(
+        &self,
+        keys: (&str, &str),
+        consumer: &str,
+        claim_epoch: Option<u64>,
+        ids: &[&str],
+    ) -> redis::Cmd {
+        let (ready_key, claims_key) = keys;
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(&self.function)
-            .arg(1)
+            .arg(2)
             .arg(ready_key)
+            .arg(claims_key)
             .arg(self.group)
-            .arg(consumer)
-            .arg(ids);
+            .arg(consumer);
+        match claim_epoch {
+            Some(epoch) => cmd.arg(epoch),
+            None => cmd.arg("-"),
+        };
+        cmd.arg(ids);
         cmd
     }
 
@@ -467,7 +487,7 @@ impl AckFunction {
             job: "a batch of done jobs",
             entry: None,
         };
-        let (acked, flat) = answer.map_err(|err| call.error(err))?;
+        let (acked, flat, unaccounted) = answer.map_err(|err| call.error(err))?;
         if flat.len() % 2 != 0 {
             return Err(call.unexpected(format!("{flat:?}")));
         }
@@ -477,23 +497,30 @@ impl AckFunction {
             let owner = Some(owner).filter(|owner| !owner.is_empty());
             refused.push(Refused { id, owner });
         }
-        Ok(Acked { acked, refused })
+        Ok(Acked {
+            acked,
+            refused,
+            unaccounted,
+        })
     }
 }
 
 /// Calls `ack` for `ids` of `partition`: acknowledges those still pending
-/// for `consumer` and reports the others with their current owner.
+/// for `consumer` and reports the others (see [`AckFunction::command`] for
+/// `claim_epoch`).
 pub async fn ack<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     partition: u16,
     consumer: &str,
+    claim_epoch: Option<u64>,
     ids: &[&str],
 ) -> Result<Acked> {
     let function = AckFunction::new(config);
     let key = config.ready_key(partition);
+    let claims_key = config.claims_key(partition);
     let answer = function
-        .command(&key, consumer, ids)
+        .command((&key, &claims_key), consumer, claim_epoch, ids)
         .query_async(conn)
         .await;
     function.reply(&key, partition, answer)

@@ -198,6 +198,12 @@ impl Part {
     fn dead(&self) -> String {
         format!("{}:dead", self.base)
     }
+    fn claims(&self) -> String {
+        format!("{}:claims", self.base)
+    }
+    fn ack_keys(&self) -> Vec<String> {
+        vec![self.ready(), self.claims()]
+    }
     fn retry(&self) -> String {
         format!("{}:retry", self.base)
     }
@@ -1307,7 +1313,8 @@ async fn replay_refuses_wrong_types_and_bad_arguments_without_writing() {
 // ---------------------------------------------------------------------------
 // ownership: retry_schedule and dead_letter settle only the caller's entry; ack, renew
 
-/// Another consumer takes `id` over, as a recovery's claim does.
+/// Another consumer takes `id` over with a raw `XCLAIM` (the library's
+/// `claim` takes whatever is idle; these tests need one given entry).
 async fn claim_to(f: &mut Fixture, ready: &str, id: &str, consumer: &str) {
     let claimed: Vec<String> = f
         .cmd(&["XCLAIM", ready, GROUP, consumer, "0", id, "JUSTID"])
@@ -1325,12 +1332,31 @@ async fn owners(f: &mut Fixture, ready: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
-/// An `ack` reply: (acked, [(refused id, its owner or "")]).
+/// An `ack` reply on the checked path: (acked, [(refused id, its owner or "")]).
 fn acked(reply: Reply) -> (u64, Vec<(String, String)>) {
+    let (count, refused, unaccounted) = ack_reply(reply);
+    assert_eq!(
+        unaccounted, 0,
+        "the checked path names every entry it refuses"
+    );
+    (count, refused)
+}
+
+/// An `ack` reply: (acked, [(refused id, its owner or "")], unaccounted).
+fn ack_reply(reply: Reply) -> (u64, Vec<(String, String)>, u64) {
     let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
-    let (count, flat): (u64, Vec<String>) =
-        redis::from_redis_value(value).expect("an [acked, refused] reply");
-    (count, pairs(&flat))
+    let (count, flat, unaccounted): (u64, Vec<String>, u64) =
+        redis::from_redis_value(value).expect("an [acked, refused, unaccounted] reply");
+    (count, pairs(&flat), unaccounted)
+}
+
+/// A `claim` reply: (next cursor, claimed IDs, deleted IDs, epoch).
+fn claimed(reply: Reply) -> (String, Vec<String>, Vec<String>, u64) {
+    let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
+    let (next, entries, deleted, epoch): (String, Vec<(String, Vec<String>)>, Vec<String>, u64) =
+        redis::from_redis_value(value).expect("a [next, entries, deleted, epoch] reply");
+    let ids = entries.into_iter().map(|(id, _)| id).collect();
+    (next, ids, deleted, epoch)
 }
 
 #[tokio::test]
@@ -1414,9 +1440,9 @@ async fn ack_acknowledges_the_callers_entries_and_names_the_owner_of_the_others(
 
     // Out of order on purpose: every ID is decided however it comes.
     let batch = [&ids[3], &ids[0], &ids[1], &ids[2]];
-    let mut args = vec![GROUP, ME];
+    let mut args = vec![GROUP, ME, "-"];
     args.extend(batch.iter().map(|id| id.as_str()));
-    let (count, refused) = acked(f.call("ack", &[p.ready()], &args).await);
+    let (count, refused) = acked(f.call("ack", &p.ack_keys(), &args).await);
     assert_eq!(count, 2);
     assert_eq!(
         refused,
@@ -1439,7 +1465,10 @@ async fn ack_acknowledges_the_callers_entries_and_names_the_owner_of_the_others(
         more.push(f.pending_job(&p.ready(), &format!("more-{n}"), "1").await);
     }
     let (first, last) = (&more[0], &more[299]);
-    let (count, refused) = acked(f.call("ack", &[p.ready()], &[GROUP, ME, first, last]).await);
+    let (count, refused) = acked(
+        f.call("ack", &p.ack_keys(), &[GROUP, ME, "-", first, last])
+            .await,
+    );
     assert_eq!((count, refused), (2, vec![]));
     let left = owners(&mut f, &p.ready()).await;
     assert_eq!(left.len(), 2 + 298);
@@ -1452,40 +1481,199 @@ async fn ack_refuses_bad_arguments_and_keys_without_writing() {
     let p = f.part(0);
     f.group(&p.ready()).await;
     let id = f.pending_job(&p.ready(), "job-1", "1").await;
-    let keys = [p.ready()];
+    let keys = p.ack_keys();
     let i = id.as_str();
-    let bad: [(Vec<&str>, &str); 9] = [
-        (vec![GROUP, ME], "QG_BADARG"),
-        (vec!["", ME, i], "QG_BADARG"),
-        (vec![GROUP, "", i], "QG_BADARG"),
-        (vec!["no-such-group", ME, i], "QG_BADARG"),
-        (vec![GROUP, ME, "first"], "QG_BADARG"),
-        (vec![GROUP, ME, i, "1-"], "QG_BADARG"),
-        (vec![GROUP, ME, i, "x", i], "QG_BADARG"),
-        (vec![GROUP, ME, "0-1", "x", i], "QG_BADARG"),
-        (vec![GROUP, ME, i, "1-1", "x"], "QG_BADARG"),
+    let bad: [(Vec<&str>, &str); 12] = [
+        (vec![GROUP, ME, "-"], "QG_BADARG"),
+        (vec!["", ME, "-", i], "QG_BADARG"),
+        (vec![GROUP, "", "-", i], "QG_BADARG"),
+        (vec![GROUP, ME, "x", i], "QG_BADARG"),
+        (vec![GROUP, ME, "", i], "QG_BADARG"),
+        (vec!["no-such-group", ME, "-", i], "QG_BADARG"),
+        // The fast path (epoch 0 = no claim yet) refuses a missing group too.
+        (vec!["no-such-group", ME, "0", i], "QG_BADARG"),
+        (vec![GROUP, ME, "-", "first"], "QG_BADARG"),
+        (vec![GROUP, ME, "-", i, "1-"], "QG_BADARG"),
+        (vec![GROUP, ME, "-", i, "x", i], "QG_BADARG"),
+        (vec![GROUP, ME, "0", i, "x", i], "QG_BADARG"),
+        (vec![GROUP, ME, "-", "0-1", "x", i], "QG_BADARG"),
     ];
     for (args, code) in &bad {
         f.assert_refused("ack", &keys, args, code).await;
     }
-    f.assert_refused("ack", &[p.dead()], &[GROUP, ME, i], "QG_BADARG")
+    f.assert_refused("ack", &[p.ready()], &[GROUP, ME, "-", i], "QG_BADARG")
         .await;
-    f.assert_refused("ack", &[p.ready(), p.dead()], &[GROUP, ME, i], "QG_BADARG")
-        .await;
+    f.assert_refused(
+        "ack",
+        &[p.ready(), p.dead()],
+        &[GROUP, ME, "-", i],
+        "QG_BADARG",
+    )
+    .await;
     let too_many: Vec<String> = (1..=4097).map(|n| format!("1-{n}")).collect();
-    let mut args = vec![GROUP, ME];
+    let mut args = vec![GROUP, ME, "-"];
     args.extend(too_many.iter().map(String::as_str));
     let detail = f.assert_refused("ack", &keys, &args, "QG_BATCH").await;
     assert_eq!(detail, "4097 > 4096");
     let q = f.part(1);
     let _: String = f.cmd(&["SET", &q.ready(), "squatter"]).await;
     let detail = f
-        .assert_refused("ack", &[q.ready()], &[GROUP, ME, i], "QG_WRONGTYPE")
+        .assert_refused("ack", &q.ack_keys(), &[GROUP, ME, "-", i], "QG_WRONGTYPE")
         .await;
     assert_eq!(detail, format!("{} string", q.ready()));
+    f.assert_refused("ack", &q.ack_keys(), &[GROUP, ME, "0", i], "QG_BADARG")
+        .await;
 
-    let (count, refused) = acked(f.call("ack", &keys, &[GROUP, ME, i]).await);
+    let (count, refused) = acked(f.call("ack", &keys, &[GROUP, ME, "-", i]).await);
     assert_eq!((count, refused), (1, vec![]));
+}
+
+#[tokio::test]
+async fn ack_skips_the_ownership_listing_while_the_claim_epoch_stands_still() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        ids.push(f.pending_job(&p.ready(), &format!("job-{n}"), "1").await);
+    }
+    // The caller read its entries at epoch 0 (no claim yet: no key).
+    let epoch: Option<u64> = f.cmd(&["GET", &p.claims()]).await;
+    assert_eq!(epoch, None);
+
+    // Fast path: one XACK. An entry someone else already acknowledged is
+    // counted, not named (the fast path does not look entries up).
+    let _: u64 = f.cmd(&["XACK", &p.ready(), GROUP, &ids[0]]).await;
+    let reply = ack_reply(
+        f.call("ack", &p.ack_keys(), &[GROUP, ME, "0", &ids[0], &ids[1]])
+            .await,
+    );
+    assert_eq!(reply, (1, vec![], 1));
+
+    // The fast path trusts the epoch: a raw XCLAIM outside the library
+    // (which does not raise it) goes unseen, as docs/functions.md says.
+    // This is what tells the fast path from the checked one here.
+    claim_to(&mut f, &p.ready(), &ids[2], "outsider").await;
+    let reply = ack_reply(
+        f.call("ack", &p.ack_keys(), &[GROUP, ME, "0", &ids[2]])
+            .await,
+    );
+    assert_eq!(reply, (1, vec![], 0));
+
+    // A claim through the library raises the epoch: the same stale epoch
+    // now takes the checked path, which refuses the claimed entry by name.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (_, taken, _, epoch) = claimed(
+        f.call(
+            "claim",
+            &p.ack_keys(),
+            &[GROUP, "consumer-2", "10", "0-0", "10"],
+        )
+        .await,
+    );
+    assert_eq!((taken, epoch), (vec![ids[3].clone()], 1));
+    let before = f.dump().await;
+    let (count, refused) = acked(
+        f.call("ack", &p.ack_keys(), &[GROUP, ME, "0", &ids[3]])
+            .await,
+    );
+    assert_eq!((count, refused), (0, owned(&[(&ids[3], "consumer-2")])));
+    assert_keyspace_eq(&before, &f.dump().await, "the refused ack");
+    // The new owner, reading after the claim, acks on the fast path.
+    let reply = ack_reply(
+        f.call("ack", &p.ack_keys(), &[GROUP, "consumer-2", "1", &ids[3]])
+            .await,
+    );
+    assert_eq!(reply, (1, vec![], 0));
+    assert_eq!(owners(&mut f, &p.ready()).await, []);
+}
+
+#[tokio::test]
+async fn claim_takes_idle_entries_and_raises_the_epoch_only_when_it_took_some() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(f.pending_job(&p.ready(), &format!("job-{n}"), "1").await);
+    }
+    let keys = p.ack_keys();
+
+    // Nothing idle for an hour: nothing taken, the epoch stays (and no key is made).
+    let before = f.dump().await;
+    let reply = claimed(
+        f.call(
+            "claim",
+            &keys,
+            &[GROUP, "consumer-2", "3600000", "0-0", "10"],
+        )
+        .await,
+    );
+    assert_eq!(reply, ("0-0".to_owned(), vec![], vec![], 0));
+    assert_keyspace_eq(&before, &f.dump().await, "a claim that took nothing");
+
+    // A deleted pending entry is reported, not claimed; the others are taken,
+    // with their fields, one page of COUNT at a time.
+    let _: u64 = f.cmd(&["XDEL", &p.ready(), &ids[1]]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let value = f
+        .call("claim", &keys, &[GROUP, "consumer-2", "10", "0-0", "10"])
+        .await
+        .expect("claim");
+    let (_, entries, deleted, epoch): (String, Vec<(String, Vec<String>)>, Vec<String>, u64) =
+        redis::from_redis_value(value).unwrap();
+    let taken: Vec<&String> = entries.iter().map(|(id, _)| id).collect();
+    assert_eq!(taken, [&ids[0], &ids[2]]);
+    assert!(entries[0].1.contains(&"job-0".to_owned()), "{entries:?}");
+    assert_eq!((deleted, epoch), (vec![ids[1].clone()], 1));
+    assert_eq!(
+        owners(&mut f, &p.ready()).await,
+        [
+            (ids[0].clone(), "consumer-2".to_owned(), 2),
+            (ids[2].clone(), "consumer-2".to_owned(), 2),
+        ]
+    );
+
+    let bad: [(Vec<String>, Vec<&str>, &str); 8] = [
+        (keys.clone(), vec![GROUP, ME, "10", "0-0"], "QG_BADARG"),
+        (keys.clone(), vec!["", ME, "10", "0-0", "10"], "QG_BADARG"),
+        (
+            keys.clone(),
+            vec![GROUP, "", "10", "0-0", "10"],
+            "QG_BADARG",
+        ),
+        (keys.clone(), vec![GROUP, ME, "x", "0-0", "10"], "QG_BADARG"),
+        (
+            keys.clone(),
+            vec![GROUP, ME, "10", "zero", "10"],
+            "QG_BADARG",
+        ),
+        (keys.clone(), vec![GROUP, ME, "10", "0-0", "0"], "QG_BADARG"),
+        (
+            keys.clone(),
+            vec!["no-such-group", ME, "0", "0-0", "10"],
+            "QG_BADARG",
+        ),
+        (
+            vec![p.ready(), p.dead()],
+            vec![GROUP, ME, "0", "0-0", "10"],
+            "QG_BADARG",
+        ),
+    ];
+    for (keys, args, code) in &bad {
+        f.assert_refused("claim", keys, args, code).await;
+    }
+    let _: u64 = f.cmd(&["DEL", &p.claims()]).await;
+    let _: u64 = f.cmd(&["HSET", &p.claims(), "squatter", "1"]).await;
+    let detail = f
+        .assert_refused(
+            "claim",
+            &keys,
+            &[GROUP, ME, "0", "0-0", "10"],
+            "QG_WRONGTYPE",
+        )
+        .await;
+    assert_eq!(detail, format!("{} hash", p.claims()));
 }
 
 #[tokio::test]

@@ -143,28 +143,36 @@ async fn stall_past_a_claim(
         async move { all }
     })
     .await;
-    let key = setup.config.ready_key(0);
+    let keys = [setup.config.ready_key(0), setup.config.claims_key(0)];
+    let claim = setup.config.function("claim");
     let min_idle = setup.config.claim_min_idle.as_millis() as u64;
     let group = setup.config.group;
     let claimed = Arc::new(Mutex::new(Vec::<String>::new()));
     let conn = setup.conn.clone();
+    // As another worker's recovery claims: through the library's `claim`,
+    // which raises the partition's claim epoch.
     wait_until(
         Duration::from_secs(10),
         "another consumer claimed every job",
         || {
-            let (claimed, mut conn, key) = (claimed.clone(), conn.clone(), key.clone());
+            let (claimed, mut conn) = (claimed.clone(), conn.clone());
+            let (keys, claim) = (keys.clone(), claim.clone());
             async move {
-                let reply: redis::streams::StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
-                    .arg(&key)
+                type ClaimReply = (String, Vec<(String, Vec<String>)>, Vec<String>, u64);
+                let (_, entries, _, _): ClaimReply = redis::cmd("FCALL")
+                    .arg(&claim)
+                    .arg(2)
+                    .arg(&keys)
                     .arg(group)
                     .arg(OTHER)
                     .arg(min_idle)
                     .arg("0-0")
+                    .arg(100)
                     .query_async(&mut conn)
                     .await
                     .unwrap();
                 let mut claimed = claimed.lock().unwrap();
-                claimed.extend(reply.claimed.into_iter().map(|entry| entry.id));
+                claimed.extend(entries.into_iter().map(|(id, _)| id));
                 claimed.len() == ids.len()
             }
         },
@@ -303,9 +311,13 @@ async fn a_retry_and_a_dead_letter_of_jobs_claimed_away_are_refused_and_write_no
             .all(|w| w.owner_before && !w.owner_after && !w.renewed_after),
         "{woke:?}"
     );
-    // No retry set, no envelope store, no dead letter, no marker: the ready
-    // stream is still the only key, both entries pending for their new owner.
-    assert_eq!(keys_of(&mut setup.conn, &setup.config).await, keys_before);
+    // No retry set, no envelope store, no dead letter, no marker: besides
+    // the claim epoch the other consumer's claim raised, the ready stream
+    // is still the only key, both entries pending for their new owner.
+    assert_eq!(
+        keys_of(&mut setup.conn, &setup.config).await,
+        [setup.config.claims_key(0), setup.config.ready_key(0)]
+    );
     assert_eq!(
         owners(&mut setup.conn, &setup.config).await,
         [

@@ -1,4 +1,4 @@
-//! The versioned Redis Function library of a service (retry, dead letter, replay, trim, lease, ownership-checked ack and renew).
+//! The versioned Redis Function library of a service (retry, dead letter, replay, trim, lease, claim, ownership-checked ack and renew).
 //!
 //! One Lua library per service, `functions.lua` in the deploy directory; its
 //! contract is docs/functions.md. Every value that differs between queues
@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 3;
+pub const LIBRARY_VERSION: u32 = 4;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -105,7 +105,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x4437_fa5c_4451_d925;
+    const PINNED_HASH: u64 = 0xc09c_160f_cf7b_1521;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -155,7 +155,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v3"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v4"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -164,7 +164,7 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v3");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v4");
     }
 
     #[test]
@@ -187,6 +187,7 @@ queues:
                 "trim",
                 "lease_acquire",
                 "lease_release",
+                "claim",
                 "ack",
                 "renew",
                 "version"
@@ -194,10 +195,10 @@ queues:
         );
         // Only `version` is read-only: the rest are refused on replicas.
         // The four transitions are refused past maxmemory too; the trim, the
-        // lease functions, ack and renew run there (they add no memory).
+        // lease functions, claim, ack and renew run there (they add no memory).
         assert_eq!(library.matches("flags = {'no-writes'}").count(), 1);
         assert_eq!(library.matches("flags = {},").count(), 4);
-        assert_eq!(library.matches("flags = {'allow-oom'},").count(), 5);
+        assert_eq!(library.matches("flags = {'allow-oom'},").count(), 6);
     }
 
     #[test]

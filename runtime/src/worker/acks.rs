@@ -15,8 +15,11 @@
 //! worker's consumer. One that another worker claimed meanwhile (this one
 //! stalled past `claim.min_idle`) is refused and left to its new owner: the
 //! acker logs it at warn with its owner and counts it (`ownership_lost`),
-//! and carries on. The IDs of each call go in ascending order, which lets
-//! the function list them with one `XPENDING`.
+//! and carries on. Each call carries the partition's claim epoch from before
+//! the oldest of its entries was read: while no claim has happened since,
+//! the function acknowledges without listing the pending entries (the
+//! common case; see `claim` and `ack` in the library). Otherwise it checks
+//! each ID, and IDs in ascending order let it list them with one `XPENDING`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -41,6 +44,8 @@ pub(super) struct AckRequest {
     pub id: String,
     /// The job's `job_id`, for the log line of a refused ack.
     pub job_id: String,
+    /// The partition's claim epoch read before the read that delivered it.
+    pub claim_epoch: u64,
     /// The job's permit, released once the ack was answered.
     pub permit: OwnedSemaphorePermit,
     /// The job's in-flight entry, released with the permit.
@@ -59,6 +64,8 @@ pub(super) struct Acker {
     pub consumer: Arc<str>,
     /// The ready stream key of every partition of the queue, by partition.
     pub keys: Arc<[String]>,
+    /// The claim epoch key of every partition, by partition.
+    pub claims_keys: Arc<[String]>,
     pub counters: Arc<Counters>,
     pub meter: Arc<Meter>,
 }
@@ -102,10 +109,15 @@ impl Acker {
             batch.chunk_by(|a, b| a.partition == b.partition).collect();
         let mut pipe = redis::pipe();
         for requests in &streams {
+            let partition = usize::from(requests[0].partition);
             let ids: Vec<&str> = requests.iter().map(|request| request.id.as_str()).collect();
+            // Epochs only rise: entries read under different epochs take the
+            // checked path, as they must (a claim came between their reads).
+            let oldest_epoch = requests.iter().map(|request| request.claim_epoch).min();
             pipe.add_command(self.function.command(
-                self.key(requests[0].partition),
+                (&self.keys[partition], &self.claims_keys[partition]),
                 &self.consumer,
+                oldest_epoch,
                 &ids,
             ));
         }
@@ -169,6 +181,23 @@ impl Acker {
                 owner = refused.owner.as_deref().unwrap_or("(none: no longer pending)"),
                 "ack refused: the entry is no longer pending for this worker; its new owner settles it",
             );
+        }
+        if acked.unaccounted > 0 {
+            if retried {
+                tracing::debug!(
+                    partition,
+                    entries = acked.unaccounted,
+                    "already acknowledged"
+                );
+            } else {
+                lost += acked.unaccounted;
+                tracing::warn!(
+                    queue = self.queue,
+                    partition,
+                    entries = acked.unaccounted,
+                    "ack found entries no longer pending: acknowledged or removed by someone other than this worker (an XACK, XGROUP DELCONSUMER or XCLAIM outside queuegen)",
+                );
+            }
         }
         let done = requests.len() as u64 - lost;
         Counters::add(&self.counters.done, done);

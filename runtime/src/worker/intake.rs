@@ -14,6 +14,11 @@
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
 //!
+//! Each read is pipelined behind a `GET` of its partitions' claim epochs
+//! (same slot, one round trip): every entry carries the epoch from before
+//! it was delivered to its ack, which skips the ownership listing while
+//! no claim has happened since (see `acks`).
+//!
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
 //! as always, and instead of the blocking read the loop waits for a wake-up
@@ -171,15 +176,15 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
             }
-            let (partition, key) = &self.streams[(start + i) % self.streams.len()];
-            let reply = self
-                .xreadgroup(conn, &[key.as_str()], permits.len(), None)
+            let stream = &self.streams[(start + i) % self.streams.len()];
+            let (epochs, reply) = self
+                .xreadgroup(conn, std::slice::from_ref(stream), permits.len(), None)
                 .await?;
             for entry in reply.streams.into_iter().flat_map(|(_, entries)| entries) {
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
-                self.dispatch(*partition, entry, permit);
+                self.dispatch(stream.0, epochs[0], entry, permit);
                 delivered = true;
             }
         }
@@ -192,25 +197,26 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             return Ok(());
         }
 
-        let keys: Vec<&str> = self.streams.iter().map(|(_, key)| key.as_str()).collect();
-        let reply = self
-            .xreadgroup(conn, &keys, permits.len(), Some(self.block))
+        let (epochs, reply) = self
+            .xreadgroup(conn, self.streams, permits.len(), Some(self.block))
             .await?;
-        let entries: Vec<(u16, Entry)> = reply
+        let entries: Vec<(u16, u64, Entry)> = reply
             .streams
             .into_iter()
             .flat_map(|(stream_key, entries)| {
-                let partition = self
+                let index = self
                     .streams
                     .iter()
-                    .find(|(_, key)| *key == stream_key)
-                    .map(|(partition, _)| *partition)
+                    .position(|(_, key)| *key == stream_key)
                     .expect("XREADGROUP answers only for the streams it was given");
-                entries.into_iter().map(move |entry| (partition, entry))
+                let (partition, epoch) = (self.streams[index].0, epochs[index]);
+                entries
+                    .into_iter()
+                    .map(move |entry| (partition, epoch, entry))
             })
             .collect();
         let mut entries = entries.into_iter();
-        while let Some((partition, entry)) = entries.next() {
+        while let Some((partition, epoch, entry)) = entries.next() {
             let permit = match permits.pop() {
                 Some(permit) => permit,
                 // More entries than permits (COUNT is per stream, see the
@@ -224,7 +230,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     _ => {
                         // This entry and every one after it.
                         let mut left = 0u64;
-                        for (partition, _) in std::iter::once((partition, entry)).chain(entries) {
+                        for (partition, _, _) in
+                            std::iter::once((partition, epoch, entry)).chain(entries)
+                        {
                             shared.meter.left_pending(partition, 1);
                             left += 1;
                         }
@@ -237,20 +245,27 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     }
                 },
             };
-            self.dispatch(partition, entry, permit);
+            self.dispatch(partition, epoch, entry, permit);
         }
         Ok(())
     }
 
     /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`
+    /// of `streams`, behind a `GET` of each one's claim epoch; the epochs
+    /// come back in the order of `streams`.
     async fn xreadgroup(
         &self,
         conn: &mut Connection,
-        keys: &[&str],
+        streams: &[(u16, String)],
         count: usize,
         block: Option<Duration>,
-    ) -> Result<ReadReply, Failure> {
+    ) -> Result<(Vec<u64>, ReadReply), Failure> {
         let shared = self.shared;
+        let keys: Vec<&str> = streams.iter().map(|(_, key)| key.as_str()).collect();
+        let epoch_keys: Vec<&str> = streams
+            .iter()
+            .map(|(partition, _)| shared.claims_key(*partition))
+            .collect();
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(shared.config.group)
@@ -260,23 +275,30 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         if let Some(block) = block {
             cmd.arg("BLOCK").arg(block.as_millis().max(1) as u64);
         }
-        cmd.arg("STREAMS").arg(keys).arg(vec![">"; keys.len()]);
+        cmd.arg("STREAMS").arg(&keys).arg(vec![">"; keys.len()]);
         let reply = shared
             .cancel
-            .unless_raised(reply::xreadgroup(conn, &cmd))
+            .unless_raised(reply::xreadgroup(conn, &epoch_keys, cmd))
             .await;
         match reply {
             None => Err(Failure::Cancelled),
             Some(Ok(reply)) => Ok(reply),
-            Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
+            Some(Err(err)) => Err(classify(err, "XREADGROUP", &keys, shared.config.group)),
         }
     }
 
-    fn dispatch(&self, partition: u16, entry: Entry, permit: OwnedSemaphorePermit) {
+    fn dispatch(
+        &self,
+        partition: u16,
+        claim_epoch: u64,
+        entry: Entry,
+        permit: OwnedSemaphorePermit,
+    ) {
         let delivery = Delivery {
             partition,
             entry,
             claimed: false,
+            claim_epoch,
         };
         // A new entry (`>`) cannot already be running here.
         self.shared.spawn_job(delivery, permit);

@@ -100,6 +100,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         stream_id: delivery.entry.id,
         partition: delivery.partition,
         queue: shared.config.queue,
+        claim_epoch: delivery.claim_epoch,
         owner: shared.ownership.clone(),
     };
     work(&shared, ctx, body, held).instrument(span).await;
@@ -575,6 +576,7 @@ fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held:
         partition: ctx.partition,
         id: ctx.stream_id,
         job_id: ctx.header.job_id,
+        claim_epoch: ctx.claim_epoch,
         permit: held.permit,
         slot: held.slot,
     };

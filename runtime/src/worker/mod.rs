@@ -275,6 +275,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             consumer = %self.consumer,
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
+        let claims_keys: Arc<[String]> = (0..self.config.partitions)
+            .map(|partition| self.config.claims_key(partition))
+            .collect();
         let counters = Arc::new(Counters::default());
         let meter = Arc::new(meter);
         let consumer: Arc<str> = Arc::from(self.consumer);
@@ -287,6 +290,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 queue: self.config.queue,
                 consumer: consumer.clone(),
                 keys: ready_keys.clone(),
+                claims_keys: claims_keys.clone(),
                 counters: counters.clone(),
                 meter: meter.clone(),
             }),
@@ -296,6 +300,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 conn: self.redis.shared(),
             }),
             ready_keys,
+            claims_keys,
             config: self.config,
             consumer,
             handler: self.handler,
@@ -383,6 +388,8 @@ struct Shared<E, H> {
     ownership: Arc<Ownership>,
     /// The ready stream key of every partition of the queue, by partition.
     ready_keys: Arc<[String]>,
+    /// The claim epoch key of every partition (see `acks`), by partition.
+    claims_keys: Arc<[String]>,
     /// One permit per job that may run at once, held until the job is settled.
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
@@ -406,6 +413,9 @@ struct Delivery {
     entry: Entry,
     /// Taken over by `XAUTOCLAIM` rather than read as new.
     claimed: bool,
+    /// The partition's claim epoch read before the read (or with the claim)
+    /// that delivered it; its ack carries it.
+    claim_epoch: u64,
 }
 
 impl<E: Envelope, H: Handler<E>> Shared<E, H> {
@@ -453,6 +463,11 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
     /// The ready stream key of `partition`.
     fn ready_key(&self, partition: u16) -> &str {
         &self.ready_keys[usize::from(partition)]
+    }
+
+    /// The claim epoch key of `partition`.
+    fn claims_key(&self, partition: u16) -> &str {
+        &self.claims_keys[usize::from(partition)]
     }
 }
 

@@ -19,7 +19,9 @@
 //! handler. Claimed entries run exactly like newly read ones, each in its own
 //! task with its own permit, and only `Done` acks them. `XAUTOCLAIM` scans at
 //! most COUNT*10 pending entries per call, so each partition is walked with
-//! the returned cursor.
+//! the returned cursor. It runs inside the library's `claim`, which raises
+//! the partition's claim epoch whenever it takes something, so that the
+//! previous owner's acks check ownership entry by entry from then on.
 //!
 //! A pass costs what is old, not what is busy: an entry whose ID (its `XADD`
 //! time) is younger than `claim_min_idle` cannot have been idle that long,
@@ -32,8 +34,10 @@
 
 use std::sync::Arc;
 
-use redis::streams::{StreamAutoClaimReply, StreamPendingCountReply};
+use redis::streams::StreamPendingCountReply;
+use redis::{FromRedisValue, ParsingError, Value};
 
+use super::reply::{self, Entry};
 use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
@@ -120,23 +124,28 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
     let config = &shared.config;
     let key = config.ready_key(partition);
     let min_idle_ms = config.claim_min_idle.as_millis() as u64;
+    let claim_function = config.function("claim");
     let mut cursor = String::from("0-0");
     loop {
         // Claim only as many entries as there are permits to run them.
         let Some(mut permits) = shared.reserve(config.claim_batch).await else {
             return Ok(false);
         };
-        let mut cmd = redis::cmd("XAUTOCLAIM");
-        cmd.arg(&key)
+        // The library's `claim`: XAUTOCLAIM, and the claim epoch raised in
+        // the same call when it took anything (see `acks`).
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&claim_function)
+            .arg(2)
+            .arg(&key)
+            .arg(shared.claims_key(partition))
             .arg(config.group)
             .arg(&*shared.consumer)
             .arg(min_idle_ms)
             .arg(&cursor)
-            .arg("COUNT")
             .arg(permits.len());
         let reply = shared
             .cancel
-            .unless_raised(cmd.query_async::<StreamAutoClaimReply>(&mut shared.acks.clone()))
+            .unless_raised(cmd.query_async::<ClaimReply>(&mut shared.acks.clone()))
             .await
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
@@ -145,7 +154,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             report_deleted(shared, partition, &key, &reply.deleted_ids);
         }
         if !reply.claimed.is_empty() {
-            tracing::info!(key = %key, claimed = reply.claimed.len(), "claimed idle pending entries");
+            tracing::info!(key = %key, claimed = reply.claimed.len(), epoch = reply.epoch, "claimed idle pending entries");
         }
         for entry in reply.claimed {
             let permit = permits
@@ -153,8 +162,9 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 .expect("XAUTOCLAIM's COUNT bounds the entries to the permits held");
             let delivery = Delivery {
                 partition,
-                entry: entry.into(),
+                entry,
                 claimed: true,
+                claim_epoch: reply.epoch,
             };
             if shared.spawn_job(delivery, permit) {
                 Counters::add(&shared.counters.claimed, 1);
@@ -163,14 +173,14 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         }
         drop(permits);
 
-        let past_newest = id_ms(&reply.next_stream_id).map_or(true, |ms| ms > newest);
-        if reply.next_stream_id == "0-0" || past_newest {
+        let past_newest = id_ms(&reply.next_cursor).map_or(true, |ms| ms > newest);
+        if reply.next_cursor == "0-0" || past_newest {
             return Ok(true);
         }
         if shared.stop.is_raised() {
             return Ok(false);
         }
-        cursor = reply.next_stream_id;
+        cursor = reply.next_cursor;
     }
 }
 
@@ -246,7 +256,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             if deliveries < max_deliveries || shared.in_flight.contains(partition, &entry.id) {
                 continue;
             }
-            match take_over(shared, &key, &entry.id, min_idle_ms).await? {
+            match take_over(shared, partition, &entry.id, min_idle_ms).await? {
                 TakeOver::Taken => {}
                 TakeOver::Elsewhere => continue,
                 TakeOver::Deleted => {
@@ -328,6 +338,37 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
     }
 }
 
+/// The library's `claim` reply: `[next_cursor, entries, deleted_ids, epoch]`.
+struct ClaimReply {
+    next_cursor: String,
+    claimed: Vec<Entry>,
+    deleted_ids: Vec<String>,
+    /// The partition's claim epoch after the call; the claimed entries carry it.
+    epoch: u64,
+}
+
+impl FromRedisValue for ClaimReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let Value::Array(parts) = value else {
+            return Err(ParsingError::from(format!(
+                "expected [next_cursor, entries, deleted_ids, epoch], found {value:?}"
+            )));
+        };
+        let mut parts = parts.into_iter();
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(next), Some(entries), Some(deleted), Some(epoch)) => Ok(ClaimReply {
+                next_cursor: String::from_redis_value(next)?,
+                claimed: reply::entries_of(entries)?,
+                deleted_ids: Vec::from_redis_value(deleted)?,
+                epoch: u64::from_redis_value(epoch)?,
+            }),
+            _ => Err(ParsingError::from(
+                "expected [next_cursor, entries, deleted_ids, epoch]",
+            )),
+        }
+    }
+}
+
 /// What [`take_over`] found.
 enum TakeOver {
     /// This worker owns the entry now.
@@ -342,15 +383,20 @@ enum TakeOver {
 /// is still idle (nobody claimed it since `XPENDING`), without counting a
 /// delivery. `XCLAIM` drops a deleted entry from the pending list without a
 /// word (Redis 7), so an `XRANGE` of the entry runs with it in one
-/// `MULTI`/`EXEC` (one key: one slot on a Cluster) to tell that case apart.
+/// `MULTI`/`EXEC` (one partition: one slot on a Cluster) to tell that case
+/// apart, and so does an `INCR` of the claim epoch: a claim from another
+/// consumer must raise it atomically, or that consumer's acks could skip
+/// their ownership check (see `acks`).
 async fn take_over<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
-    key: &str,
+    partition: u16,
     id: &str,
     min_idle_ms: u64,
 ) -> Result<TakeOver, Failure> {
+    let key = shared.ready_key(partition);
+    let claims_key = shared.claims_key(partition);
     let config = &shared.config;
-    let (stored, claimed): (Vec<redis::Value>, Vec<String>) = redis::pipe()
+    let (stored, claimed, _epoch): (Vec<redis::Value>, Vec<String>, u64) = redis::pipe()
         .atomic()
         .cmd("XRANGE")
         .arg(key)
@@ -363,6 +409,8 @@ async fn take_over<E: Envelope, H: Handler<E>>(
         .arg(min_idle_ms)
         .arg(id)
         .arg("JUSTID")
+        .cmd("INCR")
+        .arg(claims_key)
         .query_async(&mut shared.acks.clone())
         .await
         .map_err(|err| classify(err, "XCLAIM", &[key], config.group))?;

@@ -46,19 +46,42 @@ impl FromRedisValue for ReadReply {
     }
 }
 
-/// Sends an `XREADGROUP` and decodes its reply.
+/// Sends a `GET` of each of `epoch_keys` (claim epochs, absent = 0) and then
+/// `read`, an `XREADGROUP`, in one pipeline; decodes the epochs and the entries.
 ///
-/// `Cmd::query_async` first walks the whole reply looking for nested error
-/// values (rebuilding every array on the way), then converts it. An
-/// `XREADGROUP` reply can only be an error as a whole, and the decoder
+/// The epochs are read before the entries, on the same connection: a claim
+/// that changes ownership after them raises the epoch these entries carry
+/// to their ack. `Cmd::query_async` would first walk the whole reply looking
+/// for nested error values (rebuilding every array on the way), then convert
+/// it; an `XREADGROUP` reply can only be an error as a whole, and the decoder
 /// rejects anything it does not expect, so one pass is enough.
 pub(crate) async fn xreadgroup(
     conn: &mut impl ConnectionLike,
-    cmd: &Cmd,
-) -> RedisResult<ReadReply> {
-    match conn.req_packed_command(cmd).await? {
-        Value::ServerError(err) => Err(err.into()),
-        reply => Ok(ReadReply::from_redis_value(reply)?),
+    epoch_keys: &[&str],
+    read: Cmd,
+) -> RedisResult<(Vec<u64>, ReadReply)> {
+    let mut pipe = redis::pipe();
+    for key in epoch_keys {
+        pipe.cmd("GET").arg(*key);
+    }
+    pipe.add_command(read);
+    let mut replies = conn
+        .req_packed_commands(&pipe, 0, epoch_keys.len() + 1)
+        .await?
+        .into_iter();
+    let epochs = replies
+        .by_ref()
+        .take(epoch_keys.len())
+        .map(|reply| match reply {
+            Value::ServerError(err) => Err(err.into()),
+            Value::Nil => Ok(0),
+            other => Ok(u64::from_redis_value(other)?),
+        })
+        .collect::<RedisResult<Vec<u64>>>()?;
+    match replies.next() {
+        Some(Value::ServerError(err)) => Err(err.into()),
+        Some(reply) => Ok((epochs, ReadReply::from_redis_value(reply)?)),
+        None => Err(ParsingError::from("a pipeline without the XREADGROUP reply").into()),
     }
 }
 
@@ -70,7 +93,9 @@ fn key_and_entries(pair: Vec<Value>) -> Result<(String, Vec<Entry>), ParsingErro
     }
 }
 
-fn entries_of(value: Value) -> Result<Vec<Entry>, ParsingError> {
+/// A list of `[id, fields]` entries: a read's per-stream list, or the
+/// entries of the library's `claim` reply.
+pub(crate) fn entries_of(value: Value) -> Result<Vec<Entry>, ParsingError> {
     match value {
         Value::Nil => Ok(Vec::new()),
         Value::Array(entries) => entries.into_iter().map(entry).collect(),
@@ -132,22 +157,6 @@ fn text(value: Value, what: &str) -> Result<String, ParsingError> {
 
 fn unexpected(expected: &str, found: &Value) -> ParsingError {
     ParsingError::from(format!("expected {expected}, found {found:?}"))
-}
-
-impl From<redis::streams::StreamId> for Entry {
-    /// Entries claimed by `XAUTOCLAIM` come through the redis crate's types;
-    /// the claim path is rare enough for its map.
-    fn from(stream_id: redis::streams::StreamId) -> Self {
-        let fields = stream_id
-            .map
-            .into_iter()
-            .filter_map(|(name, value)| bytes(value).ok().map(|bytes| (name, bytes)))
-            .collect();
-        Entry {
-            id: stream_id.id,
-            fields,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_every: Duration::from_secs(10),
     claim_batch: 50,
     payload_max_bytes: 1024,
-    functions: "qg_queuegen_tests_v3",
+    functions: "qg_queuegen_tests_v4",
     retry_max_attempts: 5,
     retry_initial: Duration::from_secs(1),
     retry_max: Duration::from_secs(300),

@@ -65,14 +65,17 @@ const WORKER_COMMANDS: &[&str] = &[
     "+hget",
     "+hset",
     "+hdel",
+    // The claim epoch: `claim` and the poison take-over raise it.
+    "+incr",
     "+zadd",
     "+zrem",
     "+zscore",
     "+xtrim",
     // Producers.
     "+xadd",
-    // The ledger: results and counters.
+    // The intake's claim epochs; the ledger's results.
     "+get",
+    // The ledger: results and counters.
     "+set",
     "+hincrby",
     "+hgetall",

@@ -28,7 +28,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_every: Duration::from_secs(30),
     claim_batch: 10,
     payload_max_bytes: 1024,
-    functions: "qg_docs_pipeline_v3",
+    functions: "qg_docs_pipeline_v4",
     retry_max_attempts: 10,
     retry_initial: Duration::from_secs(30),
     retry_max: Duration::from_secs(3600),
