@@ -1,23 +1,32 @@
 //! Where a scenario runs: a target deploys fresh servers for it and says how its workers log in.
 //!
 //! Every scenario is a function of a [`Target`]. A target is a topology (a
-//! standalone server, or a 6-node Redis Cluster) and a login: the default user, or a worker ACL user allowed
-//! only the commands a worker, a producer and the ledger send, on the
+//! standalone server, a primary with a replica behind a stable address, or a
+//! 6-node Redis Cluster) and a login: the default user, or a worker ACL user
+//! allowed only the commands a worker, a producer and the ledger send, on the
 //! scenario's own keys. Adding a topology is adding a variant here and its
-//! arm in [`Target::deploy_with`], not rewriting scenarios: they reach the
-//! servers only through the [`Deployment`].
+//! arms in [`Target::deploy_with`] and the [`Deployment`]'s methods, not
+//! rewriting scenarios: they reach the servers only through the deployment
+//! (its URLs, its admin connection, "every primary", "fail over the primary").
+//! Which scenarios run on which target is the suite's choice (its
+//! `scenarios/mod.rs`), not the target's.
 
 use std::process::Command;
 
 use queuegen_runtime::{ensure_groups, QueueConfig, Redis};
 
-use crate::{library, RedisCluster, RedisServer};
+use crate::{library, RedisCluster, RedisPair, RedisServer};
 
 /// How the servers of a target are arranged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topology {
     /// One redis-server.
     Standalone,
+    /// A primary and a replica ([`RedisPair`]); workers, producers and the
+    /// admin connection get the pair's stable URL (a forwarder in front of
+    /// the current primary), so after a promotion they reconnect to the same
+    /// URL and find the new primary.
+    Pair,
     /// Three primaries and three replicas; workers get the URL of one node.
     Cluster,
 }
@@ -42,6 +51,12 @@ const WORKER_COMMANDS: &[&str] = &[
     "+ping",
     "+info",
     "+time",
+    // The Cluster client: it learns the slot map with `CLUSTER SLOTS` when
+    // it connects and again after a MOVED or a lost node (the runtime's
+    // "every primary" asks the same), and answers an ASK redirect, met while
+    // a slot migrates, with `ASKING`. No `READONLY`: nothing reads replicas.
+    "+cluster|slots",
+    "+asking",
     // Intake, acks, recovery and poison quarantine.
     "+xreadgroup",
     "+xack",
@@ -71,8 +86,10 @@ const WORKER_COMMANDS: &[&str] = &[
     "+zrem",
     "+zscore",
     "+xtrim",
-    // Producers.
+    // Producers, and `WAIT` after them when a publish asks for replicas
+    // (`Durability`, the failover row).
     "+xadd",
+    "+wait",
     // The intake's claim epochs; the ledger's results.
     "+get",
     // The ledger: results and counters.
@@ -89,28 +106,32 @@ pub struct Target {
 }
 
 impl Target {
+    pub const STANDALONE: Target = Target::new(Topology::Standalone, Login::Default);
+    pub const STANDALONE_ACL: Target = Target::new(Topology::Standalone, Login::WorkerAcl);
+    pub const PAIR: Target = Target::new(Topology::Pair, Login::Default);
+    pub const CLUSTER: Target = Target::new(Topology::Cluster, Login::Default);
+    pub const CLUSTER_ACL: Target = Target::new(Topology::Cluster, Login::WorkerAcl);
+
+    pub const fn new(topology: Topology, login: Login) -> Target {
+        Target { topology, login }
+    }
+
     /// Every target the suite runs, in table order.
     pub fn all() -> Vec<Target> {
         vec![
-            Target {
-                topology: Topology::Standalone,
-                login: Login::Default,
-            },
-            Target {
-                topology: Topology::Standalone,
-                login: Login::WorkerAcl,
-            },
-            Target {
-                topology: Topology::Cluster,
-                login: Login::Default,
-            },
+            Target::STANDALONE,
+            Target::STANDALONE_ACL,
+            Target::PAIR,
+            Target::CLUSTER,
+            Target::CLUSTER_ACL,
         ]
     }
 
-    /// `standalone`, `standalone+acl`.
+    /// `standalone`, `standalone+acl`, `pair`, `cluster`, `cluster+acl`.
     pub fn name(&self) -> String {
         let topology = match self.topology {
             Topology::Standalone => "standalone",
+            Topology::Pair => "pair",
             Topology::Cluster => "cluster",
         };
         match self.login {
@@ -129,6 +150,7 @@ impl Target {
     pub async fn deploy_with(&self, key_prefix: &str, server_args: &[&str]) -> Deployment {
         let servers = match self.topology {
             Topology::Standalone => Servers::Standalone(RedisServer::start_with(server_args)),
+            Topology::Pair => Servers::Pair(RedisPair::start_with(server_args)),
             Topology::Cluster => Servers::Cluster(RedisCluster::start_with(server_args)),
         };
         let admin_url = servers.url();
@@ -155,7 +177,8 @@ impl Target {
 }
 
 /// `ACL SETUSER` of [`WORKER_USER`] with [`WORKER_COMMANDS`] on `key_prefix*`,
-/// on the server at `url` (ACL users are per node, in a Cluster too).
+/// on the server at `url` (ACL users are per node: neither a replica nor a
+/// Cluster gets them from another node).
 async fn create_worker_user(url: &str, key_prefix: &str) {
     let mut setuser = redis::cmd("ACL");
     setuser
@@ -190,6 +213,7 @@ fn with_login(url: &str, user: &str, password: &str) -> String {
 /// The server processes of one deployment.
 enum Servers {
     Standalone(RedisServer),
+    Pair(RedisPair),
     Cluster(RedisCluster),
 }
 
@@ -198,14 +222,18 @@ impl Servers {
     fn all(&self) -> Vec<&RedisServer> {
         match self {
             Servers::Standalone(server) => vec![server],
+            Servers::Pair(pair) => vec![pair.primary(), pair.replica()],
             Servers::Cluster(cluster) => cluster.servers().iter().collect(),
         }
     }
 
-    /// The URL clients start from: the server, or one Cluster node.
+    /// The URL clients start from: the server, the pair's stable address
+    /// (never a node's own: that one stops being the primary), or one
+    /// Cluster node.
     fn url(&self) -> String {
         match self {
             Servers::Standalone(server) => server.url(),
+            Servers::Pair(pair) => pair.url(),
             Servers::Cluster(cluster) => cluster.url(),
         }
     }
@@ -239,7 +267,9 @@ impl Deployment {
             .unwrap_or_else(|err| panic!("connecting as the worker: {err}"))
     }
 
-    /// The default user's connection: setup and inspection.
+    /// The default user's connection: setup and inspection. On a pair it
+    /// goes through the stable address, so after a promotion it reconnects
+    /// to the new primary, as workers do.
     pub fn admin(&self) -> &Redis {
         &self.admin
     }
@@ -286,7 +316,9 @@ impl Deployment {
                 server.kill9();
                 server.restart();
             }
-            Servers::Cluster(_) => panic!("crash_and_restart is for a standalone server"),
+            Servers::Pair(_) | Servers::Cluster(_) => {
+                panic!("crash_and_restart is for a standalone server")
+            }
         }
         if let Some(key_prefix) = &self.worker_keys {
             for node in self.servers.all() {
@@ -295,11 +327,40 @@ impl Deployment {
         }
     }
 
-    /// The Cluster, on a Cluster target (to reshard or fail over).
+    /// The Cluster, on a Cluster target (to reshard it).
     pub fn cluster(&self) -> Option<&RedisCluster> {
         match &self.servers {
             Servers::Cluster(cluster) => Some(cluster),
-            Servers::Standalone(_) => None,
+            Servers::Standalone(_) | Servers::Pair(_) => None,
+        }
+    }
+
+    /// Makes a replica the primary of `key`, with every client still
+    /// connected, and says in words what happened. On a Cluster,
+    /// `CLUSTER FAILOVER` of the primary holding `key`'s slot: the replica
+    /// catches up first, and this returns once every node agrees. On a
+    /// pair, the replica is promoted at once, without catching up (as
+    /// Sentinel promotes one after its primary failed), the stable address
+    /// moves to it cutting every connection through it, and the old primary
+    /// resyncs as its replica: writes it acknowledged that had not reached
+    /// the replica are lost, unless their client waited for a replica
+    /// (`WAIT`). Blocks its thread until done. Not on a standalone server.
+    pub fn fail_over(&mut self, key: &str) -> String {
+        match &mut self.servers {
+            Servers::Cluster(cluster) => {
+                let primary = cluster.node_for_key(key).port;
+                let promoted = cluster.failover(primary);
+                format!("127.0.0.1:{primary} failed over to {}", promoted.addr())
+            }
+            Servers::Pair(pair) => {
+                let primary = pair.primary().addr();
+                pair.promote_replica();
+                format!(
+                    "replica {} promoted over {primary} (connections cut, the old primary resynced as its replica)",
+                    pair.primary().addr()
+                )
+            }
+            Servers::Standalone(_) => panic!("a standalone server has no replica to fail over to"),
         }
     }
 
@@ -312,6 +373,8 @@ impl Deployment {
     pub fn primaries(&self) -> Vec<String> {
         match &self.servers {
             Servers::Standalone(server) => vec![format!("127.0.0.1:{}", server.port())],
+            // Workers know the pair's primary only by its stable address.
+            Servers::Pair(pair) => vec![pair.client().get_connection_info().addr().to_string()],
             Servers::Cluster(cluster) => {
                 cluster.primaries().iter().map(|node| node.addr()).collect()
             }

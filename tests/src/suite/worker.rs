@@ -62,6 +62,10 @@ pub struct WorkerSpec {
     /// Its consumer name in the group.
     pub consumer: String,
     pub hold: Hold,
+    /// Replicas each job's result must reach before the handler calls it
+    /// durable ([`Ledger::waiting_for`]); 0: the primary's word is enough.
+    #[serde(default)]
+    pub effect_replicas: u32,
 }
 
 impl WorkerSpec {
@@ -116,7 +120,7 @@ impl WorkerSpec {
 
     /// The ledger this worker records into, over `redis`.
     pub fn ledger(&self, redis: &Redis) -> Ledger {
-        Ledger::new(redis, &self.key_prefix, &self.ledger_scope())
+        Ledger::new(redis, &self.key_prefix, &self.ledger_scope()).waiting_for(self.effect_replicas)
     }
 
     /// The same worker under another consumer name, holding nothing.

@@ -89,7 +89,7 @@ impl Options {
                 .iter()
                 .any(|filter| scenario.id.contains(filter.as_str()));
         let target_matches = self.targets.is_empty() || self.targets.contains(&target.name());
-        let applies = scenario.only.map_or(true, |only| only == target.topology);
+        let applies = scenario.targets.contains(target);
         id_matches && target_matches && applies
     }
 }

@@ -58,6 +58,7 @@ impl Stage {
             tuning,
             consumer: "worker".to_owned(),
             hold: Hold::Never,
+            effect_replicas: 0,
         };
         let config = spec.config();
         let ledger = spec.ledger(deployment.admin());
@@ -76,6 +77,21 @@ impl Stage {
 
     pub fn admin(&self) -> &Redis {
         self.deployment.admin()
+    }
+
+    /// Waits (up to 10 s) until the admin connection answers `PING`, as it
+    /// does once it has reconnected after a restart or a promotion cut it
+    /// (its first command after the cut fails); whether it did.
+    pub async fn admin_answers(&self) -> bool {
+        for _ in 0..100 {
+            let ping: redis::RedisResult<String> =
+                redis::cmd("PING").query_async(&mut self.conn()).await;
+            if ping.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
     }
 
     /// A producer of the queue, logged in as workers are.

@@ -54,17 +54,7 @@ pub async fn aof_restart(run: Run, fsync: &'static str) -> Verdict {
     }
     let before = stage.tally(&jobs).await.done();
     stage.deployment.crash_and_restart().await;
-    // The admin connection reconnects on its first error after the restart.
-    let mut reconnected = false;
-    for _ in 0..100 {
-        let ping: redis::RedisResult<String> =
-            redis::cmd("PING").query_async(&mut stage.conn()).await;
-        if ping.is_ok() {
-            reconnected = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let reconnected = stage.admin_answers().await;
     verdict.check(reconnected, || {
         "the admin connection never came back".to_owned()
     });
