@@ -194,6 +194,17 @@ pub enum Error {
     )]
     EvictionPolicy { server: String, policy: String },
 
+    /// A result was stored, but fewer replicas than asked acknowledged it
+    /// within the timeout: a failover now could forget it, so the job must
+    /// not be acknowledged as done yet.
+    #[error("result {key}: {acknowledged} of the {replicas} replica(s) asked for acknowledged it within {timeout:?}; a failover could still forget it")]
+    NotReplicated {
+        key: String,
+        replicas: u32,
+        acknowledged: u32,
+        timeout: std::time::Duration,
+    },
+
     /// The Cluster's topology could not be read, or does not fit the spec.
     #[error("redis cluster: {problem}")]
     Cluster { problem: String },

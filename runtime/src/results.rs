@@ -6,6 +6,14 @@
 //! [`RedisResults`] keeps results in Redis with `SET … NX GET`: one round
 //! trip that stores the result unless one exists and returns the one that
 //! does, so two deliveries racing each other agree on one result.
+//!
+//! With replicas, a result is durable only once a replica has it: a
+//! promotion that does not wait for the replica to catch up forgets the
+//! primary's last writes, and a job whose result was forgotten while its ack
+//! reached the new primary would be done without its effect.
+//! [`RedisResults::with_durability`] sends a `WAIT` in the same pipeline as
+//! the `SET` and fails the commit ([`Error::NotReplicated`]) when too few
+//! replicas acknowledge it, so the job is retried rather than acknowledged.
 
 use std::future::Future;
 use std::time::Duration;
@@ -14,6 +22,7 @@ use crate::connect::Connection;
 
 use crate::connect::Redis;
 use crate::error::{Error, Result};
+use crate::producer::Durability;
 
 /// What a commit found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +69,7 @@ pub struct RedisResults {
     connection: Connection,
     key_prefix: String,
     ttl: Duration,
+    durability: Durability,
 }
 
 impl RedisResults {
@@ -68,7 +78,19 @@ impl RedisResults {
             connection: redis.shared(),
             key_prefix: key_prefix.into(),
             ttl,
+            durability: Durability::PRIMARY_ONLY,
         }
+    }
+
+    /// This store, each commit followed (in the same pipeline, so on the
+    /// same connection and node) by `WAIT replicas timeout`; a commit that
+    /// fewer replicas acknowledged fails with [`Error::NotReplicated`].
+    /// Like a producer's [`Durability`], it says how many replicas hold the
+    /// result, not that a failover cannot lose it. `WAIT` counts this
+    /// connection's writes: a result found stored by another worker a
+    /// moment ago may not be on a replica yet.
+    pub fn with_durability(self, durability: Durability) -> Self {
+        RedisResults { durability, ..self }
     }
 
     /// The key of a job's result. A job id may contain anything but is
@@ -93,19 +115,46 @@ impl Results for RedisResults {
         let key = self.key(queue, job_id);
         let mut connection = self.connection.clone();
         // NX with GET (Redis 7.0+): nil when this call stored it, else the stored value.
-        let previous: Option<Vec<u8>> = redis::cmd("SET")
-            .arg(&key)
+        let mut set = redis::cmd("SET");
+        set.arg(&key)
             .arg(result)
             .arg("NX")
             .arg("GET")
             .arg("PX")
-            .arg(self.ttl.as_millis().max(1) as u64)
+            .arg(self.ttl.as_millis().max(1) as u64);
+        let context = || format!("committing the result {key}");
+        let Durability { replicas, timeout } = self.durability;
+        if replicas == 0 {
+            let previous: Option<Vec<u8>> = set
+                .query_async(&mut connection)
+                .await
+                .map_err(|err| Error::redis(context(), err))?;
+            return Ok(committed(previous));
+        }
+        let (previous, acknowledged): (Option<Vec<u8>>, u32) = redis::pipe()
+            .add_command(set)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout.as_millis().max(1) as u64)
             .query_async(&mut connection)
             .await
-            .map_err(|err| Error::redis(format!("committing the result {key}"), err))?;
-        Ok(match previous {
-            None => Committed::Stored,
-            Some(existing) => Committed::Existing(existing),
-        })
+            .map_err(|err| Error::redis(context(), err))?;
+        if acknowledged < replicas {
+            return Err(Error::NotReplicated {
+                key,
+                replicas,
+                acknowledged,
+                timeout,
+            });
+        }
+        Ok(committed(previous))
+    }
+}
+
+/// What a `SET … NX GET` reply says the commit found.
+fn committed(previous: Option<Vec<u8>>) -> Committed {
+    match previous {
+        None => Committed::Stored,
+        Some(existing) => Committed::Existing(existing),
     }
 }

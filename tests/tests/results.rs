@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::{
-    ensure_groups, Committed, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis,
-    RedisResults, Results, Worker,
+    ensure_groups, Committed, Durability, Error, Handler, JobContext, JobError, NewJob, Outcome,
+    Producer, Redis, RedisResults, Results, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{pending_count, unique_prefix, wait_until};
-use queuegen_tests::{library, RedisServer};
+use queuegen_tests::{library, RedisPair, RedisServer};
 
 const TTL: Duration = Duration::from_secs(3600);
 
@@ -48,6 +48,69 @@ async fn the_first_commit_wins_and_later_ones_get_it_back() {
     assert!(
         ttl_ms > 0 && ttl_ms <= TTL.as_millis() as i64,
         "the result expires after the ttl: {ttl_ms} ms"
+    );
+}
+
+/// With a durability, a commit waits for the replica in the same pipeline:
+/// it succeeds once the replica holds the result, and fails (so the job is
+/// retried, not acknowledged) when the replica does not answer in time.
+#[tokio::test]
+async fn a_durable_commit_waits_for_the_replica_and_fails_without_one() {
+    let pair = RedisPair::start();
+    let redis = Redis::connect(pair.url()).await.unwrap();
+    let prefix = unique_prefix("durable");
+    let results = RedisResults::new(&redis, &prefix, TTL).with_durability(Durability {
+        replicas: 1,
+        timeout: Duration::from_secs(5),
+    });
+
+    assert_eq!(
+        results.commit("ocr", "job-1", b"first").await.unwrap(),
+        Committed::Stored
+    );
+    let mut replica = pair
+        .replica()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let on_replica: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(results.key("ocr", "job-1"))
+        .query_async(&mut replica)
+        .await
+        .unwrap();
+    assert_eq!(
+        on_replica.as_deref(),
+        Some(&b"first"[..]),
+        "WAIT said the replica has it"
+    );
+
+    // A stopped replica acknowledges nothing: the commit is stored on the
+    // primary but reported as not durable, naming the key.
+    pair.replica().pause();
+    let impatient = RedisResults::new(&redis, &prefix, TTL).with_durability(Durability {
+        replicas: 1,
+        timeout: Duration::from_millis(300),
+    });
+    let err = impatient
+        .commit("ocr", "job-2", b"second")
+        .await
+        .expect_err("no replica acknowledged");
+    pair.replica().resume();
+    match &err {
+        Error::NotReplicated {
+            key,
+            replicas: 1,
+            acknowledged: 0,
+            ..
+        } => assert_eq!(key, &results.key("ocr", "job-2")),
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    assert!(err.to_string().contains("0 of the 1 replica(s)"), "{err}");
+    // The retry that follows finds the stored result, and now it is durable.
+    assert_eq!(
+        results.commit("ocr", "job-2", b"again").await.unwrap(),
+        Committed::Existing(b"second".to_vec())
     );
 }
 

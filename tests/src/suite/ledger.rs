@@ -26,10 +26,11 @@
 //! has it: a promotion that does not wait for the replica to catch up loses
 //! the primary's last writes, and a result lost that way while the job's ack
 //! reaches the new primary leaves the job acknowledged with no effect. A
-//! ledger made [`Ledger::waiting_for`] replicas commits each result with a
-//! `WAIT` for them and fails the delivery (a retry, which finds the result
-//! or applies it again) when fewer acknowledge: the handler's own choice of
-//! durability, as a producer's `Durability` is the publisher's.
+//! ledger made [`Ledger::waiting_for`] replicas commits each result through
+//! [`RedisResults::with_durability`], which fails the delivery (a retry,
+//! which finds the result or applies it again) when fewer acknowledge: the
+//! handler's own choice of durability, as a producer's `Durability` is the
+//! publisher's.
 //!
 //! The stored result names its publish (the job's trace_id, new for every
 //! publish) and its delivery (consumer and stream ID), which is how the two
@@ -40,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use queuegen_runtime::{Committed, Redis, RedisResults, Results};
+use queuegen_runtime::{Committed, Durability, Redis, RedisResults, Results};
 
 /// How long results are kept: longer than any scenario runs.
 const RESULT_TTL: Duration = Duration::from_secs(3600);
@@ -102,8 +103,6 @@ pub struct Ledger {
     results: RedisResults,
     scope: String,
     key_prefix: String,
-    /// Replicas each result must reach before it counts as committed.
-    replicas: u32,
 }
 
 impl Ledger {
@@ -115,14 +114,20 @@ impl Ledger {
             results: RedisResults::new(redis, key_prefix.clone(), RESULT_TTL),
             scope: scope.to_owned(),
             key_prefix,
-            replicas: 0,
         }
     }
 
     /// This ledger, each result committed only once `replicas` replicas
     /// acknowledged it (`WAIT`, up to 2 s); with fewer, `apply` fails.
     pub fn waiting_for(self, replicas: u32) -> Ledger {
-        Ledger { replicas, ..self }
+        let durability = Durability {
+            replicas,
+            timeout: REPLICA_WAIT,
+        };
+        Ledger {
+            results: self.results.clone().with_durability(durability),
+            ..self
+        }
     }
 
     fn counter_key(&self, counter: Counter) -> String {
@@ -148,7 +153,11 @@ impl Ledger {
             return Ok(Effect::Absorbed);
         }
         let record = format!("{publish} {delivery}");
-        let (effect, counter) = match self.commit(job_id, record.as_bytes()).await? {
+        let (effect, counter) = match self
+            .results
+            .commit(&self.scope, job_id, record.as_bytes())
+            .await?
+        {
             Committed::Stored => (Effect::Applied, Counter::Applied),
             Committed::Existing(stored) if stored.starts_with(format!("{publish} ").as_bytes()) => {
                 (Effect::Duplicate, Counter::Duplicates)
@@ -157,48 +166,6 @@ impl Ledger {
         };
         self.record(counter, job_id).await?;
         Ok(effect)
-    }
-
-    /// Stores `record` as the job's result unless one is stored, as
-    /// [`RedisResults::commit`] does; when the ledger waits for replicas,
-    /// with a `WAIT` in the same pipeline, so that it counts the replicas
-    /// of the very connection and node that took the `SET` (a `WAIT` sent
-    /// after a reconnect would count nothing of it).
-    async fn commit(&self, job_id: &str, record: &[u8]) -> queuegen_runtime::Result<Committed> {
-        if self.replicas == 0 {
-            return self.results.commit(&self.scope, job_id, record).await;
-        }
-        let key = self.results.key(&self.scope, job_id);
-        let (previous, acknowledged): (Option<Vec<u8>>, u32) = redis::pipe()
-            .cmd("SET")
-            .arg(&key)
-            .arg(record)
-            .arg("NX")
-            .arg("GET")
-            .arg("PX")
-            .arg(RESULT_TTL.as_millis() as u64)
-            .cmd("WAIT")
-            .arg(self.replicas)
-            .arg(REPLICA_WAIT.as_millis() as u64)
-            .query_async(&mut self.redis.shared())
-            .await
-            .map_err(|err| {
-                queuegen_runtime::Error::redis(format!("committing the result {key}"), err)
-            })?;
-        if acknowledged < self.replicas {
-            let detail = format!(
-                "{acknowledged} of {} replicas acknowledged the result {key}",
-                self.replicas
-            );
-            return Err(queuegen_runtime::Error::redis(
-                "ledger: the result is not durable yet",
-                redis::RedisError::from((redis::ErrorKind::Client, "too few replicas", detail)),
-            ));
-        }
-        Ok(match previous {
-            None => Committed::Stored,
-            Some(existing) => Committed::Existing(existing),
-        })
     }
 
     async fn count(&self, counter: Counter, job_id: &str) -> redis::RedisResult<u64> {
