@@ -19,8 +19,9 @@ pub struct JobContext {
     pub(crate) stream_id: String,
     pub(crate) partition: u16,
     pub(crate) queue: &'static str,
-    /// The partition's claim epoch before this delivery's read; its ack carries it.
-    pub(crate) claim_epoch: u64,
+    /// The partition's claim epoch before this delivery's read (`None`:
+    /// unknown); its ack carries it.
+    pub(crate) claim_epoch: Option<u64>,
     /// Shared with the worker: cloned per job, never copied.
     pub(crate) owner: Arc<Ownership>,
 }

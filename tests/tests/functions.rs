@@ -1599,8 +1599,10 @@ async fn claim_takes_idle_entries_and_raises_the_epoch_only_when_it_took_some() 
     }
     let keys = p.ack_keys();
 
-    // Nothing idle for an hour: nothing taken, the epoch stays (and no key is made).
-    let before = f.dump().await;
+    // Nothing idle for an hour: nothing taken, the epoch stays (and no key
+    // is made). (XAUTOCLAIM itself may still record the claiming consumer in
+    // the group: Valkey 8 does, Redis 7.0 does not; see docs/servers.md.)
+    let owners_before = owners(&mut f, &p.ready()).await;
     let reply = claimed(
         f.call(
             "claim",
@@ -1610,7 +1612,9 @@ async fn claim_takes_idle_entries_and_raises_the_epoch_only_when_it_took_some() 
         .await,
     );
     assert_eq!(reply, ("0-0".to_owned(), vec![], vec![], 0));
-    assert_keyspace_eq(&before, &f.dump().await, "a claim that took nothing");
+    assert_eq!(owners(&mut f, &p.ready()).await, owners_before);
+    let epoch: Option<u64> = f.cmd(&["GET", &p.claims()]).await;
+    assert_eq!(epoch, None, "a claim that took nothing raises no epoch");
 
     // A deleted pending entry is reported, not claimed; the others are taken,
     // with their fields, one page of COUNT at a time.

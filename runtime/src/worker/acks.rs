@@ -44,8 +44,9 @@ pub(super) struct AckRequest {
     pub id: String,
     /// The job's `job_id`, for the log line of a refused ack.
     pub job_id: String,
-    /// The partition's claim epoch read before the read that delivered it.
-    pub claim_epoch: u64,
+    /// The partition's claim epoch read before the read that delivered it
+    /// (`None`: unknown, so its ack checks each entry).
+    pub claim_epoch: Option<u64>,
     /// The job's permit, released once the ack was answered.
     pub permit: OwnedSemaphorePermit,
     /// The job's in-flight entry, released with the permit.
@@ -112,8 +113,13 @@ impl Acker {
             let partition = usize::from(requests[0].partition);
             let ids: Vec<&str> = requests.iter().map(|request| request.id.as_str()).collect();
             // Epochs only rise: entries read under different epochs take the
-            // checked path, as they must (a claim came between their reads).
-            let oldest_epoch = requests.iter().map(|request| request.claim_epoch).min();
+            // checked path, as they must (a claim came between their reads);
+            // so does a batch with an entry whose epoch is unknown.
+            let oldest_epoch = requests
+                .iter()
+                .map(|request| request.claim_epoch)
+                .min()
+                .flatten();
             pipe.add_command(self.function.command(
                 (&self.keys[partition], &self.claims_keys[partition]),
                 &self.consumer,

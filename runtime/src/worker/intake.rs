@@ -14,10 +14,11 @@
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
 //!
-//! Each read is pipelined behind a `GET` of its partitions' claim epochs
-//! (same slot, one round trip): every entry carries the epoch from before
-//! it was delivered to its ack, which skips the ownership listing while
-//! no claim has happened since (see `acks`).
+//! Each read follows a `GET` of its partitions' claim epochs (pipelined on
+//! one server; on a Cluster sent one by one, see `reply::xreadgroup`): every
+//! entry carries the epoch from before it was delivered to its ack, which
+//! skips the ownership listing while no claim has happened since (see
+//! `acks`).
 //!
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
@@ -200,7 +201,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let (epochs, reply) = self
             .xreadgroup(conn, self.streams, permits.len(), Some(self.block))
             .await?;
-        let entries: Vec<(u16, u64, Entry)> = reply
+        let entries: Vec<(u16, Option<u64>, Entry)> = reply
             .streams
             .into_iter()
             .flat_map(|(stream_key, entries)| {
@@ -259,7 +260,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         streams: &[(u16, String)],
         count: usize,
         block: Option<Duration>,
-    ) -> Result<(Vec<u64>, ReadReply), Failure> {
+    ) -> Result<(Vec<Option<u64>>, ReadReply), Failure> {
         let shared = self.shared;
         let keys: Vec<&str> = streams.iter().map(|(_, key)| key.as_str()).collect();
         let epoch_keys: Vec<&str> = streams
@@ -278,7 +279,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         cmd.arg("STREAMS").arg(&keys).arg(vec![">"; keys.len()]);
         let reply = shared
             .cancel
-            .unless_raised(reply::xreadgroup(conn, &epoch_keys, cmd))
+            .unless_raised(reply::xreadgroup(conn, &epoch_keys, cmd, conn.is_cluster()))
             .await;
         match reply {
             None => Err(Failure::Cancelled),
@@ -290,7 +291,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
     fn dispatch(
         &self,
         partition: u16,
-        claim_epoch: u64,
+        claim_epoch: Option<u64>,
         entry: Entry,
         permit: OwnedSemaphorePermit,
     ) {

@@ -414,8 +414,9 @@ struct Delivery {
     /// Taken over by `XAUTOCLAIM` rather than read as new.
     claimed: bool,
     /// The partition's claim epoch read before the read (or with the claim)
-    /// that delivered it; its ack carries it.
-    claim_epoch: u64,
+    /// that delivered it; its ack carries it. `None` when it could not be
+    /// read: the ack then checks each entry.
+    claim_epoch: Option<u64>,
 }
 
 impl<E: Envelope, H: Handler<E>> Shared<E, H> {

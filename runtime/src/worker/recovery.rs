@@ -164,7 +164,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 partition,
                 entry,
                 claimed: true,
-                claim_epoch: reply.epoch,
+                claim_epoch: Some(reply.epoch),
             };
             if shared.spawn_job(delivery, permit) {
                 Counters::add(&shared.counters.claimed, 1);
