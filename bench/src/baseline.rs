@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use queuegen_runtime::envelope::{self, Envelope, Header};
 use queuegen_runtime::Timestamp;
 use queuegen_tests::queues::envelopes::TestJob;
+use redis::aio::ConnectionLike;
 use redis::streams::StreamReadReply;
 
 use crate::probe::{self, Probe, RoundResult, Timeline};
@@ -54,7 +55,12 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
 
     let mut consumers = Vec::with_capacity(CONSUMERS);
     for n in 0..CONSUMERS {
-        let consumer = consume(client.clone(), key.clone(), format!("c{n}"), probe.clone());
+        // Default response timeout (500 ms) exceeds BLOCK_MS.
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .context("connecting a baseline consumer")?;
+        let consumer = consume(conn, key.clone(), format!("c{n}"), probe.clone());
         consumers.push(tokio::spawn(consumer));
     }
     let last_ack = probe::wait_last_ack(
@@ -138,17 +144,15 @@ fn trace_id(n: u64) -> String {
     format!("{mixed:032x}")
 }
 
-async fn consume(
-    client: redis::Client,
+/// One consumer's loop, on a server or (on its partition) a Cluster: read up
+/// to `READ_COUNT` with `BLOCK_MS`, call the probe for each entry (its
+/// "handler start"), ack the read with one `XACK`, until every job started.
+pub async fn consume<C: ConnectionLike + Send>(
+    mut conn: C,
     key: String,
     name: String,
     probe: Arc<Probe>,
 ) -> Result<()> {
-    // Default response timeout (500 ms) exceeds BLOCK_MS.
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .context("connecting a baseline consumer")?;
     while !probe.all_started() {
         let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
             .arg("GROUP")
@@ -163,7 +167,7 @@ async fn consume(
             .arg(">")
             .query_async(&mut conn)
             .await
-            .context("XREADGROUP")?;
+            .with_context(|| format!("XREADGROUP {key}"))?;
         let Some(reply) = reply else { continue };
         let ids: Vec<String> = reply
             .keys
@@ -184,7 +188,7 @@ async fn consume(
             .arg(&ids)
             .query_async::<()>(&mut conn)
             .await
-            .context("XACK")?;
+            .with_context(|| format!("XACK {key}"))?;
     }
     Ok(())
 }

@@ -25,17 +25,15 @@ use queuegen_runtime::{partition_of, QueueConfig, Redis};
 use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::streams::StreamReadReply;
 
-use crate::baseline::entry;
+use crate::baseline::{consume, entry};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::usage;
 use crate::Args;
 
 const MIN_CONSUMERS: usize = 8;
-const READ_COUNT: usize = 100;
-const BLOCK_MS: u64 = 100;
-/// Above `BLOCK_MS`: the Cluster client's response timeout bounds blocking reads too.
+/// Above the consumers' `BLOCK` (100 ms): the Cluster client's response
+/// timeout bounds blocking reads too.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const GROUP: &str = "g";
 
@@ -142,51 +140,6 @@ async fn publish(
             });
         try_join_all(sends).await.context("pipelined XADD")?;
         i = end;
-    }
-    Ok(())
-}
-
-async fn consume(
-    mut conn: ClusterConnection,
-    key: String,
-    name: String,
-    probe: Arc<Probe>,
-) -> Result<()> {
-    while !probe.all_started() {
-        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(READ_COUNT)
-            .arg("BLOCK")
-            .arg(BLOCK_MS)
-            .arg("STREAMS")
-            .arg(&key)
-            .arg(">")
-            .query_async(&mut conn)
-            .await
-            .with_context(|| format!("XREADGROUP {key}"))?;
-        let Some(reply) = reply else { continue };
-        let ids: Vec<String> = reply
-            .keys
-            .into_iter()
-            .flat_map(|stream| stream.ids)
-            .map(|entry| {
-                probe.handler_started(&entry.id);
-                entry.id
-            })
-            .collect();
-        if ids.is_empty() {
-            continue;
-        }
-        redis::cmd("XACK")
-            .arg(&key)
-            .arg(GROUP)
-            .arg(&ids)
-            .query_async::<()>(&mut conn)
-            .await
-            .with_context(|| format!("XACK {key}"))?;
     }
     Ok(())
 }
