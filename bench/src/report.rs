@@ -196,8 +196,11 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
     out
 }
 
+/// A phase's name and where a round keeps its usage.
+type Phase = (&'static str, fn(&RoundResult) -> &Usage);
+
 /// The phases whose server usage is split per primary.
-const PHASES: [(&str, fn(&RoundResult) -> &Usage); 2] = [
+const PHASES: [Phase; 2] = [
     ("publish", |r| &r.publish_usage),
     ("process", |r| &r.process_usage),
 ];

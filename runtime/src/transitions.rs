@@ -427,10 +427,12 @@ pub struct Acked {
     /// pending, without naming them: settled or removed by someone else
     /// outside the claim path, or by a lost earlier attempt of this call.
     pub unaccounted: u64,
+    /// The partition's claim epoch when the call ran.
+    pub epoch: u64,
 }
 
-/// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted]`, or its error.
-pub type AckAnswer = redis::RedisResult<(u64, Vec<String>, u64)>;
+/// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted, epoch]`, or its error.
+pub type AckAnswer = redis::RedisResult<(u64, Vec<String>, u64, u64)>;
 
 /// The `ack` function of one queue, named once: the worker's acker calls it
 /// for every partition of every flush, in one pipeline.
@@ -450,10 +452,10 @@ impl AckFunction {
 
     /// `FCALL ack 2 <ready_key> <claims_key> <group> <consumer> <epoch|-> <ids...>`:
     /// acknowledges those of `ids` still pending for `consumer`.
-    /// `claim_epoch` is the partition's claim epoch read before the read
+    /// `claim_epoch` is a claim epoch of the partition read before the read
     /// that delivered the oldest of them: while it has not moved, the
     /// function acknowledges without listing the pending entries; `None`
-    /// always checks each one. Checked IDs in ascending order cost the
+    /// always checks each one. The reply tells the current epoch. Checked IDs in ascending order cost the
     /// server least (one `XPENDING` lists them all).
     pub fn command(
         &self,
@@ -487,7 +489,7 @@ impl AckFunction {
             job: "a batch of done jobs",
             entry: None,
         };
-        let (acked, flat, unaccounted) = answer.map_err(|err| call.error(err))?;
+        let (acked, flat, unaccounted, epoch) = answer.map_err(|err| call.error(err))?;
         if flat.len() % 2 != 0 {
             return Err(call.unexpected(format!("{flat:?}")));
         }
@@ -501,6 +503,7 @@ impl AckFunction {
             acked,
             refused,
             unaccounted,
+            epoch,
         })
     }
 }

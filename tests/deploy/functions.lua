@@ -898,9 +898,10 @@ end
 -- (its Done jobs) and refuses the others. `epoch` is the partition's claim
 -- epoch the caller read before it read these entries (the smallest, when
 -- they came from several reads), or '-' when it does not know one.
--- Returns [acked, refused, unaccounted]: refused is [id, owner, ...] for
--- each entry refused, `owner` being the consumer it is pending for now, or
--- '' when it is no longer pending.
+-- Returns [acked, refused, unaccounted, current]: refused is [id, owner, ...]
+-- for each entry refused, `owner` being the consumer it is pending for now,
+-- or '' when it is no longer pending; `current` is the epoch now, which the
+-- caller stamps on the entries it reads next.
 --
 -- Fast path: when the epoch still equals `epoch`, nobody claimed an entry of
 -- this partition since the caller read its entries, so every one of them
@@ -939,7 +940,15 @@ local function ack(KEYS, ARGV)
   err = keys_are(KEYS, {'ready', 'claims'})
   if err then return err end
 
-  if epoch and tonumber(redis.call('GET', claims_key) or '0') == epoch then
+  local stored = redis.pcall('GET', claims_key)
+  if type(stored) == 'table' and stored['err'] then
+    return fail('QG_WRONGTYPE', claims_key .. ' ' .. redis.call('TYPE', claims_key)['ok'])
+  end
+  local current = tonumber(stored or '0')
+  if not current then
+    return fail('QG_BADARG', claims_key .. ' must hold a counter, got ' .. shown(stored))
+  end
+  if epoch == current then
     -- The only write. XACK checks every ID before it acknowledges any, and
     -- fails on a missing group or a wrong type the same way: nothing written.
     local acked = redis.pcall('XACK', ready_key, group, unpack(ARGV, 4))
@@ -951,7 +960,7 @@ local function ack(KEYS, ARGV)
     if acked < count and redis.pcall('XPENDING', ready_key, group)['err'] then
       return fail('QG_BADARG', 'group ' .. shown(group) .. ' is not a consumer group of ' .. ready_key)
     end
-    return {acked, {}, count - acked}
+    return {acked, {}, count - acked, current}
   end
 
   err = key_type_is(ready_key, 'stream', 'none')
@@ -995,7 +1004,7 @@ local function ack(KEYS, ARGV)
   if #owned > 0 then
     acked = redis.call('XACK', ready_key, group, unpack(owned))
   end
-  return {acked, refused, 0}
+  return {acked, refused, 0, current}
 end
 
 -- renew ------------------------------------------------------------------------

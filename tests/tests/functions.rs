@@ -1334,7 +1334,7 @@ async fn owners(f: &mut Fixture, ready: &str) -> Vec<(String, String, u64)> {
 
 /// An `ack` reply on the checked path: (acked, [(refused id, its owner or "")]).
 fn acked(reply: Reply) -> (u64, Vec<(String, String)>) {
-    let (count, refused, unaccounted) = ack_reply(reply);
+    let (count, refused, unaccounted, _epoch) = ack_reply(reply);
     assert_eq!(
         unaccounted, 0,
         "the checked path names every entry it refuses"
@@ -1342,18 +1342,22 @@ fn acked(reply: Reply) -> (u64, Vec<(String, String)>) {
     (count, refused)
 }
 
-/// An `ack` reply: (acked, [(refused id, its owner or "")], unaccounted).
-fn ack_reply(reply: Reply) -> (u64, Vec<(String, String)>, u64) {
+/// An `ack` reply: (acked, [(refused id, its owner or "")], unaccounted, current epoch).
+fn ack_reply(reply: Reply) -> (u64, Vec<(String, String)>, u64, u64) {
     let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
-    let (count, flat, unaccounted): (u64, Vec<String>, u64) =
-        redis::from_redis_value(value).expect("an [acked, refused, unaccounted] reply");
-    (count, pairs(&flat), unaccounted)
+    let (count, flat, unaccounted, epoch): (u64, Vec<String>, u64, u64) =
+        redis::from_redis_value(value).expect("an [acked, refused, unaccounted, epoch] reply");
+    (count, pairs(&flat), unaccounted, epoch)
 }
+
+/// A raw `claim` reply: next cursor, claimed entries (ID and flat fields),
+/// deleted IDs, epoch.
+type ClaimReply = (String, Vec<(String, Vec<String>)>, Vec<String>, u64);
 
 /// A `claim` reply: (next cursor, claimed IDs, deleted IDs, epoch).
 fn claimed(reply: Reply) -> (String, Vec<String>, Vec<String>, u64) {
     let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
-    let (next, entries, deleted, epoch): (String, Vec<(String, Vec<String>)>, Vec<String>, u64) =
+    let (next, entries, deleted, epoch): ClaimReply =
         redis::from_redis_value(value).expect("a [next, entries, deleted, epoch] reply");
     let ids = entries.into_iter().map(|(id, _)| id).collect();
     (next, ids, deleted, epoch)
@@ -1523,6 +1527,16 @@ async fn ack_refuses_bad_arguments_and_keys_without_writing() {
     assert_eq!(detail, format!("{} string", q.ready()));
     f.assert_refused("ack", &q.ack_keys(), &[GROUP, ME, "0", i], "QG_BADARG")
         .await;
+    let _: u64 = f.cmd(&["HSET", &p.claims(), "squatter", "1"]).await;
+    let detail = f
+        .assert_refused("ack", &keys, &[GROUP, ME, "0", i], "QG_WRONGTYPE")
+        .await;
+    assert_eq!(detail, format!("{} hash", p.claims()));
+    let _: u64 = f.cmd(&["DEL", &p.claims()]).await;
+    let () = f.cmd(&["SET", &p.claims(), "many"]).await;
+    f.assert_refused("ack", &keys, &[GROUP, ME, "0", i], "QG_BADARG")
+        .await;
+    let _: u64 = f.cmd(&["DEL", &p.claims()]).await;
 
     let (count, refused) = acked(f.call("ack", &keys, &[GROUP, ME, "-", i]).await);
     assert_eq!((count, refused), (1, vec![]));
@@ -1548,7 +1562,7 @@ async fn ack_skips_the_ownership_listing_while_the_claim_epoch_stands_still() {
         f.call("ack", &p.ack_keys(), &[GROUP, ME, "0", &ids[0], &ids[1]])
             .await,
     );
-    assert_eq!(reply, (1, vec![], 1));
+    assert_eq!(reply, (1, vec![], 1, 0));
 
     // The fast path trusts the epoch: a raw XCLAIM outside the library
     // (which does not raise it) goes unseen, as docs/functions.md says.
@@ -1558,7 +1572,7 @@ async fn ack_skips_the_ownership_listing_while_the_claim_epoch_stands_still() {
         f.call("ack", &p.ack_keys(), &[GROUP, ME, "0", &ids[2]])
             .await,
     );
-    assert_eq!(reply, (1, vec![], 0));
+    assert_eq!(reply, (1, vec![], 0, 0));
 
     // A claim through the library raises the epoch: the same stale epoch
     // now takes the checked path, which refuses the claimed entry by name.
@@ -1579,12 +1593,13 @@ async fn ack_skips_the_ownership_listing_while_the_claim_epoch_stands_still() {
     );
     assert_eq!((count, refused), (0, owned(&[(&ids[3], "consumer-2")])));
     assert_keyspace_eq(&before, &f.dump().await, "the refused ack");
-    // The new owner, reading after the claim, acks on the fast path.
+    // The refusal told the current epoch; the new owner, reading after the
+    // claim, acks on the fast path.
     let reply = ack_reply(
         f.call("ack", &p.ack_keys(), &[GROUP, "consumer-2", "1", &ids[3]])
             .await,
     );
-    assert_eq!(reply, (1, vec![], 0));
+    assert_eq!(reply, (1, vec![], 0, 1));
     assert_eq!(owners(&mut f, &p.ready()).await, []);
 }
 
@@ -1624,8 +1639,7 @@ async fn claim_takes_idle_entries_and_raises_the_epoch_only_when_it_took_some() 
         .call("claim", &keys, &[GROUP, "consumer-2", "10", "0-0", "10"])
         .await
         .expect("claim");
-    let (_, entries, deleted, epoch): (String, Vec<(String, Vec<String>)>, Vec<String>, u64) =
-        redis::from_redis_value(value).unwrap();
+    let (_, entries, deleted, epoch): ClaimReply = redis::from_redis_value(value).unwrap();
     let taken: Vec<&String> = entries.iter().map(|(id, _)| id).collect();
     assert_eq!(taken, [&ids[0], &ids[2]]);
     assert!(entries[0].1.contains(&"job-0".to_owned()), "{entries:?}");

@@ -18,8 +18,10 @@
 //! and carries on. Each call carries the partition's claim epoch from before
 //! the oldest of its entries was read: while no claim has happened since,
 //! the function acknowledges without listing the pending entries (the
-//! common case; see `claim` and `ack` in the library). Otherwise it checks
-//! each ID, and IDs in ascending order let it list them with one `XPENDING`.
+//! common case; see `epochs`, and `claim` and `ack` in the library). Its
+//! reply tells the current epoch, which later reads stamp. Otherwise it
+//! checks each ID, and IDs in ascending order let it list them with one
+//! `XPENDING`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use crate::connect::Connection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
+use super::epochs::Epochs;
 use super::in_flight::Slot;
 use super::job::with_retries;
 use super::meter::Meter;
@@ -67,6 +70,8 @@ pub(super) struct Acker {
     pub keys: Arc<[String]>,
     /// The claim epoch key of every partition, by partition.
     pub claims_keys: Arc<[String]>,
+    /// Where each `ack` reply's current epoch goes, for the next reads.
+    pub epochs: Arc<Epochs>,
     pub counters: Arc<Counters>,
     pub meter: Arc<Meter>,
 }
@@ -149,7 +154,10 @@ impl Acker {
                     let partition = requests[0].partition;
                     let key = self.key(partition);
                     match self.function.reply(key, partition, answer) {
-                        Ok(acked) => self.settled(requests, acked, retried),
+                        Ok(acked) => {
+                            self.epochs.observe(partition, acked.epoch);
+                            self.settled(requests, acked, retried)
+                        }
                         Err(err) => self.failed(requests, &err),
                     }
                 }

@@ -14,11 +14,8 @@
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
 //!
-//! Each read follows a `GET` of its partitions' claim epochs (pipelined on
-//! one server; on a Cluster sent one by one, see `reply::xreadgroup`): every
-//! entry carries the epoch from before it was delivered to its ack, which
-//! skips the ownership listing while no claim has happened since (see
-//! `acks`).
+//! Each read stamps its entries with the partition's claim epoch as this
+//! worker knew it when the read was sent (`epochs`); their acks carry it.
 //!
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
@@ -177,15 +174,16 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
             }
-            let stream = &self.streams[(start + i) % self.streams.len()];
-            let (epochs, reply) = self
-                .xreadgroup(conn, std::slice::from_ref(stream), permits.len(), None)
+            let (partition, key) = &self.streams[(start + i) % self.streams.len()];
+            let epoch = shared.epochs.current(*partition);
+            let reply = self
+                .xreadgroup(conn, &[key.as_str()], permits.len(), None)
                 .await?;
             for entry in reply.streams.into_iter().flat_map(|(_, entries)| entries) {
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
-                self.dispatch(stream.0, epochs[0], entry, permit);
+                self.dispatch(*partition, epoch, entry, permit);
                 delivered = true;
             }
         }
@@ -198,8 +196,15 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             return Ok(());
         }
 
-        let (epochs, reply) = self
-            .xreadgroup(conn, self.streams, permits.len(), Some(self.block))
+        let keys: Vec<&str> = self.streams.iter().map(|(_, key)| key.as_str()).collect();
+        // Taken before the read is sent: see `epochs`.
+        let epochs: Vec<Option<u64>> = self
+            .streams
+            .iter()
+            .map(|(partition, _)| shared.epochs.current(*partition))
+            .collect();
+        let reply = self
+            .xreadgroup(conn, &keys, permits.len(), Some(self.block))
             .await?;
         let entries: Vec<(u16, Option<u64>, Entry)> = reply
             .streams
@@ -252,21 +257,14 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
     }
 
     /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`
-    /// of `streams`, behind a `GET` of each one's claim epoch; the epochs
-    /// come back in the order of `streams`.
     async fn xreadgroup(
         &self,
         conn: &mut Connection,
-        streams: &[(u16, String)],
+        keys: &[&str],
         count: usize,
         block: Option<Duration>,
-    ) -> Result<(Vec<Option<u64>>, ReadReply), Failure> {
+    ) -> Result<ReadReply, Failure> {
         let shared = self.shared;
-        let keys: Vec<&str> = streams.iter().map(|(_, key)| key.as_str()).collect();
-        let epoch_keys: Vec<&str> = streams
-            .iter()
-            .map(|(partition, _)| shared.claims_key(*partition))
-            .collect();
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(shared.config.group)
@@ -276,15 +274,15 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         if let Some(block) = block {
             cmd.arg("BLOCK").arg(block.as_millis().max(1) as u64);
         }
-        cmd.arg("STREAMS").arg(&keys).arg(vec![">"; keys.len()]);
+        cmd.arg("STREAMS").arg(keys).arg(vec![">"; keys.len()]);
         let reply = shared
             .cancel
-            .unless_raised(reply::xreadgroup(conn, &epoch_keys, cmd, conn.is_cluster()))
+            .unless_raised(reply::xreadgroup(conn, &cmd))
             .await;
         match reply {
             None => Err(Failure::Cancelled),
             Some(Ok(reply)) => Ok(reply),
-            Some(Err(err)) => Err(classify(err, "XREADGROUP", &keys, shared.config.group)),
+            Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
         }
     }
 

@@ -21,6 +21,7 @@
 mod acks;
 #[cfg(feature = "metrics")]
 mod endpoint;
+mod epochs;
 mod in_flight;
 mod intake;
 mod job;
@@ -49,6 +50,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::{Handler, Ownership};
 use crate::transitions::{AckFunction, TransitionCode};
+use epochs::Epochs;
 use in_flight::InFlight;
 use job::Held;
 use meter::Meter;
@@ -278,6 +280,8 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let claims_keys: Arc<[String]> = (0..self.config.partitions)
             .map(|partition| self.config.claims_key(partition))
             .collect();
+        let epochs = Arc::new(Epochs::new(self.config.partitions));
+        read_epochs(&self.redis, &claims_keys, &epochs).await;
         let counters = Arc::new(Counters::default());
         let meter = Arc::new(meter);
         let consumer: Arc<str> = Arc::from(self.consumer);
@@ -291,6 +295,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 consumer: consumer.clone(),
                 keys: ready_keys.clone(),
                 claims_keys: claims_keys.clone(),
+                epochs: epochs.clone(),
                 counters: counters.clone(),
                 meter: meter.clone(),
             }),
@@ -301,6 +306,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             }),
             ready_keys,
             claims_keys,
+            epochs,
             config: self.config,
             consumer,
             handler: self.handler,
@@ -388,8 +394,10 @@ struct Shared<E, H> {
     ownership: Arc<Ownership>,
     /// The ready stream key of every partition of the queue, by partition.
     ready_keys: Arc<[String]>,
-    /// The claim epoch key of every partition (see `acks`), by partition.
+    /// The claim epoch key of every partition (see `epochs`), by partition.
     claims_keys: Arc<[String]>,
+    /// Each partition's claim epoch as last seen; reads stamp their entries with it.
+    epochs: Arc<Epochs>,
     /// One permit per job that may run at once, held until the job is settled.
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
@@ -469,6 +477,28 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
     /// The claim epoch key of `partition`.
     fn claims_key(&self, partition: u16) -> &str {
         &self.claims_keys[usize::from(partition)]
+    }
+}
+
+/// Reads every partition's claim epoch once, at start (one pipeline, split
+/// per slot on a Cluster). Best effort: a partition whose epoch is not read
+/// here stays unknown, and its first acks check each entry until an `ack`
+/// or `claim` reply tells the epoch.
+async fn read_epochs(redis: &Redis, claims_keys: &[String], epochs: &Epochs) {
+    let mut pipe = redis::pipe();
+    for key in claims_keys {
+        pipe.cmd("GET").arg(key);
+    }
+    let read: redis::RedisResult<Vec<Option<u64>>> = pipe.query_async(&mut redis.shared()).await;
+    match read {
+        Ok(values) => {
+            for (partition, value) in (0u16..).zip(values) {
+                epochs.observe(partition, value.unwrap_or(0));
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "reading the claim epochs failed; the first acks check each entry")
+        }
     }
 }
 

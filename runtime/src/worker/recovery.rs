@@ -150,6 +150,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
 
+        shared.epochs.observe(partition, reply.epoch);
         if !reply.deleted_ids.is_empty() {
             report_deleted(shared, partition, &key, &reply.deleted_ids);
         }

@@ -46,73 +46,20 @@ impl FromRedisValue for ReadReply {
     }
 }
 
-/// Reads each of `epoch_keys` (claim epochs, absent = 0), then sends
-/// `read`, an `XREADGROUP`; decodes the epochs and the entries.
+/// Sends an `XREADGROUP` and decodes its reply.
 ///
-/// The epochs are read before the entries, on the same connection: a claim
-/// that changes ownership after them raises the epoch these entries carry
-/// to their ack. On one server the `GET`s and the read go in one pipeline.
-/// On a Cluster (`separately`) each is a request of its own: the cluster
-/// client re-sends a whole pipeline to another node when any one reply in it
-/// is a redirect, and a `GET` answered `ASK` while its slot migrates (the
-/// stream not moved yet) would then discard a read that had delivered
-/// entries, leaving them pending here unseen until recovery claims them.
-/// An epoch whose `GET` failed is `None` (its entries' acks then check each
-/// entry), never a reason to drop the read.
-///
-/// `Cmd::query_async` would first walk the whole reply looking for nested
-/// error values (rebuilding every array on the way), then convert it; an
+/// `Cmd::query_async` first walks the whole reply looking for nested error
+/// values (rebuilding every array on the way), then converts it. An
 /// `XREADGROUP` reply can only be an error as a whole, and the decoder
 /// rejects anything it does not expect, so one pass is enough.
 pub(crate) async fn xreadgroup(
     conn: &mut impl ConnectionLike,
-    epoch_keys: &[&str],
-    read: Cmd,
-    separately: bool,
-) -> RedisResult<(Vec<Option<u64>>, ReadReply)> {
-    let (epochs, read_reply) = if separately {
-        let mut epochs = Vec::with_capacity(epoch_keys.len());
-        for key in epoch_keys {
-            let reply = conn.req_packed_command(redis::cmd("GET").arg(*key)).await;
-            epochs.push(epoch_of(reply, key));
-        }
-        (epochs, conn.req_packed_command(&read).await?)
-    } else {
-        let mut pipe = redis::pipe();
-        for key in epoch_keys {
-            pipe.cmd("GET").arg(*key);
-        }
-        pipe.add_command(read);
-        let mut replies = conn
-            .req_packed_commands(&pipe, 0, epoch_keys.len() + 1)
-            .await?;
-        let read_reply = replies
-            .pop()
-            .ok_or_else(|| ParsingError::from("a pipeline without the XREADGROUP reply"))?;
-        let epochs = replies
-            .into_iter()
-            .zip(epoch_keys)
-            .map(|(reply, key)| epoch_of(Ok(reply), key))
-            .collect();
-        (epochs, read_reply)
-    };
-    match read_reply {
+    cmd: &Cmd,
+) -> RedisResult<ReadReply> {
+    match conn.req_packed_command(cmd).await? {
         Value::ServerError(err) => Err(err.into()),
-        reply => Ok((epochs, ReadReply::from_redis_value(reply)?)),
+        reply => Ok(ReadReply::from_redis_value(reply)?),
     }
-}
-
-/// A claim epoch from its `GET`: absent is 0; unreadable is `None`.
-fn epoch_of(reply: RedisResult<Value>, key: &str) -> Option<u64> {
-    let epoch = reply.and_then(|reply| match reply {
-        Value::Nil => Ok(0),
-        other => Ok(u64::from_redis_value(other)?),
-    });
-    epoch
-        .inspect_err(|err| {
-            tracing::debug!(key, error = %err, "claim epoch unread; these acks check each entry")
-        })
-        .ok()
 }
 
 fn key_and_entries(pair: Vec<Value>) -> Result<(String, Vec<Entry>), ParsingError> {
