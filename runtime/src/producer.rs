@@ -281,6 +281,46 @@ impl<E: Envelope> Producer<E> {
         }
     }
 
+    /// Sends the batch's `XADD` pipelines (one, or one per partition, all
+    /// at once) and returns the stream IDs in the order of `partitions`,
+    /// the partition of each job.
+    async fn append(
+        &self,
+        pipes: Vec<redis::Pipeline>,
+        partitions: &[u16],
+        per_partition: bool,
+    ) -> redis::RedisResult<Vec<String>> {
+        if !per_partition {
+            return pipes[0].query_async(&mut self.conn.clone()).await;
+        }
+        let sends = pipes.iter().map(|pipe| {
+            let mut conn = self.conn.clone();
+            async move {
+                if pipe.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    pipe.query_async::<Vec<String>>(&mut conn).await
+                }
+            }
+        });
+        let mut ids: Vec<std::vec::IntoIter<String>> = futures_util::future::try_join_all(sends)
+            .await?
+            .into_iter()
+            .map(Vec::into_iter)
+            .collect();
+        partitions
+            .iter()
+            .map(|&partition| {
+                ids[usize::from(partition)].next().ok_or_else(|| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::UnexpectedReturnType,
+                        "a partition's pipeline answered fewer IDs than it sent XADDs",
+                    ))
+                })
+            })
+            .collect()
+    }
+
     /// Validates and encodes every job first, so an invalid job (named in the
     /// error) means nothing was sent; then appends them all in one pipeline.
     ///
@@ -307,13 +347,29 @@ impl<E: Envelope> Producer<E> {
         // nothing is sent before the last one passed and admission, when
         // on, admitted every partition the batch touches.
         let jobs = jobs.into_iter();
-        let mut pipe = redis::pipe();
+        // On a Cluster, one pipeline per partition (one slot each), sent
+        // together: the connection would otherwise split one pipeline per
+        // slot itself, copying every command.
+        let per_partition = self.conn.is_cluster();
+        let mut pipes = vec![
+            redis::pipe();
+            if per_partition {
+                usize::from(self.config.partitions)
+            } else {
+                1
+            }
+        ];
         let mut partitions = Vec::with_capacity(jobs.size_hint().0);
         // The job_ids for the "accepted" events, kept only when they are logged.
         let log_accepted = tracing::enabled!(tracing::Level::DEBUG);
         let mut job_ids = Vec::new();
         for (position, job) in jobs.enumerate() {
             let mut job = self.encode(job, position)?;
+            let pipe = &mut pipes[if per_partition {
+                usize::from(job.partition)
+            } else {
+                0
+            }];
             pipe.cmd("XADD")
                 .arg(&self.ready_keys[usize::from(job.partition)])
                 .arg("*")
@@ -336,8 +392,8 @@ impl<E: Envelope> Producer<E> {
                 .await
                 .inspect_err(|err| self.refused(err))?;
         }
-        let ids: Vec<String> = pipe
-            .query_async(&mut self.conn.clone())
+        let ids: Vec<String> = self
+            .append(pipes, &partitions, per_partition)
             .await
             .map_err(|err| {
                 Error::redis(

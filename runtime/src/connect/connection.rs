@@ -9,8 +9,6 @@
 //! keyless command (`WAIT` after an `XADD`) goes with the keyed command
 //! before it, so it reaches the node that took that write.
 
-use std::collections::HashMap;
-
 use futures_util::future::{try_join_all, FutureExt};
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
@@ -110,17 +108,22 @@ impl ConnectionLike for Connection {
 /// order of first appearance. Keyless commands join the group of the keyed
 /// command before them (or the first group when none precedes them).
 fn group_by_slot(pipeline: &Pipeline) -> Vec<Vec<usize>> {
-    let mut slot_of_group: HashMap<Slot, usize> = HashMap::new();
+    // A pipeline spans a few slots: a list beats a hash map here.
+    let mut slot_of_group: Vec<(Slot, usize)> = Vec::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut keyless_before_any: Vec<usize> = Vec::new();
     let mut current: Option<usize> = None;
     for (index, cmd) in pipeline.cmd_iter().enumerate() {
         match slot_of(cmd) {
             Some(slot) => {
-                let group = *slot_of_group.entry(slot).or_insert_with(|| {
-                    groups.push(Vec::new());
-                    groups.len() - 1
-                });
+                let group = match slot_of_group.iter().find(|(seen, _)| *seen == slot) {
+                    Some(&(_, group)) => group,
+                    None => {
+                        groups.push(Vec::new());
+                        slot_of_group.push((slot, groups.len() - 1));
+                        groups.len() - 1
+                    }
+                };
                 groups[group].push(index);
                 current = Some(group);
             }
@@ -152,31 +155,56 @@ fn slot_of(cmd: &Cmd) -> Option<Slot> {
 /// after `STREAMS` for stream reads, after the key count for `FCALL` and
 /// `EVAL`, none for server commands, else the first argument.
 fn key_of(cmd: &Cmd) -> Option<&[u8]> {
-    let args: Vec<&[u8]> = cmd
-        .args_iter()
-        .map(|arg| match arg {
-            redis::Arg::Simple(bytes) => bytes,
-            _ => &b""[..],
-        })
-        .collect();
-    let name = args.first()?.to_ascii_uppercase();
-    match name.as_slice() {
-        b"WAIT" | b"TIME" | b"INFO" | b"PING" | b"CLUSTER" | b"FUNCTION" | b"SCRIPT"
-        | b"CLIENT" | b"CONFIG" | b"ACL" | b"HELLO" | b"SELECT" => None,
-        b"XREAD" | b"XREADGROUP" => {
-            let streams = args
-                .iter()
-                .position(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?;
-            args.get(streams + 1).copied()
-        }
-        b"FCALL" | b"FCALL_RO" | b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" => {
-            let keys: usize = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
-            (keys > 0).then(|| args.get(3).copied()).flatten()
-        }
-        // Container commands: the key follows the subcommand.
-        b"XINFO" | b"XGROUP" | b"OBJECT" | b"MEMORY" => args.get(2).copied(),
-        _ => args.get(1).copied(),
+    // Walks the arguments lazily: a pipelined XADD carries every field of
+    // its envelope, and this runs once per command of every publish.
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &b""[..],
+    });
+    let name = args.next()?;
+    let is = |expected: &[u8]| name.eq_ignore_ascii_case(expected);
+    if [
+        &b"WAIT"[..],
+        b"TIME",
+        b"INFO",
+        b"PING",
+        b"CLUSTER",
+        b"FUNCTION",
+        b"SCRIPT",
+        b"CLIENT",
+        b"CONFIG",
+        b"ACL",
+        b"HELLO",
+        b"SELECT",
+    ]
+    .iter()
+    .any(|server_command| is(server_command))
+    {
+        return None;
     }
+    if is(b"XREAD") || is(b"XREADGROUP") {
+        args.find(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?;
+        return args.next();
+    }
+    if [
+        &b"FCALL"[..],
+        b"FCALL_RO",
+        b"EVAL",
+        b"EVALSHA",
+        b"EVAL_RO",
+        b"EVALSHA_RO",
+    ]
+    .iter()
+    .any(|script_call| is(script_call))
+    {
+        let keys: usize = std::str::from_utf8(args.nth(1)?).ok()?.parse().ok()?;
+        return (keys > 0).then(|| args.next()).flatten();
+    }
+    // Container commands: the key follows the subcommand.
+    if is(b"XINFO") || is(b"XGROUP") || is(b"OBJECT") || is(b"MEMORY") {
+        return args.nth(1);
+    }
+    args.next()
 }
 
 /// Sends each slot's commands as a pipeline of their own, concurrently, and
