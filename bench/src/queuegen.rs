@@ -35,9 +35,15 @@ use crate::Args;
 /// cannot be built outside the generated module (`jobs::worker` takes no
 /// config), so this implements the runtime's handler trait directly, which
 /// is all the adapter forwards to.
-struct Bench {
+pub struct Bench {
     probe: Arc<Probe>,
     results: Option<RedisResults>,
+}
+
+impl Bench {
+    pub fn new(probe: Arc<Probe>, results: Option<RedisResults>) -> Bench {
+        Bench { probe, results }
+    }
 }
 
 impl queuegen_runtime::Handler<TestJob> for Bench {

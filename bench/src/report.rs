@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use queuegen_runtime::Redis;
 use serde_json::{json, Value};
 
+use crate::fleet::{self, FleetResult};
 use crate::probe::RoundResult;
 use crate::usage::Usage;
 use crate::{stats, steady, Args, Variant};
@@ -545,10 +546,37 @@ pub async fn write_json(
         "steady_state": steady_json(args, rounds),
         "rounds": raw,
     });
+    write(args, &report)
+}
+
+/// Writes the fleet mode's `latest.json` under `--out`; returns its path.
+pub fn write_fleet_json(
+    args: &Args,
+    cluster: bool,
+    redis_version: &str,
+    result: &FleetResult,
+) -> Result<PathBuf> {
+    let report = json!({
+        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "git_commit": git_commit(),
+        "redis_version": redis_version,
+        "cluster": cluster,
+        "machine": machine(),
+        "settings": {
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+        },
+        "fleet": fleet::json(result),
+    });
+    write(args, &report)
+}
+
+fn write(args: &Args, report: &Value) -> Result<PathBuf> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let path = args.out.join("latest.json");
-    let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
+    let text = serde_json::to_string_pretty(report).context("serializing the report")?;
     std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
