@@ -3,31 +3,47 @@
 //! One stream, one group `g`. Publish: the same envelope fields the runtime
 //! writes (`queuegen_runtime::envelope::encode` of a `TestJob`), encoded and
 //! sent as pipelined `XADD`s of `--batch` entries on one multiplexed
-//! connection. Process: 8 consumers, each on its own connection, looping
+//! connection. Process: 8 consumers (`base`, `baseR`) or one (`base1`),
+//! each on its own connection, looping
 //! `XREADGROUP GROUP g cN COUNT 100 BLOCK 100 STREAMS key >`, calling the
-//! probe for each entry (its "handler start") and then one `XACK` of every ID
-//! of that read, until every job has started.
+//! probe for each entry (its "handler start"), for `baseR` committing each
+//! job's result (`SET … NX GET PX`, as `RedisResults` does), and then one
+//! `XACK` of every ID of that read, until every job has started.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use queuegen_runtime::envelope::{self, Envelope, Header};
+use futures_util::future::try_join_all;
+use queuegen_runtime::envelope::{self, header_fields, Envelope, Header};
 use queuegen_runtime::Timestamp;
 use queuegen_tests::queues::envelopes::TestJob;
+use queuegen_tests::queues::jobs;
 use redis::aio::ConnectionLike;
-use redis::streams::StreamReadReply;
+use redis::streams::{StreamId, StreamReadReply};
 
 use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::steady::{self, Schedule};
 use crate::usage;
 use crate::Args;
 
 const CONSUMERS: usize = 8;
 const READ_COUNT: usize = 100;
 const BLOCK_MS: u64 = 100;
+/// The block of a consumer over several partitions once a sweep found
+/// nothing: short, since entries may arrive on a partition it is not
+/// blocked on (10 ms, the runtime's shortest read block).
+const SWEEP_BLOCK_MS: u64 = 10;
 const GROUP: &str = "g";
 
-pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
+pub async fn run(
+    args: &Args,
+    url: &str,
+    prefix: &str,
+    single: bool,
+    results: bool,
+) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
     let mut conn = client
         .get_multiplexed_async_connection()
@@ -43,26 +59,55 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
         .query_async::<()>(&mut conn)
         .await
         .context("XGROUP CREATE")?;
-    let probe = Arc::new(Probe::new(args.jobs));
+    let probe = Arc::new(probe::for_args(args));
+    let store = results.then(|| ResultStore::new(prefix));
+    let mut idle = Vec::new();
+    for _ in 0..if single { 1 } else { CONSUMERS } {
+        // Default response timeout (500 ms) exceeds BLOCK_MS.
+        idle.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .context("connecting a baseline consumer")?,
+        );
+    }
+    let start = |idle: Vec<redis::aio::MultiplexedConnection>| -> Vec<_> {
+        idle.into_iter()
+            .enumerate()
+            .map(|(n, conn)| {
+                tokio::spawn(consume(
+                    conn,
+                    vec![key.clone()],
+                    format!("c{n}"),
+                    probe.clone(),
+                    store.clone(),
+                ))
+            })
+            .collect()
+    };
 
+    let mut consumers = Vec::new();
     let before_publish = usage::sample(&mut conn).await?;
+    let schedule = args.rate.map(Schedule::start);
+    if schedule.is_some() {
+        // Steady state: the consumers wait for jobs as they arrive.
+        consumers = start(std::mem::take(&mut idle));
+    }
     let publish_start = Instant::now();
-    tokio::time::timeout(args.timeout(), publish(&mut conn, &key, args))
+    let publishing = probe::publish(args, schedule.as_ref(), |range| {
+        let mut conn = conn.clone();
+        let key = key.clone();
+        async move { publish(&mut conn, &key, range, schedule.as_ref()).await }
+    });
+    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
         .await
         .context("timed out publishing (raise --timeout)")??;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut conn).await?;
-
-    let mut consumers = Vec::with_capacity(CONSUMERS);
-    for n in 0..CONSUMERS {
-        // Default response timeout (500 ms) exceeds BLOCK_MS.
-        let conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .context("connecting a baseline consumer")?;
-        let consumer = consume(conn, key.clone(), format!("c{n}"), probe.clone());
-        consumers.push(tokio::spawn(consumer));
+    if schedule.is_none() {
+        consumers = start(idle);
     }
+
     let last_ack = probe::wait_last_ack(
         &mut conn,
         &probe,
@@ -86,7 +131,42 @@ pub async fn run(args: &Args, url: &str, prefix: &str) -> Result<RoundResult> {
         last_ack: last_ack?,
         samples: [before_publish, after_publish, after_last_ack],
     };
-    RoundResult::new(args.jobs, &probe, timeline, None)
+    let mut result = RoundResult::new(args.jobs, &probe, timeline, None)?;
+    result.publisher_late = publisher_late;
+    Ok(result)
+}
+
+/// The result store of the `baseR` baseline: per job, one
+/// `SET {prefix}:results:jobs:{job_id} value NX GET PX ttl`, the key,
+/// command and ttl `RedisResults` uses for `qg8r`.
+#[derive(Debug, Clone)]
+pub struct ResultStore {
+    key_prefix: String,
+    ttl_ms: u64,
+}
+
+impl ResultStore {
+    pub fn new(prefix: &str) -> ResultStore {
+        ResultStore {
+            key_prefix: prefix.to_owned(),
+            ttl_ms: jobs::CONFIG.marker_ttl.as_millis() as u64,
+        }
+    }
+
+    fn set(&self, job_id: &str, value: &[u8]) -> redis::Cmd {
+        let mut set = redis::cmd("SET");
+        set.arg(format!(
+            "{}:results:{}:{job_id}",
+            self.key_prefix,
+            jobs::CONFIG.queue
+        ))
+        .arg(value)
+        .arg("NX")
+        .arg("GET")
+        .arg("PX")
+        .arg(self.ttl_ms);
+        set
+    }
 }
 
 /// The envelope pairs of job `i`, exactly as the generated producer writes them.
@@ -101,31 +181,28 @@ pub fn tenant(i: u64) -> String {
     format!("tenant-{}", i % 16)
 }
 
+/// Jobs `range` as one pipeline of `XADD`s.
 async fn publish(
     conn: &mut redis::aio::MultiplexedConnection,
     key: &str,
-    args: &Args,
+    range: Range<u64>,
+    schedule: Option<&Schedule>,
 ) -> Result<()> {
-    let mut i = 0;
-    while i < args.jobs {
-        let end = (i + args.batch as u64).min(args.jobs);
-        let mut pipe = redis::pipe();
-        for n in i..end {
-            pipe.cmd("XADD").arg(key).arg("*").arg(&entry(n)?[..]);
-        }
-        pipe.query_async::<()>(conn)
-            .await
-            .context("pipelined XADD")?;
-        i = end;
+    let mut pipe = redis::pipe();
+    for n in range {
+        pipe.cmd("XADD")
+            .arg(key)
+            .arg("*")
+            .arg(&entry(n, schedule)?[..]);
     }
-    Ok(())
+    pipe.query_async::<()>(conn).await.context("pipelined XADD")
 }
 
 /// The stream entry of job `n`: its header and body pairs, exactly as the
 /// generated producer writes them.
-pub fn entry(n: u64) -> Result<Vec<(&'static str, String)>> {
+pub fn entry(n: u64, schedule: Option<&Schedule>) -> Result<Vec<(&'static str, String)>> {
     let header = Header {
-        job_id: format!("job-{n}"),
+        job_id: steady::job_id(n, schedule),
         envelope_type: TestJob::TYPE.to_owned(),
         tenant: tenant(n),
         schema: TestJob::SCHEMA,
@@ -144,46 +221,78 @@ fn trace_id(n: u64) -> String {
     format!("{mixed:032x}")
 }
 
-/// One consumer's loop, on a server or (on its partition) a Cluster: read up
-/// to `READ_COUNT` with `BLOCK_MS`, call the probe for each entry (its
-/// "handler start"), ack the read with one `XACK`, until every job started.
-pub async fn consume<C: ConnectionLike + Send>(
+/// One consumer's loop, on a server or a Cluster, until every job started:
+/// read up to `READ_COUNT` from one of `keys`, call the probe for each entry
+/// (its "handler start"), with a result store commit each job's result
+/// (the SETs of a read sent together), and ack the read with one `XACK`.
+/// With one key every read blocks for up to `BLOCK_MS`. With several (one
+/// consumer over a Cluster's partitions) it reads them in turn without
+/// blocking, and blocks (for `SWEEP_BLOCK_MS` only) once a whole sweep
+/// found nothing, so an idle partition holds up a busy one for 10 ms at most.
+pub async fn consume<C: ConnectionLike + Clone + Send>(
     mut conn: C,
-    key: String,
+    keys: Vec<String>,
     name: String,
     probe: Arc<Probe>,
+    store: Option<ResultStore>,
 ) -> Result<()> {
+    let mut turn = 0;
+    let mut empty_reads = 0;
     while !probe.all_started() {
-        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
+        let key = &keys[turn % keys.len()];
+        turn += 1;
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP")
             .arg(GROUP)
             .arg(&name)
             .arg("COUNT")
-            .arg(READ_COUNT)
-            .arg("BLOCK")
-            .arg(BLOCK_MS)
+            .arg(READ_COUNT);
+        if keys.len() == 1 {
+            read.arg("BLOCK").arg(BLOCK_MS);
+        } else if empty_reads >= keys.len() {
+            read.arg("BLOCK").arg(SWEEP_BLOCK_MS);
+        }
+        let reply: Option<StreamReadReply> = read
             .arg("STREAMS")
-            .arg(&key)
+            .arg(key)
             .arg(">")
             .query_async(&mut conn)
             .await
             .with_context(|| format!("XREADGROUP {key}"))?;
-        let Some(reply) = reply else { continue };
-        let ids: Vec<String> = reply
-            .keys
+        let entries: Vec<StreamId> = reply
             .into_iter()
+            .flat_map(|reply| reply.keys)
             .flat_map(|stream| stream.ids)
-            .map(|entry| {
-                // The no-op "handler": the same probe queuegen's handler calls.
-                probe.handler_started(&entry.id);
-                entry.id
-            })
             .collect();
-        if ids.is_empty() {
+        if entries.is_empty() {
+            empty_reads += 1;
             continue;
         }
+        empty_reads = 0;
+        let wants_job_id = store.is_some() || probe.wants_job_id();
+        let mut sets = Vec::new();
+        for entry in &entries {
+            let job_id: Option<String> = if wants_job_id {
+                entry.get(header_fields::JOB_ID)
+            } else {
+                None
+            };
+            // The no-op "handler": the same probe queuegen's handler calls.
+            probe.handler_started(&entry.id, job_id.as_deref());
+            if let (Some(store), Some(job_id)) = (&store, &job_id) {
+                let value: Vec<u8> = entry.get("subject_ref").unwrap_or_default();
+                sets.push(store.set(job_id, &value));
+            }
+        }
+        try_join_all(sets.iter().map(|set| {
+            let mut conn = conn.clone();
+            async move { set.query_async::<Option<Vec<u8>>>(&mut conn).await }
+        }))
+        .await
+        .context("committing results (SET NX GET PX)")?;
+        let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
         redis::cmd("XACK")
-            .arg(&key)
+            .arg(key)
             .arg(GROUP)
             .arg(&ids)
             .query_async::<()>(&mut conn)

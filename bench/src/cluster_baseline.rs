@@ -7,15 +7,20 @@
 //! primaries) and the producer's partition function, so both sides spread
 //! their jobs the same way. Publish: per batch, one pipeline of `XADD`s per
 //! partition (a Cluster pipeline must stay in one slot), sent concurrently
-//! on a `ClusterConnection`. Process: `max(8, partitions)` consumers, each
-//! with a Cluster connection of its own, consumer `c` looping
-//! `XREADGROUP … COUNT 100 BLOCK 100` on partition `c mod partitions` and
-//! acking each read with one `XACK`, until every job has started.
+//! on a `ClusterConnection`. Process: `max(8, partitions)` consumers
+//! (`base`, `baseR`), each with a Cluster connection of its own, consumer
+//! `c` looping `XREADGROUP … COUNT 100 BLOCK 100` on partition
+//! `c mod partitions` (`baseR`: committing each job's result) and acking
+//! each read with one `XACK`, until every job has started. `base1` is one
+//! consumer on one connection taking the partitions in turn: a
+//! non-blocking read of each, blocking (10 ms) only after a sweep that
+//! found nothing (see `baseline::consume`).
 //!
 //! The probe's sampling and wait for the last ack go through queuegen's
 //! Cluster-aware connection: they are the observer, the same in every
 //! variant, not part of the baseline's work.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,8 +31,9 @@ use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::baseline::{consume, entry};
-use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::baseline::{consume, entry, ResultStore};
+use crate::probe::{self, RoundResult, Timeline};
+use crate::steady::Schedule;
 use crate::usage;
 use crate::Args;
 
@@ -37,7 +43,14 @@ const MIN_CONSUMERS: usize = 8;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const GROUP: &str = "g";
 
-pub async fn run(args: &Args, url: &str, observer: &Redis, prefix: &str) -> Result<RoundResult> {
+pub async fn run(
+    args: &Args,
+    url: &str,
+    observer: &Redis,
+    prefix: &str,
+    single: bool,
+    results: bool,
+) -> Result<RoundResult> {
     let client = ClusterClient::builder([url])
         .response_timeout(RESPONSE_TIMEOUT)
         .build()
@@ -66,31 +79,58 @@ pub async fn run(args: &Args, url: &str, observer: &Redis, prefix: &str) -> Resu
             .await
             .with_context(|| format!("XGROUP CREATE {key}"))?;
     }
-    let probe = Arc::new(Probe::new(args.jobs));
+    let probe = Arc::new(probe::for_args(args));
+    let store = results.then(|| ResultStore::new(prefix));
     let mut observe = observer.shared();
-
-    let before_publish = usage::sample(&mut observe).await?;
-    let publish_start = Instant::now();
-    tokio::time::timeout(args.timeout(), publish(&conn, &config, &keys, args))
-        .await
-        .context("timed out publishing (raise --timeout)")??;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut observe).await?;
-
-    let consumers = MIN_CONSUMERS.max(keys.len());
-    let mut running = Vec::with_capacity(consumers);
-    for c in 0..consumers {
+    // One consumer over every partition, or one per partition (at least 8).
+    let reads: Vec<Vec<String>> = if single {
+        vec![keys.clone()]
+    } else {
+        (0..MIN_CONSUMERS.max(keys.len()))
+            .map(|c| vec![keys[c % keys.len()].clone()])
+            .collect()
+    };
+    let mut idle = Vec::with_capacity(reads.len());
+    for keys in reads {
         let conn = client
             .get_async_connection()
             .await
             .context("connecting a baseline consumer")?;
-        let key = keys[c % keys.len()].clone();
-        running.push(tokio::spawn(consume(
-            conn,
-            key,
-            format!("c{c}"),
-            probe.clone(),
-        )));
+        idle.push((conn, keys));
+    }
+    let start = |idle: Vec<(ClusterConnection, Vec<String>)>| -> Vec<_> {
+        idle.into_iter()
+            .enumerate()
+            .map(|(c, (conn, keys))| {
+                tokio::spawn(consume(
+                    conn,
+                    keys,
+                    format!("c{c}"),
+                    probe.clone(),
+                    store.clone(),
+                ))
+            })
+            .collect()
+    };
+
+    let mut running = Vec::new();
+    let before_publish = usage::sample(&mut observe).await?;
+    let schedule = args.rate.map(Schedule::start);
+    if schedule.is_some() {
+        // Steady state: the consumers wait for jobs as they arrive.
+        running = start(std::mem::take(&mut idle));
+    }
+    let publish_start = Instant::now();
+    let publishing = probe::publish(args, schedule.as_ref(), |range| {
+        publish(&conn, &config, &keys, range, schedule.as_ref())
+    });
+    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
+        .await
+        .context("timed out publishing (raise --timeout)")??;
+    let publish_end = Instant::now();
+    let after_publish = usage::sample(&mut observe).await?;
+    if schedule.is_none() {
+        running = start(idle);
     }
     let last_ack = probe::wait_last_ack(&mut observe, &probe, &keys, GROUP, args.timeout()).await;
     let after_last_ack = usage::sample(&mut observe).await?;
@@ -107,39 +147,37 @@ pub async fn run(args: &Args, url: &str, observer: &Redis, prefix: &str) -> Resu
         last_ack: last_ack?,
         samples: [before_publish, after_publish, after_last_ack],
     };
-    RoundResult::new(args.jobs, &probe, timeline, None)
+    let mut result = RoundResult::new(args.jobs, &probe, timeline, None)?;
+    result.publisher_late = publisher_late;
+    Ok(result)
 }
 
-/// Batches of `--batch` jobs, each split into one pipeline per partition,
-/// the pipelines of a batch in flight together.
+/// Jobs `range` split into one pipeline per partition, the pipelines in
+/// flight together.
 async fn publish(
     conn: &ClusterConnection,
     config: &QueueConfig,
     keys: &[String],
-    args: &Args,
+    range: Range<u64>,
+    schedule: Option<&Schedule>,
 ) -> Result<()> {
-    let mut i = 0;
-    while i < args.jobs {
-        let end = (i + args.batch as u64).min(args.jobs);
-        let mut pipes = vec![redis::pipe(); keys.len()];
-        for n in i..end {
-            let pairs = entry(n)?;
-            let partition = usize::from(partition_of(config, &pairs));
-            pipes[partition]
-                .cmd("XADD")
-                .arg(&keys[partition])
-                .arg("*")
-                .arg(&pairs[..]);
-        }
-        let sends = pipes
-            .into_iter()
-            .filter(|pipe| !pipe.is_empty())
-            .map(|pipe| {
-                let mut conn = conn.clone();
-                async move { pipe.query_async::<()>(&mut conn).await }
-            });
-        try_join_all(sends).await.context("pipelined XADD")?;
-        i = end;
+    let mut pipes = vec![redis::pipe(); keys.len()];
+    for n in range {
+        let pairs = entry(n, schedule)?;
+        let partition = usize::from(partition_of(config, &pairs));
+        pipes[partition]
+            .cmd("XADD")
+            .arg(&keys[partition])
+            .arg("*")
+            .arg(&pairs[..]);
     }
+    let sends = pipes
+        .into_iter()
+        .filter(|pipe| !pipe.is_empty())
+        .map(|pipe| {
+            let mut conn = conn.clone();
+            async move { pipe.query_async::<()>(&mut conn).await }
+        });
+    try_join_all(sends).await.context("pipelined XADD")?;
     Ok(())
 }

@@ -7,10 +7,12 @@
 
 mod baseline;
 mod cluster_baseline;
+mod fleet;
 mod probe;
 mod queuegen;
 mod report;
 mod stats;
+mod steady;
 mod telemetry;
 mod trim;
 mod usage;
@@ -32,6 +34,10 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 1\n  \
         cargo run --release -p queuegen-bench -- --jobs 50000 --partitions 64\n  \
         cargo run --release -p queuegen-bench -- --variant base --variant qg8 --rounds 5\n  \
+        cargo run --release -p queuegen-bench -- --variant base1 --variant qg1 --variant baseR --variant qg8r\n  \
+        cargo run --release -p queuegen-bench -- --rate 2000 --seconds 20 --rounds 1\n  \
+        cargo run --release -p queuegen-bench -- --rate 20000 --seconds 20 --variant base --variant qg8\n  \
+        cargo run --release -p queuegen-bench -- --fleet 64 --idle 30 --jobs 100000\n  \
         cargo run --release -p queuegen-bench -- --variant trim\n  \
         cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
         cargo run --release -p queuegen-bench -- --cluster --variant base --variant qg8\n  \
@@ -74,14 +80,36 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg1, qg8, qg8m, qg8mt, qg8r, trim.
-    /// Default: all but trim. Without base the table has no ratios. `trim`
-    /// measures the commands of one trim pass per --trim-entries length.
+    /// Run only these variants (repeatable): base, qg8, qg8m, qg8mt, base1,
+    /// qg1, baseR, qg8r, trim. Default: all but trim (with --rate: base, qg8,
+    /// base1, qg1). Each queuegen ratio is against its own baseline: qg1's
+    /// against base1 (one consumer), qg8r's against baseR (8 consumers + one
+    /// result SET per job), the others' against base; without it, no ratio.
+    /// `trim` measures the commands of one trim pass per --trim-entries length.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
     /// Ready-stream lengths the trim variant measures a pass at (repeatable).
     #[arg(long = "trim-entries", value_name = "N", default_values_t = [10_000u64, 1_000_000])]
     pub trim_entries: Vec<u64>,
+    /// Steady-state latency instead of draining a backlog: an open-loop
+    /// publisher sends R jobs/s on a fixed schedule (for --seconds; --jobs
+    /// is then R × S) while the consumers run, and latency is handler start
+    /// minus each job's intended send time (p50/p99/p99.9 from an HDR
+    /// histogram over every round).
+    #[arg(long, value_name = "R", requires = "seconds")]
+    pub rate: Option<f64>,
+    /// Length of the steady-state run, in seconds (with --rate).
+    #[arg(long, value_name = "S", requires = "rate")]
+    pub seconds: Option<f64>,
+    /// Fleet mode instead of the variants: W queuegen workers, each with its
+    /// own connection, over 4 queues of 8, 16, 24 and 32 partitions; idle
+    /// for --idle seconds (server commands/s and CPU), then a burst of
+    /// --jobs jobs (its end-to-end time). One round.
+    #[arg(long, value_name = "W", conflicts_with_all = ["rate", "variants"])]
+    pub fleet: Option<usize>,
+    /// Idle window of the fleet mode, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "fleet")]
+    pub idle: f64,
 }
 
 impl Args {
@@ -93,7 +121,10 @@ impl Args {
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    Baseline,
+    /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
+    /// partition, at least 8) or one (`single`), with or without one result
+    /// `SET … NX GET PX` per job (`results`).
+    Baseline { single: bool, results: bool },
     /// `results`: each job commits a result to the Redis result store
     /// (`RedisResults`) before it reports `Done`. `telemetry`: each worker
     /// records its metrics into a registry of its own (as one process
@@ -110,20 +141,36 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 6] = [
-        Variant::Baseline,
-        Variant::Queuegen {
-            workers: 1,
-            results: false,
-            telemetry: false,
-            tracing: false,
-        },
-        Variant::Queuegen {
-            workers: 8,
-            results: false,
-            telemetry: false,
-            tracing: false,
-        },
+    pub const BASE: Variant = Variant::Baseline {
+        single: false,
+        results: false,
+    };
+    pub const BASE1: Variant = Variant::Baseline {
+        single: true,
+        results: false,
+    };
+    pub const BASE_RESULTS: Variant = Variant::Baseline {
+        single: false,
+        results: true,
+    };
+    pub const QG1: Variant = Variant::Queuegen {
+        workers: 1,
+        results: false,
+        telemetry: false,
+        tracing: false,
+    };
+    pub const QG8: Variant = Variant::Queuegen {
+        workers: 8,
+        results: false,
+        telemetry: false,
+        tracing: false,
+    };
+
+    /// Every round variant, in the order they run: each queuegen variant
+    /// after the baseline its ratio uses.
+    pub const ALL: [Variant; 8] = [
+        Variant::BASE,
+        Variant::QG8,
         Variant::Queuegen {
             workers: 8,
             results: false,
@@ -136,6 +183,9 @@ impl Variant {
             telemetry: true,
             tracing: true,
         },
+        Variant::BASE1,
+        Variant::QG1,
+        Variant::BASE_RESULTS,
         Variant::Queuegen {
             workers: 8,
             results: true,
@@ -144,10 +194,31 @@ impl Variant {
         },
     ];
 
+    /// The variants a steady-state run does by default.
+    pub const STEADY: [Variant; 4] = [Variant::BASE, Variant::QG8, Variant::BASE1, Variant::QG1];
+
+    /// The baseline this variant's ratios are against (none for a baseline).
+    pub fn reference(self) -> Option<Variant> {
+        match self {
+            Variant::Baseline { .. } | Variant::Trim => None,
+            Variant::Queuegen { results: true, .. } => Some(Variant::BASE_RESULTS),
+            Variant::Queuegen { workers: 1, .. } => Some(Variant::BASE1),
+            Variant::Queuegen { .. } => Some(Variant::BASE),
+        }
+    }
+
+    pub fn is_baseline(self) -> bool {
+        matches!(self, Variant::Baseline { .. })
+    }
+
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
-            Variant::Baseline => "baseline (redis-rs, 8 consumers)".to_owned(),
+            Variant::Baseline { single, results } => format!(
+                "baseline (redis-rs, {}{})",
+                if single { "1 consumer" } else { "8 consumers" },
+                if results { " + result SET" } else { "" }
+            ),
             Variant::Queuegen {
                 workers,
                 results,
@@ -189,7 +260,11 @@ impl Variant {
     pub fn slug(self) -> String {
         match self {
             Variant::Trim => "trim".to_owned(),
-            Variant::Baseline => "base".to_owned(),
+            Variant::Baseline { single, results } => format!(
+                "base{}{}",
+                if single { "1" } else { "" },
+                if results { "R" } else { "" }
+            ),
             Variant::Queuegen {
                 workers,
                 results,
@@ -206,9 +281,21 @@ impl Variant {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let (Some(rate), Some(seconds)) = (args.rate, args.seconds) {
+        if !(rate > 0.0 && seconds > 0.0) {
+            bail!("--rate and --seconds must be above 0");
+        }
+        args.jobs = (rate * seconds).round().max(1.0) as u64;
+        if args.variants.contains(&Variant::Trim) {
+            bail!("the trim variant does not run in steady-state mode (--rate)");
+        }
+    }
     if args.jobs == 0 || args.rounds == 0 || args.partitions == 0 {
         bail!("--jobs, --rounds and --partitions must be at least 1");
+    }
+    if args.fleet == Some(0) || !args.idle.is_finite() || args.idle <= 0.0 {
+        bail!("--fleet and --idle must be above 0");
     }
     if args.batch == 0 || args.concurrency == 0 {
         bail!("--batch and --concurrency must be at least 1");
@@ -265,10 +352,41 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     } else {
         "a server".to_owned()
     };
-    eprintln!(
-        "queuegen-bench: redis {redis_version}, {deployment} at {url}; {} jobs, {} partitions, {} rounds",
-        args.jobs, args.partitions, args.rounds
-    );
+    let load = match (args.fleet, args.rate, args.seconds) {
+        (Some(workers), _, _) => format!(
+            "fleet of {workers} workers over 4 queues, idle {} s, then a burst of {} jobs",
+            args.idle, args.jobs
+        ),
+        (None, Some(rate), Some(seconds)) => format!(
+            "steady state, {rate} jobs/s for {seconds} s, {} jobs, {} partitions, {} rounds",
+            args.jobs, args.partitions, args.rounds
+        ),
+        _ => format!(
+            "backlog, {} jobs, {} partitions, {} rounds",
+            args.jobs, args.partitions, args.rounds
+        ),
+    };
+    eprintln!("queuegen-bench: redis {redis_version}, {deployment} at {url}; {load}");
+
+    if let Some(workers) = args.fleet {
+        let prefix = format!("qgbench{}fleet", std::process::id());
+        let outcome = fleet::run(
+            args,
+            url,
+            &prefix,
+            workers,
+            Duration::from_secs_f64(args.idle),
+        )
+        .await;
+        let cleaned = report::delete_prefix(&redis, &prefix).await;
+        let result = outcome.context("the fleet run")?;
+        cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
+        println!("{}", fleet::markdown(&result, redis.is_cluster()));
+        println!("{}", report::machine_line(&redis_version));
+        let path = report::write_fleet_json(args, redis.is_cluster(), &redis_version, &result)?;
+        eprintln!("queuegen-bench: wrote {}", path.display());
+        return Ok(());
+    }
 
     if args.variants.contains(&Variant::Trim) {
         let prefix = format!("qgbench{}trim", std::process::id());
@@ -288,15 +406,22 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     for round in 0..args.rounds {
         let mut results = Vec::new();
         for variant in Variant::ALL {
-            if !args.variants.is_empty() && !args.variants.contains(&variant) {
+            let chosen = match (args.variants.is_empty(), args.rate) {
+                (false, _) => args.variants.contains(&variant),
+                (true, Some(_)) => Variant::STEADY.contains(&variant),
+                (true, None) => true,
+            };
+            if !chosen {
                 continue;
             }
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
             let outcome = match variant {
-                Variant::Baseline if redis.is_cluster() => {
-                    cluster_baseline::run(args, url, &redis, &prefix).await
+                Variant::Baseline { single, results } if redis.is_cluster() => {
+                    cluster_baseline::run(args, url, &redis, &prefix, single, results).await
                 }
-                Variant::Baseline => baseline::run(args, url, &prefix).await,
+                Variant::Baseline { single, results } => {
+                    baseline::run(args, url, &prefix, single, results).await
+                }
                 Variant::Queuegen {
                     workers,
                     results,
@@ -312,19 +437,32 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             let cleaned = report::delete_prefix(&redis, &prefix).await;
             let result = outcome.with_context(|| format!("round {round}, {}", variant.name()))?;
             cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
-            eprintln!(
-                "round {round}: {:<34} enqueue {:>9.0}/s  process {:>9.0}/s  end-to-end {:>9.0}/s",
-                variant.name(),
-                result.enqueue_rate(),
-                result.process_rate(),
-                result.end_to_end_rate()
-            );
+            match &result.steady {
+                Some(histogram) => eprintln!(
+                    "round {round}: {:<44} sent {:>9.0}/s  p50 {:>8.2} ms  p99 {:>8.2} ms  p99.9 {:>8.2} ms",
+                    variant.name(),
+                    result.enqueue_rate(),
+                    histogram.value_at_quantile(0.5) as f64 / 1000.0,
+                    histogram.value_at_quantile(0.99) as f64 / 1000.0,
+                    histogram.value_at_quantile(0.999) as f64 / 1000.0,
+                ),
+                None => eprintln!(
+                    "round {round}: {:<44} enqueue {:>9.0}/s  process {:>9.0}/s  end-to-end {:>9.0}/s",
+                    variant.name(),
+                    result.enqueue_rate(),
+                    result.process_rate(),
+                    result.end_to_end_rate()
+                ),
+            }
             results.push((variant, result));
         }
         rounds.push(results);
     }
 
-    let table = report::markdown(args, redis.is_cluster(), &rounds);
+    let table = match args.rate {
+        Some(_) => report::steady_markdown(args, redis.is_cluster(), &rounds),
+        None => report::markdown(args, redis.is_cluster(), &rounds),
+    };
     println!("{table}");
     println!("{}", report::machine_line(&redis_version));
     let path = report::write_json(args, redis.is_cluster(), &redis_version, &rounds).await?;

@@ -7,14 +7,20 @@
 //! minus the millisecond part of the entry's stream ID (the server's clock
 //! at `XADD`; same host), kept in a 1 ms histogram.
 
+use std::future::Future;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
 use redis::aio::ConnectionLike;
 
 use crate::stats;
+use crate::steady::{self, Schedule};
 use crate::usage::{self, Usage};
+use crate::Args;
 
 /// Histogram buckets: 0..LATENCY_BUCKETS-1 ms, the last one "or more".
 const LATENCY_BUCKETS: usize = 120_001;
@@ -29,6 +35,8 @@ pub struct Probe {
     /// Nanoseconds after `base` of the first handler start (+1; 0 = none yet).
     first_start: AtomicU64,
     latency_ms: Box<[AtomicU64]>,
+    /// Steady-state mode only: µs from each job's intended send time to its handler start.
+    steady: Option<Mutex<Histogram<u64>>>,
 }
 
 impl Probe {
@@ -39,11 +47,33 @@ impl Probe {
             started: AtomicU64::new(0),
             first_start: AtomicU64::new(0),
             latency_ms: (0..LATENCY_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            steady: None,
         }
     }
 
-    /// Called at the start of every job's handler with the entry's stream ID.
-    pub fn handler_started(&self, stream_id: &str) {
+    /// A probe that also records latency from each job's intended send time.
+    pub fn steady(jobs: u64) -> Probe {
+        Probe {
+            steady: Some(Mutex::new(steady::histogram())),
+            ..Probe::new(jobs)
+        }
+    }
+
+    /// Whether `handler_started` needs the job ID (steady-state mode).
+    pub fn wants_job_id(&self) -> bool {
+        self.steady.is_some()
+    }
+
+    /// Called at the start of every job's handler with the entry's stream
+    /// ID and (in steady-state mode) the job's ID.
+    pub fn handler_started(&self, stream_id: &str, job_id: Option<&str>) {
+        if let (Some(steady), Some(intended)) = (&self.steady, job_id.and_then(steady::intended_us))
+        {
+            let late = steady::now_us().saturating_sub(intended);
+            if let Ok(mut histogram) = steady.lock() {
+                histogram.saturating_record(late.max(1));
+            }
+        }
         let before = self.started.fetch_add(1, Ordering::Relaxed);
         if before == 0 {
             let at = self.base.elapsed().as_nanos() as u64 + 1;
@@ -76,12 +106,53 @@ impl Probe {
         }
     }
 
+    /// The steady-state histogram so far (steady-state mode only).
+    pub fn steady_histogram(&self) -> Option<Histogram<u64>> {
+        let steady = self.steady.as_ref()?;
+        steady.lock().ok().map(|histogram| histogram.clone())
+    }
+
     fn histogram(&self) -> Vec<u64> {
         self.latency_ms
             .iter()
             .map(|bucket| bucket.load(Ordering::Relaxed))
             .collect()
     }
+}
+
+/// The probe of one variant's round: with `--rate`, a steady-state one.
+pub fn for_args(args: &Args) -> Probe {
+    match args.rate {
+        Some(_) => Probe::steady(args.jobs),
+        None => Probe::new(args.jobs),
+    }
+}
+
+/// Publishes jobs `0..--jobs` through `send` (one call per batch): without
+/// a schedule all at once in batches of `--batch`, with one on its schedule
+/// (see `steady::publish`). Returns the publisher's worst lateness (steady
+/// state only).
+pub async fn publish<F, Fut>(
+    args: &Args,
+    schedule: Option<&Schedule>,
+    mut send: F,
+) -> Result<Option<Duration>>
+where
+    F: FnMut(Range<u64>) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    if let Some(schedule) = schedule {
+        return Ok(Some(
+            steady::publish(schedule, args.jobs, args.batch, send).await?,
+        ));
+    }
+    let mut i = 0;
+    while i < args.jobs {
+        let end = (i + args.batch as u64).min(args.jobs);
+        send(i..end).await?;
+        i = end;
+    }
+    Ok(None)
 }
 
 /// Polls until every job's handler has started and no entry of `keys` is
@@ -156,6 +227,10 @@ pub struct RoundResult {
     pub reported_done: Option<u64>,
     pub publish_usage: Usage,
     pub process_usage: Usage,
+    /// Steady-state mode: µs from intended send to handler start, every job.
+    pub steady: Option<Histogram<u64>>,
+    /// Steady-state mode: the publisher's worst lateness against its schedule.
+    pub publisher_late: Option<Duration>,
 }
 
 impl RoundResult {
@@ -182,6 +257,8 @@ impl RoundResult {
             reported_done,
             publish_usage: Usage::between(&timeline.samples[0], &timeline.samples[1]),
             process_usage: Usage::between(&timeline.samples[1], &timeline.samples[2]),
+            steady: probe.steady_histogram(),
+            publisher_late: None,
         })
     }
 

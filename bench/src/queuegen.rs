@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
 use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::steady::{self, Schedule};
 use crate::usage;
 use crate::Args;
 
@@ -34,14 +35,21 @@ use crate::Args;
 /// cannot be built outside the generated module (`jobs::worker` takes no
 /// config), so this implements the runtime's handler trait directly, which
 /// is all the adapter forwards to.
-struct Bench {
+pub struct Bench {
     probe: Arc<Probe>,
     results: Option<RedisResults>,
 }
 
+impl Bench {
+    pub fn new(probe: Arc<Probe>, results: Option<RedisResults>) -> Bench {
+        Bench { probe, results }
+    }
+}
+
 impl queuegen_runtime::Handler<TestJob> for Bench {
     async fn handle(&self, job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
-        self.probe.handler_started(ctx.stream_id());
+        self.probe
+            .handler_started(ctx.stream_id(), Some(ctx.job_id()));
         if let Some(results) = &self.results {
             results
                 .commit(ctx.queue(), ctx.job_id(), job.subject_ref.as_bytes())
@@ -75,50 +83,61 @@ pub async fn run(
         .await
         .context("creating the consumer groups")?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
-    let probe = Arc::new(Probe::new(args.jobs));
+    let probe = Arc::new(probe::for_args(args));
     let mut worker_redis = Vec::with_capacity(workers);
     for _ in 0..workers {
         worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
     }
 
+    let (stop, stopped) = watch::channel(false);
+    let mut registries = Vec::new();
+    let mut start = || {
+        let mut running = Vec::with_capacity(workers);
+        for (n, redis) in worker_redis.iter().enumerate() {
+            let handler = Bench {
+                probe: probe.clone(),
+                results: results.then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
+            };
+            let mut worker =
+                Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
+            if telemetry {
+                let mut registry = Registry::default();
+                worker = worker.metrics(&mut registry);
+                registries.push(registry);
+            }
+            let mut stopped = stopped.clone();
+            running.push(tokio::spawn(worker.run_until(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            })));
+        }
+        running
+    };
+
+    let mut running = Vec::new();
     let mut conn = redis.shared();
     let before_publish = usage::sample(&mut conn).await?;
+    let schedule = args.rate.map(Schedule::start);
+    if schedule.is_some() {
+        // Steady state: the workers wait for jobs as they arrive.
+        running = start();
+    }
     let publish_start = Instant::now();
-    let publishing = async {
-        let mut i = 0;
-        while i < args.jobs {
-            let end = (i + args.batch as u64).min(args.jobs);
-            let batch = (i..end).map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
+    let publishing = probe::publish(args, schedule.as_ref(), |range| {
+        let batch =
+            range.map(|n| NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n)));
+        let producer = &producer;
+        async move {
             producer.publish_many(batch).await.context("publish_many")?;
-            i = end;
+            Ok(())
         }
-        anyhow::Ok(())
-    };
-    tokio::time::timeout(args.timeout(), publishing)
+    });
+    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
         .await
         .context("timed out publishing (raise --timeout)")??;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut conn).await?;
-
-    let (stop, stopped) = watch::channel(false);
-    let mut running = Vec::with_capacity(workers);
-    let mut registries = Vec::new();
-    for (n, redis) in worker_redis.iter().enumerate() {
-        let handler = Bench {
-            probe: probe.clone(),
-            results: results.then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
-        };
-        let mut worker =
-            Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
-        if telemetry {
-            let mut registry = Registry::default();
-            worker = worker.metrics(&mut registry);
-            registries.push(registry);
-        }
-        let mut stopped = stopped.clone();
-        running.push(tokio::spawn(worker.run_until(async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        })));
+    if schedule.is_none() {
+        running = start();
     }
     let keys = config.ready_keys();
     let last_ack =
@@ -151,7 +170,9 @@ pub async fn run(
         last_ack,
         samples: [before_publish, after_publish, after_last_ack],
     };
-    RoundResult::new(args.jobs, &probe, timeline, Some(done))
+    let mut result = RoundResult::new(args.jobs, &probe, timeline, Some(done))?;
+    result.publisher_late = publisher_late;
+    Ok(result)
 }
 
 /// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.

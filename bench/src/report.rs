@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
 use queuegen_runtime::Redis;
 use serde_json::{json, Value};
 
+use crate::fleet::{self, FleetResult};
 use crate::probe::RoundResult;
 use crate::usage::Usage;
-use crate::{stats, Args, Variant};
+use crate::{stats, steady, Args, Variant};
 
 /// `redis_version` from `INFO server` of the (first) primary.
 pub async fn redis_version(redis: &Redis) -> Result<String> {
@@ -138,7 +140,7 @@ fn rate(value: f64) -> String {
     }
 }
 
-fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) -> String {
+fn cell(metric: &Metric, figure: &Figure, baseline: Option<&Figure>) -> String {
     let text = match metric.1 {
         "µs/job" => format!("{:.1} µs", figure.median),
         "cmd/job" => format!("{:.3}", figure.median),
@@ -153,10 +155,27 @@ fn cell(metric: &Metric, figure: &Figure, baseline: &Figure, is_baseline: bool) 
             rate(figure.max)
         ),
     };
-    if is_baseline || baseline.median.is_nan() {
-        text
-    } else {
-        format!("{text} **{:.2}×**", figure.median / baseline.median)
+    match baseline {
+        Some(baseline) if !baseline.median.is_nan() => {
+            format!("{text} **{:.2}×**", figure.median / baseline.median)
+        }
+        _ => text,
+    }
+}
+
+/// The baseline `variant`'s ratios are against, if it ran.
+fn reference(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> Option<Variant> {
+    variant
+        .reference()
+        .filter(|reference| ran(rounds).contains(reference))
+}
+
+/// The "ratio vs" cell: the slug of the baseline the ratios use.
+fn reference_cell(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> String {
+    match (variant.is_baseline(), reference(rounds, variant)) {
+        (true, _) => format!("({})", variant.slug()),
+        (false, Some(reference)) => reference.slug(),
+        (false, None) => "— (not run)".to_owned(),
     }
 }
 
@@ -170,23 +189,25 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
     };
     let mut out = format!(
         "{} jobs, {} partition(s) ({streams}), {} round(s), \
-         publish batches of {}, worker concurrency {}; median (min–max), ratio = queuegen median / baseline median\n\n",
+         publish batches of {}, worker concurrency {}; median (min–max), ratio = queuegen median / \
+         median of the baseline named under \"ratio vs\" (base1: one consumer; baseR: 8 consumers \
+         + one result SET per job; base: 8 consumers)\n\n",
         args.jobs, args.partitions, args.rounds, args.batch, args.concurrency
     );
     out.push_str(
-        "| variant | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
+        "| variant | ratio vs | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
     );
-    out.push_str("|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
     push_rows(&mut out, rounds, &METRICS);
     out.push_str(
         "\nCost per job (median; client = this process's CPU, server = redis-server's CPU \
-         and commands from INFO; ratio to the baseline's):\n\n",
+         and commands from INFO; ratio to the same baseline's):\n\n",
     );
     out.push_str(
-        "| variant | publish client CPU | publish server CPU | publish commands \
+        "| variant | ratio vs | publish client CPU | publish server CPU | publish commands \
          | process client CPU | process server CPU | process commands |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
     push_rows(&mut out, rounds, &COSTS);
     if cluster {
         for (phase, usage) in PHASES {
@@ -194,6 +215,160 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
         }
     }
     out
+}
+
+/// The steady-state percentiles reported, as (label, quantile).
+const STEADY_QUANTILES: [(&str, f64); 4] =
+    [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
+
+/// Every round's steady-state histogram of `variant`, merged.
+fn steady_histogram(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> Histogram<u64> {
+    let mut merged = steady::histogram();
+    for (_, result) in rounds.iter().flatten().filter(|(v, _)| *v == variant) {
+        if let Some(histogram) = &result.steady {
+            // Same bounds on both sides: adding cannot fail.
+            let _ = merged.add(histogram);
+        }
+    }
+    merged
+}
+
+/// Median over rounds of `variant`'s server and client CPU per job, both phases together.
+fn steady_cpu(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> (f64, f64) {
+    let of = |metric: fn(&RoundResult) -> f64| {
+        let values: Vec<f64> = rounds
+            .iter()
+            .flatten()
+            .filter(|(v, _)| *v == variant)
+            .map(|(_, r)| metric(r))
+            .collect();
+        stats::median(&values).unwrap_or(f64::NAN)
+    };
+    (
+        of(|r| {
+            (r.publish_usage.server_cpu_secs + r.process_usage.server_cpu_secs) * 1e6
+                / r.jobs as f64
+        }),
+        of(|r| {
+            (r.publish_usage.client_cpu_secs + r.process_usage.client_cpu_secs) * 1e6
+                / r.jobs as f64
+        }),
+    )
+}
+
+/// The publisher's worst lateness against its schedule over every round of `variant`, ms.
+fn publisher_late_ms(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> f64 {
+    rounds
+        .iter()
+        .flatten()
+        .filter(|(v, _)| *v == variant)
+        .filter_map(|(_, r)| r.publisher_late)
+        .map(|late| late.as_secs_f64() * 1e3)
+        .fold(0.0, f64::max)
+}
+
+/// The steady-state table: per variant, latency from each job's intended
+/// send time to its handler start over every round, ratio to its baseline.
+pub fn steady_markdown(
+    args: &Args,
+    cluster: bool,
+    rounds: &[Vec<(Variant, RoundResult)>],
+) -> String {
+    let streams = if cluster {
+        "a 3-primary Redis Cluster; the baselines use the same partitions"
+    } else {
+        "one redis-server; the baselines use one stream"
+    };
+    let mut out = format!(
+        "Steady state: an open-loop publisher at {} jobs/s for {} s ({} jobs per round), {} partition(s) \
+         ({streams}), {} round(s), worker concurrency {}. Latency = handler start − the job's intended \
+         send time (a late publisher counts), every job of every round in one HDR histogram; it includes \
+         the publisher's timer granularity (about 1 ms). Ratio = queuegen / the baseline under \"ratio vs\". \
+         CPU = server and client CPU per job over the whole run.\n\n",
+        args.rate.unwrap_or_default(),
+        args.seconds.unwrap_or_default(),
+        args.jobs,
+        args.partitions,
+        args.rounds,
+        args.concurrency
+    );
+    out.push_str(
+        "| variant | ratio vs | p50 | p99 | p99.9 | max | publisher late (max) | server CPU | client CPU |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for variant in ran(rounds) {
+        let histogram = steady_histogram(rounds, variant);
+        let baseline = reference(rounds, variant).map(|r| steady_histogram(rounds, r));
+        let cells: Vec<String> = STEADY_QUANTILES
+            .iter()
+            .map(|(_, q)| {
+                let ms = histogram.value_at_quantile(*q) as f64 / 1e3;
+                match &baseline {
+                    Some(baseline) => format!(
+                        "{ms:.2} ms **{:.2}×**",
+                        histogram.value_at_quantile(*q) as f64
+                            / baseline.value_at_quantile(*q) as f64
+                    ),
+                    None => format!("{ms:.2} ms"),
+                }
+            })
+            .collect();
+        let (server, client) = steady_cpu(rounds, variant);
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1} ms | {server:.1} µs | {client:.1} µs |\n",
+            variant.name(),
+            reference_cell(rounds, variant),
+            cells.join(" | "),
+            publisher_late_ms(rounds, variant),
+        ));
+    }
+    out
+}
+
+/// The steady-state figures of the JSON report (`None` outside that mode).
+fn steady_json(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> Option<Value> {
+    args.rate?;
+    let variants: Vec<Value> = ran(rounds)
+        .into_iter()
+        .map(|variant| {
+            let histogram = steady_histogram(rounds, variant);
+            let mut latency = serde_json::Map::new();
+            for (label, q) in STEADY_QUANTILES {
+                latency.insert(format!("{label}_us"), json!(histogram.value_at_quantile(q)));
+            }
+            latency.insert("mean_us".to_owned(), json!(histogram.mean()));
+            latency.insert("count".to_owned(), json!(histogram.len()));
+            let ratios = reference(rounds, variant).map(|reference| {
+                let baseline = steady_histogram(rounds, reference);
+                let ratios: serde_json::Map<String, Value> = STEADY_QUANTILES
+                    .iter()
+                    .map(|(label, q)| {
+                        let ratio = histogram.value_at_quantile(*q) as f64
+                            / baseline.value_at_quantile(*q) as f64;
+                        (label.to_string(), json!(ratio))
+                    })
+                    .collect();
+                ratios
+            });
+            let (server, client) = steady_cpu(rounds, variant);
+            json!({
+                "variant": variant.name(),
+                "slug": variant.slug(),
+                "ratio_baseline": reference(rounds, variant).map(Variant::slug),
+                "latency": latency,
+                "ratio_to_baseline": ratios,
+                "publisher_late_max_ms": publisher_late_ms(rounds, variant),
+                "server_cpu_us_per_job": server,
+                "client_cpu_us_per_job": client,
+            })
+        })
+        .collect();
+    Some(json!({
+        "rate_jobs_per_sec": args.rate,
+        "seconds": args.seconds,
+        "latency": "handler-start wall clock minus the job's intended send time (in its job ID), µs, HDR histogram of every round",
+        "variants": variants,
+    }))
 }
 
 /// A phase's name and where a round keeps its usage.
@@ -264,11 +439,17 @@ fn push_rows(out: &mut String, rounds: &[Vec<(Variant, RoundResult)>], metrics: 
             .iter()
             .map(|metric| {
                 let figure = Figure::of(&values(rounds, variant, metric));
-                let baseline = Figure::of(&values(rounds, Variant::Baseline, metric));
-                cell(metric, &figure, &baseline, variant == Variant::Baseline)
+                let baseline = reference(rounds, variant)
+                    .map(|reference| Figure::of(&values(rounds, reference, metric)));
+                cell(metric, &figure, baseline.as_ref())
             })
             .collect();
-        out.push_str(&format!("| {} | {} |\n", variant.name(), cells.join(" | ")));
+        out.push_str(&format!(
+            "| {} | {} | {} |\n",
+            variant.name(),
+            reference_cell(rounds, variant),
+            cells.join(" | ")
+        ));
     }
 }
 
@@ -306,6 +487,8 @@ pub async fn write_json(
                     "latency_p99_ms": r.latency_p99_ms,
                     "latency_max_ms": r.latency_max_ms,
                     "workers_reported_done": r.reported_done,
+                    "publisher_late_secs": r.publisher_late.map(|late| late.as_secs_f64()),
+                    "steady_p99_us": r.steady.as_ref().map(|h| h.value_at_quantile(0.99)),
                     "publish_usage": usage_json(&r.publish_usage),
                     "process_usage": usage_json(&r.process_usage),
                 })).collect::<Vec<_>>(),
@@ -318,13 +501,20 @@ pub async fn write_json(
             let mut figures = serde_json::Map::new();
             for metric in METRICS.iter().chain(&COSTS) {
                 let figure = Figure::of(&values(rounds, variant, metric));
-                let baseline = Figure::of(&values(rounds, Variant::Baseline, metric));
                 let mut value = figure.json();
                 value["unit"] = json!(metric.1);
-                value["ratio_to_baseline"] = json!(figure.median / baseline.median);
+                if let Some(reference) = reference(rounds, variant) {
+                    let baseline = Figure::of(&values(rounds, reference, metric));
+                    value["ratio_to_baseline"] = json!(figure.median / baseline.median);
+                }
                 figures.insert(metric.0.to_owned(), value);
             }
-            json!({ "variant": variant.name(), "figures": figures })
+            json!({
+                "variant": variant.name(),
+                "slug": variant.slug(),
+                "ratio_baseline": reference(rounds, variant).map(Variant::slug),
+                "figures": figures,
+            })
         })
         .collect();
     let report = json!({
@@ -347,16 +537,46 @@ pub async fn write_json(
             "concurrency": args.concurrency,
             "baseline_streams": if cluster { args.partitions } else { 1 },
             "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
+            "base1_consumers": 1,
+            "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
             "baseline_read_count": 100,
             "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
         },
         "summary": summary,
+        "steady_state": steady_json(args, rounds),
         "rounds": raw,
     });
+    write(args, &report)
+}
+
+/// Writes the fleet mode's `latest.json` under `--out`; returns its path.
+pub fn write_fleet_json(
+    args: &Args,
+    cluster: bool,
+    redis_version: &str,
+    result: &FleetResult,
+) -> Result<PathBuf> {
+    let report = json!({
+        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "git_commit": git_commit(),
+        "redis_version": redis_version,
+        "cluster": cluster,
+        "machine": machine(),
+        "settings": {
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+        },
+        "fleet": fleet::json(result),
+    });
+    write(args, &report)
+}
+
+fn write(args: &Args, report: &Value) -> Result<PathBuf> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let path = args.out.join("latest.json");
-    let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
+    let text = serde_json::to_string_pretty(report).context("serializing the report")?;
     std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }

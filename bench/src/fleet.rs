@@ -1,0 +1,219 @@
+//! Fleet mode (`--fleet W --idle S`): what a deployment's idle workers cost
+//! the server, and how fast the same fleet drains a burst.
+//!
+//! The spec is docs-pipeline sized, scaled up: 4 queues of the `jobs`
+//! queue's settings with 8, 16, 24 and 32 partitions (`fleetq0`..`fleetq3`,
+//! a fresh key prefix). W workers, each a task with its own `Redis` (as W
+//! processes would have), worker `w` on queue `w mod 4`, with their default
+//! read block and recovery, scheduler and trimmer loops. Idle: nothing is
+//! published for S seconds; server commands/s and CPU (and this process's
+//! CPU) over that window. Burst: then `--jobs` jobs at once, spread evenly
+//! over the queues in `publish_many` batches of `--batch`; its time is first
+//! publish → last ack, as in the backlog mode.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use queuegen_runtime::{NewJob, QueueConfig, Redis, Worker};
+use queuegen_tests::queues::envelopes::TestJob;
+use queuegen_tests::queues::jobs;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::baseline::{job, tenant};
+use crate::probe::{self, Probe};
+use crate::queuegen::Bench;
+use crate::usage::{self, Usage};
+use crate::Args;
+
+/// Partitions of the fleet's four queues.
+pub const PARTITIONS: [u16; 4] = [8, 16, 24, 32];
+
+/// What one fleet run measured.
+pub struct FleetResult {
+    pub workers: usize,
+    pub idle_secs: f64,
+    pub idle: Usage,
+    pub burst_jobs: u64,
+    pub burst_secs: f64,
+    pub burst: Usage,
+}
+
+impl FleetResult {
+    pub fn idle_commands_per_sec(&self) -> f64 {
+        self.idle.commands as f64 / self.idle_secs
+    }
+
+    /// Server CPU while idle, in percent of one core.
+    pub fn idle_server_cpu_percent(&self) -> f64 {
+        100.0 * self.idle.server_cpu_secs / self.idle_secs
+    }
+
+    pub fn idle_client_cpu_percent(&self) -> f64 {
+        100.0 * self.idle.client_cpu_secs / self.idle_secs
+    }
+
+    pub fn burst_rate(&self) -> f64 {
+        self.burst_jobs as f64 / self.burst_secs
+    }
+}
+
+pub async fn run(
+    args: &Args,
+    url: &str,
+    prefix: &str,
+    workers: usize,
+    idle: Duration,
+) -> Result<FleetResult> {
+    // QueueConfig holds `&'static str`s: a few small leaks, once per run.
+    let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
+    let configs: Vec<QueueConfig> = PARTITIONS
+        .iter()
+        .enumerate()
+        .map(|(q, &partitions)| QueueConfig {
+            key_prefix,
+            queue: Box::leak(format!("fleetq{q}").into_boxed_str()),
+            partitions,
+            concurrency: args.concurrency,
+            ..jobs::CONFIG
+        })
+        .collect();
+    let redis = Redis::connect(url)
+        .await
+        .context("connecting the producer")?;
+    for config in &configs {
+        queuegen_runtime::ensure_groups(&redis, config)
+            .await
+            .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
+    }
+    let probe = Arc::new(Probe::new(args.jobs));
+    let (stop, stopped) = watch::channel(false);
+    let mut running = Vec::with_capacity(workers);
+    for w in 0..workers {
+        let worker_redis = Redis::connect(url).await.context("connecting a worker")?;
+        let config = configs[w % configs.len()].clone();
+        let handler = Bench::new(probe.clone(), None);
+        let worker =
+            Worker::new(&worker_redis, config, handler).consumer_name(format!("{prefix}-w{w}"));
+        let mut stopped = stopped.clone();
+        running.push(tokio::spawn(async move {
+            let report = worker
+                .run_until(async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                })
+                .await;
+            // The worker's connection lives as long as its task.
+            drop(worker_redis);
+            report
+        }));
+    }
+
+    let mut conn = redis.shared();
+    // Let every worker start (group checks, first reads) before the idle window.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_start = usage::sample(&mut conn).await?;
+    let idle_began = Instant::now();
+    tokio::time::sleep(idle).await;
+    let idle_secs = idle_began.elapsed().as_secs_f64();
+    let idle_end = usage::sample(&mut conn).await?;
+
+    let producers: Vec<_> = configs
+        .iter()
+        .map(|config| queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone()))
+        .collect();
+    let publish_start = Instant::now();
+    let publishing = probe::publish(args, None, |range| {
+        let producers = &producers;
+        async move {
+            // Batch by batch round the queues, so each gets a quarter.
+            let producer = &producers[(range.start / args.batch as u64) as usize % producers.len()];
+            let batch = range.map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
+            producer.publish_many(batch).await.context("publish_many")?;
+            Ok(())
+        }
+    });
+    tokio::time::timeout(args.timeout(), publishing)
+        .await
+        .context("timed out publishing (raise --timeout)")??;
+    let keys: Vec<String> = configs.iter().flat_map(QueueConfig::ready_keys).collect();
+    let last_ack =
+        probe::wait_last_ack(&mut conn, &probe, &keys, jobs::CONFIG.group, args.timeout()).await;
+    let burst_end = usage::sample(&mut conn).await;
+    let _ = stop.send(true);
+    let mut done = 0;
+    for worker in running {
+        let report = tokio::time::timeout(jobs::CONFIG.shutdown_budget + args.timeout(), worker)
+            .await
+            .context("timed out waiting for a worker to shut down")?
+            .context("a worker panicked")?
+            .context("a worker failed")?;
+        done += report.done;
+    }
+    let last_ack = last_ack?;
+    if done < args.jobs {
+        bail!("the workers reported {done} jobs done of {}", args.jobs);
+    }
+    Ok(FleetResult {
+        workers,
+        idle_secs,
+        idle: Usage::between(&idle_start, &idle_end),
+        burst_jobs: args.jobs,
+        burst_secs: (last_ack - publish_start).as_secs_f64(),
+        burst: Usage::between(&idle_end, &burst_end?),
+    })
+}
+
+/// The fleet table.
+pub fn markdown(result: &FleetResult, cluster: bool) -> String {
+    let deployment = if cluster {
+        "a 3-primary Redis Cluster"
+    } else {
+        "one redis-server"
+    };
+    let mut out = format!(
+        "Fleet: {} workers (each its own `Redis`; worker w on queue w mod 4) over 4 queues of \
+         {:?} partitions on {deployment}. Idle: {:.0} s with nothing published; then a burst of {} jobs \
+         spread over the queues, first publish → last ack. CPU in % of one core.\n\n",
+        result.workers, PARTITIONS, result.idle_secs, result.burst_jobs
+    );
+    out.push_str(
+        "| workers | idle server commands/s | idle server CPU | idle client CPU \
+         | burst end-to-end | burst rate | burst server CPU | burst commands |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    out.push_str(&format!(
+        "| {} | {:.0} | {:.1}% | {:.1}% | {:.2} s | {:.0} jobs/s | {:.1} µs/job | {:.3} cmd/job |\n",
+        result.workers,
+        result.idle_commands_per_sec(),
+        result.idle_server_cpu_percent(),
+        result.idle_client_cpu_percent(),
+        result.burst_secs,
+        result.burst_rate(),
+        result.burst.server_us_per_job(result.burst_jobs),
+        result.burst.commands_per_job(result.burst_jobs),
+    ));
+    out
+}
+
+/// The fleet's figures for the JSON report.
+pub fn json(result: &FleetResult) -> Value {
+    json!({
+        "workers": result.workers,
+        "queue_partitions": PARTITIONS,
+        "idle_secs": result.idle_secs,
+        "idle_server_commands_per_sec": result.idle_commands_per_sec(),
+        "idle_server_cpu_percent": result.idle_server_cpu_percent(),
+        "idle_client_cpu_percent": result.idle_client_cpu_percent(),
+        "idle_servers": result.idle.servers.iter().map(|s| json!({
+            "node": s.node,
+            "cpu_secs": s.cpu_secs,
+            "commands": s.commands,
+        })).collect::<Vec<_>>(),
+        "burst_jobs": result.burst_jobs,
+        "burst_end_to_end_secs": result.burst_secs,
+        "burst_jobs_per_sec": result.burst_rate(),
+        "burst_server_cpu_us_per_job": result.burst.server_us_per_job(result.burst_jobs),
+        "burst_commands_per_job": result.burst.commands_per_job(result.burst_jobs),
+    })
+}
