@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::envelope::{self, Envelope, Header};
+use queuegen_runtime::metrics::{Registry, WorkerMetrics};
 use queuegen_runtime::{
     ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
     Timestamp, Worker,
@@ -13,7 +14,7 @@ use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
 use queuegen_tests::suite::{Hold, WorkerSpec};
 use queuegen_tests::support::{deliver_to, pending_count, unique_prefix, wait_until};
-use queuegen_tests::{library, RedisServer};
+use queuegen_tests::{exposition, library, RedisServer};
 use tokio::time::Instant;
 
 /// `retry` jobs ask for one retry, then succeed; everything else succeeds.
@@ -68,6 +69,25 @@ async fn calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 
     info.lines()
         .find_map(|line| line.strip_prefix(&prefix))
         .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// `queuegen_loops_leader` of `partition` in `registry`.
+fn leaders_gauge(registry: &Registry, config: &QueueConfig, partition: u16) -> f64 {
+    let mut text = String::new();
+    queuegen_runtime::metrics::prometheus_client::encoding::text::encode(&mut text, registry)
+        .unwrap();
+    let partition = partition.to_string();
+    exposition::parse(&text)
+        .unwrap()
+        .value(
+            "queuegen_loops_leader",
+            &[
+                ("queue", config.queue),
+                ("partition", partition.as_str()),
+                ("group", config.group),
+            ],
+        )
+        .unwrap_or_else(|| panic!("no queuegen_loops_leader series for partition {partition}"))
 }
 
 /// Who holds each partition's loops lease now (`None`: nobody).
@@ -148,9 +168,15 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     }
 
     let handler = Recording::default();
+    // One registry for both, as an application running two workers would.
+    let metrics = WorkerMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
     let mut running = Vec::new();
     for name in ["first", "second"] {
-        let worker = Worker::new(&redis, config.clone(), handler.clone()).consumer_name(name);
+        let worker = Worker::new(&redis, config.clone(), handler.clone())
+            .consumer_name(name)
+            .with_metrics(metrics.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(worker.run_until(async {
             let _ = stopped.await;
@@ -205,6 +231,14 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
         "the loops still run"
     );
 
+    // The gauge: one leader per partition among the two.
+    for partition in 0..PARTITIONS {
+        assert_eq!(
+            leaders_gauge(&registry, &config, partition),
+            1.0,
+            "partition {partition}"
+        );
+    }
     // Each partition led by exactly one of the two, the same throughout.
     assert_eq!(
         holders(&mut conn, &config).await,
@@ -232,6 +266,13 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     println!("{reports:#?}");
     let taken: u64 = reports.iter().map(|report| report.loops_leases_taken).sum();
     assert!(taken >= u64::from(PARTITIONS), "{reports:?}");
+    for partition in 0..PARTITIONS {
+        assert_eq!(
+            leaders_gauge(&registry, &config, partition),
+            0.0,
+            "partition {partition}"
+        );
+    }
     let claimed: u64 = reports.iter().map(|report| report.claimed).sum();
     let promoted: u64 = reports.iter().map(|report| report.promoted).sum();
     assert_eq!(

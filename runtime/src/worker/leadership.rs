@@ -160,7 +160,11 @@ impl Leases {
                     tracing::warn!(partition, error = %err, "renewing or taking the loops lease failed; trying again next tick");
                 }
             }
-            leadership.set(partition, held.is_some());
+            let leading = held.is_some();
+            if leading != leadership.leads(partition) {
+                leadership.set(partition, leading);
+                shared.meter.loops_leader(partition, leading);
+            }
         }
     }
 
@@ -168,7 +172,10 @@ impl Leases {
     /// workers take them at their next tick rather than after they expire.
     pub(super) async fn release_all<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
         for &partition in &self.partitions {
-            shared.leadership.set(partition, false);
+            if shared.leadership.leads(partition) {
+                shared.leadership.set(partition, false);
+                shared.meter.loops_leader(partition, false);
+            }
         }
         let functions = shared.config.functions;
         let releases = self.held.iter_mut().filter_map(Option::take).map(|held| {

@@ -61,12 +61,12 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             return Ok(());
         }
         // Only the partitions this worker leads: another worker recovers the rest.
-        let partitions = shared.leadership.led(&partitions);
-        if partitions.is_empty() {
+        let led = shared.leadership.led(&partitions);
+        if led.is_empty() {
             continue;
         }
         let newest = newest_claimable(&shared);
-        let first_pages = match first_idle_pages(&shared, &partitions, newest).await {
+        let first_pages = match first_idle_pages(&shared, &led, newest).await {
             Ok(pages) => pages,
             Err(Failure::Cancelled) => return Ok(()),
             Err(Failure::Fatal(err)) => return Err(err),
@@ -75,7 +75,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 continue;
             }
         };
-        for (&partition, first_page) in partitions.iter().zip(first_pages) {
+        for (&partition, first_page) in led.iter().zip(first_pages) {
             if first_page.ids.is_empty() {
                 // Nothing idle: nothing to quarantine or claim either.
                 continue;

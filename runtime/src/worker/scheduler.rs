@@ -34,8 +34,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             return Ok(());
         }
         // Only the partitions this worker leads: another worker promotes the rest.
-        let partitions = shared.leadership.led(&partitions);
-        if partitions.is_empty() {
+        let led = shared.leadership.led(&partitions);
+        if led.is_empty() {
             continue;
         }
         // One round trip finds what is due in every led partition; in a
@@ -46,7 +46,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         let first_due = match transitions::due_retries_of(
             &mut conn,
             &shared.config,
-            &partitions,
+            &led,
             now,
             batch,
         )
@@ -61,7 +61,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 continue;
             }
         };
-        for (&partition, due) in partitions.iter().zip(first_due) {
+        for (&partition, due) in led.iter().zip(first_due) {
             if due.is_empty() {
                 continue;
             }
