@@ -155,6 +155,15 @@ impl QueueConfig {
         self.partition_key(partition, "lease:trim")
     }
 
+    /// The partition's loops lease of this queue's group:
+    /// `{prefix}:{queue-NN}:lease:loops-{group}`. The group's worker holding
+    /// it runs the partition's recovery and retry scheduler; the group's
+    /// other workers skip the partition in those loops. Per group, because
+    /// each group has its own pending lists to recover.
+    pub fn loops_lease_key(&self, partition: u16) -> String {
+        self.partition_key(partition, &format!("lease:loops-{}", self.group))
+    }
+
     /// The partition's claim epoch: `{prefix}:{queue-NN}:claims`, a counter
     /// the library's `claim` raises whenever it takes entries from another
     /// consumer. A worker reads it with each read, and its acks skip the
@@ -235,6 +244,10 @@ pub(crate) mod tests {
         assert_eq!(OCR.retry_key(3), "work:{ocr-03}:retry");
         assert_eq!(OCR.retry_jobs_key(3), "work:{ocr-03}:retry-jobs");
         assert_eq!(OCR.trim_lease_key(3), "work:{ocr-03}:lease:trim");
+        assert_eq!(
+            OCR.loops_lease_key(3),
+            format!("work:{{ocr-03}}:lease:loops-{}", OCR.group)
+        );
         assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),

@@ -82,6 +82,9 @@ const COUNTERS: [(&str, Option<&str>); 11] = [
     ("queuegen_jobs_left_pending_total", None),
 ];
 
+/// 1 while the worker leads a partition's recovery and scheduler.
+const LEADER_GAUGE: &str = "queuegen_loops_leader";
+
 const HISTOGRAMS: [&str; 2] = [
     "queuegen_handler_duration_seconds",
     "queuegen_publish_to_start_seconds",
@@ -342,9 +345,28 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
             Some("histogram")
         );
     }
+    // The only worker leads every partition's recovery and scheduler.
+    for partition in 0..config.partitions {
+        let partition_text = partition.to_string();
+        let labels = [
+            ("queue", queue),
+            ("partition", partition_text.as_str()),
+            ("group", group),
+        ];
+        assert_eq!(
+            scraped.value(LEADER_GAUGE, &labels),
+            Some(1.0),
+            "{LEADER_GAUGE} {labels:?}"
+        );
+    }
+    assert_eq!(
+        scraped.family(LEADER_GAUGE).map(|f| f.kind.as_str()),
+        Some("gauge")
+    );
     // Nothing else: the trim families have no series until a trim runs.
     let mut names: Vec<&str> = COUNTERS.iter().map(|(name, _)| *name).collect();
     names.extend(HISTOGRAMS);
+    names.push(LEADER_GAUGE);
     let families: Vec<&str> = scraped.families.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(families.len(), names.len(), "{families:?}");
     assert!(families.iter().all(|f| names.contains(f)), "{families:?}");

@@ -9,6 +9,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -69,7 +70,8 @@ type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
 /// What workers record: jobs by outcome, handler duration, publish→start
 /// latency, claims, poison quarantines, deleted pending entries, retries,
 /// dead letters by reason, failed transitions and acks, settlements refused
-/// because the worker no longer owned the entry, and (recorded by the
+/// because the worker no longer owned the entry, which partitions it leads
+/// (its recovery and retry scheduler), and (recorded by the
 /// worker's trimmer) trims.
 ///
 /// Cloning shares the numbers. Register it once per registry
@@ -92,6 +94,7 @@ pub struct WorkerMetrics {
     ack_failures: Family<PartitionLabels, Counter>,
     ownership_lost: Family<SettlementLabels, Counter>,
     left_pending: Family<PartitionLabels, Counter>,
+    loops_leader: Family<PartitionLabels, Gauge>,
     trim: TrimMetrics,
 }
 
@@ -111,6 +114,7 @@ impl Default for WorkerMetrics {
             ack_failures: Family::default(),
             ownership_lost: Family::default(),
             left_pending: Family::default(),
+            loops_leader: Family::default(),
             trim: TrimMetrics::default(),
         }
     }
@@ -191,6 +195,11 @@ impl WorkerMetrics {
             "Jobs still running or waiting for a permit when the shutdown budget ran out; they stay pending for another worker",
             self.left_pending.clone(),
         );
+        registry.register(
+            "queuegen_loops_leader",
+            "Workers of this process holding the partition's loops lease of their group, and so running the partition's recovery and retry scheduler: 1 in the leader's process, 0 in the others'",
+            self.loops_leader.clone(),
+        );
         self.trim.register(registry);
     }
 
@@ -248,6 +257,7 @@ impl WorkerMetrics {
                 })
             }),
             left_pending: counter(&self.left_pending),
+            loops_leader: self.loops_leader.get_or_create_owned(&labels),
         }
     }
 
@@ -284,6 +294,8 @@ pub(crate) struct PartitionMeters {
     /// By [`Settlement::index`].
     pub ownership_lost: [Counter; Settlement::ALL.len()],
     pub left_pending: Counter,
+    /// Workers of this process leading the partition's recovery and scheduler (0 or 1).
+    pub loops_leader: Gauge,
 }
 
 #[cfg(test)]
@@ -375,6 +387,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 16, "{names:?}");
     }
 }

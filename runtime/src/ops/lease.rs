@@ -1,5 +1,6 @@
 //! A partition's lease: one holder at a time for work that must not overlap
-//! on a partition (trimming it, creating its groups).
+//! on a partition (trimming it, creating its groups), or that one worker is
+//! enough for (its recovery and retry scheduler, see `worker::leadership`).
 //!
 //! `SET <key> <holder> NX PX <ttl>` (the library's `lease_acquire`) takes it. Only its holder releases it,
 //! with a compare-and-delete (the library's `lease_release`), so a holder
@@ -174,6 +175,28 @@ pub async fn release<C: ConnectionLike>(
         }
     };
     Ok(released == 1)
+}
+
+/// Extends `lease` to `ttl` from now if its holder still holds it: `GET`
+/// and `PEXPIRE` in one `MULTI`, `true` when the `GET` named the holder.
+///
+/// The `PEXPIRE` does not compare: when the lease expired and another holder
+/// took it in between, this extends theirs (by at most `ttl` from now) and
+/// answers `false`. That only delays a takeover should that holder die, and
+/// it keeps renewal to commands a worker's ACL user already has but one.
+pub async fn renew<C: ConnectionLike>(conn: &mut C, lease: &Lease, ttl: Duration) -> Result<bool> {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    let (current, _extended): (Option<String>, i64) = redis::pipe()
+        .atomic()
+        .cmd("GET")
+        .arg(&lease.key)
+        .cmd("PEXPIRE")
+        .arg(&lease.key)
+        .arg(ttl_ms)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("PEXPIRE {} {ttl_ms}", lease.key), err))?;
+    Ok(current.as_deref() == Some(lease.holder.as_str()))
 }
 
 /// `ERR Function not found`: the library (of this version) is not loaded.

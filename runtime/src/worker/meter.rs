@@ -167,6 +167,20 @@ impl Meter {
         }
     }
 
+    /// This worker took (`true`) or left `partition`'s recovery and
+    /// scheduler. Up or down by one, not set: workers of one process that
+    /// share the metrics share the series.
+    pub(super) fn loops_leader(&self, partition: u16, leading: bool) {
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.partition(partition) {
+            if leading {
+                meters.loops_leader.inc();
+            } else {
+                meters.loops_leader.dec();
+            }
+        }
+    }
+
     pub(super) fn left_pending(&self, partition: u16, entries: u64) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {

@@ -8,6 +8,8 @@
 //! - `recovery`: one loop that quarantines poison entries (by delivery count)
 //!   and claims idle pending entries with `XAUTOCLAIM`;
 //! - `scheduler`: one loop that promotes due retries back to the ready streams;
+//! - `leadership`: one loop that holds each partition's loops lease, so that
+//!   recovery and the scheduler run a partition in one worker at a time;
 //! - `trimmer`: one loop that trims the worker's partitions' streams every
 //!   `retention.trim_every`, under each partition's trim lease;
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up
@@ -25,6 +27,7 @@ mod epochs;
 mod in_flight;
 mod intake;
 mod job;
+mod leadership;
 mod meter;
 mod recovery;
 mod reply;
@@ -100,6 +103,9 @@ pub struct WorkerReport {
     /// `claim.min_idle` and another worker claimed the job (which settles it),
     /// or the job was settled elsewhere. Nothing was written for them.
     pub ownership_lost: u64,
+    /// Times this worker took a partition's loops lease, and with it the
+    /// partition's recovery and retry scheduler (renewals not counted).
+    pub loops_leases_taken: u64,
 }
 
 /// Runs handler `H` for the envelopes `E` of one queue.
@@ -285,6 +291,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let counters = Arc::new(Counters::default());
         let meter = Arc::new(meter);
         let consumer: Arc<str> = Arc::from(self.consumer);
+        let leadership = leadership::Leadership::new(self.config.partitions, &consumer);
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
@@ -314,11 +321,17 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             meter,
             reading,
             in_flight: Arc::new(InFlight::default()),
+            leadership,
             stop: Flag::new(),
             cancel: Flag::new(),
             _envelope: PhantomData,
         });
         tracing::info!(parent: &span, ?partitions, ?block, "worker starting");
+        // Lead what is free before recovery and the scheduler first look.
+        let mut leases = leadership::Leases::new(partitions.clone());
+        leases.pass(&shared).instrument(span.clone()).await;
+        let leading =
+            tokio::spawn(leadership::run(shared.clone(), leases).instrument(span.clone()));
         let intake = tokio::spawn(
             intake::run(shared.clone(), self.redis, partitions.clone(), block)
                 .instrument(span.clone()),
@@ -331,9 +344,13 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         );
         let trimmer =
             tokio::spawn(trimmer::run(shared.clone(), partitions).instrument(span.clone()));
-        shutdown::run(shared, [intake, recovery, scheduler, trimmer], shutdown)
-            .instrument(span)
-            .await
+        shutdown::run(
+            shared,
+            [intake, recovery, scheduler, trimmer, leading],
+            shutdown,
+        )
+        .instrument(span)
+        .await
     }
 
     fn checked_partitions(&self) -> Result<Vec<u16>> {
@@ -381,7 +398,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     }
 }
 
-/// State shared by the intake, recovery, scheduler and trimmer loops and every job task.
+/// State shared by the intake, recovery, scheduler, trimmer and leadership loops and every job task.
 struct Shared<E, H> {
     config: QueueConfig,
     consumer: Arc<str>,
@@ -408,6 +425,8 @@ struct Shared<E, H> {
     /// Every entry whose job is not settled yet, so that recovery does not
     /// start a second task for an entry this worker is still running.
     in_flight: Arc<InFlight>,
+    /// The partitions whose recovery and retry scheduler this worker runs now.
+    leadership: leadership::Leadership,
     /// Raised when shutdown begins: take no new permits, start no new reads.
     stop: Flag,
     /// Raised when the shutdown budget is spent: abandon whatever still runs.
@@ -602,6 +621,7 @@ struct Counters {
     trimmed: AtomicU64,
     trim_aborts: AtomicU64,
     ownership_lost: AtomicU64,
+    loops_leases_taken: AtomicU64,
 }
 
 impl Counters {
@@ -626,6 +646,7 @@ impl Counters {
             trimmed: get(&self.trimmed),
             trim_aborts: get(&self.trim_aborts),
             ownership_lost: get(&self.ownership_lost),
+            loops_leases_taken: get(&self.loops_leases_taken),
         }
     }
 }

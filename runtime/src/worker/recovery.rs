@@ -23,6 +23,10 @@
 //! the partition's claim epoch whenever it takes something, so that the
 //! previous owner's acks check ownership entry by entry from then on.
 //!
+//! Each pass covers only the partitions whose loops lease this worker holds
+//! (see `leadership`): one worker at a time recovers a partition, which
+//! saves the others' commands; safety does not rest on it.
+//!
 //! A pass costs what is old, not what is busy: an entry whose ID (its `XADD`
 //! time) is younger than `claim_min_idle` cannot have been idle that long,
 //! so both walks end at that ID instead of the end of the pending list,
@@ -56,8 +60,13 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
+        // Only the partitions this worker leads: another worker recovers the rest.
+        let led = shared.leadership.led(&partitions);
+        if led.is_empty() {
+            continue;
+        }
         let newest = newest_claimable(&shared);
-        let first_pages = match first_idle_pages(&shared, &partitions, newest).await {
+        let first_pages = match first_idle_pages(&shared, &led, newest).await {
             Ok(pages) => pages,
             Err(Failure::Cancelled) => return Ok(()),
             Err(Failure::Fatal(err)) => return Err(err),
@@ -66,7 +75,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 continue;
             }
         };
-        for (&partition, first_page) in partitions.iter().zip(first_pages) {
+        for (&partition, first_page) in led.iter().zip(first_pages) {
             if first_page.ids.is_empty() {
                 // Nothing idle: nothing to quarantine or claim either.
                 continue;

@@ -3,7 +3,10 @@
 //! Each tick reads `ZRANGEBYSCORE retry -inf now LIMIT 0 batch` of every
 //! partition in one pipeline; a partition with something due then gets one
 //! `retry_promote` call with those members, again while full batches come
-//! back. Every worker runs this loop; that is safe because the function
+//! back. Each tick covers only the partitions whose loops lease this worker
+//! holds (see `leadership`), to save the other workers' commands; safety
+//! does not rest on it. Were two workers to promote one partition at once,
+//! that is safe because the function
 //! re-checks each member atomically (a member another scheduler promoted
 //! first is skipped, or only cleaned up after a crash), so a retry is
 //! appended to the ready stream once. Due times are Unix ms of the workers'
@@ -30,15 +33,20 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        // One round trip finds what is due in every partition; in a quiet
-        // queue that is the whole tick.
+        // Only the partitions this worker leads: another worker promotes the rest.
+        let led = shared.leadership.led(&partitions);
+        if led.is_empty() {
+            continue;
+        }
+        // One round trip finds what is due in every led partition; in a
+        // quiet queue that is the whole tick.
         let now = now_ms();
         let batch = shared.config.retry_promote_batch;
         let mut conn = shared.acks.clone();
         let first_due = match transitions::due_retries_of(
             &mut conn,
             &shared.config,
-            &partitions,
+            &led,
             now,
             batch,
         )
@@ -53,7 +61,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 continue;
             }
         };
-        for (&partition, due) in partitions.iter().zip(first_due) {
+        for (&partition, due) in led.iter().zip(first_due) {
             if due.is_empty() {
                 continue;
             }

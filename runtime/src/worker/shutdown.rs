@@ -75,7 +75,7 @@ fn all_permits<E, H>(shared: &Shared<E, H>) -> u32 {
 
 /// Supervises a running worker until `shutdown` completes (or a loop fails),
 /// then shuts it down within the budget and reports. `loops` are the intake,
-/// recovery, scheduler and trimmer loops; each ends on the stop flag.
+/// recovery, scheduler, trimmer and leadership loops; each ends on the stop flag.
 pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
     shared: Arc<Shared<E, H>>,
     loops: [JoinHandle<Result<()>>; N],

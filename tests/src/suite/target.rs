@@ -66,6 +66,8 @@ const WORKER_COMMANDS: &[&str] = &[
     "+xrange",
     "+multi",
     "+exec",
+    // The loops lease's renewal: `GET` and `PEXPIRE` in one `MULTI`.
+    "+pexpire",
     // Transitions, library verification, trims, leases: the calls, and what
     // the library's functions call in turn (ACL rules apply inside them too).
     "+fcall",

@@ -1,0 +1,261 @@
+//! The leadership loop: per partition (and group), only the worker holding the partition's loops lease runs its recovery and retry scheduler.
+//!
+//! Every `claim.every` (the lease's tick) the loop renews the leases this
+//! worker holds and tries to take the others (`lease_acquire`, `SET NX PX`
+//! of `{prefix}:{queue-NN}:lease:loops-{group}`) for three ticks. Recovery and the
+//! scheduler ask [`Leadership::leads`] and skip the partitions led
+//! elsewhere: an idle fleet of N workers sends one `XPENDING` and one
+//! `ZRANGEBYSCORE` per partition and tick, not N, and one lease call per
+//! worker, partition and `claim.every`. A graceful stop releases the leases
+//! at once, so the other workers take them at their next tick; a worker
+//! killed leaves them to expire, and another takes them within one lease
+//! period plus one tick.
+//!
+//! Leadership is an efficiency measure, not a fence: a paused leader may
+//! still run a pass after its lease ran out, beside the new leader, for up
+//! to one tick. That is safe because the `claim` function (whose claim epoch
+//! fences the previous owner's acks), the poison take-over (`XCLAIM` at the
+//! idle threshold) and `retry_promote` are each atomic and safe under
+//! concurrency: an entry is claimed, quarantined or promoted once whoever
+//! runs them, and however many.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use super::{every, Counters, Shared};
+use crate::config::QueueConfig;
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::handler::Handler;
+use crate::ops::lease::{self, Lease};
+
+/// Ticks a lease lasts: a leader missing two renewals in a row still leads.
+const TICKS_PER_LEASE: u32 = 3;
+
+/// How often the leases are renewed and taken: `claim.every` (at least 1 ms).
+pub(super) fn tick(config: &QueueConfig) -> Duration {
+    config.claim_every.max(Duration::from_millis(1))
+}
+
+/// How long a lease lasts unless renewed: three ticks.
+pub(super) fn lease_period(config: &QueueConfig) -> Duration {
+    tick(config) * TICKS_PER_LEASE
+}
+
+/// Which partitions this worker leads now, as the loops read it.
+pub(super) struct Leadership {
+    /// By partition of the queue; only the worker's own partitions are ever raised.
+    leading: Vec<AtomicBool>,
+    /// The value of the leases this worker holds: `worker:{consumer}`.
+    holder: String,
+}
+
+impl Leadership {
+    pub(super) fn new(partitions: u16, consumer: &str) -> Self {
+        Leadership {
+            leading: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            holder: format!("worker:{consumer}"),
+        }
+    }
+
+    /// Whether this worker runs `partition`'s recovery and scheduler now.
+    pub(super) fn leads(&self, partition: u16) -> bool {
+        self.leading[usize::from(partition)].load(Ordering::Relaxed)
+    }
+
+    /// The partitions of `partitions` this worker leads now.
+    pub(super) fn led(&self, partitions: &[u16]) -> Vec<u16> {
+        partitions
+            .iter()
+            .copied()
+            .filter(|&partition| self.leads(partition))
+            .collect()
+    }
+
+    fn set(&self, partition: u16, leading: bool) {
+        self.leading[usize::from(partition)].store(leading, Ordering::Relaxed);
+    }
+}
+
+/// One partition's lease as this worker holds it.
+struct Held {
+    lease: Lease,
+    /// When its last renewal (or taking) was sent: it lasts a period from then.
+    renewed: Instant,
+}
+
+/// The leases of this worker's partitions across ticks.
+pub(super) struct Leases {
+    partitions: Vec<u16>,
+    held: Vec<Option<Held>>,
+}
+
+impl Leases {
+    pub(super) fn new(partitions: Vec<u16>) -> Self {
+        let held = partitions.iter().map(|_| None).collect();
+        Leases { partitions, held }
+    }
+
+    /// Renews the leases held and tries to take the others, every partition
+    /// at once; then raises or lowers each partition's flag.
+    pub(super) async fn pass<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
+        let config = &shared.config;
+        let period = lease_period(config);
+        let leadership = &shared.leadership;
+        let attempts = self
+            .partitions
+            .iter()
+            .zip(&self.held)
+            .map(|(&partition, held)| {
+                let mut conn = shared.acks.clone();
+                let lease = held.as_ref().map(|held| held.lease.clone());
+                async move {
+                    let sent = Instant::now();
+                    let outcome = match lease {
+                        Some(lease) => match lease::renew(&mut conn, &lease, period).await {
+                            Ok(true) => Ok(Some(lease)),
+                            // Expired (or taken) since: take it anew if it is free.
+                            Ok(false) => {
+                                take(&mut conn, config, partition, leadership, period).await
+                            }
+                            Err(err) => Err(err),
+                        },
+                        None => take(&mut conn, config, partition, leadership, period).await,
+                    };
+                    (sent, outcome)
+                }
+            });
+        let outcomes = join_all(attempts).await;
+        for ((&partition, held), (sent, outcome)) in
+            self.partitions.iter().zip(&mut self.held).zip(outcomes)
+        {
+            match outcome {
+                Ok(Some(lease)) => {
+                    if held.is_none() {
+                        Counters::add(&shared.counters.loops_leases_taken, 1);
+                        tracing::info!(partition, lease = %lease.key(), "leading the partition's recovery and retry scheduler");
+                    }
+                    *held = Some(Held {
+                        lease,
+                        renewed: sent,
+                    });
+                }
+                Ok(None) => {
+                    if let Some(lost) = held.take() {
+                        tracing::warn!(partition, lease = %lost.lease.key(), "lost the partition's loops lease; another worker leads it");
+                    }
+                }
+                // Unknown: keep leading while the last renewal lasts.
+                Err(err) => {
+                    let expired = held
+                        .as_ref()
+                        .is_some_and(|held| held.renewed.elapsed() >= period);
+                    if expired {
+                        held.take();
+                    }
+                    tracing::warn!(partition, error = %err, "renewing or taking the loops lease failed; trying again next tick");
+                }
+            }
+            let leading = held.is_some();
+            if leading != leadership.leads(partition) {
+                leadership.set(partition, leading);
+                shared.meter.loops_leader(partition, leading);
+            }
+        }
+    }
+
+    /// Lowers every flag, then releases the leases held, so that the other
+    /// workers take them at their next tick rather than after they expire.
+    pub(super) async fn release_all<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
+        for &partition in &self.partitions {
+            if shared.leadership.leads(partition) {
+                shared.leadership.set(partition, false);
+                shared.meter.loops_leader(partition, false);
+            }
+        }
+        let functions = shared.config.functions;
+        let releases = self.held.iter_mut().filter_map(Option::take).map(|held| {
+            let mut conn = shared.acks.clone();
+            async move {
+                if let Err(err) = lease::release(&mut conn, functions, &held.lease).await {
+                    tracing::warn!(lease = %held.lease.key(), error = %err, "releasing the loops lease failed; it expires by itself");
+                }
+            }
+        });
+        join_all(releases).await;
+    }
+}
+
+/// Tries to take `partition`'s loops lease: `Some` when taken, `None` when
+/// another worker holds it.
+async fn take<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    leadership: &Leadership,
+    period: Duration,
+) -> Result<Option<Lease>> {
+    let key = config.loops_lease_key(partition);
+    match lease::acquire(conn, config.functions, &key, &leadership.holder, period).await {
+        Ok(lease) => Ok(Some(lease)),
+        Err(Error::LeaseHeld { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Renews and takes leases every tick until the stop flag is raised, then
+/// releases them. `leases` had its first pass before the other loops started.
+pub(super) async fn run<E: Envelope, H: Handler<E>>(
+    shared: Arc<Shared<E, H>>,
+    mut leases: Leases,
+) -> Result<()> {
+    let mut ticker = every(tick(&shared.config));
+    // The first tick completes at once: the first pass already ran.
+    ticker.tick().await;
+    loop {
+        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+            break;
+        }
+        leases.pass(&shared).await;
+    }
+    // A release needs the server; give up on it when the budget is spent.
+    let _ = shared
+        .cancel
+        .unless_raised(leases.release_all(&shared))
+        .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_lasts_three_claim_periods_and_is_renewed_every_one() {
+        let config = QueueConfig {
+            claim_every: Duration::from_millis(200),
+            ..crate::config::tests::OCR
+        };
+        assert_eq!(tick(&config), Duration::from_millis(200));
+        assert_eq!(lease_period(&config), Duration::from_millis(600));
+        let zero = QueueConfig {
+            claim_every: Duration::ZERO,
+            ..config
+        };
+        assert_eq!(lease_period(&zero), Duration::from_millis(3));
+    }
+
+    #[test]
+    fn a_new_worker_leads_nothing_until_it_takes_a_lease() {
+        let leadership = Leadership::new(4, "host-1-abc");
+        assert_eq!(leadership.holder, "worker:host-1-abc");
+        assert!(leadership.led(&[0, 1, 2, 3]).is_empty());
+        leadership.set(2, true);
+        assert!(leadership.leads(2));
+        assert_eq!(leadership.led(&[0, 2, 3]), [2]);
+    }
+}
