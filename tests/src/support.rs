@@ -311,3 +311,43 @@ pub async fn url_of_user_without(server: &crate::RedisServer, command: &str) -> 
         .unwrap_or_else(|err| panic!("ACL SETUSER {user}: {err}"));
     format!("redis://{user}:secret@127.0.0.1:{}/", server.port())
 }
+
+/// The queue's groups and the Function library on `server`, as `apply`
+/// would make them; a worker's `Redis` and a plain connection for the
+/// test's own commands.
+pub async fn applied(
+    server: &crate::RedisServer,
+    config: &QueueConfig,
+) -> (queuegen_runtime::Redis, redis::aio::MultiplexedConnection) {
+    let redis = queuegen_runtime::Redis::connect(server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connecting to {}: {err}", server.url()));
+    crate::library::load(&redis).await;
+    queuegen_runtime::ensure_groups(&redis, config)
+        .await
+        .unwrap_or_else(|err| panic!("creating the groups of {}: {err}", config.queue));
+    let conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|err| panic!("connecting to {}: {err}", server.url()));
+    (redis, conn)
+}
+
+/// `name` calls counted by `INFO commandstats` since the last reset.
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |rest| {
+            rest.split(',')
+                .next()
+                .and_then(|calls| calls.parse().ok())
+                .expect("cmdstat calls=<n>")
+        })
+}

@@ -7,14 +7,16 @@ use std::time::Duration;
 use queuegen_runtime::envelope::{self, Envelope, Header};
 use queuegen_runtime::metrics::{Registry, WorkerMetrics};
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
     Timestamp, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
 use queuegen_tests::suite::{Hold, WorkerSpec};
-use queuegen_tests::support::{deliver_to, pending_count, unique_prefix, wait_until};
-use queuegen_tests::{exposition, library, RedisServer};
+use queuegen_tests::support::{
+    applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
+};
+use queuegen_tests::{exposition, RedisServer};
 use tokio::time::Instant;
 
 /// `retry` jobs ask for one retry, then succeed; everything else succeeds.
@@ -39,36 +41,6 @@ impl Handler<TestJob> for Recording {
         }
         Ok(Outcome::Done)
     }
-}
-
-/// The queue's groups and the Function library on `server`; a worker's
-/// `Redis` and a plain connection for the test's own commands.
-async fn ready(
-    server: &RedisServer,
-    config: &QueueConfig,
-) -> (Redis, redis::aio::MultiplexedConnection) {
-    let redis = Redis::connect(server.url()).await.unwrap();
-    library::load(&redis).await;
-    ensure_groups(&redis, config).await.unwrap();
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    (redis, conn)
-}
-
-/// `name` calls counted by `INFO commandstats` since the last reset.
-async fn calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{name}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
 /// `queuegen_loops_leader` of `partition` in `registry`.
@@ -162,7 +134,7 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
         retry_promote_every: Duration::from_millis(200),
         ..test_config(&unique_prefix("leaders"), PARTITIONS)
     };
-    let (redis, mut conn) = ready(&server, &config).await;
+    let (redis, mut conn) = applied(&server, &config).await;
     for partition in 0..PARTITIONS {
         stuck_entry(&mut conn, &config, partition, &format!("stuck-{partition}")).await;
     }
@@ -208,8 +180,8 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
         .unwrap();
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let xpending = calls(&mut conn, "xpending").await;
-    let zrangebyscore = calls(&mut conn, "zrangebyscore").await;
+    let xpending = command_calls(&mut conn, "xpending").await;
+    let zrangebyscore = command_calls(&mut conn, "zrangebyscore").await;
     let elapsed = started.elapsed();
     let ticks = (elapsed.as_millis() / config.claim_every.as_millis()) as u64;
     println!(
@@ -364,7 +336,7 @@ async fn leader_and_follower(
         effect_replicas: 0,
     };
     let config = spec.config();
-    let (_redis, mut conn) = ready(&server, &config).await;
+    let (_redis, mut conn) = applied(&server, &config).await;
     let first = Process::spawn(&spec);
     let led_by_first = vec![Some("worker:first".to_owned()); 2];
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -381,7 +353,7 @@ async fn leader_and_follower(
         .unwrap();
     let second = Process::spawn(&spec.named("second"));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while calls(&mut conn, "fcall").await < 2 {
+    while command_calls(&mut conn, "fcall").await < 2 {
         assert!(
             Instant::now() < deadline,
             "the second worker never tried to lead"
@@ -486,7 +458,7 @@ async fn each_group_has_its_own_leader() {
         group: "other-group",
         ..first.clone()
     };
-    let (redis, mut conn) = ready(&server, &first).await;
+    let (redis, mut conn) = applied(&server, &first).await;
     ensure_groups(&redis, &second).await.unwrap();
     let mut running = Vec::new();
     for config in [&first, &second] {

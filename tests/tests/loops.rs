@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use queuegen_runtime::envelope::{self, Envelope, Header};
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Timestamp, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Timestamp, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{deliver_to, pending_count, unique_prefix, wait_until};
-use queuegen_tests::{library, RedisServer};
+use queuegen_tests::support::{
+    applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
+};
+use queuegen_tests::RedisServer;
 use tokio::sync::Semaphore;
 
 /// `ok` jobs finish at once; `hold` jobs wait until the test lets them go.
@@ -30,36 +31,6 @@ impl Handler<TestJob> for Holding {
     }
 }
 
-/// The queue's groups and the Function library on `server`; a worker's
-/// `Redis` and a plain connection for the test's own commands.
-async fn ready(
-    server: &RedisServer,
-    config: &QueueConfig,
-) -> (Redis, redis::aio::MultiplexedConnection) {
-    let redis = Redis::connect(server.url()).await.unwrap();
-    library::load(&redis).await;
-    ensure_groups(&redis, config).await.unwrap();
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    (redis, conn)
-}
-
-/// `name` calls counted by `INFO commandstats` since the last reset.
-async fn calls(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{name}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
     const HELD: usize = 64;
@@ -72,7 +43,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         ..test_config(&unique_prefix("recovery-cost"), 1)
     };
     let key = config.ready_key(0);
-    let (redis, mut conn) = ready(&server, &config).await;
+    let (redis, mut conn) = applied(&server, &config).await;
 
     // An entry added long ago (its ID's time is 1970), delivered to a
     // consumer that vanished ten minutes ago.
@@ -148,8 +119,8 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         "every held entry is pending"
     );
     // Less the one XPENDING of the check above.
-    let passes = calls(&mut conn, "xpending").await - 1;
-    let claims = calls(&mut conn, "xautoclaim").await;
+    let passes = command_calls(&mut conn, "xpending").await - 1;
+    let claims = command_calls(&mut conn, "xautoclaim").await;
     assert!(passes >= 15, "{passes} recovery passes ran");
     // One walk claimed the old entry and stopped at the first fresh one; every
     // later pass found nothing idle and did not walk at all.
@@ -178,7 +149,7 @@ async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
         retry_promote_every: Duration::from_millis(20),
         ..test_config(&unique_prefix("wrong-retry-set"), 4)
     };
-    let (redis, mut conn) = ready(&server, &config).await;
+    let (redis, mut conn) = applied(&server, &config).await;
     let broken = config.retry_key(2);
     let _: () = redis::cmd("SET")
         .arg(&broken)
