@@ -175,3 +175,61 @@ async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
         "{message}"
     );
 }
+
+/// An idle worker sends one blocking read per block period, not one read per
+/// partition as well: after a blocking read found nothing, the next round
+/// blocks again without sweeping the partitions. A job published then is
+/// still handled at once.
+#[tokio::test]
+async fn an_idle_worker_blocks_without_sweeping_every_partition() {
+    const BLOCK: Duration = Duration::from_millis(100);
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        partitions: 8,
+        ..test_config(&unique_prefix("idle-intake"), 8)
+    };
+    let (redis, mut conn) = applied(&server, &config).await;
+    let handler = Holding {
+        release: Arc::new(Semaphore::new(0)),
+        done: Arc::default(),
+    };
+    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let idle = Duration::from_secs(2);
+    tokio::time::sleep(idle).await;
+    let reads = command_calls(&mut conn, "xreadgroup").await;
+    let periods = (idle.as_millis() / BLOCK.as_millis()) as u64;
+    // One blocking read per period (plus the one in flight at each edge);
+    // sweeping would add 8 per period.
+    assert!(
+        reads <= periods + 2,
+        "{reads} XREADGROUPs in {periods} block periods of an idle worker over 8 partitions"
+    );
+
+    Producer::<TestJob>::new(&redis, config.clone())
+        .publish(NewJob::new("late-job", "acme", TestJob::new("ok", None)))
+        .await
+        .unwrap();
+    let done = handler.done.clone();
+    wait_until(
+        Duration::from_secs(5),
+        "the job published while idle is done",
+        || {
+            let handled = done.lock().unwrap().iter().any(|job| job == "late-job");
+            async move { handled }
+        },
+    )
+    .await;
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+}

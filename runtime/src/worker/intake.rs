@@ -11,6 +11,12 @@
 //! already delivered to this consumer, so the loop waits for more permits
 //! rather than drop one.
 //!
+//! While the queue is idle, a round whose blocking read came back empty is
+//! followed by the blocking read alone, not by another sweep: a blocking
+//! `XREADGROUP` answers at once when any stream has new entries, so the
+//! sweep would only cost one empty read per partition per block period,
+//! from every worker. The sweep resumes with the first read that delivers.
+//!
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
 //!
@@ -77,6 +83,8 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     // the same one, they would drain it in lockstep and then find it empty
     // together, paying an empty read each on the way to the next.
     let mut start = rand::random_range(0..streams.len());
+    // Whether the last round ended in a blocking read that found nothing.
+    let mut quiet = false;
     loop {
         let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
             return Ok(());
@@ -106,13 +114,15 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             streams: &streams,
             block,
             wakers: wakers.as_ref(),
+            quiet,
         };
         let result = round.read(reader, start, &mut permits).await;
+        quiet = matches!(result, Ok(Ended::Quiet));
         // Permits not used by this round go back before the next one.
         drop(permits);
         start = (start + 1) % streams.len();
         match result {
-            Ok(()) => {
+            Ok(_) => {
                 backoff = BACKOFF_MIN;
                 shared.reading.store(true, Ordering::Relaxed);
             }
@@ -159,6 +169,16 @@ struct Round<'a, E, H> {
     block: Duration,
     /// The Cluster's wake-up in place of the blocking read (see module docs).
     wakers: Option<&'a Wakers>,
+    /// The last round's blocking read found nothing: skip the sweep.
+    quiet: bool,
+}
+
+/// How a round ended.
+enum Ended {
+    /// It delivered entries, or stopped early.
+    Read,
+    /// Its blocking read found nothing.
+    Quiet,
 }
 
 impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
@@ -167,10 +187,16 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         conn: &mut Connection,
         start: usize,
         permits: &mut Vec<OwnedSemaphorePermit>,
-    ) -> Result<(), Failure> {
+    ) -> Result<Ended, Failure> {
         let shared = self.shared;
         let mut delivered = false;
-        for i in 0..self.streams.len() {
+        // The Cluster's wake-up is no read: without it, the sweep must run.
+        let sweep = if self.quiet && self.wakers.is_none() {
+            0
+        } else {
+            self.streams.len()
+        };
+        for i in 0..sweep {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
             }
@@ -188,12 +214,12 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             }
         }
         if delivered || shared.stop.is_raised() {
-            return Ok(());
+            return Ok(Ended::Read);
         }
         if let Some(wakers) = self.wakers {
             // The next round reads whatever woke us, permits first.
             shared.stop.unless_raised(wakers.wait(self.block)).await;
-            return Ok(());
+            return Ok(Ended::Read);
         }
 
         let keys: Vec<&str> = self.streams.iter().map(|(_, key)| key.as_str()).collect();
@@ -221,6 +247,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     .map(move |entry| (partition, epoch, entry))
             })
             .collect();
+        if entries.is_empty() {
+            return Ok(Ended::Quiet);
+        }
         let mut entries = entries.into_iter();
         while let Some((partition, epoch, entry)) = entries.next() {
             let permit = match permits.pop() {
@@ -253,7 +282,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             };
             self.dispatch(partition, epoch, entry, permit);
         }
-        Ok(())
+        Ok(Ended::Read)
     }
 
     /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`
