@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
 use crate::probe::{self, Probe};
-use crate::queuegen::Bench;
+use crate::queuegen::{stopped_workers_done, Bench};
 use crate::usage::{self, Usage};
 use crate::Args;
 
@@ -141,15 +141,7 @@ pub async fn run(
         probe::wait_last_ack(&mut conn, &probe, &keys, jobs::CONFIG.group, args.timeout()).await;
     let burst_end = usage::sample(&mut conn).await;
     let _ = stop.send(true);
-    let mut done = 0;
-    for worker in running {
-        let report = tokio::time::timeout(jobs::CONFIG.shutdown_budget + args.timeout(), worker)
-            .await
-            .context("timed out waiting for a worker to shut down")?
-            .context("a worker panicked")?
-            .context("a worker failed")?;
-        done += report.done;
-    }
+    let done = stopped_workers_done(running, jobs::CONFIG.shutdown_budget + args.timeout()).await?;
     let last_ack = last_ack?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);

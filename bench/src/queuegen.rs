@@ -144,15 +144,7 @@ pub async fn run(
         probe::wait_last_ack(&mut conn, &probe, &keys, config.group, args.timeout()).await;
     let after_last_ack = usage::sample(&mut conn).await;
     let _ = stop.send(true);
-    let mut done = 0;
-    for worker in running {
-        let report = tokio::time::timeout(config.shutdown_budget + args.timeout(), worker)
-            .await
-            .context("timed out waiting for a worker to shut down")?
-            .context("a worker panicked")?
-            .context("a worker failed")?;
-        done += report.done;
-    }
+    let done = stopped_workers_done(running, config.shutdown_budget + args.timeout()).await?;
     let last_ack = last_ack?;
     let after_last_ack = after_last_ack?;
     if done < args.jobs {
@@ -173,6 +165,24 @@ pub async fn run(
     let mut result = RoundResult::new(args.jobs, &probe, timeline, Some(done))?;
     result.publisher_late = publisher_late;
     Ok(result)
+}
+
+/// Waits for every worker task (already told to stop) to end, each within
+/// `timeout`; the jobs they reported done, summed.
+pub async fn stopped_workers_done(
+    running: Vec<tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>>,
+    timeout: std::time::Duration,
+) -> Result<u64> {
+    let mut done = 0;
+    for worker in running {
+        let report = tokio::time::timeout(timeout, worker)
+            .await
+            .context("timed out waiting for a worker to shut down")?
+            .context("a worker panicked")?
+            .context("a worker failed")?;
+        done += report.done;
+    }
+    Ok(done)
 }
 
 /// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.

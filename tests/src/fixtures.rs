@@ -39,3 +39,22 @@ pub fn retrying_config(key_prefix: &str) -> QueueConfig {
 pub fn leak(text: &str) -> &'static str {
     Box::leak(text.to_owned().into_boxed_str())
 }
+
+/// The field/value pairs of a `TestJob` (`subject_ref` "ok") with `job_id`,
+/// attempt 1, as the producer writes them: for tests that `XADD` an entry
+/// themselves (with an ID of their choosing).
+pub fn test_job_pairs(job_id: &str) -> Vec<(&'static str, String)> {
+    use queuegen_runtime::envelope::{self, Envelope, Header};
+    let header = Header {
+        job_id: job_id.into(),
+        envelope_type: TestJob::TYPE.into(),
+        tenant: "acme".into(),
+        schema: TestJob::SCHEMA,
+        created_at: queuegen_runtime::Timestamp::now(),
+        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        attempt: 1,
+        prev_id: None,
+        reason: None,
+    };
+    envelope::encode(&header, &TestJob::new("ok", None)).expect("a TestJob encodes")
+}

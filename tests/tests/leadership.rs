@@ -4,13 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuegen_runtime::envelope::{self, Envelope, Header};
 use queuegen_runtime::metrics::{Registry, WorkerMetrics};
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
-    Timestamp, Worker,
+    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
 use queuegen_tests::suite::{Hold, WorkerSpec};
 use queuegen_tests::support::{
@@ -88,18 +86,7 @@ async fn stuck_entry(
     job_id: &str,
 ) {
     let key = config.ready_key(partition);
-    let header = Header {
-        job_id: job_id.into(),
-        envelope_type: TestJob::TYPE.into(),
-        tenant: "acme".into(),
-        schema: TestJob::SCHEMA,
-        created_at: Timestamp::now(),
-        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
-        attempt: 1,
-        prev_id: None,
-        reason: None,
-    };
-    let pairs = envelope::encode(&header, &TestJob::new("ok", None)).unwrap();
+    let pairs = test_job_pairs(job_id);
     let id = format!("{}-0", 1000 + u64::from(partition));
     let _: String = redis::cmd("XADD")
         .arg(&key)

@@ -3,11 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuegen_runtime::envelope::{self, Envelope, Header};
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Timestamp, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{
     applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
 };
@@ -47,18 +46,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
 
     // An entry added long ago (its ID's time is 1970), delivered to a
     // consumer that vanished ten minutes ago.
-    let header = Header {
-        job_id: "old-job".into(),
-        envelope_type: TestJob::TYPE.into(),
-        tenant: "acme".into(),
-        schema: TestJob::SCHEMA,
-        created_at: Timestamp::now(),
-        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
-        attempt: 1,
-        prev_id: None,
-        reason: None,
-    };
-    let pairs = envelope::encode(&header, &TestJob::new("ok", None)).unwrap();
+    let pairs = test_job_pairs("old-job");
     let _: String = redis::cmd("XADD")
         .arg(&key)
         .arg("1000-0")
