@@ -10,7 +10,19 @@
 //! CPU) over that window. Burst: then `--jobs` jobs at once, spread evenly
 //! over the queues in `publish_many` batches of `--batch`; its time is first
 //! publish → last ack, as in the backlog mode.
+//!
+//! `--fleet` may be given several times: each size runs in turn on the same
+//! server with its own key prefix, and the table compares each row's idle
+//! commands with the first's. An idle worker sends only blocking reads (the
+//! intake blocks again after an empty blocking read, without sweeping the
+//! partitions), one per worker and read block, whatever the partitions; on
+//! a Cluster, where one read cannot span slots, one blocking `XREAD` per
+//! partition from the intake's watchers. Every `XREADGROUP` and `XREAD` of
+//! the idle window (from `INFO commandstats`) is counted as a blocking read
+//! and reported apart, and "other commands" are the rest, the loops' and
+//! leases' share.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +47,8 @@ pub struct FleetResult {
     pub workers: usize,
     pub idle_secs: f64,
     pub idle: Usage,
+    /// Calls per command over the idle window.
+    pub idle_calls: BTreeMap<String, u64>,
     pub burst_jobs: u64,
     pub burst_secs: f64,
     pub burst: Usage,
@@ -46,6 +60,18 @@ impl FleetResult {
     }
 
     /// Server CPU while idle, in percent of one core.
+    /// Blocking reads per second while idle: every `XREADGROUP` of the
+    /// window, and on a Cluster every `XREAD` (the intake's watchers).
+    pub fn idle_blocking_reads_per_sec(&self) -> f64 {
+        let calls = |name: &str| self.idle_calls.get(name).copied().unwrap_or(0);
+        (calls("xreadgroup") + calls("xread")) as f64 / self.idle_secs
+    }
+
+    /// Idle commands per second other than the blocking reads.
+    pub fn idle_other_commands_per_sec(&self) -> f64 {
+        self.idle_commands_per_sec() - self.idle_blocking_reads_per_sec()
+    }
+
     pub fn idle_server_cpu_percent(&self) -> f64 {
         100.0 * self.idle.server_cpu_secs / self.idle_secs
     }
@@ -113,9 +139,11 @@ pub async fn run(
     // Let every worker start (group checks, first reads) before the idle window.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle_start = usage::sample(&mut conn).await?;
+    let calls_start = usage::command_calls(&mut conn).await?;
     let idle_began = Instant::now();
     tokio::time::sleep(idle).await;
     let idle_secs = idle_began.elapsed().as_secs_f64();
+    let calls_end = usage::command_calls(&mut conn).await?;
     let idle_end = usage::sample(&mut conn).await?;
 
     let producers: Vec<_> = configs
@@ -150,41 +178,50 @@ pub async fn run(
         workers,
         idle_secs,
         idle: Usage::between(&idle_start, &idle_end),
+        idle_calls: usage::calls_between(&calls_start, &calls_end),
         burst_jobs: args.jobs,
         burst_secs: (last_ack - publish_start).as_secs_f64(),
         burst: Usage::between(&idle_end, &burst_end?),
     })
 }
 
-/// The fleet table.
-pub fn markdown(result: &FleetResult, cluster: bool) -> String {
+/// The fleet table: one row per fleet size, in the order they ran.
+pub fn markdown(results: &[FleetResult], cluster: bool) -> String {
     let deployment = if cluster {
         "a 3-primary Redis Cluster"
     } else {
         "one redis-server"
     };
+    let first = &results[0];
     let mut out = format!(
-        "Fleet: {} workers (each its own `Redis`; worker w on queue w mod 4) over 4 queues of \
+        "Fleet: W workers (each its own `Redis`; worker w on queue w mod 4) over 4 queues of \
          {:?} partitions on {deployment}. Idle: {:.0} s with nothing published; then a burst of {} jobs \
-         spread over the queues, first publish → last ack. CPU in % of one core.\n\n",
-        result.workers, PARTITIONS, result.idle_secs, result.burst_jobs
+         spread over the queues, first publish → last ack. Blocking reads: every `XREADGROUP` and `XREAD` \
+         of the idle window (`INFO commandstats`); other commands: the rest, compared with the first row. \
+         CPU in % of one core.\n\n",
+        PARTITIONS, first.idle_secs, first.burst_jobs
     );
     out.push_str(
-        "| workers | idle server commands/s | idle server CPU | idle client CPU \
-         | burst end-to-end | burst rate | burst server CPU | burst commands |\n",
+        "| workers | idle commands/s | blocking reads/s | other commands/s | other vs first \
+         | idle server CPU | idle client CPU | burst end-to-end | burst rate | burst server CPU | burst commands |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|\n");
-    out.push_str(&format!(
-        "| {} | {:.0} | {:.1}% | {:.1}% | {:.2} s | {:.0} jobs/s | {:.1} µs/job | {:.3} cmd/job |\n",
-        result.workers,
-        result.idle_commands_per_sec(),
-        result.idle_server_cpu_percent(),
-        result.idle_client_cpu_percent(),
-        result.burst_secs,
-        result.burst_rate(),
-        result.burst.server_us_per_job(result.burst_jobs),
-        result.burst.commands_per_job(result.burst_jobs),
-    ));
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for result in results {
+        out.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.2}× | {:.1}% | {:.1}% | {:.2} s | {:.0} jobs/s | {:.1} µs/job | {:.3} cmd/job |\n",
+            result.workers,
+            result.idle_commands_per_sec(),
+            result.idle_blocking_reads_per_sec(),
+            result.idle_other_commands_per_sec(),
+            result.idle_other_commands_per_sec() / first.idle_other_commands_per_sec(),
+            result.idle_server_cpu_percent(),
+            result.idle_client_cpu_percent(),
+            result.burst_secs,
+            result.burst_rate(),
+            result.burst.server_us_per_job(result.burst_jobs),
+            result.burst.commands_per_job(result.burst_jobs),
+        ));
+    }
     out
 }
 
@@ -195,6 +232,9 @@ pub fn json(result: &FleetResult) -> Value {
         "queue_partitions": PARTITIONS,
         "idle_secs": result.idle_secs,
         "idle_server_commands_per_sec": result.idle_commands_per_sec(),
+        "idle_blocking_reads_per_sec": result.idle_blocking_reads_per_sec(),
+        "idle_other_commands_per_sec": result.idle_other_commands_per_sec(),
+        "idle_calls": result.idle_calls,
         "idle_server_cpu_percent": result.idle_server_cpu_percent(),
         "idle_client_cpu_percent": result.idle_client_cpu_percent(),
         "idle_servers": result.idle.servers.iter().map(|s| json!({

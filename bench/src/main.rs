@@ -37,7 +37,7 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --variant base1 --variant qg1 --variant baseR --variant qg8r\n  \
         cargo run --release -p queuegen-bench -- --rate 2000 --seconds 20 --rounds 1\n  \
         cargo run --release -p queuegen-bench -- --rate 20000 --seconds 20 --variant base --variant qg8\n  \
-        cargo run --release -p queuegen-bench -- --fleet 64 --idle 30 --jobs 100000\n  \
+        cargo run --release -p queuegen-bench -- --fleet 10 --fleet 200 --idle 30 --jobs 100000\n  \
         cargo run --release -p queuegen-bench -- --variant trim\n  \
         cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
         cargo run --release -p queuegen-bench -- --cluster --variant base --variant qg8\n  \
@@ -104,11 +104,12 @@ pub struct Args {
     /// Fleet mode instead of the variants: W queuegen workers, each with its
     /// own connection, over 4 queues of 8, 16, 24 and 32 partitions; idle
     /// for --idle seconds (server commands/s and CPU), then a burst of
-    /// --jobs jobs (its end-to-end time). One round.
+    /// --jobs jobs (its end-to-end time). One round. Repeatable: each size
+    /// runs in turn, one row each, compared with the first.
     #[arg(long, value_name = "W", conflicts_with_all = ["rate", "variants"])]
-    pub fleet: Option<usize>,
+    pub fleet: Vec<usize>,
     /// Idle window of the fleet mode, in seconds.
-    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "fleet")]
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
     pub idle: f64,
 }
 
@@ -294,7 +295,7 @@ fn main() -> Result<()> {
     if args.jobs == 0 || args.rounds == 0 || args.partitions == 0 {
         bail!("--jobs, --rounds and --partitions must be at least 1");
     }
-    if args.fleet == Some(0) || !args.idle.is_finite() || args.idle <= 0.0 {
+    if args.fleet.contains(&0) || !args.idle.is_finite() || args.idle <= 0.0 {
         bail!("--fleet and --idle must be above 0");
     }
     if args.batch == 0 || args.concurrency == 0 {
@@ -352,12 +353,12 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     } else {
         "a server".to_owned()
     };
-    let load = match (args.fleet, args.rate, args.seconds) {
-        (Some(workers), _, _) => format!(
-            "fleet of {workers} workers over 4 queues, idle {} s, then a burst of {} jobs",
-            args.idle, args.jobs
+    let load = match (args.fleet.as_slice(), args.rate, args.seconds) {
+        ([_, ..], _, _) => format!(
+            "fleets of {:?} workers over 4 queues, idle {} s, then a burst of {} jobs",
+            args.fleet, args.idle, args.jobs
         ),
-        (None, Some(rate), Some(seconds)) => format!(
+        ([], Some(rate), Some(seconds)) => format!(
             "steady state, {rate} jobs/s for {seconds} s, {} jobs, {} partitions, {} rounds",
             args.jobs, args.partitions, args.rounds
         ),
@@ -368,22 +369,31 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     };
     eprintln!("queuegen-bench: redis {redis_version}, {deployment} at {url}; {load}");
 
-    if let Some(workers) = args.fleet {
-        let prefix = format!("qgbench{}fleet", std::process::id());
-        let outcome = fleet::run(
-            args,
-            url,
-            &prefix,
-            workers,
-            Duration::from_secs_f64(args.idle),
-        )
-        .await;
-        let cleaned = report::delete_prefix(&redis, &prefix).await;
-        let result = outcome.context("the fleet run")?;
-        cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
-        println!("{}", fleet::markdown(&result, redis.is_cluster()));
+    if !args.fleet.is_empty() {
+        let mut results = Vec::with_capacity(args.fleet.len());
+        for &workers in &args.fleet {
+            let prefix = format!("qgbench{}fleet{workers}", std::process::id());
+            let outcome = fleet::run(
+                args,
+                url,
+                &prefix,
+                workers,
+                Duration::from_secs_f64(args.idle),
+            )
+            .await;
+            let cleaned = report::delete_prefix(&redis, &prefix).await;
+            let result = outcome.with_context(|| format!("the fleet run of {workers} workers"))?;
+            cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
+            eprintln!(
+                "queuegen-bench: {workers} workers: {:.0} idle commands/s, {:.0} of them blocking reads",
+                result.idle_commands_per_sec(),
+                result.idle_blocking_reads_per_sec()
+            );
+            results.push(result);
+        }
+        println!("{}", fleet::markdown(&results, redis.is_cluster()));
         println!("{}", report::machine_line(&redis_version));
-        let path = report::write_fleet_json(args, redis.is_cluster(), &redis_version, &result)?;
+        let path = report::write_fleet_json(args, redis.is_cluster(), &redis_version, &results)?;
         eprintln!("queuegen-bench: wrote {}", path.display());
         return Ok(());
     }

@@ -554,7 +554,7 @@ pub fn write_fleet_json(
     args: &Args,
     cluster: bool,
     redis_version: &str,
-    result: &FleetResult,
+    results: &[FleetResult],
 ) -> Result<PathBuf> {
     let report = json!({
         "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
@@ -567,7 +567,7 @@ pub fn write_fleet_json(
             "batch": args.batch,
             "concurrency": args.concurrency,
         },
-        "fleet": fleet::json(result),
+        "fleets": results.iter().map(fleet::json).collect::<Vec<_>>(),
     });
     write(args, &report)
 }

@@ -9,6 +9,8 @@
 //! Cluster, `INFO` answers per primary and each primary's share is kept, so
 //! the report can show whether the partitions spread the load.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, Result};
 use redis::aio::ConnectionLike;
 
@@ -112,6 +114,49 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     })
 }
 
+/// Calls of each command so far, by lower-case name (`INFO commandstats`),
+/// summed over every primary.
+pub async fn command_calls<C: ConnectionLike>(conn: &mut C) -> Result<BTreeMap<String, u64>> {
+    let reply: redis::Value = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .context("INFO commandstats")?;
+    let mut calls = BTreeMap::new();
+    for (_, info) in queuegen_runtime::connect::info_by_node(&reply) {
+        for (name, count) in info.lines().filter_map(parse_command_calls) {
+            *calls.entry(name).or_default() += count;
+        }
+    }
+    Ok(calls)
+}
+
+/// `cmdstat_xack:calls=12,usec=...` → `("xack", 12)`.
+fn parse_command_calls(line: &str) -> Option<(String, u64)> {
+    let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+    let calls = stats
+        .split(',')
+        .find_map(|field| field.strip_prefix("calls="))?
+        .parse()
+        .ok()?;
+    Some((name.to_owned(), calls))
+}
+
+/// Calls per command between two [`command_calls`] samples, without the
+/// commands that were not called.
+pub fn calls_between(
+    start: &BTreeMap<String, u64>,
+    end: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    end.iter()
+        .map(|(name, &after)| {
+            let before = start.get(name).copied().unwrap_or(0);
+            (name.clone(), after.saturating_sub(before))
+        })
+        .filter(|&(_, calls)| calls > 0)
+        .collect()
+}
+
 /// User plus system CPU of this whole process so far, in seconds.
 fn client_cpu_secs() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
@@ -122,4 +167,38 @@ fn client_cpu_secs() -> f64 {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commandstats_lines_give_each_command_its_calls() {
+        assert_eq!(
+            parse_command_calls("cmdstat_xreadgroup:calls=2000,usec=5100,usec_per_call=2.55,rejected_calls=0,failed_calls=0"),
+            Some(("xreadgroup".to_owned(), 2000))
+        );
+        assert_eq!(
+            parse_command_calls("cmdstat_cluster|slots:calls=3,usec=9"),
+            Some(("cluster|slots".to_owned(), 3))
+        );
+        assert_eq!(parse_command_calls("# Commandstats"), None);
+        assert_eq!(parse_command_calls("used_cpu_sys:1.5"), None);
+    }
+
+    #[test]
+    fn calls_between_keeps_only_the_commands_called_in_between() {
+        let start = BTreeMap::from([("get".to_owned(), 5), ("xack".to_owned(), 7)]);
+        let end = BTreeMap::from([
+            ("get".to_owned(), 5),
+            ("xack".to_owned(), 9),
+            ("mget".to_owned(), 4),
+        ]);
+        let between = calls_between(&start, &end);
+        assert_eq!(
+            between,
+            BTreeMap::from([("mget".to_owned(), 4), ("xack".to_owned(), 2)])
+        );
+    }
 }

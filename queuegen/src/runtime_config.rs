@@ -4,7 +4,7 @@
 
 use queuegen_runtime::{self as runtime, QueueConfig};
 
-use crate::spec::model::{Jitter, Queue, Spec};
+use crate::spec::model::{Jitter, Queue, Spec, TrimMode};
 
 /// The runtime's view of one queue. `QueueConfig` holds `'static` names (the
 /// generated consts are literals), so the strings are leaked: call this in a
@@ -28,6 +28,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         claim_min_idle: queue.claim.min_idle,
         claim_every: queue.claim.every,
         claim_batch: queue.claim.batch as usize,
+        claim_rate: queue.claim.rate,
         payload_max_bytes: queue.payload.max_bytes as usize,
         functions: leak(&crate::gen::functions::library_name(&spec.service)),
         retry_max_attempts: queue.retry.max_attempts,
@@ -45,6 +46,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         marker_ttl: queue.retention.min_age,
         retention_min_age: queue.retention.min_age,
         trim_every: queue.retention.trim_every,
+        trim_in_process: queue.retention.trim == TrimMode::InProcess,
         dead_letter_retention: queue.dead_letter.retention,
         admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age,
         admission_refresh: queue.admission.refresh,

@@ -234,7 +234,7 @@ fn group_start() {
 fn counts_and_bounds() {
     let queue = "    partitions: 0
     handler: { concurrency: 0 }
-    claim: { batch: 0 }
+    claim: { batch: 0, rate: 0 }
     retry: { max_attempts: 0, backoff: { initial: 10m, max: 5m, factor: 0.5 } }
     poison: { max_deliveries: 0 }
     dead_letter: { owner: shop-oncall, max_len: 0 }
@@ -479,4 +479,62 @@ fn changes_that_do_not_fit_their_versions() {
         "[order_ref]",
     );
     case("changes_do_not_fit", &source, Expect::Errors);
+}
+
+#[test]
+fn autoscale_min_zero_without_lag() {
+    let queue = "    autoscale: { min: 0, max: 4, oldest_ready_age: 30s }\n";
+    case(
+        "autoscale_min_zero_without_lag",
+        &spec("", queue),
+        Expect::Errors,
+    );
+}
+
+#[test]
+fn autoscale_without_a_target_and_max_below_min() {
+    let queue = "    autoscale: { min: 2, max: 4 }\n";
+    case(
+        "autoscale_without_a_target",
+        &spec("", queue),
+        Expect::Errors,
+    );
+    let queue = "    autoscale: { min: 5, max: 4, lag: 100 }\n";
+    case("autoscale_max_below_min", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn autoscale_ignores_replicas() {
+    let queue = "    pods: { replicas: 3 }\n    autoscale: { max: 6, lag: 100 }\n";
+    case(
+        "autoscale_ignores_replicas",
+        &spec("", queue),
+        Expect::WarningsOnly,
+    );
+}
+
+#[test]
+fn kubernetes_quantities_and_names() {
+    let queue = "    pods: { cpu: 1.5, memory: 512MB, cpu_limit: 100m, memory_limit: 64Mi }\n";
+    case("pods_quantities", &spec("", queue), Expect::Errors);
+    let queue = "    pods: { cpu: 500m, cpu_limit: 250m, memory: 1Gi, memory_limit: 512Mi }\n";
+    case(
+        "pods_limits_below_requests",
+        &spec("", queue),
+        Expect::Errors,
+    );
+    let source = spec("", "").replacen(
+        "service: shop\n",
+        "service: shop\nkubernetes: { namespace: Shop_Prod, image: \"my image\", prometheus_url: prometheus:9090 }\n",
+        1,
+    );
+    case("kubernetes_settings", &source, Expect::Errors);
+}
+
+#[test]
+fn trim_cronjob_needs_a_cron_period() {
+    let queue = "    retention: { trim: cronjob, trim_every: 90s }\n";
+    case("trim_cronjob_period", &spec("", queue), Expect::Errors);
+    let queue = "    retention: { trim: cron }\n";
+    case("trim_mode_unknown", &spec("", queue), Expect::Errors);
 }

@@ -363,11 +363,15 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
         )
     );
     assert_eq!(lines.next(), Some("-- @generated"));
-    let names: Vec<String> = fs::read_dir(dir.path().join("deploy"))
+    let mut names: Vec<String> = fs::read_dir(dir.path().join("deploy"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["functions.lua"]);
+    names.sort();
+    assert_eq!(
+        names,
+        ["RUNBOOK.md", "functions.lua", "k8s", "prometheus", "redis"]
+    );
 
     let mut check = args.to_vec();
     check.push("--check");
@@ -381,10 +385,18 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["deploy_out"], "deploy");
     assert_eq!(report["deploy_written"].as_array().unwrap().len(), 0);
-    assert_eq!(
-        report["deploy_unchanged"],
-        serde_json::json!(["functions.lua"])
-    );
+    let unchanged = report["deploy_unchanged"].as_array().unwrap();
+    for file in [
+        "functions.lua",
+        "redis/users.acl",
+        "redis/queue.conf",
+        "prometheus/rules.yml",
+        "RUNBOOK.md",
+        "k8s/configmap.yaml",
+        "k8s/keda.yaml",
+    ] {
+        assert!(unchanged.contains(&serde_json::json!(file)), "{report}");
+    }
     assert_eq!(report["unchanged"].as_array().unwrap().len(), 6);
 
     // Edited, then missing; a stale library and a hand-written one beside it.

@@ -562,24 +562,19 @@ fn bad_input_exits_non_zero_naming_what_and_where_and_writes_nothing() {
     );
 }
 
-/// The commands docs/operations.md lists for a monitor user, and no others.
-const MONITOR_ACL: &[&str] = &[
-    "on",
-    ">monitor-secret",
-    "~work:*",
-    "resetchannels",
-    "-@all",
-    "+time",
-    "+xinfo",
-    "+xlen",
-    "+xrange",
-    "+xrevrange",
-    "+xpending",
-    "+zcard",
-    "+zrange",
-    "+fcall_ro",
-    "+type",
-];
+/// The generated monitor user (redis/users.acl) of the example spec.
+fn monitor_acl() -> Vec<String> {
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .unwrap()
+        .spec
+        .unwrap();
+    let mut rules = vec!["on".to_owned(), ">monitor-secret".to_owned()];
+    rules.extend(queuegen::gen::deploy::acl::rules(
+        &spec,
+        queuegen_runtime::roles::Role::Monitor,
+    ));
+    rules
+}
 
 #[test]
 fn a_least_privilege_monitor_user_runs_status_pending_and_monitor() {
@@ -589,7 +584,7 @@ fn a_least_privilege_monitor_user_runs_status_pending_and_monitor() {
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("monitor")
-        .arg(MONITOR_ACL)
+        .arg(monitor_acl())
         .query(&mut conn)
         .unwrap();
     let url = format!(

@@ -30,8 +30,12 @@ pub struct QueueConfig {
     pub claim_min_idle: Duration,
     /// How often the recovery loop looks for idle pending entries.
     pub claim_every: Duration,
-    /// Most entries claimed by one `XAUTOCLAIM` call.
+    /// Most entries claimed by one `XAUTOCLAIM` call; also the largest burst
+    /// of claims the `claim_rate` allows.
     pub claim_batch: usize,
+    /// Most entries recovery claims per second per partition (`claim.rate`),
+    /// so that a claim storm after an outage starts handlers at a bounded pace.
+    pub claim_rate: u32,
     /// Largest encoded envelope (sum of field names and values) a producer accepts.
     pub payload_max_bytes: usize,
     /// The service's Function library, e.g. `qg_docs_pipeline_v1`: the
@@ -63,6 +67,9 @@ pub struct QueueConfig {
     pub retention_min_age: Duration,
     /// How often workers trim their partitions' streams (`retention.trim_every`).
     pub trim_every: Duration,
+    /// Whether workers run the trim loop: false for `retention.trim: cronjob`,
+    /// where a scheduled `queuegen trim` trims instead.
+    pub trim_in_process: bool,
     /// Dead letters younger than this are never trimmed (`dead_letter.retention`).
     pub dead_letter_retention: Duration,
     /// Producers refuse a partition whose oldest undelivered entry is older
@@ -215,6 +222,7 @@ pub(crate) mod tests {
         claim_min_idle: Duration::from_secs(120),
         claim_every: Duration::from_secs(10),
         claim_batch: 50,
+        claim_rate: 1000,
         payload_max_bytes: 2048,
         functions: "qg_docs_pipeline_v1",
         retry_max_attempts: 5,
@@ -229,6 +237,7 @@ pub(crate) mod tests {
         marker_ttl: Duration::from_secs(3 * 86_400),
         retention_min_age: Duration::from_secs(3 * 86_400),
         trim_every: Duration::from_secs(60),
+        trim_in_process: true,
         dead_letter_retention: Duration::from_secs(14 * 86_400),
         admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
         admission_refresh: Duration::from_secs(1),

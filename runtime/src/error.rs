@@ -217,6 +217,40 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A file a connection needs (password, TLS CA, client certificate or
+    /// key) could not be read.
+    #[error("reading the {what} {}: {source}", path.display())]
+    ConnectionFile {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file a connection needs was read but cannot be used.
+    #[error("the {what} {} cannot be used: {problem}", path.display())]
+    InvalidConnectionFile {
+        what: &'static str,
+        path: std::path::PathBuf,
+        problem: String,
+    },
+
+    /// The Redis URL and the connection options do not fit together, or
+    /// the URL is not a Redis URL.
+    #[error("connecting to {url}: {problem}")]
+    ConnectOptions { url: String, problem: String },
+
+    /// The server refused the user and password.
+    #[error("redis {server} refused user {user:?} with the password {password_from}: {source}")]
+    Authentication {
+        server: String,
+        user: String,
+        /// Where the password came from: the URL, a file (named), none.
+        password_from: String,
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// Redis answered with an error, or the connection failed.
     #[error("redis: {context}: {source}")]
     Redis {

@@ -21,13 +21,14 @@ pub mod partition;
 pub mod producer;
 pub mod results;
 pub mod retry;
+pub mod roles;
 pub mod signal;
 pub mod transitions;
 pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
 pub use config::{Jitter, MarkerKind, QueueConfig};
-pub use connect::{Connection, Redis};
+pub use connect::{ConnectOptions, Connection, PasswordSource, Redis};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, NotOwner, Result};
 pub use field::{FieldValue, Timestamp};
@@ -39,7 +40,7 @@ pub use queuegen_macros::{Envelope, FieldEnum};
 pub use results::{Committed, RedisResults, Results};
 pub use signal::shutdown_signal;
 pub use transitions::{Acked, DeadReason, Moved, Promoted, Refused, Renewal, TransitionCode};
-pub use worker::{Worker, WorkerReport};
+pub use worker::{Worker, WorkerReport, CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
 
 /// Items the derive macros expand to; not part of the public API.
 #[doc(hidden)]

@@ -1,4 +1,4 @@
-//! Shared test support: the harness that starts private servers (standalone, primary+replica, a 6-node cluster; Redis or Valkey), the Function library, fixtures, helpers, and metrics read back.
+//! Shared test support: the harness that starts private servers (standalone, primary+replica, a 6-node cluster, TLS; Redis or Valkey), the Function library, fixtures, helpers, and metrics read back.
 
 pub mod acl;
 pub mod evolved;
@@ -13,6 +13,7 @@ pub mod redis_server;
 pub mod server_kind;
 pub mod suite;
 pub mod support;
+pub mod tls;
 
 pub use acl::AclUser;
 pub use redis_cluster::{ClusterNode, RedisCluster};

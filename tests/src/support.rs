@@ -108,19 +108,13 @@ impl<'a> MakeWriter<'a> for LogCapture {
 /// the guard drops. Use in a current-thread runtime (the `#[tokio::test]`
 /// default) so that spawned tasks log on the capturing thread.
 pub fn capture_logs() -> (LogCapture, tracing::subscriber::DefaultGuard) {
-    let capture = LogCapture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new("info"))
-        .with_ansi(false)
-        .with_writer(capture.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    (capture, guard)
+    capture_logs_at("info")
 }
 
 /// As [`capture_logs`], at the level (or `EnvFilter` directives) of
 /// `filter`, e.g. `"debug"` for the per-job events.
 pub fn capture_logs_at(filter: &str) -> (LogCapture, tracing::subscriber::DefaultGuard) {
+    keep_callsite_interest_per_thread();
     let capture = LogCapture::default();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
@@ -129,6 +123,17 @@ pub fn capture_logs_at(filter: &str) -> (LogCapture, tracing::subscriber::Defaul
         .finish();
     let guard = tracing::subscriber::set_default(subscriber);
     (capture, guard)
+}
+
+/// Keeps a second dispatcher registered for the life of the process.
+///
+/// With exactly one dispatcher registered, tracing-core takes a shortcut: a
+/// callsite first hit on another thread caches the interest of *that*
+/// thread's subscriber (none, in a parallel test) for every thread, so a
+/// capturing test loses those events. With two or more it asks all of them.
+fn keep_callsite_interest_per_thread() {
+    static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }
 
 /// Entries pending in `group` on `key` (the `XPENDING key group` summary count).

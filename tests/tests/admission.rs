@@ -11,7 +11,7 @@ use std::time::Duration;
 use queuegen_runtime::ops::stream_id::now_ms;
 use queuegen_runtime::{ensure_groups, partition_of, Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{capture_logs, pending_count, unique_prefix, LogCapture};
+use queuegen_tests::support::{capture_logs, capture_logs_at, pending_count, unique_prefix};
 use queuegen_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
 
@@ -421,13 +421,7 @@ async fn accepted_jobs_are_debug_events() {
         redis,
         conn: _,
     } = setup("admission-events", 2, Duration::from_millis(100)).await;
-    let logs = LogCapture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("queuegen_runtime=debug"))
-        .with_ansi(false)
-        .with_writer(logs.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = capture_logs_at("queuegen_runtime=debug");
     let producer = Producer::<TestJob>::new(&redis, config.clone());
 
     let one = producer.publish(job_for(&config, 1, 0)).await.unwrap();

@@ -9,7 +9,7 @@ use queuegen_runtime::{
     QueueConfig, Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{command_calls, init_tracing, unique_prefix, wait_until};
 use queuegen_tests::{library, RedisCluster};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -156,7 +156,40 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
         .await;
 
     // Idle now: the partitions' watchers must wake the intake for new jobs.
+    // Meanwhile an idle worker sends only its watchers' blocking `XREAD`s:
+    // no sweep of the partitions and no `XINFO` per block period (500 ms).
     tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut nodes = Vec::new();
+    for server in cluster.servers() {
+        let mut conn = server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        nodes.push(conn);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut sweeps, mut group_lookups, mut watches) = (0, 0, 0);
+    for conn in &mut nodes {
+        sweeps += command_calls(conn, "xreadgroup").await;
+        group_lookups += command_calls(conn, "xinfo|groups").await;
+        watches += command_calls(conn, "xread").await;
+    }
+    let periods = 2_000 / 500;
+    assert!(
+        watches >= 2 * u64::from(PARTITIONS) * (periods - 1),
+        "the watchers block in XREAD every period: {watches}"
+    );
+    // At most one arming's lookups and one sweep per worker in the window.
+    assert!(
+        sweeps + group_lookups <= 2 * 2 * u64::from(PARTITIONS),
+        "{sweeps} XREADGROUPs and {group_lookups} XINFO GROUPS in {periods} idle periods of 2 workers"
+    );
     for n in 600..610 {
         producer
             .publish(jobs(n, n + 1).next().unwrap())

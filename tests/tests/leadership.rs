@@ -331,25 +331,32 @@ async fn leader_and_follower(
         assert!(Instant::now() < deadline, "the first worker never led");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Running once it tried to take both leases: the first only renews
-    // (`MULTI`), so every `FCALL` from now on is the second's `lease_acquire`.
+    // Running once it read both leases: the first holds them all and only
+    // renews (`MULTI`), so the `MGET` of the leases not held is the second's.
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut conn)
         .await
         .unwrap();
     let second = Process::spawn(&spec.named("second"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while command_calls(&mut conn, "fcall").await < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the second worker never tried to lead"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    // Still led by the first: the second found both leases held.
+    until_mget_calls(&conn, 1, "the second worker read the leases").await;
+    // Still led by the first: the second found both leases held, and a
+    // follower's tick costs one `MGET`, no lease call per partition (its
+    // start sent function calls of its own before).
+    let calls_at_start = command_calls(&mut conn, "fcall").await;
+    until_mget_calls(&conn, 3, "the second worker read the leases every tick").await;
+    assert_eq!(command_calls(&mut conn, "fcall").await, calls_at_start);
     assert_eq!(holders(&mut conn, &config).await, led_by_first);
     (server, config, conn, first, second)
+}
+
+/// Waits (up to 20 s) until the server has run `calls` `MGET`s since its stats were reset.
+async fn until_mget_calls(conn: &redis::aio::MultiplexedConnection, calls: u64, what: &str) {
+    wait_until(Duration::from_secs(20), what, || {
+        let mut conn = conn.clone();
+        async move { command_calls(&mut conn, "mget").await >= calls }
+    })
+    .await;
 }
 
 /// How long until `second` holds every partition's lease, polled every 5 ms.

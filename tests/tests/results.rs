@@ -230,3 +230,47 @@ async fn a_job_delivered_twice_has_its_effect_once() {
         assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
     }
 }
+
+/// Commits made together go in one pipeline: a key of the wrong type fails
+/// its own commit, naming the key, and none of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_commit_in_a_batch_fails_alone() {
+    let server = RedisServer::start();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let results = RedisResults::new(&redis, unique_prefix("results-batch"), TTL);
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let wrong = results.key("ocr", "job-13");
+    let _: () = redis::cmd("HSET")
+        .arg(&wrong)
+        .arg("not")
+        .arg("a string")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let commits: Vec<_> = (0..64)
+        .map(|n| {
+            let results = results.clone();
+            tokio::spawn(async move {
+                let job_id = format!("job-{n}");
+                results.commit("ocr", &job_id, job_id.as_bytes()).await
+            })
+        })
+        .collect();
+    for (n, commit) in commits.into_iter().enumerate() {
+        let outcome = commit.await.unwrap();
+        if n == 13 {
+            let err = outcome.expect_err("a hash is no result");
+            assert!(err.to_string().contains(&wrong), "{err}");
+            assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+        } else {
+            assert_eq!(outcome.unwrap(), Committed::Stored, "job-{n}");
+            let stored = results.find("ocr", &format!("job-{n}")).await.unwrap();
+            assert_eq!(stored, Some(format!("job-{n}").into_bytes()));
+        }
+    }
+}

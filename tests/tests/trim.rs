@@ -1132,3 +1132,75 @@ async fn a_workers_own_trim_loop_trims_what_it_has_done() {
         0.0
     );
 }
+
+/// Counts the jobs it finished.
+struct Counting(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Handler<TestJob> for Counting {
+    async fn handle(&self, _job: TestJob, _ctx: &JobContext) -> Result<Outcome, JobError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Outcome::Done)
+    }
+}
+
+/// `retention.trim: cronjob`: workers run no trim loop, so the CronJob's
+/// `queuegen trim` is the only trimmer; what they leave is still trimmable.
+#[tokio::test]
+async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
+    let mut setup = setup().await;
+    let config = QueueConfig {
+        trim_every: Duration::from_millis(50),
+        trim_in_process: false,
+        ..hour_config("cronjob")
+    };
+    ensure_groups(&setup.redis, &config).await.unwrap();
+    let conn = &mut setup.conn;
+    const JOBS: u64 = 5;
+    for n in 0..JOBS {
+        let _: String = redis::cmd("XADD")
+            .arg(config.ready_key(0))
+            .arg(StreamId::new(setup.now - 2 * HOUR_MS + n, 0).to_string())
+            .arg(&[
+                ("job_id", format!("old-{n}")),
+                ("type", "TestJob".into()),
+                ("tenant", "acme".into()),
+                ("schema", "2".into()),
+                ("created_at", "2026-12-02T11:51:41.123Z".into()),
+                ("trace_id", "0af7651916cd43dd8448eb211c80319c".into()),
+                ("attempt", "1".into()),
+                ("subject_ref", format!("doc-{n}")),
+            ])
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(&setup.redis, config.clone(), Counting(done.clone()));
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    wait_until(Duration::from_secs(20), "the worker did every job", || {
+        let done = done.clone();
+        async move { done.load(std::sync::atomic::Ordering::SeqCst) == JOBS }
+    })
+    .await;
+    // Twenty trim periods: an in-process trimmer would have emptied the stream.
+    tokio::time::sleep(config.trim_every * 20).await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(report.done, JOBS, "{report:?}");
+    assert_eq!(report.trimmed, 0, "{report:?}");
+    assert_eq!(xlen(conn, &config.ready_key(0)).await, JOBS);
+
+    // What the CronJob runs (`queuegen trim`) trims them.
+    let streams = trim::trim_partition(conn, &config, 0, &options("cronjob"))
+        .await
+        .unwrap();
+    let removed: u64 = streams
+        .into_iter()
+        .map(|s| s.result.unwrap().map_or(0, |t| t.removed))
+        .sum();
+    assert_eq!(removed, JOBS);
+    assert_eq!(xlen(conn, &config.ready_key(0)).await, 0);
+}

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::compat::{self, definition, reads_all_of};
 use crate::evolution::VersionField;
-use crate::model::{Envelope, Queue, Spec};
+use crate::model::{Envelope, Queue, Spec, TrimMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -189,6 +189,24 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
             Impact::Info,
             "redis.min_version",
             format!("min_version \"{}\" → \"{}\"", a.min_version, b.min_version),
+        );
+    }
+    if a.persistence != b.persistence {
+        out.push(
+            Impact::Info,
+            "redis.persistence",
+            format!(
+                "appendfsync {} → {}: apply the regenerated redis/queue.conf (CONFIG SET appendfsync or a restart)",
+                a.persistence.appendfsync(),
+                b.persistence.appendfsync()
+            ),
+        );
+    }
+    if old.kubernetes != new.kubernetes {
+        out.push(
+            Impact::Info,
+            "kubernetes",
+            "Kubernetes settings changed: regenerate and apply k8s/",
         );
     }
 }
@@ -550,6 +568,15 @@ fn queue_changes(
     note(old.payload == new.payload, "payload");
     note(old.admission == new.admission, "admission");
     note(old.alerts == new.alerts, "alerts");
+    note(old.pods == new.pods, "pods");
+    note(old.autoscale == new.autoscale, "autoscale");
+    if old.retention.trim == TrimMode::InProcess && new.retention.trim == TrimMode::CronJob {
+        out.push(
+            Impact::Rollout,
+            path("retention.trim"),
+            "workers built from this spec stop trimming: apply k8s/trim-cronjob.yaml with them, or the streams grow without bound",
+        );
+    }
     if !changed.is_empty() {
         out.push(
             Impact::Info,
@@ -692,6 +719,19 @@ mod tests {
         );
         // The default claim.min_idle follows handler.timeout.
         assert_eq!(found[3].2, "settings changed: handler, claim");
+    }
+
+    #[test]
+    fn moving_trimming_to_a_cronjob_is_a_rollout() {
+        let old = spec(V1, "");
+        let new = spec(V1, "    retention: { trim: cronjob, trim_every: 5m }\n");
+        let found = findings(&old, &new);
+        assert_eq!(found[0].0, Impact::Rollout);
+        assert_eq!(found[0].1, "queues.orders.retention.trim");
+        assert!(found[0].2.contains("trim-cronjob.yaml"), "{}", found[0].2);
+        // Back to in-process trimming needs no order.
+        let back = findings(&new, &old);
+        assert!(back.iter().all(|f| f.0 == Impact::Info), "{back:?}");
     }
 
     #[test]

@@ -25,6 +25,44 @@ pub fn default_claim_min_idle(timeout: Duration) -> Duration {
     timeout.saturating_mul(2).max(min_claim_idle(timeout))
 }
 
+/// What the Kubernetes termination grace period adds to
+/// `handler.shutdown_budget`: max(10s, budget / 4). After the budget the
+/// worker still abandons the jobs left running, sends the acks it holds and
+/// closes its metrics endpoint, and the SIGTERM reaches it a moment after
+/// the kubelet starts counting; a SIGKILL inside that would drop acks of
+/// jobs that finished, so they run twice.
+pub fn shutdown_grace_margin(shutdown_budget: Duration) -> Duration {
+    (shutdown_budget / 4).max(Duration::from_secs(10))
+}
+
+/// `terminationGracePeriodSeconds` of a worker pod: the shutdown budget
+/// plus [`shutdown_grace_margin`], in whole seconds rounded up.
+pub fn termination_grace_seconds(shutdown_budget: Duration) -> u64 {
+    let total = shutdown_budget.saturating_add(shutdown_grace_margin(shutdown_budget));
+    total.as_secs() + u64::from(total.subsec_nanos() > 0)
+}
+
+/// The cron schedule of a trim every `every`: whole minutes below an hour
+/// (`*/5 * * * *`), or whole hours dividing a day (`0 */6 * * *`). `None`
+/// when cron cannot express it evenly.
+pub fn cron_schedule(every: Duration) -> Option<String> {
+    if every.subsec_nanos() != 0 || every.as_secs() % 60 != 0 || every.is_zero() {
+        return None;
+    }
+    let minutes = every.as_secs() / 60;
+    match minutes {
+        1 => Some("* * * * *".to_owned()),
+        2..=59 => Some(format!("*/{minutes} * * * *")),
+        _ if minutes % 60 == 0 => match minutes / 60 {
+            24 => Some("0 0 * * *".to_owned()),
+            1 => Some("0 * * * *".to_owned()),
+            hours if 24 % hours == 0 => Some(format!("0 */{hours} * * *")),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// How long a job can stay in flight before it is settled, which
 /// `retention.min_age` must cover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +174,32 @@ pub fn body_max_bytes(envelope: &Envelope) -> (u64, Vec<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grace_exceeds_the_budget_by_the_margin() {
+        assert_eq!(termination_grace_seconds(Duration::from_secs(20)), 30);
+        assert_eq!(termination_grace_seconds(Duration::from_secs(60)), 75);
+        assert_eq!(termination_grace_seconds(Duration::from_millis(1500)), 12);
+    }
+
+    #[test]
+    fn cron_schedules() {
+        let m = |n: u64| Duration::from_secs(n * 60);
+        assert_eq!(cron_schedule(m(1)).as_deref(), Some("* * * * *"));
+        assert_eq!(cron_schedule(m(5)).as_deref(), Some("*/5 * * * *"));
+        assert_eq!(cron_schedule(m(60)).as_deref(), Some("0 * * * *"));
+        assert_eq!(cron_schedule(m(360)).as_deref(), Some("0 */6 * * *"));
+        assert_eq!(cron_schedule(m(1440)).as_deref(), Some("0 0 * * *"));
+        for bad in [
+            Duration::from_secs(30),
+            Duration::from_secs(90),
+            m(90),
+            m(300),
+            m(2880),
+        ] {
+            assert_eq!(cron_schedule(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn margin_is_a_quarter_of_the_timeout_but_at_least_a_second() {

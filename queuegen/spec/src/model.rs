@@ -18,6 +18,25 @@ pub struct Spec {
     pub envelopes: Vec<Envelope>,
     /// Queues in file order.
     pub queues: Vec<Queue>,
+    /// Where the generated Kubernetes manifests run.
+    pub kubernetes: Kubernetes,
+}
+
+/// Where and with what the generated Kubernetes manifests run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kubernetes {
+    /// Default: the service name.
+    pub namespace: String,
+    /// The worker image. Default `{service}-worker:latest`.
+    pub image: String,
+    /// The queuegen CLI image (monitor, trim). Default `queuegen:{version}`.
+    pub monitor_image: String,
+    /// The Secret with the Redis connection (`url`, `address`, `password`). Default `{service}-redis`.
+    pub redis_secret: String,
+    /// Port of /metrics, /healthz and /readyz. Default 9464.
+    pub metrics_port: u16,
+    /// Prometheus that KEDA queries. Default `http://prometheus.monitoring.svc:9090`.
+    pub prometheus_url: String,
 }
 
 impl Spec {
@@ -42,6 +61,27 @@ pub struct RedisSettings {
     pub wait_replicas: u32,
     /// The longest a publish waits for them. Default 1s.
     pub wait_timeout: std::time::Duration,
+    /// How the append-only file is fsynced (redis/queue.conf). Default everysec.
+    pub persistence: Persistence,
+}
+
+/// `appendfsync` of the generated redis.conf fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// fsync once a second: a machine crash loses up to a second of writes.
+    EverySec,
+    /// fsync before every reply: nothing acknowledged is lost.
+    Always,
+}
+
+impl Persistence {
+    /// The `appendfsync` value.
+    pub fn appendfsync(self) -> &'static str {
+        match self {
+            Persistence::EverySec => "everysec",
+            Persistence::Always => "always",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +228,9 @@ pub struct Queue {
     pub payload: Payload,
     pub admission: Admission,
     pub alerts: Alerts,
+    pub pods: Pods,
+    /// KEDA autoscaling. Default none.
+    pub autoscale: Option<Autoscale>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -240,6 +283,9 @@ pub struct Claim {
     pub every: Duration,
     /// Default 50.
     pub batch: u32,
+    /// Claims per second per partition, so that recovery after an outage
+    /// starts handlers at a bounded pace. Default 1000.
+    pub rate: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -306,8 +352,45 @@ pub struct DeadLetter {
 pub struct Retention {
     /// Ready entries younger than this are never trimmed. Default 3d.
     pub min_age: Duration,
-    /// How often workers trim their partitions' streams. Default 1m.
+    /// How often workers (or the CronJob) trim the partitions' streams. Default 1m.
     pub trim_every: Duration,
+    /// Who trims. Default in process.
+    pub trim: TrimMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimMode {
+    /// Every worker runs a trim loop (under each partition's trim lease).
+    InProcess,
+    /// Workers never trim; a Kubernetes CronJob runs `queuegen trim`.
+    CronJob,
+}
+
+/// The worker pods of a queue, as Kubernetes quantities (validated, as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pods {
+    /// Default 2; left out of the Deployment when autoscaled.
+    pub replicas: u32,
+    /// CPU request. Default `100m`.
+    pub cpu: String,
+    /// Memory request. Default `128Mi`.
+    pub memory: String,
+    /// CPU limit. Default none.
+    pub cpu_limit: Option<String>,
+    /// Memory limit. Default: the request.
+    pub memory_limit: String,
+}
+
+/// KEDA autoscaling of a queue's workers; at least one target is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Autoscale {
+    /// Default 1; 0 only with `lag`.
+    pub min: u32,
+    pub max: u32,
+    /// Target oldest ready age per replica (prometheus trigger).
+    pub oldest_ready_age: Option<Duration>,
+    /// Target lag per replica and partition stream (redis-streams trigger).
+    pub lag: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

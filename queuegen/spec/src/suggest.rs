@@ -44,7 +44,7 @@ where
 mod tests {
     use super::*;
 
-    const CLAIM: &[&str] = &["min_idle", "every", "batch"];
+    const CLAIM: &[&str] = &["min_idle", "every", "batch", "rate"];
     const QUEUE: &[&str] = &[
         "envelope",
         "partitions",
@@ -105,7 +105,7 @@ mod tests {
         );
         assert_eq!(
             help("zzz", CLAIM.iter().copied(), "valid keys"),
-            "valid keys: `min_idle`, `every`, `batch`"
+            "valid keys: `min_idle`, `every`, `batch`, `rate`"
         );
     }
 }

@@ -33,9 +33,8 @@ pub struct Args {
     /// The spec file (queues.yaml).
     pub spec: PathBuf,
 
-    /// Redis URL (redis:// or rediss://).
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Only these queues (repeatable); default all.
     #[arg(long = "queue", value_name = "QUEUE")]
@@ -63,9 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let (rows, loads) = runtime.block_on(async {
-        let redis = Redis::connect(&args.redis)
-            .await
-            .with_context(|| format!("connecting to {}", args.redis))?;
+        let redis = args.redis.connect().await?;
         check_deployment(&spec, &args.spec, &redis)?;
         // The library first: creating groups takes the partitions' trim
         // leases, which are released through it.

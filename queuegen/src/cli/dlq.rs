@@ -46,9 +46,8 @@ pub struct Selection {
     #[arg(long)]
     pub queue: String,
 
-    /// Redis URL.
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Only this partition; default all.
     #[arg(long)]
@@ -169,9 +168,7 @@ async fn open(selection: &Selection) -> anyhow::Result<Target> {
         .expect("a valid spec's queues name existing envelopes");
     let accepted_schemas = envelope.accepts.clone();
     let config = queue_config(&spec, queue);
-    let redis = Redis::connect(&selection.redis)
-        .await
-        .with_context(|| format!("connecting to {}", selection.redis))?;
+    let redis = selection.redis.connect().await?;
     Ok(Target {
         config,
         accepted_schemas,

@@ -76,12 +76,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(deploy_out) = &args.deploy_out {
         let spec_file = files::relative_path(deploy_out, &args.spec);
+        let source = std::fs::read_to_string(&args.spec)
+            .with_context(|| format!("reading {}", args.spec.display()))?;
         targets.push(Target {
             dir: deploy_out,
-            files: vec![gen::functions::generate(
-                &spec,
-                &spec_file.to_string_lossy(),
-            )?],
+            files: gen::deploy::generate(&spec, &spec_file.to_string_lossy(), &source)?,
         });
     }
 

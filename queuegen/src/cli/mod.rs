@@ -4,9 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod acl;
 pub mod apply;
 pub mod check;
 mod common;
+mod connection;
 pub mod diff_spec;
 pub mod dlq;
 pub mod generate;
@@ -42,6 +44,7 @@ pub enum Subcommands {
     Pending(pending::Args),
     Monitor(monitor::Args),
     Trim(trim::Args),
+    Acl(acl::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -60,5 +63,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Pending(args) => pending::run(args),
         Subcommands::Monitor(args) => monitor::run(args),
         Subcommands::Trim(args) => trim::run(args),
+        Subcommands::Acl(args) => acl::run(args),
     }
 }

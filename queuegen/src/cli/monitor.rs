@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use queuegen_runtime::metrics::{router, serve, Registry};
 use queuegen_runtime::ops::gauges::QueueMonitor;
-use queuegen_runtime::Redis;
 
 use super::common;
 use super::status::{server_addr, watched_queues};
@@ -40,9 +39,8 @@ pub struct Args {
     /// The spec file (queues.yaml).
     pub spec: PathBuf,
 
-    /// Redis URL (redis:// or rediss://).
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Address to serve /metrics, /healthz and /readyz on (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
@@ -66,9 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let redis = Redis::connect(&args.redis)
-            .await
-            .with_context(|| format!("connecting to {}", args.redis))?;
+        let redis = args.redis.connect().await?;
         let server = server_addr(&redis);
         let mut registry = Registry::default();
         let monitor = QueueMonitor::new(redis, watched, &mut registry);

@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen_runtime::ops::pending::{pending, PendingQuery, PendingReport};
-use queuegen_runtime::Redis;
 
 use super::common;
 use super::status::server_addr;
@@ -40,9 +39,8 @@ pub struct Args {
     #[arg(long)]
     pub queue: String,
 
-    /// Redis URL (redis:// or rediss://).
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Only this partition; default all.
     #[arg(long)]
@@ -85,9 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let report = runtime.block_on(async {
-        let redis = Redis::connect(&args.redis)
-            .await
-            .with_context(|| format!("connecting to {}", args.redis))?;
+        let redis = args.redis.connect().await?;
         let server = server_addr(&redis);
         pending(&mut redis.shared(), &config, &query)
             .await

@@ -39,9 +39,8 @@ pub struct Args {
     /// The spec file (queues.yaml).
     pub spec: PathBuf,
 
-    /// Redis URL (redis:// or rediss://).
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Only these queues (repeatable); default all.
     #[arg(long = "queue", value_name = "QUEUE")]
@@ -64,9 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let redis = Redis::connect(&args.redis)
-            .await
-            .with_context(|| format!("connecting to {}", args.redis))?;
+        let redis = args.redis.connect().await?;
         let server = server_addr(&redis);
         let colours = Colours::for_stdout();
         let Some(every) = args.watch else {

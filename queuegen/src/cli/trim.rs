@@ -13,7 +13,7 @@ use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
 use queuegen_runtime::ops::lease;
 use queuegen_runtime::ops::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
-use queuegen_runtime::{admin, Error, QueueConfig, Redis};
+use queuegen_runtime::{admin, Error, QueueConfig};
 
 use super::common;
 
@@ -51,9 +51,8 @@ pub struct Args {
     /// The spec file (queues.yaml).
     pub spec: PathBuf,
 
-    /// Redis URL (redis:// or rediss://).
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    pub redis: String,
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
 
     /// Only these queues (repeatable); default all.
     #[arg(long = "queue", value_name = "QUEUE")]
@@ -150,10 +149,12 @@ async fn trim_all(
 ) -> anyhow::Result<(Vec<Row>, String, Option<bool>)> {
     // `Redis::connect` makes one plain attempt first, so a wrong URL fails at
     // once; on a Cluster every command below is routed by its key's slot.
-    let client = redis::Client::open(args.redis.as_str())
-        .with_context(|| format!("--redis {:?} is not a Redis URL", args.redis))?;
+    let client = redis::Client::open(args.redis.url.as_str())
+        .with_context(|| format!("--redis {:?} is not a Redis URL", args.redis.redacted_url()))?;
     let server = client.get_connection_info().addr().to_string();
-    let redis = Redis::connect(&args.redis)
+    let redis = args
+        .redis
+        .connect()
         .await
         .with_context(|| format!("connecting to Redis at {server} (--redis)"))?;
     let mut conn = redis.shared();

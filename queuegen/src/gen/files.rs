@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{GeneratedFile, GENERATED_MARKER};
+use super::{CommentSyntax, GeneratedFile, GENERATED_MARKER};
 use crate::error::{Error, Result};
 
 /// What `write` did to each file.
@@ -90,9 +90,9 @@ fn collect_marked(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<(
     Ok(())
 }
 
-/// Whether one of the first two lines is the generated marker, as a `//` or
-/// `--` comment: Rust files carry it on line 1, Lua libraries on line 2
-/// (line 1 is `#!lua name=...`).
+/// Whether one of the first two lines is the generated marker as a comment
+/// in any syntax we generate: Rust files carry it on line 1, Lua libraries on
+/// line 2 (line 1 is `#!lua name=...`), YAML, conf and Markdown on line 1.
 fn has_marker(path: &Path) -> Result<bool> {
     use std::io::{BufRead, BufReader};
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;
@@ -107,8 +107,9 @@ fn has_marker(path: &Path) -> Result<bool> {
             Ok(0) | Err(_) => return Ok(false),
             Ok(_) => {}
         }
-        let marked = ["//", "--"].iter().any(|comment| {
-            line.strip_prefix(comment)
+        let marked = CommentSyntax::ALL.iter().any(|syntax| {
+            syntax
+                .uncomment(&line)
                 .is_some_and(|rest| rest.starts_with(marker_text))
         });
         if marked {
@@ -211,6 +212,26 @@ mod tests {
         assert_eq!(drift.differ, vec![PathBuf::from("a.rs")]);
         assert_eq!(drift.missing, vec![PathBuf::from("mod.rs")]);
         assert_eq!(drift.stale, vec![PathBuf::from("old.rs")]);
+    }
+
+    #[test]
+    fn yaml_conf_and_markdown_files_are_recognised_by_their_own_comment_header() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, syntax) in [
+            ("rules.yml", CommentSyntax::Hash),
+            ("queue.conf", CommentSyntax::Hash),
+            ("RUNBOOK.md", CommentSyntax::Html),
+        ] {
+            let header = crate::gen::header_in(syntax, "q.yaml");
+            fs::write(dir.path().join(name), format!("{header}body\n")).unwrap();
+        }
+        fs::write(dir.path().join("notes.md"), "<!-- mine -->\n").unwrap();
+        fs::write(dir.path().join("mine.yml"), "# mine\nkey: 1\n").unwrap();
+        let drift = check(dir.path(), &[]).unwrap();
+        let stale: Vec<_> = ["RUNBOOK.md", "queue.conf", "rules.yml"]
+            .map(PathBuf::from)
+            .to_vec();
+        assert_eq!(drift.stale, stale);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Generators: one module per artefact kind, all reading the validated spec model.
 
+pub mod deploy;
 pub mod files;
 pub mod functions;
 pub mod naming;
@@ -24,6 +25,62 @@ pub fn header(spec_file: &str) -> String {
         "{GENERATED_MARKER} {} from {spec_file}. DO NOT EDIT.\n// @generated\n",
         env!("CARGO_PKG_VERSION")
     )
+}
+
+/// How a generated file writes a comment line, so its header is a comment in
+/// the file's own syntax (and `--check` still recognises it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommentSyntax {
+    /// Rust.
+    Slashes,
+    /// Lua.
+    Dashes,
+    /// YAML, redis.conf, shell.
+    Hash,
+    /// Markdown: one `<!-- ... -->` per line.
+    Html,
+}
+
+impl CommentSyntax {
+    /// Every comment syntax `--check` accepts in front of the marker.
+    pub const ALL: [CommentSyntax; 4] = [
+        CommentSyntax::Slashes,
+        CommentSyntax::Dashes,
+        CommentSyntax::Hash,
+        CommentSyntax::Html,
+    ];
+
+    /// `text` as one comment line, without the newline.
+    pub fn comment(self, text: &str) -> String {
+        match self {
+            CommentSyntax::Slashes => format!("//{text}"),
+            CommentSyntax::Dashes => format!("--{text}"),
+            CommentSyntax::Hash => format!("#{text}"),
+            CommentSyntax::Html => format!("<!--{text} -->"),
+        }
+    }
+
+    /// The text of `line` if it is one comment line in this syntax.
+    pub fn uncomment(self, line: &str) -> Option<&str> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        match self {
+            CommentSyntax::Slashes => line.strip_prefix("//"),
+            CommentSyntax::Dashes => line.strip_prefix("--"),
+            CommentSyntax::Hash => line.strip_prefix('#'),
+            CommentSyntax::Html => line.strip_prefix("<!--")?.strip_suffix(" -->"),
+        }
+    }
+}
+
+/// [`header`] in the comment syntax of the file it opens.
+pub fn header_in(syntax: CommentSyntax, spec_file: &str) -> String {
+    header(spec_file)
+        .lines()
+        .map(|line| {
+            let text = line.strip_prefix("//").unwrap_or(line);
+            format!("{}\n", syntax.comment(text))
+        })
+        .collect()
 }
 
 /// A commented starter spec for `queuegen init`.

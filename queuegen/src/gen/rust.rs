@@ -11,7 +11,7 @@ use super::templates::render;
 use super::upcast;
 use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
-use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, Spec};
+use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, Spec, TrimMode};
 
 const ENVELOPES_MODULE: &str = "envelopes";
 
@@ -158,6 +158,7 @@ pub(crate) struct QueueContext {
     claim_min_idle: String,
     claim_every: String,
     claim_batch: u32,
+    claim_rate: u32,
     payload_max_bytes: u64,
     functions: String,
     retry_max_attempts: u32,
@@ -174,6 +175,8 @@ pub(crate) struct QueueContext {
     marker_ttl: String,
     retention_min_age: String,
     trim_every: String,
+    /// `true` or `false`, as Rust (minijinja would print `True`).
+    trim_in_process: &'static str,
     dead_letter_retention: String,
     /// `Some(Duration::…)` or `None`.
     admission_max_oldest_ready_age: String,
@@ -205,6 +208,7 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         claim_min_idle: duration_expr(queue.claim.min_idle),
         claim_every: duration_expr(queue.claim.every),
         claim_batch: queue.claim.batch,
+        claim_rate: queue.claim.rate,
         payload_max_bytes: queue.payload.max_bytes,
         functions: super::functions::library_name(&spec.service),
         retry_max_attempts: queue.retry.max_attempts,
@@ -225,6 +229,11 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         marker_ttl: duration_expr(queue.retention.min_age),
         retention_min_age: duration_expr(queue.retention.min_age),
         trim_every: duration_expr(queue.retention.trim_every),
+        trim_in_process: if queue.retention.trim == TrimMode::InProcess {
+            "true"
+        } else {
+            "false"
+        },
         dead_letter_retention: duration_expr(queue.dead_letter.retention),
         admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age.map_or_else(
             || "None".to_owned(),

@@ -27,6 +27,36 @@ const TEMPLATES: &[(&str, &str)] = &[
         "functions.lua",
         include_str!("../../templates/functions.lua.jinja"),
     ),
+    ("users.acl", include_str!("../../templates/users.acl.jinja")),
+    (
+        "queue.conf",
+        include_str!("../../templates/queue.conf.jinja"),
+    ),
+    ("rules.yml", include_str!("../../templates/rules.yml.jinja")),
+    (
+        "RUNBOOK.md",
+        include_str!("../../templates/RUNBOOK.md.jinja"),
+    ),
+    (
+        "k8s/configmap.yaml",
+        include_str!("../../templates/k8s/configmap.yaml.jinja"),
+    ),
+    (
+        "k8s/worker.yaml",
+        include_str!("../../templates/k8s/worker.yaml.jinja"),
+    ),
+    (
+        "k8s/monitor.yaml",
+        include_str!("../../templates/k8s/monitor.yaml.jinja"),
+    ),
+    (
+        "k8s/trim-cronjob.yaml",
+        include_str!("../../templates/k8s/trim-cronjob.yaml.jinja"),
+    ),
+    (
+        "k8s/keda.yaml",
+        include_str!("../../templates/k8s/keda.yaml.jinja"),
+    ),
 ];
 
 fn environment() -> Environment<'static> {

@@ -167,15 +167,13 @@ impl Monitor {
     /// Starts `monitor --queue ocr --every {every}` against `url` and waits
     /// for its first refresh (it prints where it serves once that succeeded).
     pub fn start(url: &str, every: &str) -> Monitor {
+        Monitor::start_for(EXAMPLE, "ocr", url, every)
+    }
+
+    /// As [`Monitor::start`], for `queue` of the spec at `spec`.
+    pub fn start_for(spec: &str, queue: &str, url: &str, every: &str) -> Monitor {
         let mut child = Command::new(env!("CARGO_BIN_EXE_queuegen"))
-            .args([
-                "monitor",
-                EXAMPLE,
-                "--queue",
-                "ocr",
-                "--listen",
-                "127.0.0.1:0",
-            ])
+            .args(["monitor", spec, "--queue", queue, "--listen", "127.0.0.1:0"])
             .args(["--every", every, "--redis", url])
             .env_remove("REDIS_URL")
             .stdout(Stdio::piped())

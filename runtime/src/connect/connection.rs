@@ -21,6 +21,9 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 pub enum Connection {
     /// The standalone server, through a connection that reconnects by itself.
     Standalone(ConnectionManager),
+    /// The standalone server, through a connection that reconnects with
+    /// its password and certificate files read again.
+    Reloading(super::Reloading),
     /// One standalone connection that does not reconnect: a reader's, which
     /// its owner replaces after an error (it may still be blocked server-side).
     Direct(MultiplexedConnection),
@@ -66,6 +69,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
+            Connection::Reloading(conn) => conn.req_packed_command(cmd),
             Connection::Direct(conn) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
         }
@@ -79,6 +83,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Reloading(conn) => conn.req_packed_commands(pipeline, offset, count),
             Connection::Direct(conn) => conn.req_packed_commands(pipeline, offset, count),
             Connection::Cluster(conn) => {
                 // A transaction must stay one unit: the server refuses it with
@@ -98,6 +103,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Standalone(conn) => conn.get_db(),
+            Connection::Reloading(conn) => conn.get_db(),
             Connection::Direct(conn) => conn.get_db(),
             Connection::Cluster(conn) => conn.get_db(),
         }

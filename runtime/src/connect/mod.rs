@@ -6,6 +6,13 @@
 //! connection of its own for blocking reads" and "every primary" (Function
 //! loading and the start checks run on each).
 //!
+//! The URL may carry the user and password (`redis://user:pass@host`); the
+//! [`ConnectOptions`] of [`Redis::connect_with`] add what should not sit in
+//! a URL: a password file, the TLS CA and client certificate files. Those
+//! files are read again at every connection the runtime makes (reader
+//! connections, each primary's, and the shared one when any file is
+//! involved), so rotating them needs no restart.
+//!
 //! The redis crate's standalone async connections default to a 500 ms
 //! response timeout, which silently breaks every `BLOCK` read longer than
 //! that, so every connection made here sets its own timeout. A blocking read
@@ -13,7 +20,10 @@
 //! connection that acks and publishes use.
 
 mod connection;
+mod connector;
 mod node;
+mod options;
+mod reloading;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,10 +31,14 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
-use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, ConnectionInfo};
 
 pub use connection::Connection;
 pub use node::Node;
+pub use options::{ConnectOptions, PasswordSource};
+pub use reloading::Reloading;
+
+use connector::Connector;
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
@@ -48,14 +62,13 @@ pub struct Redis {
     admissions: Arc<Mutex<HashMap<AdmissionKey, Arc<Admission>>>>,
 }
 
-/// What the URL pointed at.
-enum Deployment {
-    Standalone(redis::Client),
-    Cluster {
-        /// The seed node's address and credentials, the template for a
-        /// direct connection to any node.
-        seed: ConnectionInfo,
-    },
+/// What the URL pointed at, and how to reach it.
+struct Deployment {
+    /// Makes each new connection's client, with the files read anew.
+    connector: Connector,
+    /// `true` when the URL names a Cluster node (the seed: the template
+    /// for a direct connection to any node).
+    cluster: bool,
 }
 
 /// One queue's admission settings: the first ready key names prefix and queue.
@@ -68,25 +81,28 @@ impl Redis {
     /// found from it, commands are routed by slot, and MOVED/ASK and failovers
     /// are followed.
     pub async fn connect(url: impl AsRef<str>) -> Result<Redis> {
-        let info = url
-            .as_ref()
-            .into_connection_info()
-            .map_err(|err| Error::redis("parsing the Redis URL", err))?;
-        let client = redis::Client::open(info.clone())
-            .map_err(|err| Error::redis("parsing the Redis URL", err))?;
-        let addr = info.addr().to_string();
+        Redis::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Like [`Redis::connect`], with the user, password source and TLS
+    /// files of `options` (each wins over the same part of the URL). A
+    /// wrong file or refused password fails here, naming the file or user.
+    pub async fn connect_with(url: impl AsRef<str>, options: ConnectOptions) -> Result<Redis> {
+        let connector = Connector::new(url.as_ref(), options)?;
+        let client = connector.client()?;
+        let addr = connector.addr();
         // One plain attempt first: the connection manager retries with
         // backoff for about ten seconds, which only hides a wrong URL or a
         // server that is down. It also tells a Cluster node from a server.
+        let shared_config = direct_config(SHARED_RESPONSE_TIMEOUT);
         let mut probe = client
-            .get_multiplexed_async_connection_with_config(&direct_config(SHARED_RESPONSE_TIMEOUT))
+            .get_multiplexed_async_connection_with_config(&shared_config)
             .await
-            .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
+            .map_err(|err| connector.connect_error("connecting to", err))?;
         let cluster_info: redis::RedisResult<String> = redis::cmd("INFO")
             .arg("cluster")
             .query_async(&mut probe)
             .await;
-        drop(probe);
         let is_cluster = match cluster_info {
             Ok(info) => cluster_enabled(&info),
             // A least-privilege user (say the monitor's) may lack +info: a
@@ -106,26 +122,45 @@ impl Redis {
             }
         };
         if is_cluster {
-            let client = cluster_client(&info, SHARED_RESPONSE_TIMEOUT)?;
-            let shared = client.get_async_connection().await.map_err(|err| {
-                Error::redis(format!("connecting to the Cluster through {addr}"), err)
-            })?;
+            drop(probe);
+            // The Cluster client reconnects to nodes by itself, with the
+            // password and certificates read here; reader connections and
+            // direct ones to each primary read the files again.
+            let client = cluster_client(&connector, SHARED_RESPONSE_TIMEOUT)?;
+            let shared = client
+                .get_async_connection()
+                .await
+                .map_err(|err| connector.connect_error("connecting to the Cluster through", err))?;
             return Ok(Redis {
-                deployment: Arc::new(Deployment::Cluster { seed: info }),
+                deployment: Arc::new(Deployment {
+                    connector,
+                    cluster: true,
+                }),
                 shared: Connection::Cluster(shared),
                 admissions: Arc::default(),
             });
         }
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(SHARED_RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let shared = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|err| Error::redis(format!("connecting to {addr}"), err))?;
+        let shared = if connector.reads_files() {
+            // The manager would reconnect with the files as read now.
+            Connection::Reloading(Reloading::new(connector.clone(), shared_config, probe))
+        } else {
+            drop(probe);
+            let config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(SHARED_RESPONSE_TIMEOUT))
+                .set_connection_timeout(Some(CONNECT_TIMEOUT));
+            Connection::Standalone(
+                client
+                    .get_connection_manager_with_config(config)
+                    .await
+                    .map_err(|err| connector.connect_error("connecting to", err))?,
+            )
+        };
         Ok(Redis {
-            deployment: Arc::new(Deployment::Standalone(client)),
-            shared: Connection::Standalone(shared),
+            deployment: Arc::new(Deployment {
+                connector,
+                cluster: false,
+            }),
+            shared,
             admissions: Arc::default(),
         })
     }
@@ -140,16 +175,13 @@ impl Redis {
 
     /// `true` when the URL pointed at a Cluster node.
     pub fn is_cluster(&self) -> bool {
-        matches!(*self.deployment, Deployment::Cluster { .. })
+        self.deployment.cluster
     }
 
     /// `host:port` of the server, or of the Cluster's seed node, without
     /// credentials, for messages.
     pub fn addr(&self) -> String {
-        match &*self.deployment {
-            Deployment::Standalone(client) => client.get_connection_info().addr().to_string(),
-            Deployment::Cluster { seed, .. } => seed.addr().to_string(),
-        }
+        self.deployment.connector.addr()
     }
 
     /// Opens a new connection of its own for blocking reads of up to `block`;
@@ -158,34 +190,24 @@ impl Redis {
     /// by key like the shared one (a blocking read names keys of one slot).
     pub async fn blocking_connection(&self, block: Duration) -> Result<Connection> {
         let timeout = block + BLOCKING_READ_MARGIN;
-        match &*self.deployment {
-            Deployment::Standalone(client) => client
-                .get_multiplexed_async_connection_with_config(&direct_config(timeout))
+        let connector = &self.deployment.connector;
+        if self.deployment.cluster {
+            let client = cluster_client(connector, timeout)?;
+            return client
+                .get_async_connection()
                 .await
-                .map(Connection::Direct)
+                .map(Connection::Cluster)
                 .map_err(|err| {
-                    Error::redis(
-                        format!("opening a reader connection to {}", self.addr()),
-                        err,
-                    )
-                }),
-            Deployment::Cluster { seed, .. } => {
-                let client = cluster_client(seed, timeout)?;
-                client
-                    .get_async_connection()
-                    .await
-                    .map(Connection::Cluster)
-                    .map_err(|err| {
-                        Error::redis(
-                            format!(
-                                "opening a reader connection to the Cluster through {}",
-                                self.addr()
-                            ),
-                            err,
-                        )
-                    })
-            }
+                    connector
+                        .connect_error("opening a reader connection to the Cluster through", err)
+                });
         }
+        connector
+            .client()?
+            .get_multiplexed_async_connection_with_config(&direct_config(timeout))
+            .await
+            .map(Connection::Direct)
+            .map_err(|err| connector.connect_error("opening a reader connection to", err))
     }
 
     /// Every primary: the one server, or each primary that owns slots in the
@@ -193,9 +215,10 @@ impl Redis {
     /// connection of its own for the commands that must reach every primary
     /// (Function loading, the start checks, `INFO`).
     pub async fn primaries(&self) -> Result<Vec<Node>> {
-        match &*self.deployment {
-            Deployment::Standalone(client) => Ok(vec![Node::new(client.clone())]),
-            Deployment::Cluster { seed, .. } => {
+        let connector = &self.deployment.connector;
+        match self.deployment.cluster {
+            false => Ok(vec![Node::new(connector.client()?)]),
+            true => {
                 let slots: redis::Value = redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query_async(&mut self.shared())
@@ -209,7 +232,7 @@ impl Redis {
                             err,
                         )
                     })?;
-                node::primaries_of(&slots, seed)
+                node::primaries_of(&slots, &connector.connection_info()?)
             }
         }
     }
@@ -284,19 +307,24 @@ fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
         .set_response_timeout(Some(response_timeout))
 }
 
-/// A Cluster client seeded by `seed` (whose credentials it uses on every
-/// node), with an explicit response timeout: the crate sets none by default.
-fn cluster_client(seed: &ConnectionInfo, response_timeout: Duration) -> Result<ClusterClient> {
-    ClusterClient::builder([seed.clone()])
+/// A Cluster client seeded by the URL's node, with the credentials and
+/// certificates as the files hold them now (used on every node), and an
+/// explicit response timeout: the crate sets none by default.
+fn cluster_client(connector: &Connector, response_timeout: Duration) -> Result<ClusterClient> {
+    let seed: ConnectionInfo = connector.connection_info()?;
+    let mut builder = ClusterClient::builder([seed])
         .connection_timeout(CONNECT_TIMEOUT)
-        .response_timeout(response_timeout)
-        .build()
-        .map_err(|err| {
-            Error::redis(
-                format!("configuring the Cluster client for {}", seed.addr()),
-                err,
-            )
-        })
+        .response_timeout(response_timeout);
+    // The builder takes TLS files apart from the seed's settings.
+    if let Some(certificates) = connector.certificates()? {
+        builder = builder.certs(certificates);
+    }
+    builder.build().map_err(|err| {
+        Error::redis(
+            format!("configuring the Cluster client for {}", connector.addr()),
+            err,
+        )
+    })
 }
 
 /// `cluster_enabled:1` in an `INFO cluster` reply.

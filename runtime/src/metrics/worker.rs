@@ -7,6 +7,8 @@
 //! event and the set of series does not change while it runs.
 
 use prometheus_client::encoding::EncodeLabelSet;
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -67,8 +69,11 @@ struct QueueLabels {
 
 type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
+/// A counter of seconds, which are not whole.
+pub(crate) type SecondsCounter = Counter<f64, AtomicU64>;
+
 /// What workers record: jobs by outcome, handler duration, publish→start
-/// latency, claims, poison quarantines, deleted pending entries, retries,
+/// latency, claims and the time recovery waited on the claim rate, poison quarantines, deleted pending entries, retries,
 /// dead letters by reason, failed transitions and acks, settlements refused
 /// because the worker no longer owned the entry, which partitions it leads
 /// (its recovery and retry scheduler), and (recorded by the
@@ -85,6 +90,7 @@ pub struct WorkerMetrics {
     handler_duration: Histograms,
     publish_to_start: Histograms,
     claims: Family<PartitionLabels, Counter>,
+    claim_throttled: Family<PartitionLabels, SecondsCounter>,
     poison_quarantined: Family<PartitionLabels, Counter>,
     pending_deleted: Family<PartitionLabels, Counter>,
     retries_scheduled: Family<PartitionLabels, Counter>,
@@ -105,6 +111,7 @@ impl Default for WorkerMetrics {
             handler_duration: Family::new_with_constructor(|| Histogram::new(HANDLER_BUCKETS)),
             publish_to_start: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             claims: Family::default(),
+            claim_throttled: Family::default(),
             poison_quarantined: Family::default(),
             pending_deleted: Family::default(),
             retries_scheduled: Family::default(),
@@ -149,6 +156,12 @@ impl WorkerMetrics {
             "queuegen_claims",
             "Idle pending entries taken over with XAUTOCLAIM and started here",
             self.claims.clone(),
+        );
+        registry.register_with_unit(
+            "queuegen_claim_throttled",
+            "Time recovery waited before claiming because the partition reached claim.rate (claims per second): a claim storm being paced",
+            Unit::Seconds,
+            self.claim_throttled.clone(),
         );
         registry.register(
             "queuegen_poison_quarantined",
@@ -233,6 +246,7 @@ impl WorkerMetrics {
         PartitionMeters {
             jobs: JobOutcome::ALL.map(|o| outcome(&self.jobs, o.as_str())),
             claims: counter(&self.claims),
+            claim_throttled: self.claim_throttled.get_or_create_owned(&labels),
             poison_quarantined: counter(&self.poison_quarantined),
             pending_deleted: counter(&self.pending_deleted),
             retries_scheduled: counter(&self.retries_scheduled),
@@ -282,6 +296,8 @@ pub(crate) struct PartitionMeters {
     /// By [`JobOutcome::index`].
     pub jobs: [Counter; JobOutcome::ALL.len()],
     pub claims: Counter,
+    /// Seconds recovery waited on `claim.rate`.
+    pub claim_throttled: SecondsCounter,
     pub poison_quarantined: Counter,
     pub pending_deleted: Counter,
     pub retries_scheduled: Counter,
@@ -326,6 +342,7 @@ mod tests {
 
         meters.jobs[JobOutcome::Done.index()].inc_by(2);
         meters.dead_letters[DeadReason::Poison.index()].inc();
+        meters.claim_throttled.inc_by(0.25);
         // A second worker of the same partition shares the series.
         metrics.partition("ocr", "workers", 3).jobs[JobOutcome::Done.index()].inc();
         let (duration, _latency) = metrics.histograms("ocr", "workers");
@@ -353,6 +370,10 @@ mod tests {
         );
         assert!(
             text.contains("# UNIT queuegen_handler_duration_seconds seconds"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"queuegen_claim_throttled_seconds_total{queue="ocr",partition="3",group="workers"} 0.25"#),
             "{text}"
         );
     }
@@ -387,6 +408,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(names.len(), 17, "{names:?}");
     }
 }

@@ -7,9 +7,13 @@
 //! call carrying it was answered: batching changes when an ack is sent,
 //! never whether, and the worker never runs more than its concurrency of
 //! unsettled jobs. While one call is on the wire the next requests queue
-//! up: under load a flush carries many entries, when idle an ack goes out at
-//! once (no timer). A flush releases its permits in one step, so the intake
-//! wakes to a whole batch of free permits rather than to one.
+//! up. Before a flush the acker lingers, at most [`LINGER`], while other
+//! jobs are still in their handlers: jobs of one read end together, and
+//! their acks then go in one call rather than in a train of small ones, each
+//! of which costs the server a function call and frees only a few permits.
+//! When no other job is in a handler (an idle worker's lone job) the ack
+//! goes out at once. A flush releases its permits in one step, so the intake
+//! wakes to a whole batch of free permits and reads a whole batch.
 //!
 //! The library's `ack` acknowledges only entries still pending for this
 //! worker's consumer. One that another worker claimed meanwhile (this one
@@ -23,8 +27,9 @@
 //! checks each ID, and IDs in ascending order let it list them with one
 //! `XPENDING`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::connect::Connection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
@@ -40,6 +45,36 @@ use crate::transitions::{AckAnswer, AckFunction, Acked};
 
 /// Most entries one flush takes; bounds the size of one pipeline.
 const MAX_FLUSH: usize = 1024;
+
+/// Longest a flush waits for the jobs still in their handlers. Long enough
+/// for the rest of a read's jobs to end when handlers are quick; short
+/// against any handler that waits on I/O, whose permits it holds longer by
+/// at most this much.
+const LINGER: Duration = Duration::from_millis(1);
+
+/// How many of the worker's jobs are in their handlers now.
+#[derive(Default)]
+pub(super) struct Handling(AtomicUsize);
+
+/// One job in its handler; dropped when the handler ended (on every path).
+pub(super) struct InHandler(Arc<Handling>);
+
+impl Handling {
+    pub(super) fn enter(self: &Arc<Self>) -> InHandler {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        InHandler(self.clone())
+    }
+
+    fn any(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+}
+
+impl Drop for InHandler {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// One `Done` entry waiting for its ack.
 pub(super) struct AckRequest {
@@ -74,6 +109,8 @@ pub(super) struct Acker {
     pub epochs: Arc<Epochs>,
     pub counters: Arc<Counters>,
     pub meter: Arc<Meter>,
+    /// The jobs in their handlers, whose acks a flush waits for briefly.
+    pub handling: Arc<Handling>,
 }
 
 /// Starts the acker; it ends when every sender is gone and the queue is drained.
@@ -86,19 +123,15 @@ pub(super) fn start(acker: Acker) -> AckSender {
 async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     let mut batch = Vec::with_capacity(MAX_FLUSH);
     while receiver.recv_many(&mut batch, MAX_FLUSH).await > 0 {
-        // Jobs of the same read finishing right now join this flush: yield
-        // while the batch keeps growing (a few times at most).
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-            let before = batch.len();
-            while batch.len() < MAX_FLUSH {
-                match receiver.try_recv() {
-                    Ok(request) => batch.push(request),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() == before {
-                break;
+        // The other jobs of the same read are most likely about to end:
+        // their acks join this flush. A job whose handler asked for a retry
+        // sends none; the linger then ends at its deadline.
+        let deadline = tokio::time::Instant::now() + LINGER;
+        while batch.len() < MAX_FLUSH && acker.handling.any() {
+            let room = MAX_FLUSH - batch.len();
+            match tokio::time::timeout_at(deadline, receiver.recv_many(&mut batch, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
         }
         acker.flush(&mut batch).await;
@@ -254,4 +287,21 @@ fn release(batch: &mut Vec<AckRequest>) {
     }
     Slot::release_all(slots);
     drop(permits);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_counts_as_in_its_handler_until_its_guard_is_dropped() {
+        let handling = Arc::new(Handling::default());
+        assert!(!handling.any());
+        let first = handling.enter();
+        let second = handling.enter();
+        drop(first);
+        assert!(handling.any());
+        drop(second);
+        assert!(!handling.any());
+    }
 }

@@ -11,11 +11,13 @@
 //! already delivered to this consumer, so the loop waits for more permits
 //! rather than drop one.
 //!
-//! While the queue is idle, a round whose blocking read came back empty is
-//! followed by the blocking read alone, not by another sweep: a blocking
-//! `XREADGROUP` answers at once when any stream has new entries, so the
-//! sweep would only cost one empty read per partition per block period,
-//! from every worker. The sweep resumes with the first read that delivers.
+//! The sweep is for a backlog. A round that found the streams drained (it
+//! delivered fewer entries than it held permits, or none) is followed by the
+//! blocking read alone: a blocking `XREADGROUP` answers at once when any
+//! stream has new entries, so under a light load or none the sweep would
+//! only cost an empty read per partition, per job or per block period, from
+//! every worker. A round that used every permit it held is followed by a
+//! sweep again.
 //!
 //! Reads run on a connection of this loop's own, whose response timeout
 //! exceeds the block time; the shared connection never carries a `BLOCK`.
@@ -26,7 +28,8 @@
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
 //! as always, and instead of the blocking read the loop waits for a wake-up
-//! from the partitions' watchers (`wake.rs`), then reads again.
+//! from the partitions' watchers (`wake.rs`), then sweeps; a round that
+//! waited without a wake-up waits again without sweeping first.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -83,8 +86,8 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     // the same one, they would drain it in lockstep and then find it empty
     // together, paying an empty read each on the way to the next.
     let mut start = rand::random_range(0..streams.len());
-    // Whether the last round ended in a blocking read that found nothing.
-    let mut quiet = false;
+    // Whether the last round found the streams drained: block, skip the sweep.
+    let mut drained = false;
     loop {
         let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
             return Ok(());
@@ -114,10 +117,10 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             streams: &streams,
             block,
             wakers: wakers.as_ref(),
-            quiet,
+            drained,
         };
         let result = round.read(reader, start, &mut permits).await;
-        quiet = matches!(result, Ok(Ended::Quiet));
+        drained = matches!(result, Ok(Ended::Drained));
         // Permits not used by this round go back before the next one.
         drop(permits);
         start = (start + 1) % streams.len();
@@ -169,16 +172,17 @@ struct Round<'a, E, H> {
     block: Duration,
     /// The Cluster's wake-up in place of the blocking read (see module docs).
     wakers: Option<&'a Wakers>,
-    /// The last round's blocking read found nothing: skip the sweep.
-    quiet: bool,
+    /// The last round found the streams drained: skip the sweep.
+    drained: bool,
 }
 
 /// How a round ended.
 enum Ended {
-    /// It delivered entries, or stopped early.
-    Read,
-    /// Its blocking read found nothing.
-    Quiet,
+    /// It used every permit it held (the streams may hold more), or it
+    /// stopped early, or the Cluster's wake-up stood in for its read.
+    Full,
+    /// It delivered fewer entries than it held permits, or none.
+    Drained,
 }
 
 impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
@@ -189,13 +193,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         permits: &mut Vec<OwnedSemaphorePermit>,
     ) -> Result<Ended, Failure> {
         let shared = self.shared;
+        let held = permits.len();
         let mut delivered = false;
-        // The Cluster's wake-up is no read: without it, the sweep must run.
-        let sweep = if self.quiet && self.wakers.is_none() {
-            0
-        } else {
-            self.streams.len()
-        };
+        let sweep = if self.drained { 0 } else { self.streams.len() };
         for i in 0..sweep {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
@@ -213,13 +213,29 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 delivered = true;
             }
         }
-        if delivered || shared.stop.is_raised() {
-            return Ok(Ended::Read);
+        if shared.stop.is_raised() {
+            return Ok(Ended::Full);
+        }
+        if delivered {
+            // The sweep read every partition unless the permits ran out. On
+            // a Cluster the next round sweeps again all the same: its
+            // wake-up costs more round trips than a sweep, and jobs flow.
+            return Ok(if permits.is_empty() || self.wakers.is_some() {
+                Ended::Full
+            } else {
+                Ended::Drained
+            });
         }
         if let Some(wakers) = self.wakers {
-            // The next round reads whatever woke us, permits first.
-            shared.stop.unless_raised(wakers.wait(self.block)).await;
-            return Ok(Ended::Read);
+            // Woken, the next round sweeps for whatever woke us, permits
+            // first; the watchers are level-triggered (they look past what
+            // the group delivered), so after a quiet wait it need not.
+            let woken = shared.stop.unless_raised(wakers.wait(self.block)).await;
+            return Ok(if woken == Some(false) {
+                Ended::Drained
+            } else {
+                Ended::Full
+            });
         }
 
         let keys: Vec<&str> = self.streams.iter().map(|(_, key)| key.as_str()).collect();
@@ -247,9 +263,11 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     .map(move |entry| (partition, epoch, entry))
             })
             .collect();
-        if entries.is_empty() {
-            return Ok(Ended::Quiet);
-        }
+        let ended = if entries.len() < held {
+            Ended::Drained
+        } else {
+            Ended::Full
+        };
         let mut entries = entries.into_iter();
         while let Some((partition, epoch, entry)) = entries.next() {
             let permit = match permits.pop() {
@@ -282,7 +300,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             };
             self.dispatch(partition, epoch, entry, permit);
         }
-        Ok(Ended::Read)
+        Ok(ended)
     }
 
     /// `XREADGROUP GROUP g consumer COUNT n [BLOCK ms] STREAMS k... > ...`

@@ -23,7 +23,7 @@ use futures_util::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
-use super::acks::AckRequest;
+use super::acks::{AckRequest, InHandler};
 use super::in_flight::Slot;
 use super::{due_ms, is_connection_error, Counters, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
@@ -46,6 +46,15 @@ const REASON_MAX_BYTES: usize = 128;
 pub(super) struct Held {
     pub permit: OwnedSemaphorePermit,
     pub slot: Slot,
+    /// Counts the job as in its handler until [`Held::handler_ended`].
+    pub in_handler: Option<InHandler>,
+}
+
+impl Held {
+    /// The handler ended (or never ran): the acker stops waiting for this job.
+    fn handler_ended(&mut self) {
+        self.in_handler = None;
+    }
 }
 
 /// Runs one delivery to its end, in a `job` span (a child of the worker's)
@@ -54,7 +63,7 @@ pub(super) struct Held {
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
     delivery: Delivery,
-    held: Held,
+    mut held: Held,
     parent: tracing::Span,
 ) {
     // Decoded before the span exists, so that the span is created with all
@@ -64,6 +73,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     let (header, body) = match decoded {
         Ok(decoded) => decoded,
         Err(err) => {
+            held.handler_ended();
             let span = tracing::info_span!(
                 parent: &parent,
                 "job",
@@ -141,7 +151,7 @@ async fn work<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     ctx: JobContext,
     body: E,
-    held: Held,
+    mut held: Held,
 ) {
     let counters = &shared.counters;
     tracing::debug!("delivered");
@@ -163,6 +173,7 @@ async fn work<E: Envelope, H: Handler<E>>(
             return;
         }
     };
+    held.handler_ended();
     Counters::add(&counters.handled, 1);
     let (outcome, settle) = decide(finished, timeout);
     shared.meter.handled(ctx.partition, outcome, started);

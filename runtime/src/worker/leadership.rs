@@ -1,12 +1,14 @@
 //! The leadership loop: per partition (and group), only the worker holding the partition's loops lease runs its recovery and retry scheduler.
 //!
 //! Every `claim.every` (the lease's tick) the loop renews the leases this
-//! worker holds and tries to take the others (`lease_acquire`, `SET NX PX`
-//! of `{prefix}:{queue-NN}:lease:loops-{group}`) for three ticks. Recovery and the
-//! scheduler ask [`Leadership::leads`] and skip the partitions led
+//! worker holds, reads the others with one `MGET` and tries to take those
+//! it found free (`lease_acquire`, `SET NX PX` of
+//! `{prefix}:{queue-NN}:lease:loops-{group}`) for three ticks. Recovery and
+//! the scheduler ask [`Leadership::leads`] and skip the partitions led
 //! elsewhere: an idle fleet of N workers sends one `XPENDING` and one
-//! `ZRANGEBYSCORE` per partition and tick, not N, and one lease call per
-//! worker, partition and `claim.every`. A graceful stop releases the leases
+//! `ZRANGEBYSCORE` per partition and tick, not N, one renewal per partition
+//! and one `MGET` per worker and `claim.every`, so its cost grows with the
+//! partitions, not with workers × partitions. A graceful stop releases the leases
 //! at once, so the other workers take them at their next tick; a worker
 //! killed leaves them to expire, and another takes them within one lease
 //! period plus one tick.
@@ -100,12 +102,28 @@ impl Leases {
         Leases { partitions, held }
     }
 
-    /// Renews the leases held and tries to take the others, every partition
-    /// at once; then raises or lowers each partition's flag.
+    /// Renews the leases held and tries to take the free ones among the
+    /// others, every partition at once; then raises or lowers each
+    /// partition's flag.
     pub(super) async fn pass<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
         let config = &shared.config;
         let period = lease_period(config);
         let leadership = &shared.leadership;
+        let unheld: Vec<u16> = self
+            .partitions
+            .iter()
+            .zip(&self.held)
+            .filter(|(_, held)| held.is_none())
+            .map(|(&partition, _)| partition)
+            .collect();
+        let holders = match current_holders(&mut shared.acks.clone(), config, &unheld).await {
+            Ok(holders) => holders,
+            // Try none this tick: they were not this worker's anyway.
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the loops leases failed; trying again next tick");
+                Default::default()
+            }
+        };
         let attempts = self
             .partitions
             .iter()
@@ -113,6 +131,7 @@ impl Leases {
             .map(|(&partition, held)| {
                 let mut conn = shared.acks.clone();
                 let lease = held.as_ref().map(|held| held.lease.clone());
+                let free = holders.get(&partition) == Some(&false);
                 async move {
                     let sent = Instant::now();
                     let outcome = match lease {
@@ -124,12 +143,19 @@ impl Leases {
                             }
                             Err(err) => Err(err),
                         },
-                        None => take(&mut conn, config, partition, leadership, period).await,
+                        // Held by another worker: nothing to send.
+                        None if free => {
+                            take(&mut conn, config, partition, leadership, period).await
+                        }
+                        None => Ok(None),
                     };
                     (sent, outcome)
                 }
             });
         let outcomes = join_all(attempts).await;
+        // One warning per tick, not one per partition, while the server is away.
+        let mut failed: Vec<u16> = Vec::new();
+        let mut last_error = None;
         for ((&partition, held), (sent, outcome)) in
             self.partitions.iter().zip(&mut self.held).zip(outcomes)
         {
@@ -157,7 +183,8 @@ impl Leases {
                     if expired {
                         held.take();
                     }
-                    tracing::warn!(partition, error = %err, "renewing or taking the loops lease failed; trying again next tick");
+                    failed.push(partition);
+                    last_error = Some(err);
                 }
             }
             let leading = held.is_some();
@@ -165,6 +192,9 @@ impl Leases {
                 leadership.set(partition, leading);
                 shared.meter.loops_leader(partition, leading);
             }
+        }
+        if let Some(err) = last_error {
+            tracing::warn!(partitions = ?failed, error = %err, "renewing or taking the loops leases failed; trying again next tick");
         }
     }
 
@@ -188,6 +218,38 @@ impl Leases {
         });
         join_all(releases).await;
     }
+}
+
+/// Whether `partitions`' loops leases are held now, by partition, read
+/// with one `MGET` (the Cluster client splits it by slot): most ticks a
+/// follower finds every lease held and sends nothing more.
+async fn current_holders<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partitions: &[u16],
+) -> Result<std::collections::HashMap<u16, bool>> {
+    if partitions.is_empty() {
+        return Ok(Default::default());
+    }
+    let keys: Vec<String> = partitions
+        .iter()
+        .map(|&partition| config.loops_lease_key(partition))
+        .collect();
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&keys)
+        .query_async(conn)
+        .await
+        .map_err(|err| {
+            Error::redis(
+                format!("MGET {} loops leases, {} …", keys.len(), keys[0]),
+                err,
+            )
+        })?;
+    Ok(partitions
+        .iter()
+        .zip(values)
+        .map(|(&partition, value)| (partition, value.is_some()))
+        .collect())
 }
 
 /// Tries to take `partition`'s loops lease: `Some` when taken, `None` when

@@ -110,6 +110,14 @@ impl Meter {
         }
     }
 
+    /// Recovery of `partition` waited `waited` for the claim rate.
+    pub(super) fn claim_throttled(&self, partition: u16, waited: std::time::Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.partition(partition) {
+            meters.claim_throttled.inc_by(waited.as_secs_f64());
+        }
+    }
+
     pub(super) fn quarantined(&self, partition: u16) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {

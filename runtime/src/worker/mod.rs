@@ -6,7 +6,8 @@
 //! - `job`: the task that owns one entry and its permit: decode, handle,
 //!   then ack, schedule a retry, dead-letter, or leave it pending;
 //! - `recovery`: one loop that quarantines poison entries (by delivery count)
-//!   and claims idle pending entries with `XAUTOCLAIM`;
+//!   and claims idle pending entries with `XAUTOCLAIM`, paced per partition
+//!   by `claim_pace` (`claim.rate`);
 //! - `scheduler`: one loop that promotes due retries back to the ready streams;
 //! - `leadership`: one loop that holds each partition's loops lease, so that
 //!   recovery and the scheduler run a partition in one worker at a time;
@@ -21,6 +22,7 @@
 //! when given a registry or an address to serve them on.
 
 mod acks;
+mod claim_pace;
 #[cfg(feature = "metrics")]
 mod endpoint;
 mod epochs;
@@ -108,6 +110,14 @@ pub struct WorkerReport {
     pub loops_leases_taken: u64,
 }
 
+/// The variable the generated Kubernetes Deployments name the pod's queue
+/// in: the application's worker binary runs that queue's worker.
+pub const QUEUE_ENV: &str = "QUEUEGEN_QUEUE";
+/// The variable [`Worker::with_env`] takes the consumer name from.
+pub const CONSUMER_ENV: &str = "QUEUEGEN_CONSUMER";
+/// The variable [`Worker::with_env`] takes the metrics address from.
+pub const METRICS_ADDR_ENV: &str = "QUEUEGEN_METRICS_ADDR";
+
 /// Runs handler `H` for the envelopes `E` of one queue.
 pub struct Worker<E, H> {
     redis: Redis,
@@ -161,6 +171,51 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     pub fn consumer_name(mut self, name: impl Into<String>) -> Self {
         self.consumer = name.into();
         self
+    }
+
+    /// Applies the settings a deployment gives through the environment, the
+    /// contract of the generated Kubernetes manifests (docs/deploy.md):
+    ///
+    /// - `QUEUEGEN_CONSUMER`: the consumer name ([`Worker::consumer_name`]);
+    ///   the manifests set it to the pod name, unique among running pods
+    ///   and kept by a restarted container, so its pending entries stay
+    ///   under one recognisable name.
+    /// - `QUEUEGEN_METRICS_ADDR`: where to serve /metrics, /healthz and
+    ///   /readyz ([`Worker::metrics_addr`], with the `metrics` feature),
+    ///   e.g. `0.0.0.0:9464`.
+    ///
+    /// An unset or empty variable leaves the setting as it was. Fails with
+    /// [`Error::InvalidWorker`] naming the variable when a value is unusable.
+    pub fn with_env(self) -> Result<Self> {
+        self.with_env_from(|name| std::env::var(name).ok())
+    }
+
+    /// [`Worker::with_env`] reading variables through `get`.
+    fn with_env_from(mut self, get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let get = |name: &str| get(name).filter(|value| !value.trim().is_empty());
+        if let Some(consumer) = get(CONSUMER_ENV) {
+            self.consumer = consumer.trim().to_owned();
+        }
+        if let Some(addr) = get(METRICS_ADDR_ENV) {
+            #[cfg(feature = "metrics")]
+            {
+                let parsed = addr.trim().parse().map_err(|err| Error::InvalidWorker {
+                    queue: self.config.queue,
+                    problem: format!(
+                        "{METRICS_ADDR_ENV}={addr} is not an address such as 0.0.0.0:9464: {err}"
+                    ),
+                })?;
+                self.metrics_addr = Some(parsed);
+            }
+            #[cfg(not(feature = "metrics"))]
+            return Err(Error::InvalidWorker {
+                queue: self.config.queue,
+                problem: format!(
+                    "{METRICS_ADDR_ENV}={addr} is set, but queuegen-runtime was built without its `metrics` feature"
+                ),
+            });
+        }
+        Ok(self)
     }
 
     /// This worker's consumer name in the group.
@@ -292,7 +347,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let meter = Arc::new(meter);
         let consumer: Arc<str> = Arc::from(self.consumer);
         let leadership = leadership::Leadership::new(self.config.partitions, &consumer);
+        let handling = Arc::new(acks::Handling::default());
         let shared = Arc::new(Shared {
+            handling: handling.clone(),
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
             acker: acks::start(acks::Acker {
@@ -305,6 +362,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 epochs: epochs.clone(),
                 counters: counters.clone(),
                 meter: meter.clone(),
+                handling: handling.clone(),
             }),
             ownership: Arc::new(Ownership {
                 consumer: consumer.clone(),
@@ -364,6 +422,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         if self.config.claim_batch == 0 {
             return Err(invalid("claim.batch is 0".into()));
         }
+        if self.config.claim_rate == 0 {
+            return Err(invalid("claim.rate is 0".into()));
+        }
         if self.config.retry_max_attempts == 0 {
             return Err(invalid("retry.max_attempts is 0".into()));
         }
@@ -407,6 +468,8 @@ struct Shared<E, H> {
     acks: Connection,
     /// Where job tasks send `Done` entries to be acknowledged in groups.
     acker: acks::AckSender,
+    /// The jobs in their handlers now; the acker waits briefly for their acks.
+    handling: Arc<acks::Handling>,
     /// What every job's context shares to check and renew its ownership.
     ownership: Arc<Ownership>,
     /// The ready stream key of every partition of the queue, by partition.
@@ -483,7 +546,11 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
         };
         // Job spans nest under the worker's span (queue, group, consumer).
         let parent = tracing::Span::current();
-        let held = Held { permit, slot };
+        let held = Held {
+            permit,
+            slot,
+            in_handler: Some(self.handling.enter()),
+        };
         tokio::spawn(job::run(self.clone(), delivery, held, parent));
         true
     }

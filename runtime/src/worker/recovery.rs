@@ -23,6 +23,12 @@
 //! the partition's claim epoch whenever it takes something, so that the
 //! previous owner's acks check ownership entry by entry from then on.
 //!
+//! Claims are paced per partition at `claim.rate` a second, in bursts of at
+//! most one `claim.batch` (see `claim_pace`), so that a claim storm after an
+//! outage starts handlers at a bounded pace; the wait is logged once per walk
+//! and counted in `queuegen_claim_throttled_seconds_total`. The quarantine
+//! walk is not paced: it starts no handler.
+//!
 //! Each pass covers only the partitions whose loops lease this worker holds
 //! (see `leadership`): one worker at a time recovers a partition, which
 //! saves the others' commands; safety does not rest on it.
@@ -36,11 +42,13 @@
 //! partition. The bound uses this worker's clock; skew against the server's
 //! delays a claim by that much, never loses one.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::streams::StreamPendingCountReply;
 use redis::{FromRedisValue, ParsingError, Value};
 
+use super::claim_pace::ClaimPace;
 use super::reply::{self, Entry};
 use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
@@ -56,6 +64,14 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     partitions: Vec<u16>,
 ) -> Result<()> {
     let mut ticker = every(shared.config.claim_every);
+    // Kept across passes: a pass starts with what the pause refilled, at most one batch.
+    let mut paces: HashMap<u16, ClaimPace> = partitions
+        .iter()
+        .map(|&partition| {
+            let pace = ClaimPace::new(shared.config.claim_rate, shared.config.claim_batch);
+            (partition, pace)
+        })
+        .collect();
     loop {
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
@@ -80,8 +96,11 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 // Nothing idle: nothing to quarantine or claim either.
                 continue;
             }
+            let pace = paces
+                .get_mut(&partition)
+                .expect("a bucket for every partition this worker works");
             let pass = match quarantine_partition(&shared, partition, newest, first_page).await {
-                Ok(true) => claim_partition(&shared, partition, newest).await,
+                Ok(true) => claim_partition(&shared, partition, newest, pace).await,
                 other => other,
             };
             match pass {
@@ -123,23 +142,46 @@ fn report_deleted<E, H>(shared: &Shared<E, H>, partition: u16, key: &str, ids: &
     );
 }
 
-/// Walks one partition's pending list up to entries added at `newest` ms;
-/// `Ok(false)` if stop was raised meanwhile.
+/// Walks one partition's pending list up to entries added at `newest` ms, at
+/// the pace `pace` allows; `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
     shared: &Arc<Shared<E, H>>,
     partition: u16,
     newest: u64,
+    pace: &mut ClaimPace,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let key = config.ready_key(partition);
     let min_idle_ms = config.claim_min_idle.as_millis() as u64;
     let claim_function = config.function("claim");
     let mut cursor = String::from("0-0");
+    let mut throttled = false;
     loop {
-        // Claim only as many entries as there are permits to run them.
+        // Claim only as many entries as there are permits to run them...
         let Some(mut permits) = shared.reserve(config.claim_batch).await else {
             return Ok(false);
         };
+        // ...and as the claim rate allows now.
+        let allowed = pace.available();
+        if allowed == 0 {
+            // Free the permits for the intake while waiting for the rate.
+            drop(permits);
+            if !throttled {
+                throttled = true;
+                tracing::info!(key = %key, rate = config.claim_rate, "claim rate limit reached; pacing claims");
+            }
+            let wanted = config.claim_batch.min(config.claim_rate as usize);
+            let wait = pace.wait_for(wanted);
+            let started = tokio::time::Instant::now();
+            let waited = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
+            shared.meter.claim_throttled(partition, started.elapsed());
+            if waited.is_none() {
+                return Ok(false);
+            }
+            continue;
+        }
+        // The permits beyond the rate go back to the intake at once.
+        permits.truncate(allowed);
         // The library's `claim`: XAUTOCLAIM, and the claim epoch raised in
         // the same call when it took anything (see `acks`).
         let mut cmd = redis::cmd("FCALL");
@@ -160,6 +202,8 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
 
         shared.epochs.observe(partition, reply.epoch);
+        // Each claimed entry spends its token for good, settled or not.
+        pace.spend(reply.claimed.len());
         if !reply.deleted_ids.is_empty() {
             report_deleted(shared, partition, &key, &reply.deleted_ids);
         }

@@ -5,7 +5,8 @@
 //! partition until its next pass (another worker, `queuegen trim` or
 //! `queuegen apply` is on it). The procedure and why it is safe are in
 //! `ops::trim`. The first pass runs one period after start, so a starting
-//! fleet begins by working jobs.
+//! fleet begins by working jobs. With `retention.trim: cronjob` the loop
+//! only waits for shutdown: a CronJob running `queuegen trim` trims.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,12 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Shared<E, H>>,
     partitions: Vec<u16>,
 ) -> Result<()> {
+    if !shared.config.trim_in_process {
+        tracing::debug!("retention.trim is cronjob: this worker does not trim");
+        // Returning early would read as the loop ending; idle until shutdown.
+        shared.stop.raised().await;
+        return Ok(());
+    }
     let period = shared.config.trim_every.max(Duration::from_millis(1));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -10,6 +10,11 @@
 //! point. The first to see one wakes the intake, which then reads with
 //! `XREADGROUP` as usual, permits first. `XREAD` has no side effect, so a
 //! watcher left blocked (or dropped) costs nothing but its connection.
+//!
+//! A watcher whose `XREAD` saw nothing re-arms from the same ID without
+//! asking the group again: nothing was added past it meanwhile, so the group
+//! cannot have delivered past it either. An idle intake then costs one
+//! blocking `XREAD` per partition and block period, and nothing more.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,14 +65,15 @@ impl Wakers {
         }
     }
 
-    /// Arms every watcher and returns when one has seen an undelivered entry,
-    /// or after `block`. A wake-up can be stale (another consumer took the
-    /// entry first): the intake's next read simply finds nothing.
-    pub(super) async fn wait(&self, block: Duration) {
+    /// Arms every watcher and returns `true` when one has seen an
+    /// undelivered entry (or failed: the intake's read then says why),
+    /// `false` after `block` without one. A wake-up can be stale (another
+    /// consumer took the entry first): the intake's next read finds nothing.
+    pub(super) async fn wait(&self, block: Duration) -> bool {
         self.armed.send_modify(|generation| *generation += 1);
         tokio::select! {
-            () = self.woken.notified() => {}
-            () = tokio::time::sleep(block) => {}
+            () = self.woken.notified() => true,
+            () = tokio::time::sleep(block) => false,
         }
     }
 }
@@ -85,6 +91,8 @@ struct Watcher {
 impl Watcher {
     async fn run(mut self) {
         let mut conn: Option<Connection> = None;
+        // The ID the last `XREAD` waited past and found nothing after.
+        let mut quiet_since: Option<String> = None;
         // Ends when the intake drops its `Wakers`.
         while self.armed.changed().await.is_ok() {
             let reader = match conn.as_mut() {
@@ -97,10 +105,10 @@ impl Watcher {
                     }
                 },
             };
-            match self.watch_once(reader).await {
-                Ok(true) => self.woken.notify_one(),
+            match self.watch_once(reader, quiet_since.take()).await {
+                Ok(None) => self.woken.notify_one(),
                 // Nothing within the block time: the intake's own wait ends too.
-                Ok(false) => {}
+                Ok(Some(since)) => quiet_since = Some(since),
                 Err(err) => {
                     conn = None;
                     self.failed(&err).await;
@@ -109,17 +117,33 @@ impl Watcher {
         }
     }
 
-    /// `true` when the stream holds an entry past the group's last delivered one.
-    async fn watch_once(&self, conn: &mut Connection) -> Result<bool> {
-        let groups: StreamInfoGroupsReply = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(&self.key)
-            .query_async(conn)
-            .await
-            .map_err(|err| Error::redis(format!("XINFO GROUPS {}", self.key), err))?;
-        let Some(group) = groups.groups.iter().find(|group| group.name == self.group) else {
-            // The intake's own read names the missing group and stops.
-            return Ok(true);
+    /// Waits up to the block time for an entry past the group's last
+    /// delivered one (`since`, when the last wait already knew it): `None`
+    /// when one is there, else the ID it waited past.
+    async fn watch_once(
+        &self,
+        conn: &mut Connection,
+        since: Option<String>,
+    ) -> Result<Option<String>> {
+        let since = match since {
+            Some(since) => since,
+            None => {
+                let groups: StreamInfoGroupsReply = redis::cmd("XINFO")
+                    .arg("GROUPS")
+                    .arg(&self.key)
+                    .query_async(conn)
+                    .await
+                    .map_err(|err| Error::redis(format!("XINFO GROUPS {}", self.key), err))?;
+                let group = groups
+                    .groups
+                    .into_iter()
+                    .find(|group| group.name == self.group);
+                match group {
+                    Some(group) => group.last_delivered_id,
+                    // The intake's own read names the missing group and stops.
+                    None => return Ok(None),
+                }
+            }
         };
         let reply: redis::Value = redis::cmd("XREAD")
             .arg("COUNT")
@@ -128,11 +152,11 @@ impl Watcher {
             .arg(self.block.as_millis().max(1) as u64)
             .arg("STREAMS")
             .arg(&self.key)
-            .arg(&group.last_delivered_id)
+            .arg(&since)
             .query_async(conn)
             .await
             .map_err(|err| Error::redis(format!("XREAD BLOCK on {}", self.key), err))?;
-        Ok(!matches!(reply, redis::Value::Nil))
+        Ok(matches!(reply, redis::Value::Nil).then_some(since))
     }
 
     /// Wakes the intake, whose own read reports what is wrong, then pauses.

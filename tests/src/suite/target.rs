@@ -13,6 +13,7 @@
 
 use std::process::Command;
 
+use queuegen_runtime::roles::Role;
 use queuegen_runtime::{ensure_groups, QueueConfig, Redis};
 
 use crate::{library, RedisCluster, RedisPair, RedisServer};
@@ -44,61 +45,17 @@ pub enum Login {
 pub const WORKER_USER: &str = "qg-worker";
 const WORKER_PASSWORD: &str = "worker-secret";
 
-/// Every command a worker, a producer and the ledger handler send; nothing
-/// else (no `CONFIG`, no `FUNCTION LOAD`, no `XGROUP`: those are `apply`'s).
-const WORKER_COMMANDS: &[&str] = &[
-    // Connection set-up by the redis crate and the start checks.
-    "+ping",
-    "+info",
-    "+time",
-    // The Cluster client: it learns the slot map with `CLUSTER SLOTS` when
-    // it connects and again after a MOVED or a lost node (the runtime's
-    // "every primary" asks the same), and answers an ASK redirect, met while
-    // a slot migrates, with `ASKING`. No `READONLY`: nothing reads replicas.
-    "+cluster|slots",
-    "+asking",
-    // Intake, acks, recovery and poison quarantine.
-    "+xreadgroup",
-    "+xack",
-    "+xautoclaim",
-    "+xclaim",
-    "+xpending",
-    "+xrange",
-    "+multi",
-    "+exec",
-    // The loops lease's renewal: `GET` and `PEXPIRE` in one `MULTI`.
-    "+pexpire",
-    // Transitions, library verification, trims, leases: the calls, and what
-    // the library's functions call in turn (ACL rules apply inside them too).
-    "+fcall",
-    "+fcall_ro",
-    "+zrangebyscore",
-    "+xinfo",
-    "+xlen",
-    "+memory|usage",
-    "+type",
-    "+exists",
-    "+del",
-    "+hget",
-    "+hset",
-    "+hdel",
-    // The claim epoch: `claim` and the poison take-over raise it.
-    "+incr",
-    "+zadd",
-    "+zrem",
-    "+zscore",
-    "+xtrim",
-    // Producers, and `WAIT` after them when a publish asks for replicas
-    // (`Durability`, the failover row).
-    "+xadd",
-    "+wait",
-    // The intake's claim epochs; the ledger's results.
-    "+get",
-    // The ledger: results and counters.
-    "+set",
-    "+hincrby",
-    "+hgetall",
-];
+/// The worker role's rules as `queuegen generate` writes them to
+/// `users.acl` (`queuegen_runtime::roles`), for the suite's library; plus
+/// what the suite's own handler sends for its ledger (a team's handler needs
+/// its own commands the same way). The worker processes publish too, which
+/// the worker role's commands cover.
+fn worker_rules(key_prefix: &str) -> Vec<String> {
+    let libraries = [crate::queues::jobs::CONFIG.functions.to_owned()];
+    let mut rules = Role::Worker.acl_rules(key_prefix, &libraries);
+    rules.extend(["+hincrby", "+hgetall"].map(str::to_owned));
+    rules
+}
 
 /// One column of the suite: a topology and a login.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +135,7 @@ impl Target {
     }
 }
 
-/// `ACL SETUSER` of [`WORKER_USER`] with [`WORKER_COMMANDS`] on `key_prefix*`,
+/// `ACL SETUSER` of [`WORKER_USER`] with [`worker_rules`] under `key_prefix`,
 /// on the server at `url` (ACL users are per node: neither a replica nor a
 /// Cluster gets them from another node).
 async fn create_worker_user(url: &str, key_prefix: &str) {
@@ -189,10 +146,7 @@ async fn create_worker_user(url: &str, key_prefix: &str) {
         .arg("reset")
         .arg("on")
         .arg(format!(">{WORKER_PASSWORD}"))
-        .arg(format!("~{key_prefix}*"))
-        .arg("resetchannels")
-        .arg("-@all")
-        .arg(WORKER_COMMANDS);
+        .arg(worker_rules(key_prefix));
     let mut conn = redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()

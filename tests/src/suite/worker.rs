@@ -41,6 +41,7 @@ pub struct Tuning {
     pub claim_min_idle_ms: Option<u64>,
     pub claim_every_ms: Option<u64>,
     pub claim_batch: Option<usize>,
+    pub claim_rate: Option<u32>,
     pub retry_initial_ms: Option<u64>,
     /// Backoff without jitter: every retry of a batch comes due together.
     pub retry_without_jitter: bool,
@@ -92,6 +93,7 @@ impl WorkerSpec {
             claim_min_idle: t.claim_min_idle_ms.map_or(base.claim_min_idle, ms),
             claim_every: t.claim_every_ms.map_or(base.claim_every, ms),
             claim_batch: t.claim_batch.unwrap_or(base.claim_batch),
+            claim_rate: t.claim_rate.unwrap_or(base.claim_rate),
             retry_initial: t.retry_initial_ms.map_or(base.retry_initial, ms),
             retry_jitter: if t.retry_without_jitter {
                 Jitter::None

@@ -1,11 +1,19 @@
-//! Runs a worker for each of the four queues until Ctrl-C or SIGTERM.
+//! Runs a worker for each of the four queues (or the `--queue`s named) until Ctrl-C or SIGTERM.
+//!
+//! In the generated Kubernetes Deployments (deploy/k8s/) each pod runs one
+//! queue: QUEUEGEN_QUEUE names it, and `Worker::with_env` takes the consumer
+//! name (the pod name) and the metrics address from QUEUEGEN_CONSUMER and
+//! QUEUEGEN_METRICS_ADDR.
 
 use clap::Parser;
 use docs_pipeline::handlers::{
     self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
 };
 use docs_pipeline::queues::{export, notification, ocr, reconciliation};
+use queuegen_runtime::{METRICS_ADDR_ENV, QUEUE_ENV};
 use tokio::sync::watch;
+
+const QUEUES: [&str; 4] = ["ocr", "notification", "export", "reconciliation"];
 
 #[derive(Parser)]
 #[command(about = "Work the docs-pipeline queues until Ctrl-C")]
@@ -13,6 +21,9 @@ struct Args {
     /// Redis URL.
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     redis: String,
+    /// Only these queues (repeatable, or comma-separated in QUEUEGEN_QUEUE); default all four.
+    #[arg(long, env = QUEUE_ENV, value_delimiter = ',')]
+    queue: Vec<String>,
 }
 
 #[tokio::main]
@@ -23,52 +34,80 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    if let Some(unknown) = args.queue.iter().find(|q| !QUEUES.contains(&q.as_str())) {
+        anyhow::bail!("no queue `{unknown}`: the queues are {}", QUEUES.join(", "));
+    }
+    let wanted = |queue: &str| args.queue.is_empty() || args.queue.iter().any(|q| q == queue);
+    if std::env::var_os(METRICS_ADDR_ENV).is_some()
+        && QUEUES.iter().filter(|q| wanted(q)).count() > 1
+    {
+        anyhow::bail!(
+            "{METRICS_ADDR_ENV} serves one worker's endpoint: name one queue with --queue"
+        );
+    }
     let (redis, results) = handlers::connect(&args.redis).await?;
 
-    // One signal stops all four workers.
+    // One signal stops every worker.
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
+    let mut running = tokio::task::JoinSet::new();
+    if wanted("ocr") {
+        let worker = ocr::worker(
+            &redis,
+            OcrHandler {
+                results: results.clone(),
+            },
+        )
+        .with_env()?;
+        let stop = stopped(stop_rx.clone());
+        running.spawn(async move { ("ocr", worker.run_until(stop).await) });
+    }
+    if wanted("notification") {
+        let worker = notification::worker(
+            &redis,
+            NotificationHandler {
+                results: results.clone(),
+            },
+        )
+        .with_env()?;
+        let stop = stopped(stop_rx.clone());
+        running.spawn(async move { ("notification", worker.run_until(stop).await) });
+    }
+    if wanted("export") {
+        let worker = export::worker(
+            &redis,
+            ExportHandler {
+                results: results.clone(),
+            },
+        )
+        .with_env()?;
+        let stop = stopped(stop_rx.clone());
+        running.spawn(async move { ("export", worker.run_until(stop).await) });
+    }
+    if wanted("reconciliation") {
+        let worker =
+            reconciliation::worker(&redis, ReconciliationHandler { results }).with_env()?;
+        let stop = stopped(stop_rx);
+        running.spawn(async move { ("reconciliation", worker.run_until(stop).await) });
+    }
 
-    let ocr = ocr::worker(
-        &redis,
-        OcrHandler {
-            results: results.clone(),
-        },
-    )
-    .run_until(stopped(stop_rx.clone()));
-    let notification = notification::worker(
-        &redis,
-        NotificationHandler {
-            results: results.clone(),
-        },
-    )
-    .run_until(stopped(stop_rx.clone()));
-    let export = export::worker(
-        &redis,
-        ExportHandler {
-            results: results.clone(),
-        },
-    )
-    .run_until(stopped(stop_rx.clone()));
-    let reconciliation = reconciliation::worker(&redis, ReconciliationHandler { results })
-        .run_until(stopped(stop_rx));
-
-    let signal = async move {
+    tokio::spawn(async move {
         queuegen_runtime::shutdown_signal().await;
         tracing::info!("shutting down: finishing jobs in flight");
         let _ = stop_tx.send(true);
-    };
-    let (_, ocr, notification, export, reconciliation) =
-        tokio::join!(signal, ocr, notification, export, reconciliation);
-    for (queue, report) in [
-        ("ocr", ocr?),
-        ("notification", notification?),
-        ("export", export?),
-        ("reconciliation", reconciliation?),
-    ] {
-        tracing::info!(queue, ?report, "worker stopped");
+    });
+    // Every worker ends (by the signal) before the first failure is returned.
+    let mut failed = None;
+    while let Some(finished) = running.join_next().await {
+        match finished? {
+            (queue, Ok(report)) => tracing::info!(queue, ?report, "worker stopped"),
+            (queue, Err(err)) => {
+                tracing::error!(queue, error = %err, "worker failed");
+                failed.get_or_insert(err);
+            }
+        }
     }
-    Ok(())
+    failed.map_or(Ok(()), |err| Err(err.into()))
 }

@@ -84,6 +84,14 @@ pub enum StrKind {
     RedisVersion,
     /// A schema version from 2, as the key of `changes`.
     SchemaVersion,
+    /// A Kubernetes object name: an RFC 1123 DNS label (namespaces, Secrets).
+    DnsLabel,
+    /// Text without whitespace: container image references, URLs.
+    Token,
+    /// A Kubernetes CPU quantity: whole or decimal cores (`"0.5"`, `"2"`) or millicores (`250m`).
+    Cpu,
+    /// A Kubernetes memory quantity in bytes, optionally with a binary suffix (`256Mi`).
+    Memory,
 }
 
 impl StrKind {
@@ -97,6 +105,10 @@ impl StrKind {
             StrKind::Text => None,
             StrKind::RedisVersion => Some("^[0-9]+\\.[0-9]+(\\.[0-9]+)?$"),
             StrKind::SchemaVersion => Some("^[1-9][0-9]*$"),
+            StrKind::DnsLabel => Some("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+            StrKind::Token => Some("^\\S+$"),
+            StrKind::Cpu => Some("^([1-9][0-9]*m|[0-9]+(\\.[0-9]{1,3})?)$"),
+            StrKind::Memory => Some("^[1-9][0-9]*(Ki|Mi|Gi|Ti)?$"),
         }
     }
 }
@@ -114,8 +126,10 @@ pub const FIELD_TYPES: &[&str] = &[
 ];
 
 pub const DEPLOYMENTS: &[&str] = &["standalone", "cluster"];
+pub const PERSISTENCE: &[&str] = &["everysec", "always"];
 pub const UPCASTS: &[&str] = &["generated", "manual"];
 pub const JITTERS: &[&str] = &["full", "none"];
+pub const TRIM_MODES: &[&str] = &["in_process", "cronjob"];
 
 const U32_MAX: u64 = u32::MAX as u64;
 
@@ -154,6 +168,27 @@ pub static SPEC: Obj = Obj {
             "Job types, keyed by UpperCamelCase name (also the generated struct's name)."),
         prop!("queues", Ty::Map { names: StrKind::LowerName, value: &QUEUE }, required,
             "Work queues, keyed by name (lowercase letters, digits, `_` and `-`)."),
+        prop!("kubernetes", Ty::Object(&KUBERNETES), default = Some("all defaults"),
+            "Where and with what the generated Kubernetes manifests (`--deploy-out DIR/k8s/`) run the workers, the monitor and the trim CronJob."),
+    ],
+};
+
+pub static KUBERNETES: Obj = Obj {
+    name: "Kubernetes",
+    doc: "Where and with what the generated Kubernetes manifests run the workers, the monitor and the trim CronJob.",
+    props: &[
+        prop!("namespace", Ty::Str(StrKind::DnsLabel), default = Some("the service name"),
+            "Namespace of every generated object: an RFC 1123 label (lowercase letters, digits and `-`)."),
+        prop!("image", Ty::Str(StrKind::Token), default = Some("\"SERVICE-worker:latest\""),
+            "The worker image: the team's binary that runs the generated workers. It must honour the environment the Deployment sets (docs/deploy.md): QUEUEGEN_QUEUE, QUEUEGEN_CONSUMER, QUEUEGEN_METRICS_ADDR and REDIS_URL."),
+        prop!("monitor_image", Ty::Str(StrKind::Token), default = Some("\"queuegen:VERSION\", this queuegen's version"),
+            "An image with the queuegen CLI, for the monitor Deployment and the trim CronJob."),
+        prop!("redis_secret", Ty::Str(StrKind::DnsLabel), default = Some("\"SERVICE-redis\""),
+            "The Secret holding the Redis connection: key `url` (REDIS_URL, credentials included), and for autoscaling on lag `address` (host:port; for a Cluster a comma-separated list of host:port) and `password`. Never written into a manifest."),
+        prop!("metrics_port", Ty::Int { min: 1, max: 65535 }, default = Some("9464"),
+            "Port workers and the monitor serve /metrics, /healthz and /readyz on."),
+        prop!("prometheus_url", Ty::Str(StrKind::Token), default = Some("\"http://prometheus.monitoring.svc:9090\""),
+            "The Prometheus server KEDA queries for the oldest-ready-age trigger (`autoscale.oldest_ready_age`)."),
     ],
 };
 
@@ -171,6 +206,8 @@ pub static REDIS: Obj = Obj {
             "Replicas each publish waits for (`WAIT n timeout` after the `XADD`, on the node that took it); the count that acknowledged is reported in `Published::replicas`. Not consensus: a failover can still lose a job that fewer replicas hold. 0: do not wait."),
         prop!("wait_timeout", Ty::Duration, default = Some("1s"),
             "The longest a publish waits for `wait_replicas`; it then returns with the count reached so far."),
+        prop!("persistence", Ty::Choice(PERSISTENCE), default = Some("everysec"),
+            "How the generated redis/queue.conf makes the append-only file durable (`appendfsync`). `everysec`: fsync once a second; a crash of the machine (not only of redis-server) loses up to the last second of acknowledged publishes, acks and transitions. `always`: fsync before every reply; nothing acknowledged is lost, at the cost of a disk flush per write."),
     ],
 };
 
@@ -251,6 +288,42 @@ pub static QUEUE: Obj = Obj {
             "Producer backpressure."),
         prop!("alerts", Ty::Object(&ALERTS), default = Some("no alerts"),
             "Thresholds of the generated Prometheus alerts."),
+        prop!("pods", Ty::Object(&PODS), default = Some("all defaults"),
+            "The queue's worker pods in the generated Kubernetes Deployment."),
+        prop!("autoscale", Ty::Object(&AUTOSCALE), default = Some("no autoscaling"),
+            "Scale the worker Deployment with KEDA on the oldest ready age and/or the group's lag (`k8s/keda.yaml`), never on stream length."),
+    ],
+};
+
+pub static PODS: Obj = Obj {
+    name: "Pods",
+    doc: "The queue's worker pods in the generated Kubernetes Deployment.",
+    props: &[
+        prop!("replicas", Ty::Int { min: 1, max: 1000 }, default = Some("2"),
+            "Worker pods; with `autoscale`, KEDA sets the count instead and this is left out of the Deployment."),
+        prop!("cpu", Ty::Str(StrKind::Cpu), default = Some("\"100m\""),
+            "CPU request of a worker container: millicores (`250m`) or cores, quoted (`\"0.5\"`)."),
+        prop!("memory", Ty::Str(StrKind::Memory), default = Some("\"128Mi\""),
+            "Memory request of a worker container, e.g. 256Mi."),
+        prop!("cpu_limit", Ty::Str(StrKind::Cpu), default = Some("none (no CPU throttling)"),
+            "CPU limit; at least `cpu`. Without one the worker is never throttled, which would stretch handler runs towards handler.timeout."),
+        prop!("memory_limit", Ty::Str(StrKind::Memory), default = Some("`memory`"),
+            "Memory limit; at least `memory`. Each worker holds up to handler.concurrency jobs in memory."),
+    ],
+};
+
+pub static AUTOSCALE: Obj = Obj {
+    name: "Autoscale",
+    doc: "KEDA autoscaling of the worker Deployment on how late the queue is (oldest ready age) and how much it has not read (lag), never on stream length, which counts acknowledged history.",
+    props: &[
+        prop!("min", Ty::Int { min: 0, max: 1000 }, default = Some("1"),
+            "Fewest worker pods. 0 (scale to zero) needs `lag`: only the lag trigger, read by KEDA from Redis itself, is sure to wake a queue with no worker."),
+        prop!("max", Ty::Int { min: 1, max: 1000 }, required,
+            "Most worker pods; at least `min`."),
+        prop!("oldest_ready_age", Ty::Duration, default = Some("none"),
+            "Target age of the oldest undelivered entry per replica: a `prometheus` trigger on the monitor's queuegen_queue_oldest_ready_age_seconds (needs the monitor and Prometheus)."),
+        prop!("lag", Ty::Int { min: 1, max: U32_MAX }, default = Some("none"),
+            "Target entries not yet delivered to the group, per replica and partition stream: a `redis-streams` (`redis-cluster-streams` on a Cluster) trigger on `lagCount` per partition (XINFO GROUPS lag, Redis 7)."),
     ],
 };
 
@@ -288,6 +361,8 @@ pub static CLAIM: Obj = Obj {
             "How often each partition's recovery loop looks for idle entries."),
         prop!("batch", Ty::Int { min: 1, max: U32_MAX }, default = Some("50"),
             "Most entries claimed by one XAUTOCLAIM call."),
+        prop!("rate", Ty::Int { min: 1, max: U32_MAX }, default = Some("1000"),
+            "Most entries claimed per second per partition, so that a claim storm after an outage does not flood the handlers; a burst is at most one batch."),
     ],
 };
 
@@ -376,7 +451,9 @@ pub static RETENTION: Obj = Obj {
         prop!("min_age", Ty::Duration, default = Some("3d"),
             "Entries younger than this are never trimmed. Must cover the retry horizon plus claim.min_idle × poison.max_deliveries."),
         prop!("trim_every", Ty::Duration, default = Some("1m"),
-            "How often a worker trims the ready and dead-letter streams of its partitions (under a per-partition lease, so one worker trims each partition at a time). A pass costs a bounded number of commands, whatever the stream length."),
+            "How often a worker trims the ready and dead-letter streams of its partitions (under a per-partition lease, so one worker trims each partition at a time). A pass costs a bounded number of commands, whatever the stream length. With `trim: cronjob`, the CronJob's schedule: whole minutes below an hour, or whole hours dividing a day."),
+        prop!("trim", Ty::Choice(TRIM_MODES), default = Some("in_process"),
+            "Who trims: `in_process` (every worker runs a trim loop) or `cronjob` (workers never trim; the generated k8s/trim-cronjob.yaml runs `queuegen trim` every `trim_every`)."),
     ],
 };
 
@@ -441,6 +518,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
     vec![
         &SPEC,
         &REDIS,
+        &KUBERNETES,
         &ENVELOPE,
         &CHANGE,
         &FIELD,
@@ -456,6 +534,8 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &PAYLOAD,
         &ADMISSION,
         &ALERTS,
+        &PODS,
+        &AUTOSCALE,
     ]
 }
 

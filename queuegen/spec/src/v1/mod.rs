@@ -4,16 +4,17 @@
 mod changes;
 mod envelope;
 pub mod format;
+mod kubernetes;
 mod names;
 mod queue;
 mod read;
 mod values;
 
-use crate::model::{Deployment, RedisSettings, Spec};
+use crate::model::{Deployment, Persistence, RedisSettings, Spec};
 use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
-use format::{DEPLOYMENTS, REDIS, SPEC};
+use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
 use read::{entries, object, Item, Object};
 
 pub(crate) use read::Ctx;
@@ -36,6 +37,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         })
         .or(String::new());
     let redis = redis(ctx, &spec, service.as_deref());
+    let kubernetes = kubernetes::kubernetes(ctx, &spec, service.as_deref());
     let envelopes = named(
         ctx,
         &spec,
@@ -94,6 +96,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         redis: redis?,
         envelopes,
         queues,
+        kubernetes: kubernetes?,
     })
 }
 
@@ -212,12 +215,25 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
     let wait_timeout = r
         .read(ctx, "wait_timeout", values::duration)
         .or(std::time::Duration::from_secs(1));
+    let persistence = r
+        .read(ctx, "persistence", |ctx, it| {
+            values::choice(ctx, it, PERSISTENCE, "persistence")
+        })
+        .or("everysec")
+        .map(|p| {
+            if p == "always" {
+                Persistence::Always
+            } else {
+                Persistence::EverySec
+            }
+        });
     Some(RedisSettings {
         key_prefix: key_prefix?,
         deployment: deployment?,
         min_version: min_version?,
         wait_replicas: wait_replicas?,
         wait_timeout: wait_timeout?,
+        persistence: persistence?,
     })
 }
 

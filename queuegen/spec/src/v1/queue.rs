@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Group, GroupStart, HandlerSettings, Jitter,
-    Payload, Poison, Queue, Retention, Retry,
+    Payload, Poison, Queue, Retention, Retry, TrimMode,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_size, round_up_duration};
@@ -15,8 +15,9 @@ use crate::yaml::Node;
 use super::envelope::EnvelopeDef;
 use super::format::{
     ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, GROUP, HANDLER, JITTERS, PAYLOAD, POISON,
-    QUEUE, RETENTION, RETRY,
+    QUEUE, RETENTION, RETRY, TRIM_MODES,
 };
+use super::kubernetes;
 use super::names;
 use super::read::{object, Ctx, Item, Object, Read};
 use super::values;
@@ -86,6 +87,8 @@ pub(crate) fn queue(
     let payload = payload(ctx, &q, envelope);
     let admission = admission(ctx, &q);
     let alerts = alerts(ctx, &q);
+    let (pods, replicas_at) = kubernetes::pods(ctx, &q);
+    let autoscale = kubernetes::autoscale(ctx, &q, replicas_at.as_ref());
     if !name_ok {
         return None;
     }
@@ -106,6 +109,8 @@ pub(crate) fn queue(
         payload: payload?,
         admission: admission?,
         alerts: alerts?,
+        pods: pods?,
+        autoscale: autoscale?,
     })
 }
 
@@ -361,6 +366,17 @@ fn claim(
             )
         })
         .or(50);
+    let rate = c
+        .read(ctx, "rate", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                U32_MAX,
+                "recovery must be able to claim at least one entry per second",
+            )
+        })
+        .or(1000);
     let min_idle = match (min_idle, timeout) {
         (Read::Ok(min_idle), Some(timeout)) => {
             let floor = limits::min_claim_idle(timeout);
@@ -387,11 +403,12 @@ fn claim(
         (Read::Ok(_), None) | (Read::Bad, _) => None,
         (Read::Absent, timeout) => timeout.map(limits::default_claim_min_idle),
     };
-    let claim = match (min_idle, every, batch) {
-        (Some(min_idle), Some(every), Some(batch)) => Some(Claim {
+    let claim = match (min_idle, every, batch, rate) {
+        (Some(min_idle), Some(every), Some(batch), Some(rate)) => Some(Claim {
             min_idle,
             every,
             batch: batch as u32,
+            rate: rate as u32,
         }),
         _ => None,
     };
@@ -537,6 +554,31 @@ fn retention(
     let read = r.read(ctx, "min_age", values::duration);
     let given = read.is_present();
     let trim_every = r.read(ctx, "trim_every", values::duration).or(secs(60));
+    let trim = r
+        .read(ctx, "trim", |ctx, it| {
+            values::choice(ctx, it, TRIM_MODES, "trim mode")
+        })
+        .or("in_process")
+        .map(|t| {
+            if t == "cronjob" {
+                TrimMode::CronJob
+            } else {
+                TrimMode::InProcess
+            }
+        });
+    if let (Some(TrimMode::CronJob), Some(every)) = (trim, trim_every) {
+        if limits::cron_schedule(every).is_none() {
+            ctx.error(
+                &r.at("trim_every"),
+                format!(
+                    "{} cannot be a CronJob schedule: cron runs at most once a minute, on whole minutes or hours",
+                    format_duration(every)
+                ),
+                "with `trim: cronjob`, set trim_every to whole minutes below an hour (e.g. 5m) or whole hours dividing a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)",
+            );
+            return None;
+        }
+    }
     let min_age = read.or(secs(3 * 86_400))?;
     if let (Some(retry), Some(min_idle), Some(max_deliveries)) = (retry, min_idle, max_deliveries) {
         let floor = RetentionFloor {
@@ -572,6 +614,7 @@ fn retention(
     Some(Retention {
         min_age,
         trim_every: trim_every?,
+        trim: trim?,
     })
 }
 

@@ -6,7 +6,8 @@
 //! checks, before its first write, that its `KEYS` share one prefix and hash
 //! tag (`QG_BADARG ... (one partition)`). On a standalone server that check
 //! is what stops a cross-partition call; on a Cluster the server refuses it
-//! too (`CROSSSLOT`). Here each function is called, as the worker user, with
+//! too (`CROSSSLOT`). Here each function is called, as the worker user (the
+//! operator's `replay` as the administrator), with
 //! valid arguments and one key of another partition: it must be refused and
 //! the keyspace must not change; the same call with one partition's keys
 //! must then succeed (so the refusal was the keys' doing).
@@ -196,13 +197,20 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
         ]
     };
 
-    // Refused, as the worker user, with nothing written.
+    // Refused, as the worker user, with nothing written; `replay` as the
+    // administrator, since it is the operator's (the worker role may not
+    // call it).
     let worker = stage.deployment.worker_redis().await;
     let mut conn = worker.shared();
     let before = keyspace(&mut admin, config).await;
     for (call, index, foreign) in calls("0-1", "0-1") {
         let mixed = call.with_key(index, foreign);
-        match mixed.send(&mut conn, config).await {
+        let sent = if call.function == "replay" {
+            mixed.send(&mut admin, config).await
+        } else {
+            mixed.send(&mut conn, config).await
+        };
+        match sent {
             Err(err) => {
                 let text = err.to_string();
                 verdict.check(
@@ -238,7 +246,12 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     for position in 0..5 {
         let last_delivered = last_delivered(&mut admin, config).await;
         let (call, _, _) = calls(&dead_id, &last_delivered).remove(position);
-        match call.send(&mut conn, config).await {
+        let sent = if call.function == "replay" {
+            call.send(&mut admin, config).await
+        } else {
+            call.send(&mut conn, config).await
+        };
+        match sent {
             Ok(reply) => {
                 accepted += 1;
                 if call.function == "dead_letter" {

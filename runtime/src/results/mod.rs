@@ -14,8 +14,14 @@
 //! [`RedisResults::with_durability`] sends a `WAIT` in the same pipeline as
 //! the `SET` and fails the commit ([`Error::NotReplicated`]) when too few
 //! replicas acknowledge it, so the job is retried rather than acknowledged.
+//!
+//! On one server, commits made at the same time (the jobs of one read) go
+//! in one pipeline (`batch`); on a Cluster each goes on its own.
+
+mod batch;
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::connect::Connection;
@@ -61,6 +67,10 @@ pub trait Results: Send + Sync + 'static {
 
 /// Results in Redis: `{key_prefix}:results:{queue}:{job_id}`, kept for `ttl`.
 ///
+/// On one server the first commit starts the store's batching task on the
+/// current tokio runtime; clones share it, and it ends with the last clone.
+/// Use a store (and its clones) within the runtime that first committed.
+///
 /// The ttl must outlast every redelivery of the job: at least the queue's
 /// retention (`retention.min_age`, `QueueConfig::marker_ttl`), which also
 /// bounds how long a dead letter can be replayed.
@@ -70,6 +80,9 @@ pub struct RedisResults {
     key_prefix: String,
     ttl: Duration,
     durability: Durability,
+    /// Started at the first commit (it needs the runtime), shared by clones;
+    /// `None` inside on a Cluster, where commits go one by one.
+    batcher: Arc<OnceLock<Option<batch::Batcher>>>,
 }
 
 impl RedisResults {
@@ -79,6 +92,7 @@ impl RedisResults {
             key_prefix: key_prefix.into(),
             ttl,
             durability: Durability::PRIMARY_ONLY,
+            batcher: Arc::default(),
         }
     }
 
@@ -90,7 +104,31 @@ impl RedisResults {
     /// connection's writes: a result found stored by another worker a
     /// moment ago may not be on a replica yet.
     pub fn with_durability(self, durability: Durability) -> Self {
-        RedisResults { durability, ..self }
+        RedisResults {
+            durability,
+            // The batcher sends with the store's durability: a new one.
+            batcher: Arc::default(),
+            ..self
+        }
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ttl.as_millis().max(1) as u64
+    }
+
+    /// The batcher, started on first use; `None` on a Cluster.
+    fn batcher(&self) -> Option<&batch::Batcher> {
+        self.batcher
+            .get_or_init(|| {
+                (!self.connection.is_cluster()).then(|| {
+                    batch::Batcher::start(batch::Settings {
+                        connection: self.connection.clone(),
+                        ttl_ms: self.ttl_ms(),
+                        durability: self.durability,
+                    })
+                })
+            })
+            .as_ref()
     }
 
     /// The key of a job's result. A job id may contain anything but is
@@ -113,6 +151,9 @@ impl Results for RedisResults {
 
     async fn commit(&self, queue: &str, job_id: &str, result: &[u8]) -> Result<Committed> {
         let key = self.key(queue, job_id);
+        if let Some(batcher) = self.batcher() {
+            return batcher.commit(key, result).await;
+        }
         let mut connection = self.connection.clone();
         // NX with GET (Redis 7.0+): nil when this call stored it, else the stored value.
         let mut set = redis::cmd("SET");
@@ -121,7 +162,7 @@ impl Results for RedisResults {
             .arg("NX")
             .arg("GET")
             .arg("PX")
-            .arg(self.ttl.as_millis().max(1) as u64);
+            .arg(self.ttl_ms());
         let context = || format!("committing the result {key}");
         let Durability { replicas, timeout } = self.durability;
         if replicas == 0 {

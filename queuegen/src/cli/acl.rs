@@ -1,0 +1,92 @@
+//! `queuegen acl render`: turn the generated `redis/users.acl` into the file redis-server loads, with password hashes from the environment.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use queuegen::gen::deploy::acl;
+
+#[derive(Debug, clap::Args)]
+#[command(about = "Work with the generated Redis ACL users")]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: AclCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AclCommand {
+    Render(RenderArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Render the generated users.acl into a file redis-server can load",
+    long_about = "Render the generated users.acl into a file redis-server can load.
+
+Drops the comments (Redis refuses them in an ACL file) and replaces each
+#<sha256:VARIABLE> placeholder with the SHA-256 of the password in that
+environment variable. A variable holding several lines gives its user
+several passwords: add the new one beside the old, roll the clients over,
+then render again with the new one alone. Nothing secret is written but
+hashes; the output file is created readable by its owner only.",
+    after_help = "Examples:
+  DOCS_PIPELINE_PRODUCER_PASSWORD=... DOCS_PIPELINE_WORKER_PASSWORD=... \\
+  DOCS_PIPELINE_OPERATOR_PASSWORD=... DOCS_PIPELINE_MONITOR_PASSWORD=... \\
+    queuegen acl render deploy/redis/users.acl --extra admins.acl --out /etc/redis/users.acl
+  redis-cli ACL LOAD     # on a server started with `aclfile /etc/redis/users.acl`"
+)]
+pub struct RenderArgs {
+    /// The generated users file (deploy/redis/users.acl).
+    pub file: PathBuf,
+
+    /// Write here (mode 0600) instead of standard output.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+
+    /// An ACL file of your own users (administrators, other services) to
+    /// append; the generated file switches the default user off.
+    #[arg(long, value_name = "FILE")]
+    pub extra: Vec<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        AclCommand::Render(args) => render(args),
+    }
+}
+
+fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let generated = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    let extra = args
+        .extra
+        .iter()
+        .map(|path| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let rendered = acl::render(&generated, &extra, |variable| std::env::var(variable).ok())
+        .with_context(|| format!("rendering {}", args.file.display()))?;
+    match &args.out {
+        None => std::io::stdout().write_all(rendered.as_bytes())?,
+        Some(path) => {
+            write_private(path, &rendered).with_context(|| format!("writing {}", path.display()))?
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `contents` to `path`, created (or truncated) readable by its owner
+/// only: an existing file is narrowed to 0600 before anything is written.
+fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())
+}

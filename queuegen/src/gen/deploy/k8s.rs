@@ -1,0 +1,453 @@
+//! Kubernetes manifests (`k8s/`): per queue a worker Deployment and its
+//! PodDisruptionBudget, the ConfigMap carrying the spec and its hash, the
+//! `queuegen monitor` Deployment and Service, the `queuegen trim` CronJobs
+//! when trimming is not in process, and KEDA ScaledObjects for autoscaled queues.
+//!
+//! Every string that comes from the spec is written as a JSON string (valid
+//! YAML), so no name or URL can change the structure of a manifest.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::super::templates::render;
+use super::super::{header_in, CommentSyntax, GeneratedFile};
+use crate::error::{Error, Result};
+use crate::spec::limits::{cron_schedule, shutdown_grace_margin, termination_grace_seconds};
+use crate::spec::model::{Deployment, Queue, Spec, TrimMode};
+use crate::spec::units::format_duration;
+
+/// Where the ConfigMap's spec is mounted in the monitor and trim pods.
+pub const SPEC_MOUNT: &str = "/etc/queuegen";
+/// The pod-template annotation holding the spec's SHA-256: a changed spec
+/// changes every pod template, so the Deployments roll.
+pub const SPEC_HASH_ANNOTATION: &str = "queuegen.dev/spec-sha256";
+/// Environment the worker Deployment sets (docs/deploy.md): the runtime's
+/// names, so the manifests and `Worker::with_env` cannot disagree.
+use queuegen_runtime::{CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
+
+/// The `k8s/` files of `spec`, whose YAML text is `source` (the ConfigMap
+/// carries it verbatim, so `monitor` and `trim` read exactly the reviewed file).
+pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<GeneratedFile>> {
+    check_names(spec)?;
+    let header = header_in(CommentSyntax::Hash, spec_file);
+    let common = Common::new(spec, source);
+    let file = |name: &str, contents: String| GeneratedFile {
+        path: PathBuf::from("k8s").join(name),
+        contents,
+    };
+    let mut files = vec![file(
+        "configmap.yaml",
+        render(
+            "k8s/configmap.yaml",
+            ConfigMapContext {
+                header: &header,
+                common: &common,
+                source: block_scalar(source),
+            },
+        )?,
+    )];
+    for queue in &spec.queues {
+        files.push(file(
+            &format!("worker-{}.yaml", object_name(&queue.name)),
+            render(
+                "k8s/worker.yaml",
+                WorkerContext {
+                    header: &header,
+                    common: &common,
+                    queue: QueueContext::new(spec, queue),
+                },
+            )?,
+        ));
+    }
+    files.push(file(
+        "monitor.yaml",
+        render(
+            "k8s/monitor.yaml",
+            MonitorContext {
+                header: &header,
+                common: &common,
+            },
+        )?,
+    ));
+    let trimmed: Vec<TrimContext> = spec
+        .queues
+        .iter()
+        .filter(|q| q.retention.trim == TrimMode::CronJob)
+        .map(|q| TrimContext::new(spec, q))
+        .collect::<Result<_>>()?;
+    if !trimmed.is_empty() {
+        files.push(file(
+            "trim-cronjob.yaml",
+            render(
+                "k8s/trim-cronjob.yaml",
+                TrimFileContext {
+                    header: &header,
+                    common: &common,
+                    queues: trimmed,
+                },
+            )?,
+        ));
+    }
+    let scaled: Vec<ScaledContext> = spec
+        .queues
+        .iter()
+        .filter_map(|q| ScaledContext::new(spec, q))
+        .collect();
+    if !scaled.is_empty() {
+        files.push(file(
+            "keda.yaml",
+            render(
+                "k8s/keda.yaml",
+                KedaContext {
+                    header: &header,
+                    common: &common,
+                    queues: scaled,
+                },
+            )?,
+        ));
+    }
+    Ok(files)
+}
+
+/// The SHA-256 of the spec text, hex: the ConfigMap's `sha256` and every
+/// pod template's [`SPEC_HASH_ANNOTATION`].
+pub fn spec_hash(source: &str) -> String {
+    Sha256::digest(source.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A queue name as a Kubernetes object name: `_` is not allowed there.
+fn object_name(queue: &str) -> String {
+    queue.replace('_', "-")
+}
+
+/// Two queues whose names differ only by `_` and `-` would write the same objects.
+fn check_names(spec: &Spec) -> Result<()> {
+    for (i, a) in spec.queues.iter().enumerate() {
+        if let Some(b) = spec.queues[..i]
+            .iter()
+            .find(|b| object_name(&b.name) == object_name(&a.name))
+        {
+            return Err(Error::Unsupported(format!(
+                "queues `{}` and `{}` would share the Kubernetes name `{}`: rename one",
+                b.name,
+                a.name,
+                object_name(&a.name)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A YAML (JSON) double-quoted string.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
+}
+
+/// The spec as a literal block under `queues.yaml:` (indented four spaces),
+/// with the chomping indicator that keeps its trailing newlines exactly; a
+/// quoted string when a block cannot hold it verbatim.
+fn block_scalar(source: &str) -> String {
+    let first = source.lines().next().unwrap_or("");
+    let representable = !source.is_empty()
+        && !first.starts_with([' ', '\t'])
+        && !source.contains(['\r', '\t'])
+        && source.lines().all(|l| !l.ends_with(' '));
+    if !representable {
+        return quoted(source);
+    }
+    let body = source.trim_end_matches('\n');
+    let chomp = match source.len() - body.len() {
+        0 => "|-",
+        1 => "|",
+        _ => "|+",
+    };
+    let mut out = String::from(chomp);
+    for line in source.trim_end_matches('\n').split('\n') {
+        out.push('\n');
+        if !line.is_empty() {
+            out.push_str("    ");
+            out.push_str(line);
+        }
+    }
+    for _ in 1..(source.len() - body.len()) {
+        out.push('\n');
+    }
+    out
+}
+
+/// What every manifest shares.
+#[derive(Serialize)]
+struct Common {
+    service: String,
+    namespace: String,
+    image: String,
+    monitor_image: String,
+    redis_secret: String,
+    metrics_port: u16,
+    metrics_addr: String,
+    spec_hash: String,
+    hash_annotation: &'static str,
+    configmap: String,
+    spec_path: String,
+    spec_mount: &'static str,
+    monitor_name: String,
+    /// The `app.kubernetes.io/name` label value (not quoted: a DNS label).
+    app: String,
+}
+
+impl Common {
+    fn new(spec: &Spec, source: &str) -> Self {
+        let k = &spec.kubernetes;
+        Common {
+            service: quoted(&spec.service),
+            namespace: quoted(&k.namespace),
+            image: quoted(&k.image),
+            monitor_image: quoted(&k.monitor_image),
+            redis_secret: quoted(&k.redis_secret),
+            metrics_port: k.metrics_port,
+            metrics_addr: quoted(&format!("0.0.0.0:{}", k.metrics_port)),
+            spec_hash: quoted(&spec_hash(source)),
+            hash_annotation: SPEC_HASH_ANNOTATION,
+            configmap: quoted(&format!("{}-spec", object_name(&spec.service))),
+            spec_path: quoted(&format!("{SPEC_MOUNT}/queues.yaml")),
+            spec_mount: SPEC_MOUNT,
+            monitor_name: quoted(&format!("{}-monitor", object_name(&spec.service))),
+            app: quoted(&spec.service),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct QueueContext {
+    name: String,
+    label: String,
+    deployment: String,
+    queue_env: &'static str,
+    consumer_env: &'static str,
+    metrics_env: &'static str,
+    /// None when KEDA owns the replica count.
+    replicas: Option<u32>,
+    grace_seconds: u64,
+    grace_why: String,
+    cpu: String,
+    memory: String,
+    cpu_limit: Option<String>,
+    memory_limit: String,
+    /// The worker needs REDIS_ADDRESS / REDIS_PASSWORD for KEDA's lag trigger.
+    lag_env: bool,
+    address_env: &'static str,
+}
+
+impl QueueContext {
+    fn new(spec: &Spec, queue: &Queue) -> Self {
+        let budget = queue.handler.shutdown_budget;
+        let margin = shutdown_grace_margin(budget);
+        let grace_seconds = termination_grace_seconds(budget);
+        QueueContext {
+            name: quoted(&queue.name),
+            label: quoted(&queue.name),
+            deployment: quoted(&deployment_name(spec, queue)),
+            queue_env: QUEUE_ENV,
+            consumer_env: CONSUMER_ENV,
+            metrics_env: METRICS_ADDR_ENV,
+            replicas: queue.autoscale.is_none().then_some(queue.pods.replicas),
+            grace_seconds,
+            grace_why: format!(
+                "handler.shutdown_budget {} + margin {} (max(10s, budget / 4)) = {grace_seconds}s",
+                format_duration(budget),
+                format_duration(margin)
+            ),
+            cpu: quoted(&queue.pods.cpu),
+            memory: quoted(&queue.pods.memory),
+            cpu_limit: queue.pods.cpu_limit.as_deref().map(quoted),
+            memory_limit: quoted(&queue.pods.memory_limit),
+            lag_env: queue.autoscale.as_ref().is_some_and(|a| a.lag.is_some()),
+            address_env: address_env(spec),
+        }
+    }
+}
+
+/// The name of `queue`'s worker Deployment, PodDisruptionBudget and ScaledObject.
+pub fn deployment_name(spec: &Spec, queue: &Queue) -> String {
+    format!(
+        "{}-{}",
+        object_name(&spec.service),
+        object_name(&queue.name)
+    )
+}
+
+/// The CronJob that trims `queue` when its workers do not; the alert rules
+/// watch its last success.
+pub fn trim_cronjob_name(spec: &Spec, queue: &Queue) -> String {
+    format!(
+        "{}-trim-{}",
+        object_name(&spec.service),
+        object_name(&queue.name)
+    )
+}
+
+/// The variable KEDA's lag trigger reads the Redis address(es) from.
+fn address_env(spec: &Spec) -> &'static str {
+    match spec.redis.deployment {
+        Deployment::Standalone => "REDIS_ADDRESS",
+        Deployment::Cluster => "REDIS_ADDRESSES",
+    }
+}
+
+#[derive(Serialize)]
+struct TrimContext {
+    name: String,
+    label: String,
+    cronjob: String,
+    schedule: String,
+    every: String,
+    deadline_seconds: u64,
+}
+
+impl TrimContext {
+    fn new(spec: &Spec, queue: &Queue) -> Result<Self> {
+        let every = queue.retention.trim_every;
+        let schedule = cron_schedule(every).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "queue `{}`: retention.trim_every {} is not a cron schedule",
+                queue.name,
+                format_duration(every)
+            ))
+        })?;
+        Ok(TrimContext {
+            name: quoted(&queue.name),
+            label: quoted(&queue.name),
+            cronjob: quoted(&trim_cronjob_name(spec, queue)),
+            schedule: quoted(&schedule),
+            every: format_duration(every),
+            // A trim still running at the next schedule is stopped, so
+            // runs never pile up behind a stuck one.
+            deadline_seconds: every.as_secs(),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct ScaledContext {
+    name: String,
+    label: String,
+    deployment: String,
+    min: u32,
+    max: u32,
+    /// (query, threshold seconds) of the prometheus trigger.
+    age: Option<(String, String, String)>,
+    lag: Option<String>,
+    lag_type: &'static str,
+    address_key: &'static str,
+    address_env: &'static str,
+    streams: Vec<String>,
+    group: String,
+}
+
+impl ScaledContext {
+    fn new(spec: &Spec, queue: &Queue) -> Option<Self> {
+        let autoscale = queue.autoscale.as_ref()?;
+        let age = autoscale.oldest_ready_age.map(|age| {
+            let query = format!(
+                "max(queuegen_queue_oldest_ready_age_seconds{{queue=\"{}\",group=\"{}\"}})",
+                queue.name, queue.group.name
+            );
+            let seconds = age.as_secs_f64();
+            (
+                quoted(&spec.kubernetes.prometheus_url),
+                quoted(&query),
+                quoted(&trim_float(seconds)),
+            )
+        });
+        let (lag_type, address_key) = match spec.redis.deployment {
+            Deployment::Standalone => ("redis-streams", "addressFromEnv"),
+            Deployment::Cluster => ("redis-cluster-streams", "addressesFromEnv"),
+        };
+        let config = crate::runtime_config::queue_config(spec, queue);
+        Some(ScaledContext {
+            name: quoted(&queue.name),
+            label: quoted(&queue.name),
+            deployment: quoted(&deployment_name(spec, queue)),
+            min: autoscale.min,
+            max: autoscale.max,
+            age,
+            lag: autoscale.lag.map(|lag| quoted(&lag.to_string())),
+            lag_type,
+            address_key,
+            address_env: address_env(spec),
+            streams: config.ready_keys().iter().map(|k| quoted(k)).collect(),
+            group: quoted(&queue.group.name),
+        })
+    }
+}
+
+/// `30` for 30.0, `1.5` for 1.5.
+fn trim_float(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[derive(Serialize)]
+struct ConfigMapContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    source: String,
+}
+
+#[derive(Serialize)]
+struct WorkerContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    queue: QueueContext,
+}
+
+#[derive(Serialize)]
+struct MonitorContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+}
+
+#[derive(Serialize)]
+struct TrimFileContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    queues: Vec<TrimContext>,
+}
+
+#[derive(Serialize)]
+struct KedaContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    queues: Vec<ScaledContext>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_scalars_keep_the_text_exactly() {
+        for (source, chomp) in [("a: 1\n", "|"), ("a: 1", "|-"), ("a: 1\n\n", "|+")] {
+            let block = block_scalar(source);
+            assert!(block.starts_with(chomp), "{block}");
+            let yaml = format!("k: {block}\n");
+            let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+            assert_eq!(parsed["k"].as_str(), Some(source), "{yaml:?}");
+        }
+        let spaced = "a: 1   \n";
+        assert_eq!(block_scalar(spaced), quoted(spaced));
+    }
+
+    #[test]
+    fn the_hash_is_the_sha256_of_the_text() {
+        assert_eq!(
+            spec_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Turns a URL and its [`ConnectOptions`] into a `redis::Client`, reading the password and TLS files anew each time.
+//!
+//! The redis crate fixes the credentials and certificates of a client when
+//! it is built, and its reconnecting connections reuse them. So the runtime
+//! asks the connector for a new client every time it (re)connects: a
+//! password or certificate rotated on disk is used by the next connection.
+
+use std::path::Path;
+
+use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::options::{ConnectOptions, PasswordSource};
+use crate::error::{Error, Result};
+
+/// The URL and options of one deployment; makes clients on demand.
+#[derive(Clone, Debug)]
+pub(crate) struct Connector {
+    url: ConnectionInfo,
+    options: ConnectOptions,
+}
+
+impl Connector {
+    /// Checks that `url` parses and that the options fit it; reads no file yet.
+    pub(crate) fn new(url: &str, options: ConnectOptions) -> Result<Connector> {
+        let url = url
+            .into_connection_info()
+            .map_err(|err| Error::redis("parsing the Redis URL", err))?;
+        let connector = Connector { url, options };
+        let problem = |problem: &str| Error::ConnectOptions {
+            url: connector.redacted_url(),
+            problem: problem.to_owned(),
+        };
+        if connector.options.has_tls_files() && !connector.is_tls() {
+            return Err(problem(
+                "TLS files (CA, client certificate or key) are given, but the URL is not rediss://; use rediss:// for TLS",
+            ));
+        }
+        if connector.options.tls_cert.is_some() != connector.options.tls_key.is_some() {
+            return Err(problem(
+                "a TLS client certificate needs its private key, and a key its certificate: give both",
+            ));
+        }
+        if connector.is_tls() {
+            // The redis crate leaves the choice of crypto provider to the
+            // application; an application that installed one keeps it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        Ok(connector)
+    }
+
+    /// `host:port`, without credentials, for messages.
+    pub(crate) fn addr(&self) -> String {
+        self.url.addr().to_string()
+    }
+
+    /// The URL without its credentials, for messages.
+    pub(crate) fn redacted_url(&self) -> String {
+        let scheme = if self.is_tls() { "rediss" } else { "redis" };
+        format!("{scheme}://{}", self.addr())
+    }
+
+    /// `true` for `rediss://`.
+    pub(crate) fn is_tls(&self) -> bool {
+        matches!(self.url.addr(), ConnectionAddr::TcpTls { .. })
+    }
+
+    /// `true` when each reconnection must read files again.
+    pub(crate) fn reads_files(&self) -> bool {
+        self.options.reads_files()
+    }
+
+    /// The database the URL selects.
+    pub(crate) fn db(&self) -> i64 {
+        self.url.redis_settings().db()
+    }
+
+    /// A client with the credentials and certificates as the files hold them now.
+    pub(crate) fn client(&self) -> Result<redis::Client> {
+        let mut settings = self.url.redis_settings().clone();
+        if let Some(username) = &self.options.username {
+            settings = settings.set_username(username);
+        }
+        match &self.options.password {
+            Some(PasswordSource::Literal(password)) => settings = settings.set_password(password),
+            Some(PasswordSource::File(path)) => {
+                settings = settings.set_password(read_password(path)?);
+            }
+            None => {}
+        }
+        let info = self.url.clone().set_redis_settings(settings);
+        let built = match self.certificates()? {
+            Some(certificates) => redis::Client::build_with_tls(info, certificates),
+            None => redis::Client::open(info),
+        };
+        built.map_err(|err| Error::ConnectOptions {
+            url: self.redacted_url(),
+            problem: err.to_string(),
+        })
+    }
+
+    /// The connection settings of a new client (credentials and TLS
+    /// parameters included): a Cluster's seed.
+    pub(crate) fn connection_info(&self) -> Result<ConnectionInfo> {
+        Ok(self.client()?.get_connection_info().clone())
+    }
+
+    /// The TLS files as they are now, when any is named.
+    pub(crate) fn certificates(&self) -> Result<Option<TlsCertificates>> {
+        if !self.options.has_tls_files() {
+            return Ok(None);
+        }
+        let root_cert = match &self.options.tls_ca {
+            Some(path) => Some(read_certificates(path, "TLS CA file")?),
+            None => None,
+        };
+        let client_tls = match (&self.options.tls_cert, &self.options.tls_key) {
+            (Some(cert), Some(key)) => Some(ClientTlsConfig {
+                client_cert: read_certificates(cert, "TLS client certificate file")?,
+                client_key: read_private_key(key)?,
+            }),
+            _ => None,
+        };
+        Ok(Some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+
+    /// A failed connection attempt as an error naming the server, and the
+    /// user and password source when the server refused them.
+    pub(crate) fn connect_error(&self, doing: &str, err: redis::RedisError) -> Error {
+        let refused_credentials = err.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
+        if refused_credentials {
+            return Error::Authentication {
+                server: self.addr(),
+                user: self.username().to_owned(),
+                password_from: self.password_from(),
+                source: err,
+            };
+        }
+        let tls = if self.is_tls() {
+            match &self.options.tls_ca {
+                Some(ca) => format!(" over TLS, trusting the CAs in {}", ca.display()),
+                None => " over TLS, trusting the system's root certificates".to_owned(),
+            }
+        } else {
+            String::new()
+        };
+        Error::redis(format!("{doing} {}{tls}", self.addr()), err)
+    }
+
+    fn username(&self) -> &str {
+        self.options
+            .username
+            .as_deref()
+            .or(self.url.redis_settings().username())
+            .unwrap_or("default")
+    }
+
+    fn password_from(&self) -> String {
+        match &self.options.password {
+            Some(PasswordSource::File(path)) => format!("from the file {}", path.display()),
+            Some(PasswordSource::Literal(_)) => "given in the options".to_owned(),
+            None if self.url.redis_settings().password().is_some() => "from the URL".to_owned(),
+            None => "(none given)".to_owned(),
+        }
+    }
+}
+
+/// A password file's content without its trailing newline: `echo` and
+/// most editors add one, a Kubernetes Secret usually has none.
+fn read_password(path: &Path) -> Result<String> {
+    let what = "password file";
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ConnectionFile {
+        what,
+        path: path.to_owned(),
+        source,
+    })?;
+    let password = text
+        .strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(&text);
+    if password.is_empty() {
+        return Err(Error::InvalidConnectionFile {
+            what,
+            path: path.to_owned(),
+            problem: "it is empty".to_owned(),
+        });
+    }
+    Ok(password.to_owned())
+}
+
+fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| Error::ConnectionFile {
+        what,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A PEM file of one or more certificates, checked here so that a wrong
+/// file is named now rather than failing every handshake later.
+fn read_certificates(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    let pem = read_file(path, what)?;
+    let invalid = |problem: String| Error::InvalidConnectionFile {
+        what,
+        path: path.to_owned(),
+        problem,
+    };
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|err| invalid(format!("not a PEM certificate file: {err}")))?;
+    if certificates.is_empty() {
+        return Err(invalid("it holds no PEM certificate".to_owned()));
+    }
+    Ok(pem)
+}
+
+fn read_private_key(path: &Path) -> Result<Vec<u8>> {
+    let what = "TLS client key file";
+    let pem = read_file(path, what)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|err| Error::InvalidConnectionFile {
+        what,
+        path: path.to_owned(),
+        problem: format!("it holds no PEM private key: {err}"),
+    })?;
+    Ok(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_files_need_a_rediss_url() {
+        let options = ConnectOptions::new().tls_ca_file("/nowhere/ca.pem");
+        let err = Connector::new("redis://127.0.0.1:7000", options).unwrap_err();
+        assert!(err.to_string().contains("not rediss://"), "{err}");
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key() {
+        let options = ConnectOptions::new().tls_client_cert_file("/nowhere/client.pem");
+        let err = Connector::new("rediss://127.0.0.1:7000", options).unwrap_err();
+        assert!(err.to_string().contains("needs its private key"), "{err}");
+    }
+
+    #[test]
+    fn a_password_file_is_read_at_each_client_without_its_newline() {
+        let dir = std::env::temp_dir().join(format!("qg-connector-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("password");
+        std::fs::write(&path, "first\n").unwrap();
+        let connector = Connector::new(
+            "redis://127.0.0.1:7000",
+            ConnectOptions::new()
+                .username("worker")
+                .password_file(&path),
+        )
+        .unwrap();
+        let password = |connector: &Connector| {
+            let client = connector.client().unwrap();
+            client
+                .get_connection_info()
+                .redis_settings()
+                .password()
+                .map(str::to_owned)
+        };
+        assert_eq!(password(&connector).as_deref(), Some("first"));
+        std::fs::write(&path, "second").unwrap();
+        assert_eq!(password(&connector).as_deref(), Some("second"));
+        std::fs::write(&path, "\n").unwrap();
+        let err = connector.client().unwrap_err();
+        assert!(err.to_string().contains("is empty"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_ca_file_is_named() {
+        let connector = Connector::new(
+            "rediss://127.0.0.1:7000",
+            ConnectOptions::new().tls_ca_file("/nowhere/ca.pem"),
+        )
+        .unwrap();
+        let err = connector.client().unwrap_err();
+        assert_eq!(
+            err.to_string().split(':').next(),
+            Some("reading the TLS CA file /nowhere/ca.pem"),
+            "{err}"
+        );
+    }
+}

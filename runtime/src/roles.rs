@@ -1,0 +1,426 @@
+//! The least-privilege roles a queue's processes connect as, and exactly the commands each role's code paths send.
+//!
+//! `queuegen generate --deploy-out` turns these into `redis/users.acl`, and
+//! the failure suite runs its workers as the worker role. Two tests keep the
+//! lists true: one finds every command literal in a module and requires it in
+//! the roles that run that module (and every command a role's Functions call
+//! inside the library, since ACL rules apply inside Functions too), and one
+//! runs each role's operations against a server loaded with the generated
+//! users and requires an empty `ACL LOG`.
+//!
+//! A command is named as ACL rules name it: `xadd`, or `command|subcommand`
+//! (`xinfo|groups`), lowercase.
+
+/// Who connects: one ACL user per role and service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Publishes jobs: `Producer`, its admission check.
+    Producer,
+    /// Runs handlers: intake, acks, recovery, the retry scheduler, leases,
+    /// in-process trimming and the result store.
+    Worker,
+    /// Changes the deployment by hand or from CI: `apply`, `trim`,
+    /// `dlq replay`, and every read-only command.
+    Operator,
+    /// Reads only: `status`, `pending`, `dlq list` and the `monitor` exporter.
+    Monitor,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Producer, Role::Worker, Role::Operator, Role::Monitor];
+
+    /// `producer`, `worker`, `operator`, `monitor`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Producer => "producer",
+            Role::Worker => "worker",
+            Role::Operator => "operator",
+            Role::Monitor => "monitor",
+        }
+    }
+
+    /// What the role is for, in one line (the users file says it above each user).
+    pub fn purpose(self) -> &'static str {
+        match self {
+            Role::Producer => "publishes jobs to the ready streams (XADD) after the admission check",
+            Role::Worker => {
+                "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
+            }
+            Role::Operator => "apply (load the library, create groups), trim, dlq replay, and every read",
+            Role::Monitor => "read-only: status, pending, dlq list and the monitor's exporter",
+        }
+    }
+
+    /// Every command the role sends, itself or inside the Functions it calls.
+    pub fn commands(self) -> Vec<&'static str> {
+        let groups: &[&[&str]] = match self {
+            Role::Producer => &[CONNECT, PUBLISH, ADMISSION],
+            Role::Worker => &[
+                CONNECT,
+                WORKER_DIRECT,
+                FUNCTION_CALLS,
+                INVENTORY,
+                TRIM_DIRECT,
+                LEASES,
+                RESULTS,
+                LIBRARY_INTERNALS,
+            ],
+            Role::Operator => &[
+                CONNECT,
+                APPLY,
+                FUNCTION_CALLS,
+                INVENTORY,
+                TRIM_DIRECT,
+                LEASES,
+                READS,
+                LIBRARY_INTERNALS,
+            ],
+            Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
+        };
+        let mut commands: Vec<&'static str> =
+            groups.iter().flat_map(|g| g.iter().copied()).collect();
+        commands.sort_unstable();
+        commands.dedup();
+        commands
+    }
+
+    /// The library functions the role calls, by the name after the library
+    /// prefix (`ack` is `FCALL qg_<service>_v<N>_ack`). `FCALL` and
+    /// `FCALL_RO` are allowed for these names only.
+    pub fn functions(self) -> &'static [&'static str] {
+        match self {
+            Role::Producer => &[],
+            Role::Worker => &[
+                "ack",
+                "claim",
+                "renew",
+                "retry_schedule",
+                "retry_promote",
+                "dead_letter",
+                "lease_acquire",
+                "lease_release",
+                "trim",
+                "version",
+            ],
+            Role::Operator => &[
+                "replay",
+                "trim",
+                "lease_acquire",
+                "lease_release",
+                "version",
+            ],
+            Role::Monitor => &["version"],
+        }
+    }
+
+    /// Whether the role only reads keys (`%R~` key patterns in the users file).
+    pub fn reads_only(self) -> bool {
+        self == Role::Monitor
+    }
+}
+
+impl Role {
+    /// The key pattern of this role: the producer touches only the ready
+    /// streams, the monitor reads everything of the service and writes
+    /// nothing, the others own every key under the prefix (results and
+    /// leases included).
+    pub fn key_pattern(self, key_prefix: &str) -> String {
+        match self {
+            Role::Producer => format!("~{key_prefix}:*:ready"),
+            Role::Monitor => format!("%R~{key_prefix}:*"),
+            Role::Worker | Role::Operator => format!("~{key_prefix}:*"),
+        }
+    }
+
+    /// The ACL rules of this role after the user's name and password:
+    /// `resetkeys`, the key pattern, no channels, `-@all`, then each
+    /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
+    /// each library in `libraries` (`qg_<service>_v<N>`).
+    pub fn acl_rules(self, key_prefix: &str, libraries: &[String]) -> Vec<String> {
+        let mut rules = vec![
+            "resetkeys".to_owned(),
+            self.key_pattern(key_prefix),
+            "resetchannels".to_owned(),
+            "-@all".to_owned(),
+        ];
+        for command in self.commands() {
+            if command == "fcall" || command == "fcall_ro" {
+                for library in libraries {
+                    for function in self.functions() {
+                        rules.push(format!("+{command}|{library}_{function}"));
+                    }
+                }
+            } else {
+                rules.push(format!("+{command}"));
+            }
+        }
+        rules
+    }
+}
+
+/// Every connection: the deployment probe (`INFO cluster`), the Cluster
+/// client's slot map (`CLUSTER SLOTS`, again after a MOVED) and `ASKING`
+/// during a slot migration. Not `CLIENT SETINFO`, which the redis crate sends
+/// on connecting and ignores a refusal of: Redis 7.0 does not know it, and
+/// an ACL file naming it would not load there.
+const CONNECT: &[&str] = &["ping", "info", "cluster|slots", "asking"];
+
+/// `Producer::publish` and `publish_many`: the append, and `WAIT` when the
+/// spec sets `redis.wait_replicas` or a publish asks for durability.
+const PUBLISH: &[&str] = &["xadd", "wait"];
+
+/// The producer's admission check reads each partition's group inventory
+/// (`ops::inventory`).
+const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
+
+/// What the worker sends outside the library: the read (`XREADGROUP`; on a
+/// Cluster the per-partition watchers' `XREAD` and `XINFO GROUPS`), the start
+/// checks (`INFO memory`, the library's `version`), ownership checks
+/// (`XPENDING`), recovery's fallbacks (`XCLAIM`, `XRANGE`, the claim epoch's
+/// `INCR`), the scheduler's due scan (`ZRANGEBYSCORE`), the followers' lease
+/// read (`MGET`), `TIME`, and `WAIT` after commits that ask for durability.
+const WORKER_DIRECT: &[&str] = &[
+    "xreadgroup",
+    "xread",
+    "xinfo|groups",
+    "xpending",
+    "xclaim",
+    "xrange",
+    "incr",
+    "zrangebyscore",
+    "mget",
+    "time",
+    "wait",
+];
+
+/// The calls themselves; which functions is limited per role (`fcall|name`).
+const FUNCTION_CALLS: &[&str] = &["fcall", "fcall_ro"];
+
+/// `ops::inventory`: the groups, length, pending summary and oldest entries
+/// of a stream, read by trims, `status` and the monitor.
+const INVENTORY: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange", "type"];
+
+/// `ops::trim` outside its Function: the server's clock and version, the
+/// bounds of what it may trim, and the memory estimate it reports.
+const TRIM_DIRECT: &[&str] = &["time", "info", "xrange", "xrevrange", "memory|usage"];
+
+/// `ops::lease` (trim leases and the loops leases): take with `SET NX PX`,
+/// renew with `GET` + `PEXPIRE` in `MULTI`, and the `EVAL` release used
+/// while an older library without `lease_release` is still loaded.
+const LEASES: &[&str] = &["set", "get", "pexpire", "multi", "exec", "eval"];
+
+/// `RedisResults`: the stored result of a job, written once (`SET NX GET PX`)
+/// and read back on redelivery; `WAIT` for its durability.
+const RESULTS: &[&str] = &["get", "set", "wait"];
+
+/// `apply`: loads the library on every primary and creates the groups.
+/// `FUNCTION DELETE`, `FLUSH` and `RESTORE` stay out: a version is retired by
+/// loading the next one beside it.
+const APPLY: &[&str] = &[
+    "function|load",
+    "function|list",
+    "xgroup|create",
+    "xinfo|stream",
+];
+
+/// `status`, `pending`, `dlq list` and the monitor: the newest entries,
+/// consumers, retry sets and the server clock.
+const READS: &[&str] = &[
+    "xrevrange",
+    "xinfo|consumers",
+    "xinfo|stream",
+    "zcard",
+    "zrange",
+    "time",
+];
+
+/// What the library's functions call, for the roles that call them: Redis
+/// checks a Function's commands and keys against the caller's ACL.
+const LIBRARY_INTERNALS: &[&str] = &[
+    "del",
+    "exists",
+    "get",
+    "hdel",
+    "hget",
+    "hset",
+    "incr",
+    "memory|usage",
+    "set",
+    "time",
+    "type",
+    "xack",
+    "xadd",
+    "xautoclaim",
+    "xclaim",
+    "xinfo|groups",
+    "xpending",
+    "xrange",
+    "xtrim",
+    "zadd",
+    "zrem",
+    "zscore",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_role_is_given_a_dangerous_or_administrative_command() {
+        let refused = [
+            "flushall",
+            "flushdb",
+            "config",
+            "keys",
+            "debug",
+            "shutdown",
+            "acl",
+            "module",
+            "function|delete",
+            "function|flush",
+            "function|restore",
+            "script",
+            "save",
+            "bgsave",
+            "monitor",
+            "replicaof",
+            "migrate",
+            "client|kill",
+        ];
+        for role in Role::ALL {
+            for command in role.commands() {
+                assert!(
+                    !refused.contains(&command),
+                    "{} is given {command}",
+                    role.name()
+                );
+            }
+        }
+    }
+
+    /// Which roles run the code of each source file that sends commands
+    /// (a path prefix under the crate root; the first match wins).
+    const RUN_BY: &[(&str, &[Role])] = &[
+        ("src/producer", &[Role::Producer]),
+        ("src/worker/", &[Role::Worker]),
+        ("src/results/", &[Role::Worker]),
+        ("src/transitions.rs", &[Role::Worker, Role::Operator]),
+        ("src/admin.rs", &[Role::Operator, Role::Worker]),
+        (
+            "src/ops/inventory.rs",
+            &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
+        ),
+        ("src/ops/trim.rs", &[Role::Worker, Role::Operator]),
+        ("src/ops/lease.rs", &[Role::Worker, Role::Operator]),
+        ("src/ops/", &[Role::Operator, Role::Monitor]),
+        (
+            "src/connect/",
+            &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
+        ),
+        ("../queuegen/src/cli/", &[Role::Operator, Role::Monitor]),
+    ];
+
+    /// Commands named by their subcommand in ACL rules.
+    const CONTAINERS: &[&str] = &[
+        "xinfo", "function", "cluster", "memory", "xgroup", "client", "config",
+    ];
+
+    /// `(file, command)` for every `cmd("NAME")` in `text`, with the first
+    /// `.arg("SUB")` after it for container commands.
+    fn command_literals(text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for (at, _) in text.match_indices("cmd(\"") {
+            let rest = &text[at + 5..];
+            let Some(end) = rest.find('"') else { continue };
+            let name = rest[..end].to_lowercase();
+            if !name.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
+                continue;
+            }
+            if CONTAINERS.contains(&name.as_str()) {
+                let sub = rest
+                    .find(".arg(\"")
+                    .map(|i| &rest[i + 6..])
+                    .and_then(|r| r.find('"').map(|e| r[..e].to_lowercase()));
+                found.push(format!("{name}|{}", sub.unwrap_or_default()));
+            } else {
+                found.push(name);
+            }
+        }
+        found
+    }
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// A command sent from a file is in the commands of a role that runs
+    /// that file: adding a command to a code path without adding it to its
+    /// role fails here (and, for what the ACL test exercises, there too).
+    #[test]
+    fn every_command_the_code_sends_belongs_to_a_role_that_runs_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        sources(&root.join("src"), &mut files);
+        sources(&root.join("../queuegen/src/cli"), &mut files);
+        let mut missing = Vec::new();
+        let mut seen = 0;
+        for file in files {
+            let relative = file
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&file).unwrap();
+            // Test modules send what they like to their own servers.
+            let text = text.split("#[cfg(test)]").next().unwrap();
+            let literals = command_literals(text);
+            if literals.is_empty() {
+                continue;
+            }
+            let Some((_, roles)) = RUN_BY
+                .iter()
+                .find(|(prefix, _)| relative.starts_with(prefix))
+            else {
+                missing.push(format!(
+                    "{relative}: sends {literals:?} but no role runs it (RUN_BY)"
+                ));
+                continue;
+            };
+            for command in literals {
+                seen += 1;
+                if !roles
+                    .iter()
+                    .any(|role| role.commands().contains(&command.as_str()))
+                {
+                    let names: Vec<_> = roles.iter().map(|r| r.name()).collect();
+                    missing.push(format!("{relative}: {command} is in none of {names:?}"));
+                }
+            }
+        }
+        assert!(
+            seen > 50,
+            "found only {seen} command literals: is the scan broken?"
+        );
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn only_the_monitor_reads_only() {
+        assert_eq!(
+            Role::ALL.iter().filter(|r| r.reads_only()).count(),
+            1,
+            "the monitor's key patterns are read-only"
+        );
+        let monitor = Role::Monitor.commands();
+        for write in ["xadd", "xack", "set", "del", "xtrim", "fcall", "eval"] {
+            assert!(!monitor.contains(&write), "the monitor may {write}");
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! TLS for the harness: a test certificate authority made in the test (rcgen), and a redis-server with a TLS port whose certificates can be swapped while it runs.
+//!
+//! The server keeps its plain loopback port for the harness's own control
+//! connection ([`RedisServer::connection`]: `CONFIG SET`, `CLIENT KILL`,
+//! `ACL`), so the test's setup never depends on the TLS code under test; the
+//! code under test gets only the `rediss://` URL of the TLS port, and
+//! [`TlsServer::tls_clients`] tells the two kinds of client apart by the
+//! port they came in on.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::redis_server::{free_port, RedisServer};
+
+/// A certificate authority of its own, made fresh for one test.
+pub struct TestCa {
+    name: String,
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+/// A certificate and its private key, both PEM.
+pub struct CertifiedKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl TestCa {
+    /// A new self-signed CA called `name` (it shows in handshake errors).
+    pub fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().expect("generating the CA key");
+        let pem = params.self_signed(&key).expect("self-signing the CA").pem();
+        TestCa {
+            name: name.to_owned(),
+            issuer: Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// The CA certificate, PEM.
+    pub fn pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// A server certificate for `127.0.0.1` and `localhost`, signed by this CA.
+    pub fn server_cert(&self) -> CertifiedKey {
+        self.leaf(
+            &format!("redis-server ({})", self.name),
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
+    /// A client certificate for `name`, signed by this CA.
+    pub fn client_cert(&self, name: &str) -> CertifiedKey {
+        self.leaf(name, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn leaf(&self, common_name: &str, usage: ExtendedKeyUsagePurpose) -> CertifiedKey {
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+                .expect("certificate parameters");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().expect("generating a key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("signing a certificate");
+        CertifiedKey {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+}
+
+/// The PEM files a TLS client or server reads: CA, certificate and key.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// Writes `ca`'s certificate and a new `cert` of it into `dir` as
+    /// `{name}-ca.pem`, `{name}-cert.pem` and `{name}-key.pem`.
+    pub fn write(dir: &Path, name: &str, ca: &TestCa, cert: &CertifiedKey) -> TlsFiles {
+        let files = TlsFiles {
+            ca: dir.join(format!("{name}-ca.pem")),
+            cert: dir.join(format!("{name}-cert.pem")),
+            key: dir.join(format!("{name}-key.pem")),
+        };
+        files.replace(ca, cert);
+        files
+    }
+
+    /// Replaces the three files' contents, each by a rename (as a
+    /// Kubernetes Secret volume swaps its files): a reader sees the old
+    /// file or the new one, never half of one.
+    pub fn replace(&self, ca: &TestCa, cert: &CertifiedKey) {
+        for (path, text) in [
+            (&self.ca, ca.pem()),
+            (&self.cert, cert.cert_pem.as_str()),
+            (&self.key, cert.key_pem.as_str()),
+        ] {
+            write_by_rename(path, text);
+        }
+    }
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+pub fn write_by_rename(path: &Path, text: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text)
+        .unwrap_or_else(|err| panic!("writing {}: {err}", staged.display()));
+    std::fs::rename(&staged, path)
+        .unwrap_or_else(|err| panic!("renaming {} into place: {err}", path.display()));
+}
+
+/// Whether the TLS server asks clients for a certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// `tls-auth-clients no`: the server's certificate only.
+    None,
+    /// `tls-auth-clients yes`: mutual TLS, a client certificate of a CA the
+    /// server trusts is required.
+    Required,
+}
+
+/// A private redis-server with a TLS port as well as its plain one.
+pub struct TlsServer {
+    pub server: RedisServer,
+    tls_port: u16,
+    /// The server's own certificate files, one set per [`TlsServer::use_ca`].
+    dir: tempfile::TempDir,
+    generation: std::cell::Cell<u32>,
+}
+
+impl TlsServer {
+    /// Starts a server whose TLS port presents a certificate of `ca` and
+    /// trusts `ca` for client certificates.
+    pub fn start(ca: &TestCa, client_auth: ClientAuth) -> TlsServer {
+        let dir = tempfile::Builder::new()
+            .prefix("queuegen-tls-")
+            .tempdir()
+            .expect("a temporary directory");
+        let files = TlsFiles::write(dir.path(), "server-0", ca, &ca.server_cert());
+        let tls_port = free_port();
+        let path = |path: &Path| path.to_str().expect("a UTF-8 temp path").to_owned();
+        let server = RedisServer::start_with(&[
+            "--tls-port".to_owned(),
+            tls_port.to_string(),
+            "--tls-cert-file".to_owned(),
+            path(&files.cert),
+            "--tls-key-file".to_owned(),
+            path(&files.key),
+            "--tls-ca-cert-file".to_owned(),
+            path(&files.ca),
+            "--tls-auth-clients".to_owned(),
+            match client_auth {
+                ClientAuth::None => "no",
+                ClientAuth::Required => "yes",
+            }
+            .to_owned(),
+        ]);
+        TlsServer {
+            server,
+            tls_port,
+            dir,
+            generation: std::cell::Cell::new(0),
+        }
+    }
+
+    /// `rediss://127.0.0.1:{tls port}/`
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_port)
+    }
+
+    /// `rediss://{user}:{password}@127.0.0.1:{tls port}/`
+    pub fn url_with(&self, user: &str, password: &str) -> String {
+        format!("rediss://{user}:{password}@127.0.0.1:{}/", self.tls_port)
+    }
+
+    pub fn tls_port(&self) -> u16 {
+        self.tls_port
+    }
+
+    /// Presents a new certificate of `ca` from now on and trusts `ca` for
+    /// client certificates (`CONFIG SET` of the three files, applied
+    /// together). Connections made before keep their session.
+    pub fn use_ca(&self, ca: &TestCa) {
+        let generation = self.generation.get() + 1;
+        self.generation.set(generation);
+        let files = TlsFiles::write(
+            self.dir.path(),
+            &format!("server-{generation}"),
+            ca,
+            &ca.server_cert(),
+        );
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tls-cert-file")
+            .arg(files.cert.as_os_str().as_encoded_bytes())
+            .arg("tls-key-file")
+            .arg(files.key.as_os_str().as_encoded_bytes())
+            .arg("tls-ca-cert-file")
+            .arg(files.ca.as_os_str().as_encoded_bytes())
+            .query(&mut self.server.connection())
+            .unwrap_or_else(|err| panic!("CONFIG SET of the TLS files: {err}"));
+    }
+
+    /// The `CLIENT LIST` lines of the clients that came in on the TLS port.
+    pub fn tls_clients(&self) -> Vec<String> {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut self.server.connection())
+            .unwrap_or_else(|err| panic!("CLIENT LIST: {err}"));
+        let laddr = format!("laddr=127.0.0.1:{}", self.tls_port);
+        list.lines()
+            .filter(|line| line.split(' ').any(|field| field == laddr))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Closes every connection that came in on the TLS port (as a server
+    /// restart or a network cut would): each client must reconnect, and
+    /// with it make a new TLS handshake. Returns how many were closed.
+    pub fn kill_tls_clients(&self) -> u64 {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("LADDR")
+            .arg(format!("127.0.0.1:{}", self.tls_port))
+            .query(&mut self.server.connection())
+            .unwrap_or_else(|err| panic!("CLIENT KILL LADDR: {err}"))
+    }
+}
