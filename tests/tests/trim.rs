@@ -1023,6 +1023,32 @@ impl Handler<TestJob> for Done {
     }
 }
 
+/// XADDs job `old-n` (a valid `TestJob`) to `partition` with the explicit ID `ms-0`.
+async fn add_old_job(
+    conn: &mut MultiplexedConnection,
+    config: &QueueConfig,
+    partition: u16,
+    ms: u64,
+    n: u64,
+) {
+    let _: String = redis::cmd("XADD")
+        .arg(config.ready_key(partition))
+        .arg(StreamId::new(ms, 0).to_string())
+        .arg(&[
+            ("job_id", format!("old-{n}")),
+            ("type", "TestJob".into()),
+            ("tenant", "acme".into()),
+            ("schema", "2".into()),
+            ("created_at", "2026-12-02T11:51:41.123Z".into()),
+            ("trace_id", "0af7651916cd43dd8448eb211c80319c".into()),
+            ("attempt", "1".into()),
+            ("subject_ref", format!("doc-{n}")),
+        ])
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_workers_own_trim_loop_trims_what_it_has_done() {
     let (logs, _guard) = capture_logs();
@@ -1038,22 +1064,7 @@ async fn a_workers_own_trim_loop_trims_what_it_has_done() {
     const JOBS: u64 = 9;
     for n in 0..JOBS {
         let partition = (n % 2) as u16;
-        let _: String = redis::cmd("XADD")
-            .arg(config.ready_key(partition))
-            .arg(StreamId::new(setup.now - 2 * HOUR_MS + n, 0).to_string())
-            .arg(&[
-                ("job_id", format!("old-{n}")),
-                ("type", "TestJob".into()),
-                ("tenant", "acme".into()),
-                ("schema", "2".into()),
-                ("created_at", "2026-12-02T11:51:41.123Z".into()),
-                ("trace_id", "0af7651916cd43dd8448eb211c80319c".into()),
-                ("attempt", "1".into()),
-                ("subject_ref", format!("doc-{n}")),
-            ])
-            .query_async(conn)
-            .await
-            .unwrap();
+        add_old_job(conn, &config, partition, setup.now - 2 * HOUR_MS + n, n).await;
     }
     xadd(
         conn,
@@ -1157,22 +1168,7 @@ async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
     let conn = &mut setup.conn;
     const JOBS: u64 = 5;
     for n in 0..JOBS {
-        let _: String = redis::cmd("XADD")
-            .arg(config.ready_key(0))
-            .arg(StreamId::new(setup.now - 2 * HOUR_MS + n, 0).to_string())
-            .arg(&[
-                ("job_id", format!("old-{n}")),
-                ("type", "TestJob".into()),
-                ("tenant", "acme".into()),
-                ("schema", "2".into()),
-                ("created_at", "2026-12-02T11:51:41.123Z".into()),
-                ("trace_id", "0af7651916cd43dd8448eb211c80319c".into()),
-                ("attempt", "1".into()),
-                ("subject_ref", format!("doc-{n}")),
-            ])
-            .query_async(conn)
-            .await
-            .unwrap();
+        add_old_job(conn, &config, 0, setup.now - 2 * HOUR_MS + n, n).await;
     }
     let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
