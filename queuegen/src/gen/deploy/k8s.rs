@@ -125,8 +125,55 @@ fn object_name(queue: &str) -> String {
     queue.replace('_', "-")
 }
 
-/// Two queues whose names differ only by `_` and `-` would write the same objects.
+/// Kubernetes' length limits on what the manifests name: label values and
+/// Service names (DNS-1035 labels) at most 63 characters, CronJob names at
+/// most 52 (its Jobs append 11). `kubectl apply` would refuse longer ones.
+const LABEL_MAX: usize = 63;
+const CRONJOB_NAME_MAX: usize = 52;
+
+/// Names the manifests cannot carry, and two queues whose names differ only
+/// by `_` and `-` (they would write the same objects).
 fn check_names(spec: &Spec) -> Result<()> {
+    let too_long = |what: String, name: &str, max: usize| {
+        Error::Unsupported(format!(
+            "{what} `{name}` is {} characters; Kubernetes allows at most {max}: shorten the service or queue name",
+            name.len()
+        ))
+    };
+    if spec.service.len() > LABEL_MAX {
+        return Err(too_long(
+            "the service name (a label value)".into(),
+            &spec.service,
+            LABEL_MAX,
+        ));
+    }
+    let monitor = format!("{}-monitor", object_name(&spec.service));
+    if monitor.len() > LABEL_MAX {
+        return Err(too_long(
+            "the monitor's Service name".into(),
+            &monitor,
+            LABEL_MAX,
+        ));
+    }
+    for queue in &spec.queues {
+        if queue.name.len() > LABEL_MAX {
+            return Err(too_long(
+                format!("queue `{}`: its name (a label value)", queue.name),
+                &queue.name,
+                LABEL_MAX,
+            ));
+        }
+        if queue.retention.trim == TrimMode::CronJob {
+            let cronjob = trim_cronjob_name(spec, queue);
+            if cronjob.len() > CRONJOB_NAME_MAX {
+                return Err(too_long(
+                    format!("queue `{}`: its trim CronJob name", queue.name),
+                    &cronjob,
+                    CRONJOB_NAME_MAX,
+                ));
+            }
+        }
+    }
     for (i, a) in spec.queues.iter().enumerate() {
         if let Some(b) = spec.queues[..i]
             .iter()
@@ -429,6 +476,55 @@ struct KedaContext<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec;
+
+    /// A spec of service `service` with one queue `queue`, trimmed by CronJob.
+    fn spec_named(service: &str, queue: &str) -> Spec {
+        let source = format!(
+            "version: 1
+service: {service}
+envelopes:
+  Charge:
+    schema: 1
+    fields:
+      account_ref: {{ type: string, max_bytes: 64 }}
+queues:
+  {queue}:
+    envelope: Charge
+    partition_by: [job_id]
+    retention: {{ trim: cronjob, trim_every: 5m }}
+"
+        );
+        let checked = spec::check_str(&source, "queues.yaml");
+        checked.spec.expect("the test spec is valid")
+    }
+
+    #[test]
+    fn names_kubernetes_would_refuse_are_an_error_naming_the_object_and_the_limit() {
+        let fits = spec_named("billing", "charges");
+        assert!(generate(&fits, "../queues.yaml", "").is_ok());
+
+        // billing-trim- is 13 characters: a 40-character queue makes 53.
+        let queue = "q".repeat(40);
+        let err = generate(&spec_named("billing", &queue), "../queues.yaml", "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("billing-trim-{queue}"))
+                && err.contains("53 characters")
+                && err.contains("at most 52"),
+            "{err}"
+        );
+
+        let service = "s".repeat(60);
+        let err = generate(&spec_named(&service, "charges"), "../queues.yaml", "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("monitor's Service name") && err.contains("at most 63"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn block_scalars_keep_the_text_exactly() {
