@@ -10,8 +10,9 @@ use docs_pipeline::handlers::{
     self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
 };
 use docs_pipeline::queues::{export, notification, ocr, reconciliation};
-use queuegen_runtime::{METRICS_ADDR_ENV, QUEUE_ENV};
+use queuegen_runtime::{Envelope, Handler, Worker, WorkerReport, METRICS_ADDR_ENV, QUEUE_ENV};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 const QUEUES: [&str; 4] = ["ocr", "notification", "export", "reconciliation"];
 
@@ -49,48 +50,37 @@ async fn main() -> anyhow::Result<()> {
 
     // One signal stops every worker.
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+    let mut running = Running {
+        workers: JoinSet::new(),
+        stop: stop_rx,
     };
-    let mut running = tokio::task::JoinSet::new();
     if wanted("ocr") {
-        let worker = ocr::worker(
-            &redis,
-            OcrHandler {
-                results: results.clone(),
-            },
-        )
-        .with_env()?;
-        let stop = stopped(stop_rx.clone());
-        running.spawn(async move { ("ocr", worker.run_until(stop).await) });
+        let handler = OcrHandler {
+            results: results.clone(),
+        };
+        running.start("ocr", ocr::worker(&redis, handler).with_env()?);
     }
     if wanted("notification") {
-        let worker = notification::worker(
-            &redis,
-            NotificationHandler {
-                results: results.clone(),
-            },
-        )
-        .with_env()?;
-        let stop = stopped(stop_rx.clone());
-        running.spawn(async move { ("notification", worker.run_until(stop).await) });
+        let handler = NotificationHandler {
+            results: results.clone(),
+        };
+        running.start(
+            "notification",
+            notification::worker(&redis, handler).with_env()?,
+        );
     }
     if wanted("export") {
-        let worker = export::worker(
-            &redis,
-            ExportHandler {
-                results: results.clone(),
-            },
-        )
-        .with_env()?;
-        let stop = stopped(stop_rx.clone());
-        running.spawn(async move { ("export", worker.run_until(stop).await) });
+        let handler = ExportHandler {
+            results: results.clone(),
+        };
+        running.start("export", export::worker(&redis, handler).with_env()?);
     }
     if wanted("reconciliation") {
-        let worker =
-            reconciliation::worker(&redis, ReconciliationHandler { results }).with_env()?;
-        let stop = stopped(stop_rx);
-        running.spawn(async move { ("reconciliation", worker.run_until(stop).await) });
+        let handler = ReconciliationHandler { results };
+        running.start(
+            "reconciliation",
+            reconciliation::worker(&redis, handler).with_env()?,
+        );
     }
 
     tokio::spawn(async move {
@@ -100,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
     });
     // Every worker ends (by the signal) before the first failure is returned.
     let mut failed = None;
-    while let Some(finished) = running.join_next().await {
+    while let Some(finished) = running.workers.join_next().await {
         match finished? {
             (queue, Ok(report)) => tracing::info!(queue, ?report, "worker stopped"),
             (queue, Err(err)) => {
@@ -110,4 +100,22 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     failed.map_or(Ok(()), |err| Err(err.into()))
+}
+
+/// The workers started, each ending when the stop signal turns true.
+struct Running {
+    workers: JoinSet<(&'static str, queuegen_runtime::Result<WorkerReport>)>,
+    stop: watch::Receiver<bool>,
+}
+
+impl Running {
+    fn start<E: Envelope, H: Handler<E>>(&mut self, queue: &'static str, worker: Worker<E, H>) {
+        let mut stop = self.stop.clone();
+        self.workers.spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|stop| *stop).await;
+            };
+            (queue, worker.run_until(stopped).await)
+        });
+    }
 }
