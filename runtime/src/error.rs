@@ -251,6 +251,26 @@ pub enum Error {
         source: redis::RedisError,
     },
 
+    /// PostgreSQL answered with an error, or the connection failed.
+    /// `detail` is the server's message with its SQLSTATE (the driver's
+    /// own message says only "db error").
+    #[cfg(feature = "postgres")]
+    #[error("postgres {target}: {context}: {detail}")]
+    Postgres {
+        /// `user@host:port/database`, never the password.
+        target: String,
+        context: String,
+        detail: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+
+    /// The database is not ready for what was asked: a URL that does not
+    /// parse, migrations not applied, a handler name another queue uses.
+    /// Says what to do.
+    #[error("postgres {target}: {problem}")]
+    PostgresSetup { target: String, problem: String },
+
     /// Redis answered with an error, or the connection failed.
     #[error("redis: {context}: {source}")]
     Redis {
@@ -265,6 +285,23 @@ impl Error {
     pub fn redis(context: impl Into<String>, source: redis::RedisError) -> Self {
         Error::Redis {
             context: context.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Error {
+    /// Wraps a PostgreSQL driver error with the database and what was being done.
+    pub fn postgres(
+        target: impl Into<String>,
+        context: impl Into<String>,
+        source: tokio_postgres::Error,
+    ) -> Self {
+        Error::Postgres {
+            target: target.into(),
+            context: context.into(),
+            detail: crate::postgres::describe(&source),
             source,
         }
     }

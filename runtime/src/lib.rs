@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod ops;
 pub mod outcome;
 pub mod partition;
+pub mod postgres;
 pub mod producer;
 pub mod results;
 pub mod retry;

@@ -131,9 +131,9 @@ impl<E: Envelope> Clone for Producer<E> {
 }
 
 /// A job that passed validation, ready to send.
-struct Encoded {
-    partition: u16,
-    pairs: Vec<(&'static str, String)>,
+pub(crate) struct Encoded {
+    pub(crate) partition: u16,
+    pub(crate) pairs: Vec<(&'static str, String)>,
 }
 
 impl<E: Envelope> Producer<E> {
@@ -474,38 +474,48 @@ impl<E: Envelope> Producer<E> {
     }
 
     fn encode(&self, job: NewJob<E>, position: usize) -> Result<Encoded> {
-        let queue = self.config.queue;
-        if job.job_id.is_empty() {
-            return Err(Error::EmptyJobId { queue, position });
-        }
-        let header = Header {
-            job_id: job.job_id,
-            envelope_type: E::TYPE.to_owned(),
-            tenant: job.tenant,
-            schema: E::SCHEMA,
-            created_at: Timestamp::now(),
-            trace_id: job.trace_id.unwrap_or_else(new_trace_id),
-            attempt: 1,
-            prev_id: None,
-            reason: None,
-        };
-        let pairs = envelope::encode(&header, &job.body).map_err(|source| Error::InvalidJob {
-            queue,
-            job_id: header.job_id.clone(),
-            source: Box::new(source),
-        })?;
-        let len = encoded_len(&pairs);
-        if len > self.config.payload_max_bytes {
-            return Err(Error::PayloadTooLarge {
-                queue,
-                job_id: header.job_id,
-                len,
-                max: self.config.payload_max_bytes,
-            });
-        }
-        let partition = partition_of(&self.config, &pairs);
-        Ok(Encoded { partition, pairs })
+        encode(&self.config, job, position)
     }
+}
+
+/// Validates and encodes one job for the queue `config` describes, and picks
+/// its partition; `position` is its index in a batch, for the error.
+pub(crate) fn encode<E: Envelope>(
+    config: &QueueConfig,
+    job: NewJob<E>,
+    position: usize,
+) -> Result<Encoded> {
+    let queue = config.queue;
+    if job.job_id.is_empty() {
+        return Err(Error::EmptyJobId { queue, position });
+    }
+    let header = Header {
+        job_id: job.job_id,
+        envelope_type: E::TYPE.to_owned(),
+        tenant: job.tenant,
+        schema: E::SCHEMA,
+        created_at: Timestamp::now(),
+        trace_id: job.trace_id.unwrap_or_else(new_trace_id),
+        attempt: 1,
+        prev_id: None,
+        reason: None,
+    };
+    let pairs = envelope::encode(&header, &job.body).map_err(|source| Error::InvalidJob {
+        queue,
+        job_id: header.job_id.clone(),
+        source: Box::new(source),
+    })?;
+    let len = encoded_len(&pairs);
+    if len > config.payload_max_bytes {
+        return Err(Error::PayloadTooLarge {
+            queue,
+            job_id: header.job_id,
+            len,
+            max: config.payload_max_bytes,
+        });
+    }
+    let partition = partition_of(config, &pairs);
+    Ok(Encoded { partition, pairs })
 }
 
 /// The size `payload.max_bytes` bounds: field names plus values, in bytes.
