@@ -538,3 +538,135 @@ fn trim_cronjob_needs_a_cron_period() {
     let queue = "    retention: { trim: cron }\n";
     case("trim_mode_unknown", &spec("", queue), Expect::Errors);
 }
+
+/// The base spec with a top-level `postgres` section (`section`, one line or
+/// none) and extra queue keys.
+fn with_postgres(section: &str, queue: &str) -> String {
+    spec("", queue).replacen("service: shop\n", &format!("service: shop\n{section}"), 1)
+}
+
+#[test]
+fn postgres_settings_are_all_reported_at_once() {
+    let source = with_postgres(
+        "postgres: { schema: Docs-Pipeline, pool_size: 0, pool: 4 }\n",
+        "    results: postgres\n",
+    );
+    case("postgres_settings", &source, Expect::Errors);
+}
+
+#[test]
+fn postgres_schema_reserved_or_system() {
+    let source = with_postgres("postgres: { schema: user }\n", "    outbox: true\n");
+    case("postgres_schema_reserved", &source, Expect::Errors);
+    let source = with_postgres("postgres: { schema: pg_shop }\n", "    outbox: true\n");
+    case("postgres_schema_pg_prefix", &source, Expect::Errors);
+}
+
+#[test]
+fn postgres_section_without_a_queue_using_it() {
+    let source = with_postgres("postgres: { schema: shop }\n", "    outbox: false\n");
+    case("postgres_unused", &source, Expect::Errors);
+}
+
+#[test]
+fn results_and_outbox_values() {
+    let queue = "    results: redis\n    outbox: \"true\"\n";
+    case("results_unknown_store", &spec("", queue), Expect::Errors);
+    let queue = "    results: postgress\n";
+    case("results_misspelt", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn postgres_pool_smaller_than_the_handlers_concurrency() {
+    let queue = "    handler: { concurrency: 32 }\n    results: postgres\n";
+    case(
+        "postgres_pool_below_concurrency",
+        &spec("", queue),
+        Expect::WarningsOnly,
+    );
+    let source = with_postgres("postgres: { pool_size: 4 }\n", queue);
+    case(
+        "postgres_pool_size_below_concurrency",
+        &source,
+        Expect::WarningsOnly,
+    );
+}
+
+/// The same findings as the snapshots, asserted one by one: position, the
+/// key named, and the fix.
+#[test]
+fn postgres_errors_name_the_key_position_and_fix() {
+    let source = with_postgres(
+        "postgres: { schema: Docs-Pipeline, pool_size: 0, pool: 4 }\n",
+        "    results: redis\n",
+    );
+    let checked = check_str(&source, "queues.yaml");
+    let found: Vec<(usize, usize, &str, &str, &str)> = checked
+        .diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d.line,
+                d.column,
+                d.path.as_str(),
+                d.message.as_str(),
+                d.help.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    let expect = |line: usize, column: usize, path: &str, message: &str, help: &str| {
+        assert!(
+            found
+                .iter()
+                .any(|(l, c, p, m, h)| (*l, *c, *p) == (line, column, path)
+                    && m.contains(message)
+                    && h.contains(help)),
+            "no {line}:{column} {path}: {message} / {help} in {found:#?}"
+        );
+    };
+    expect(
+        3,
+        21,
+        "postgres.schema",
+        "`Docs-Pipeline` is not a plain lowercase SQL identifier",
+        "lowercase letters, digits and `_`",
+    );
+    expect(
+        3,
+        47,
+        "postgres.pool_size",
+        "must be at least 1, found 0",
+        "at least 1",
+    );
+    expect(
+        3,
+        50,
+        "postgres.pool",
+        "unknown key",
+        "did you mean `pool_size`?",
+    );
+    expect(
+        13,
+        14,
+        "queues.orders.results",
+        "unknown results store `redis`: the only one is `postgres`",
+        "leave `results` out to keep results yourself",
+    );
+    assert_eq!(checked.error_count(), 4, "{found:#?}");
+
+    let unused = check_str(
+        &with_postgres("postgres: { schema: shop }\n", ""),
+        "queues.yaml",
+    );
+    let [d] = unused.diagnostics.as_slice() else {
+        panic!("{:#?}", unused.diagnostics);
+    };
+    assert_eq!((d.line, d.column, d.path.as_str()), (3, 1, "postgres"));
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .contains("add `results: postgres` or `outbox: true` to a queue, or remove the `postgres` section"),
+        "{d}"
+    );
+}

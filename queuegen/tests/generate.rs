@@ -370,7 +370,14 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
     names.sort();
     assert_eq!(
         names,
-        ["RUNBOOK.md", "functions.lua", "k8s", "prometheus", "redis"]
+        [
+            "RUNBOOK.md",
+            "functions.lua",
+            "k8s",
+            "prometheus",
+            "redis",
+            "sql"
+        ]
     );
 
     let mut check = args.to_vec();
@@ -394,6 +401,7 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
         "RUNBOOK.md",
         "k8s/configmap.yaml",
         "k8s/keda.yaml",
+        "sql/0001_queuegen_results_outbox.sql",
     ] {
         assert!(unchanged.contains(&serde_json::json!(file)), "{report}");
     }

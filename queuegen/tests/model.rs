@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use queuegen::spec::model::{Deployment, FieldType, GroupStart, Jitter};
+use queuegen::spec::model::{
+    Deployment, FieldType, GroupStart, Jitter, PostgresSettings, ResultStore,
+};
 use queuegen::spec::{check_file, check_str};
 
 fn secs(s: u64) -> Duration {
@@ -35,6 +37,28 @@ fn the_example_becomes_the_model() {
         .expect("urgent");
     // Written as the string "false" in the example; normalized.
     assert_eq!(urgent.default.as_deref(), Some("false"));
+    let postgres = spec
+        .postgres
+        .as_ref()
+        .expect("export and reconciliation use it");
+    assert_eq!(
+        (postgres.schema.as_str(), postgres.pool_size),
+        ("docs_pipeline", 16)
+    );
+    let in_postgres: Vec<_> = spec
+        .queues
+        .iter()
+        .map(|q| (q.name.as_str(), q.results.is_some(), q.outbox))
+        .collect();
+    assert_eq!(
+        in_postgres,
+        [
+            ("ocr", false, false),
+            ("notification", false, false),
+            ("export", true, true),
+            ("reconciliation", true, false),
+        ]
+    );
 }
 
 #[test]
@@ -163,6 +187,48 @@ fn every_key_is_read_and_normalized() {
     assert_eq!(q.alerts.oldest_pending_age, Some(secs(3600)));
     assert_eq!(q.alerts.oldest_ready_age, Some(secs(2700)));
     assert_eq!(q.alerts.dead_letters, Some(3));
+    assert_eq!(q.results, Some(ResultStore::Postgres));
+    assert!(q.outbox && q.uses_postgres());
+    assert_eq!(
+        spec.postgres,
+        Some(PostgresSettings {
+            schema: "media_queues".into(),
+            pool_size: 8,
+        })
+    );
+}
+
+#[test]
+fn postgres_defaults_only_when_a_queue_uses_it() {
+    let source = |queue_keys: &str| {
+        format!(
+            "version: 1\nservice: mailer\nenvelopes:\n  MailRequested:\n    schema: 1\nqueues:\n  mail:\n    envelope: MailRequested\n    dead_letter: {{ owner: mail-oncall }}\n{queue_keys}"
+        )
+    };
+    let plain = check_str(&source(""), "q.yaml").spec.expect("valid");
+    let mail = &plain.queues[0];
+    assert_eq!((mail.results, mail.outbox), (None, false));
+    assert_eq!(plain.postgres, None);
+    for keys in [
+        "    results: postgres\n",
+        "    outbox: true\n",
+        "    results: postgres\n    outbox: false\n",
+    ] {
+        let spec = check_str(&source(keys), "q.yaml").spec.expect("valid");
+        assert_eq!(
+            spec.postgres,
+            Some(PostgresSettings {
+                schema: "queuegen".into(),
+                pool_size: 16,
+            }),
+            "{keys}"
+        );
+    }
+    // `outbox: false` alone uses nothing.
+    let spec = check_str(&source("    outbox: false\n"), "q.yaml")
+        .spec
+        .expect("valid");
+    assert_eq!(spec.postgres, None);
 }
 
 #[test]

@@ -175,6 +175,30 @@ fn malformed_specs_are_rejected() {
             BASE[..BASE.find("queues:").unwrap()].to_owned() + "queues: {}\n",
         ),
         (
+            "unknown results store",
+            format!("{BASE}    results: redis\n"),
+        ),
+        ("outbox as a string", format!("{BASE}    outbox: \"yes\"\n")),
+        (
+            "postgres pool_size 0",
+            format!("{BASE}    results: postgres\n")
+                .replace("service: shop", "service: shop\npostgres: { pool_size: 0 }"),
+        ),
+        (
+            "unknown key under postgres",
+            format!("{BASE}    outbox: true\n").replace(
+                "service: shop",
+                "service: shop\npostgres: { schema: shop, size: 4 }",
+            ),
+        ),
+        (
+            "postgres schema not a plain identifier",
+            format!("{BASE}    outbox: true\n").replace(
+                "service: shop",
+                "service: shop\npostgres: { schema: shop.queues }",
+            ),
+        ),
+        (
             "unquoted min_version",
             BASE.replace(
                 "service: shop",
@@ -224,6 +248,24 @@ fn schema_and_checker_agree_on_names() {
     }
     for name in field_names {
         sources.push(BASE.replace("order_ref", name));
+    }
+    let long = "q".repeat(64);
+    let schema_names = [
+        "docs_pipeline",
+        "_queues",
+        "queues2",
+        "Docs",
+        "2queues",
+        "docs-pipeline",
+        "docs pipeline",
+        &long[1..],
+        &long,
+    ];
+    for name in schema_names {
+        sources.push(format!("{BASE}    results: postgres\n").replace(
+            "service: shop",
+            &format!("service: shop\npostgres: {{ schema: \"{name}\" }}"),
+        ));
     }
     for source in sources {
         let checker_ok = !check_str(&source, "q.yaml").has_errors();

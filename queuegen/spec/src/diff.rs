@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::compat::{self, definition, reads_all_of};
 use crate::evolution::VersionField;
-use crate::model::{Envelope, Queue, Spec, TrimMode};
+use crate::model::{Envelope, Queue, ResultStore, Spec, TrimMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -208,6 +208,30 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
             "kubernetes",
             "Kubernetes settings changed: regenerate and apply k8s/",
         );
+    }
+    match (&old.postgres, &new.postgres) {
+        (Some(a), Some(b)) if a.schema != b.schema => out.push(
+            Impact::Rollout,
+            "postgres.schema",
+            format!(
+                "queuegen's tables move from schema `{}` to `{}`: a job redelivered after the switch does not find the result committed in `{}` and repeats its change, and outbox rows not yet published there stay behind; drain the queues and the outbox first, or move the tables (`ALTER TABLE {}.results SET SCHEMA {}`, and so on for each table)",
+                a.schema, b.schema, a.schema, a.schema, b.schema
+            ),
+        ),
+        (Some(a), Some(b)) if a.pool_size != b.pool_size => out.push(
+            Impact::Info,
+            "postgres.pool_size",
+            format!("pool_size {} → {}", a.pool_size, b.pool_size),
+        ),
+        (None, Some(b)) => out.push(
+            Impact::Rollout,
+            "postgres",
+            format!(
+                "queues now use PostgreSQL: apply the migrations of sql/ (schema `{}`) before deploying workers and producers, which refuse to start without them",
+                b.schema
+            ),
+        ),
+        _ => {}
     }
 }
 
@@ -570,6 +594,20 @@ fn queue_changes(
     note(old.alerts == new.alerts, "alerts");
     note(old.pods == new.pods, "pods");
     note(old.autoscale == new.autoscale, "autoscale");
+    note(old.outbox == new.outbox, "outbox");
+    match (old.results, new.results) {
+        (Some(ResultStore::Postgres), None) => out.push(
+            Impact::Rollout,
+            path("results"),
+            "results are no longer kept in PostgreSQL: a job redelivered after the switch does not find the marker its first delivery committed there, and repeats its change unless the handler finds it some other way",
+        ),
+        (None, Some(ResultStore::Postgres)) => out.push(
+            Impact::Rollout,
+            path("results"),
+            "results are kept in PostgreSQL from now on: a job first handled by the old workers and redelivered to the new ones does not find its result in PostgreSQL; drain the queue first, or have the handler also look where the old one stored results",
+        ),
+        _ => {}
+    }
     if old.retention.trim == TrimMode::InProcess && new.retention.trim == TrimMode::CronJob {
         out.push(
             Impact::Rollout,
@@ -741,6 +779,55 @@ mod tests {
         assert_eq!(
             Summary::of(&found).to_string(),
             "1 breaking, 1 rollout, 1 info"
+        );
+    }
+
+    #[test]
+    fn postgres_changes_name_their_rollout() {
+        let with_schema = |schema: &str| {
+            let source = format!(
+                "version: 1\nservice: shop\npostgres: {{ schema: {schema} }}\nenvelopes:\n  OrderPlaced:\n{V1}queues:\n  orders:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\n    results: postgres\n"
+            );
+            crate::check_str(&source, "q.yaml").spec.expect("valid")
+        };
+        let found = findings(&with_schema("shop"), &with_schema("shop_v2"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (Impact::Rollout, "postgres.schema")
+        );
+        assert!(
+            found[0]
+                .2
+                .contains("ALTER TABLE shop.results SET SCHEMA shop_v2"),
+            "{}",
+            found[0].2
+        );
+
+        // Adopting PostgreSQL: the migrations first, and old results stay where they were.
+        let found = findings(
+            &spec(V1, ""),
+            &spec(V1, "    results: postgres\n    outbox: true\n"),
+        );
+        let paths: Vec<_> = found.iter().map(|f| (f.0, f.1.as_str())).collect();
+        assert_eq!(
+            paths,
+            [
+                (Impact::Rollout, "postgres"),
+                (Impact::Rollout, "queues.orders.results"),
+                (Impact::Info, "queues.orders"),
+            ]
+        );
+        assert!(found[0]
+            .2
+            .contains("apply the migrations of sql/ (schema `queuegen`)"));
+        assert_eq!(found[2].2, "settings changed: outbox");
+        let back = findings(&spec(V1, "    results: postgres\n"), &spec(V1, ""));
+        assert_eq!(back.len(), 1, "{back:?}");
+        assert!(
+            back[0].2.contains("does not find the marker"),
+            "{}",
+            back[0].2
         );
     }
 }

@@ -20,6 +20,20 @@ pub struct Spec {
     pub queues: Vec<Queue>,
     /// Where the generated Kubernetes manifests run.
     pub kubernetes: Kubernetes,
+    /// queuegen's tables in PostgreSQL: `Some` exactly when a queue has
+    /// `results: postgres` or `outbox: true`, with every default filled in.
+    pub postgres: Option<PostgresSettings>,
+}
+
+/// Where queuegen's PostgreSQL tables (results, fences, outbox) live, and
+/// how many connections the generated `connect_postgres` pool opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresSettings {
+    /// The schema of the tables: a plain lowercase SQL identifier, never
+    /// quoted in the SQL. Default `queuegen`.
+    pub schema: String,
+    /// Most connections one process opens. Default 16.
+    pub pool_size: u32,
 }
 
 /// Where and with what the generated Kubernetes manifests run.
@@ -46,6 +60,11 @@ impl Spec {
 
     pub fn queue(&self, name: &str) -> Option<&Queue> {
         self.queues.iter().find(|q| q.name == name)
+    }
+
+    /// Whether any queue has `outbox: true`.
+    pub fn uses_outbox(&self) -> bool {
+        self.queues.iter().any(|q| q.outbox)
     }
 }
 
@@ -231,6 +250,27 @@ pub struct Queue {
     pub pods: Pods,
     /// KEDA autoscaling. Default none.
     pub autoscale: Option<Autoscale>,
+    /// Where the handler's results are kept for it. Default none: the
+    /// handler keeps them itself.
+    pub results: Option<ResultStore>,
+    /// Whether producers may enqueue this queue's jobs through the
+    /// PostgreSQL transactional outbox. Default false.
+    pub outbox: bool,
+}
+
+impl Queue {
+    /// Whether the queue needs queuegen's PostgreSQL tables.
+    pub fn uses_postgres(&self) -> bool {
+        self.results == Some(ResultStore::Postgres) || self.outbox
+    }
+}
+
+/// A store of handler results that queuegen provides (`results:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultStore {
+    /// `PgResults`: the job's marker and the handler's business change
+    /// commit in one PostgreSQL transaction.
+    Postgres,
 }
 
 #[derive(Debug, Clone, PartialEq)]

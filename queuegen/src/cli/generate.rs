@@ -28,7 +28,9 @@ pub struct Args {
     pub out: Option<PathBuf>,
 
     /// Directory of the deploy artefacts: `functions.lua`, the service's
-    /// versioned Redis Function library (`queuegen apply` loads it).
+    /// versioned Redis Function library (`queuegen apply` loads it), the
+    /// Redis, Prometheus and Kubernetes files, `RUNBOOK.md`, and when a queue
+    /// uses PostgreSQL the migrations of its tables in `sql/`.
     #[arg(long, value_name = "DIR")]
     pub deploy_out: Option<PathBuf>,
 

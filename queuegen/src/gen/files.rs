@@ -92,7 +92,7 @@ fn collect_marked(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<(
 
 /// Whether one of the first two lines is the generated marker as a comment
 /// in any syntax we generate: Rust files carry it on line 1, Lua libraries on
-/// line 2 (line 1 is `#!lua name=...`), YAML, conf and Markdown on line 1.
+/// line 2 (line 1 is `#!lua name=...`), YAML, conf, SQL and Markdown on line 1.
 fn has_marker(path: &Path) -> Result<bool> {
     use std::io::{BufRead, BufReader};
     let file = fs::File::open(path).map_err(|e| Error::io(path, e))?;

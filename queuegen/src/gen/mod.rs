@@ -33,7 +33,7 @@ pub fn header(spec_file: &str) -> String {
 pub enum CommentSyntax {
     /// Rust.
     Slashes,
-    /// Lua.
+    /// Lua, SQL.
     Dashes,
     /// YAML, redis.conf, shell.
     Hash,

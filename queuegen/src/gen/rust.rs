@@ -11,7 +11,7 @@ use super::templates::render;
 use super::upcast;
 use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
-use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, Spec, TrimMode};
+use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, ResultStore, Spec, TrimMode};
 
 const ENVELOPES_MODULE: &str = "envelopes";
 
@@ -40,6 +40,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
                 header: &header,
                 service: &spec.service,
                 modules: &modules,
+                postgres: postgres_context(spec, &queues),
             },
         )?,
     });
@@ -82,6 +83,62 @@ struct ModContext<'a> {
     header: &'a str,
     service: &'a str,
     modules: &'a [&'a str],
+    /// Set when a queue uses PostgreSQL; nothing about it is generated otherwise.
+    postgres: Option<PostgresContext>,
+}
+
+/// The PostgreSQL items of mod.rs.
+#[derive(Serialize)]
+struct PostgresContext {
+    schema: String,
+    pool_size: u32,
+    /// `{OutboxPublisher, Postgres}` or `Postgres`.
+    imports: String,
+    /// Whether a queue has `results: postgres`.
+    results: bool,
+    /// `OUTBOX_QUEUES`' length and value (an array expression, laid out as
+    /// rustfmt would); no outbox items when 0.
+    outbox_count: usize,
+    outbox_queues: String,
+}
+
+/// Longest array expression rustfmt keeps on one line (`array_width`, 60%
+/// of `max_width`).
+const RUSTFMT_ARRAY_WIDTH: usize = 60;
+
+fn postgres_context(spec: &Spec, queues: &[QueueContext]) -> Option<PostgresContext> {
+    let settings = spec.postgres.as_ref()?;
+    let outbox: Vec<String> = queues
+        .iter()
+        .filter(|q| q.outbox)
+        .map(|q| format!("{}::CONFIG", q.module))
+        .collect();
+    let one_line = format!("[{}]", outbox.join(", "));
+    let declaration = format!(
+        "pub const OUTBOX_QUEUES: [QueueConfig; {}] = {one_line};",
+        outbox.len()
+    );
+    let outbox_queues = if one_line.len() <= RUSTFMT_ARRAY_WIDTH && declaration.len() <= 100 {
+        one_line
+    } else {
+        let items: String = outbox.iter().map(|item| format!("    {item},\n")).collect();
+        format!("[\n{items}]")
+    };
+    Some(PostgresContext {
+        schema: settings.schema.clone(),
+        pool_size: settings.pool_size,
+        imports: if outbox.is_empty() {
+            "Postgres".to_owned()
+        } else {
+            "{OutboxPublisher, Postgres}".to_owned()
+        },
+        results: spec
+            .queues
+            .iter()
+            .any(|q| q.results == Some(ResultStore::Postgres)),
+        outbox_count: outbox.len(),
+        outbox_queues,
+    })
 }
 
 #[derive(Serialize)]
@@ -183,9 +240,27 @@ pub(crate) struct QueueContext {
     admission_refresh: String,
     wait_replicas: u32,
     wait_timeout: String,
+    /// `results: postgres`: the module has `results`, the stub works in a transaction.
+    pub results_postgres: bool,
+    /// `outbox: true`: the module has `outbox`.
+    pub outbox: bool,
+    /// What the module imports from `queuegen_runtime::postgres`, e.g.
+    /// `{PgResults, Postgres}`; empty when it uses none of it.
+    postgres_imports: String,
 }
 
 pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
+    let results_postgres = queue.results == Some(ResultStore::Postgres);
+    let mut postgres_imports = Vec::new();
+    if queue.outbox {
+        postgres_imports.push("PgOutbox");
+    }
+    if results_postgres {
+        postgres_imports.push("PgResults");
+    }
+    if !postgres_imports.is_empty() {
+        postgres_imports.push("Postgres");
+    }
     QueueContext {
         name: queue.name.clone(),
         module: module_name(&queue.name),
@@ -242,6 +317,13 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         admission_refresh: duration_expr(queue.admission.refresh),
         wait_replicas: spec.redis.wait_replicas,
         wait_timeout: duration_expr(spec.redis.wait_timeout),
+        results_postgres,
+        outbox: queue.outbox,
+        postgres_imports: match postgres_imports.as_slice() {
+            [] => String::new(),
+            [one] => (*one).to_owned(),
+            many => format!("{{{}}}", many.join(", ")),
+        },
     }
 }
 

@@ -1,5 +1,6 @@
 //! Handler skeletons (`--stubs`): written once per queue, with a `mod.rs`
-//! declaring them, then owned by the team.
+//! declaring them, then owned by the team. A `results: postgres` queue's
+//! skeleton makes its change in the job's PostgreSQL transaction.
 
 use std::path::PathBuf;
 
@@ -36,11 +37,22 @@ fn stub_module(queue: &QueueContext) -> String {
     format!("{}_handler", queue.module.trim_start_matches("r#"))
 }
 
-/// Columns of the one-line `handle` signature in the stub, as rustfmt counts them.
-fn handle_signature_width(envelope: &str) -> usize {
-    "    async fn handle(&self, job: , ctx: &JobContext) -> Result<Outcome, JobError> {".len()
+/// Columns of the one-line `handle` signature in the stub, as rustfmt
+/// counts them; the job's parameter is `param`.
+fn handle_signature_width(param: &str, envelope: &str) -> usize {
+    "    async fn handle(&self, : , ctx: &JobContext) -> Result<Outcome, JobError> {".len()
+        + param.len()
         + envelope.len()
 }
+
+/// Columns of the one-line `change` signature of a `results: postgres` stub.
+fn change_signature_width(envelope: &str) -> usize {
+    "    async fn change(&self, job: &PgJob, event: &) -> Result<(), JobError> {".len()
+        + envelope.len()
+}
+
+/// rustfmt's `max_width`: a longer signature is laid out one parameter a line.
+const MAX_WIDTH: usize = 100;
 
 /// One `<queue>_handler.rs` per queue. `module_path` is where the generated
 /// module tree is mounted in the team's crate, e.g. `crate::queues`.
@@ -51,17 +63,28 @@ pub fn generate(spec: &Spec, module_path: &str) -> Result<Vec<GeneratedFile>> {
         module_path: &'a str,
         /// Whether `handle`'s signature fits rustfmt's 100 columns on one line.
         one_line_signature: bool,
+        /// The same for `change`, in the stub of a `results: postgres` queue.
+        one_line_change: bool,
     }
     spec.queues
         .iter()
         .map(|queue| {
             let queue = queue_context(spec, queue);
+            // A transactional stub names the job's transaction `job`, so
+            // the envelope is the `event`.
+            let param = if queue.results_postgres {
+                "event"
+            } else {
+                "job"
+            };
             Ok(GeneratedFile {
                 path: PathBuf::from(format!("{}.rs", stub_module(&queue))),
                 contents: render(
                     "handler_stub.rs",
                     StubContext {
-                        one_line_signature: handle_signature_width(&queue.envelope) <= 100,
+                        one_line_signature: handle_signature_width(param, &queue.envelope)
+                            <= MAX_WIDTH,
+                        one_line_change: change_signature_width(&queue.envelope) <= MAX_WIDTH,
                         queue: &queue,
                         module_path,
                     },

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::postgres::{PgOutbox, PgResults, Postgres};
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -55,6 +56,15 @@ pub fn producer(redis: &Redis) -> Producer<ExportRequested> {
     Producer::new(redis, CONFIG)
 }
 
+/// The transactional outbox of the `export` queue: `enqueue` each job
+/// inside the PostgreSQL transaction that makes the change it announces, and
+/// [`super::outbox_publisher`] publishes it once that transaction commits,
+/// never if it rolls back. A job is validated and partitioned when it is
+/// enqueued, as [`producer`] would.
+pub fn outbox(pg: &Postgres) -> PgOutbox<ExportRequested> {
+    PgOutbox::new(pg, CONFIG)
+}
+
 /// Works `export` jobs. Implement it and pass it to [`worker`].
 ///
 /// A job can be delivered more than once (after a crash or a claim), so make
@@ -84,6 +94,20 @@ pub type QueueWorker<H> = Worker<ExportRequested, Adapter<H>>;
 /// A worker of the `export` queue running `handler`; start it with `run_until`.
 pub fn worker<H: Handler>(redis: &Redis, handler: H) -> QueueWorker<H> {
     Worker::new(redis, CONFIG, Adapter(handler))
+}
+
+/// The `export` queue's results in PostgreSQL (handler name `export`),
+/// for a handler that makes each job's change once: in `handle`,
+/// [`PgResults::begin`] the job's transaction (it takes the job's marker),
+/// make the change through the job it returns, `commit` it, and only then
+/// return [`Outcome::Done`]. A redelivered job finds the marker committed
+/// and is done without repeating the change.
+///
+/// Fails at start when queuegen's migrations (`queuegen generate
+/// --deploy-out DIR` writes them to `DIR/sql/`) are not applied, or when
+/// another queue's results already use the handler name `export`.
+pub async fn results(pg: &Postgres) -> queuegen_runtime::Result<PgResults> {
+    PgResults::start(pg, &CONFIG).await
 }
 
 /// Connects a [`Handler`] to the runtime's handler trait.

@@ -6,9 +6,45 @@
 //! Each queue module holds the queue's reviewed settings (`CONFIG`), a typed
 //! `producer`, the `Handler` trait to implement and a `worker` constructor.
 //! The envelope types live in [`envelopes`].
+//!
+//! PostgreSQL: [`connect_postgres`] opens the pool that queues' `results`
+//! (a handler commits its change with the job's marker) and `outbox` (a
+//! producer enqueues in its own transaction) take; [`outbox_publisher`]
+//! publishes what the outboxes committed.
 
 pub mod envelopes;
 pub mod export;
 pub mod notification;
 pub mod ocr;
 pub mod reconciliation;
+
+use queuegen_runtime::postgres::{OutboxPublisher, Postgres};
+use queuegen_runtime::{QueueConfig, Redis};
+
+/// The schema of queuegen's tables (results, fences, outbox), as reviewed
+/// in the spec (`postgres.schema`).
+pub const POSTGRES_SCHEMA: &str = "docs_pipeline";
+
+/// The most connections [`connect_postgres`] opens (`postgres.pool_size`).
+/// A job whose handler commits in PostgreSQL holds one for its transaction.
+pub const POSTGRES_POOL_SIZE: usize = 16;
+
+/// Connects to the PostgreSQL database at `url` (`postgres://user@host/db`)
+/// that holds queuegen's tables in [`POSTGRES_SCHEMA`], with a pool of at
+/// most [`POSTGRES_POOL_SIZE`] connections.
+///
+/// Fails, naming the file to apply, when the migrations that
+/// `queuegen generate --deploy-out DIR` writes to `DIR/sql/` are not applied.
+pub async fn connect_postgres(url: &str) -> queuegen_runtime::Result<Postgres> {
+    Postgres::connect(url, POSTGRES_SCHEMA, POSTGRES_POOL_SIZE).await
+}
+
+/// The queues producers may enqueue to through the transactional outbox.
+pub const OUTBOX_QUEUES: [QueueConfig; 1] = [export::CONFIG];
+
+/// Publishes the committed outbox rows of [`OUTBOX_QUEUES`] to their streams
+/// (`run_until` it). Any number may run: each partition is published by one
+/// at a time, in the order its rows were committed.
+pub fn outbox_publisher(pg: &Postgres, redis: &Redis) -> OutboxPublisher {
+    OutboxPublisher::new(pg, redis, &OUTBOX_QUEUES)
+}

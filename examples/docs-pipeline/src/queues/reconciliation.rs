@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::postgres::{PgResults, Postgres};
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -84,6 +85,20 @@ pub type QueueWorker<H> = Worker<ReconciliationRequested, Adapter<H>>;
 /// A worker of the `reconciliation` queue running `handler`; start it with `run_until`.
 pub fn worker<H: Handler>(redis: &Redis, handler: H) -> QueueWorker<H> {
     Worker::new(redis, CONFIG, Adapter(handler))
+}
+
+/// The `reconciliation` queue's results in PostgreSQL (handler name `reconciliation`),
+/// for a handler that makes each job's change once: in `handle`,
+/// [`PgResults::begin`] the job's transaction (it takes the job's marker),
+/// make the change through the job it returns, `commit` it, and only then
+/// return [`Outcome::Done`]. A redelivered job finds the marker committed
+/// and is done without repeating the change.
+///
+/// Fails at start when queuegen's migrations (`queuegen generate
+/// --deploy-out DIR` writes them to `DIR/sql/`) are not applied, or when
+/// another queue's results already use the handler name `reconciliation`.
+pub async fn results(pg: &Postgres) -> queuegen_runtime::Result<PgResults> {
+    PgResults::start(pg, &CONFIG).await
 }
 
 /// Connects a [`Handler`] to the runtime's handler trait.

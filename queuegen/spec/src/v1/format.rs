@@ -92,6 +92,8 @@ pub enum StrKind {
     Cpu,
     /// A Kubernetes memory quantity in bytes, optionally with a binary suffix (`256Mi`).
     Memory,
+    /// A plain lowercase SQL identifier that needs no quoting (PostgreSQL schemas).
+    SqlIdentifier,
 }
 
 impl StrKind {
@@ -109,6 +111,7 @@ impl StrKind {
             StrKind::Token => Some("^\\S+$"),
             StrKind::Cpu => Some("^([1-9][0-9]*m|[0-9]+(\\.[0-9]{1,3})?)$"),
             StrKind::Memory => Some("^[1-9][0-9]*(Ki|Mi|Gi|Ti)?$"),
+            StrKind::SqlIdentifier => Some("^[a-z_][a-z0-9_]{0,62}$"),
         }
     }
 }
@@ -130,6 +133,7 @@ pub const PERSISTENCE: &[&str] = &["everysec", "always"];
 pub const UPCASTS: &[&str] = &["generated", "manual"];
 pub const JITTERS: &[&str] = &["full", "none"];
 pub const TRIM_MODES: &[&str] = &["in_process", "cronjob"];
+pub const RESULT_STORES: &[&str] = &["postgres"];
 
 const U32_MAX: u64 = u32::MAX as u64;
 
@@ -170,6 +174,19 @@ pub static SPEC: Obj = Obj {
             "Work queues, keyed by name (lowercase letters, digits, `_` and `-`)."),
         prop!("kubernetes", Ty::Object(&KUBERNETES), default = Some("all defaults"),
             "Where and with what the generated Kubernetes manifests (`--deploy-out DIR/k8s/`) run the workers, the monitor and the trim CronJob."),
+        prop!("postgres", Ty::Object(&POSTGRES), default = Some("all defaults when a queue uses PostgreSQL"),
+            "Where queuegen's PostgreSQL tables live and how many connections the generated `connect_postgres` pool opens. Only allowed when a queue has `results: postgres` or `outbox: true`."),
+    ],
+};
+
+pub static POSTGRES: Obj = Obj {
+    name: "Postgres",
+    doc: "queuegen's tables in PostgreSQL (results, fences and the outbox, created by the migrations `generate --deploy-out DIR` writes to `DIR/sql/`) and the generated connection pool.",
+    props: &[
+        prop!("schema", Ty::Str(StrKind::SqlIdentifier), default = Some("\"queuegen\""),
+            "The schema of queuegen's tables, usually in the application's own database so that a handler's change and its job's marker commit together: a plain lowercase SQL identifier (letters, digits and `_`, not starting with a digit, at most 63 bytes), never quoted in the SQL."),
+        prop!("pool_size", Ty::Int { min: 1, max: 10000 }, default = Some("16"),
+            "Most connections the generated `connect_postgres` pool opens per process. Each job of a `results: postgres` queue holds one for its whole transaction, so it should be at least the `handler.concurrency` of the queues one process works."),
     ],
 };
 
@@ -292,6 +309,10 @@ pub static QUEUE: Obj = Obj {
             "The queue's worker pods in the generated Kubernetes Deployment."),
         prop!("autoscale", Ty::Object(&AUTOSCALE), default = Some("no autoscaling"),
             "Scale the worker Deployment with KEDA on the oldest ready age and/or the group's lag (`k8s/keda.yaml`), never on stream length."),
+        prop!("results", Ty::Choice(RESULT_STORES), default = Some("none (the handler keeps its results itself)"),
+            "`postgres`: the handler commits its business change and the job's marker in one PostgreSQL transaction (the generated `results` function), so a redelivered job finds the marker instead of repeating the change."),
+        prop!("outbox", Ty::Bool, default = Some("false"),
+            "Producers may enqueue this queue's jobs through the PostgreSQL transactional outbox (the generated `outbox` function): a job enqueued in the transaction of the change it announces is published, by the generated `outbox_publisher`, only once that transaction commits."),
     ],
 };
 
@@ -519,6 +540,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &SPEC,
         &REDIS,
         &KUBERNETES,
+        &POSTGRES,
         &ENVELOPE,
         &CHANGE,
         &FIELD,

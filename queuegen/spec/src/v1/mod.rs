@@ -6,6 +6,7 @@ mod envelope;
 pub mod format;
 mod kubernetes;
 mod names;
+mod postgres;
 mod queue;
 mod read;
 mod values;
@@ -17,6 +18,7 @@ use envelope::EnvelopeDef;
 use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
 use read::{entries, object, Item, Object};
 
+pub use postgres::is_sql_identifier;
 pub(crate) use read::Ctx;
 
 /// The only format version this queuegen reads.
@@ -38,6 +40,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         .or(String::new());
     let redis = redis(ctx, &spec, service.as_deref());
     let kubernetes = kubernetes::kubernetes(ctx, &spec, service.as_deref());
+    let (postgres, pool) = postgres::settings(ctx, &spec, queues_ask_for_postgres(&spec));
     let envelopes = named(
         ctx,
         &spec,
@@ -54,7 +57,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         "queues",
         "a mapping of queue names to queues",
         |ctx, name, it| {
-            let queue = queue::queue(ctx, name, it, known);
+            let queue = queue::queue(ctx, name, it, known, pool);
             if let Some(wanted) = declared_envelope(it) {
                 if let Some(i) = all_envelopes.iter().position(|e| e.name == wanted) {
                     used[i] = true;
@@ -97,7 +100,21 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         envelopes,
         queues,
         kubernetes: kubernetes?,
+        postgres: postgres?,
     })
+}
+
+/// Whether any queue as written asks for PostgreSQL. Queues that cannot be
+/// read count as asking, so that a malformed `queues` does not also make
+/// the `postgres` section look unused.
+fn queues_ask_for_postgres(spec: &Object<'_>) -> bool {
+    match spec.get("queues").map(|it| it.node) {
+        Some(Node::Map(queues)) => queues
+            .iter()
+            .any(|(_, queue)| postgres::queue_asks_for_postgres(queue)),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// `version` is read before anything else: a missing or unknown version is

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Group, GroupStart, HandlerSettings, Jitter,
-    Payload, Poison, Queue, Retention, Retry, TrimMode,
+    Payload, Poison, Queue, ResultStore, Retention, Retry, TrimMode,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_size, round_up_duration};
@@ -19,6 +19,7 @@ use super::format::{
 };
 use super::kubernetes;
 use super::names;
+use super::postgres;
 use super::read::{object, Ctx, Item, Object, Read};
 use super::values;
 
@@ -31,12 +32,14 @@ const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
-/// Reads one queue; the model only if every part of it is valid.
+/// Reads one queue; the model only if every part of it is valid. `pool` is
+/// the PostgreSQL pool when the spec uses PostgreSQL and its settings are valid.
 pub(crate) fn queue(
     ctx: &mut Ctx<'_>,
     name: &str,
     item: &Item<'_>,
     envelopes: Option<&[EnvelopeDef]>,
+    pool: Option<postgres::Pool>,
 ) -> Option<Queue> {
     let name_ok = names::check_lower_name(ctx, &item.key(), name, "queue");
     let q = object(ctx, item, &QUEUE);
@@ -89,6 +92,13 @@ pub(crate) fn queue(
     let alerts = alerts(ctx, &q);
     let (pods, replicas_at) = kubernetes::pods(ctx, &q);
     let autoscale = kubernetes::autoscale(ctx, &q, replicas_at.as_ref());
+    let results = postgres::results(ctx, &q);
+    let outbox = postgres::outbox(ctx, &q);
+    if let (Some(Some(ResultStore::Postgres)), Some(handler), Some(pool)) =
+        (results, &handler, pool)
+    {
+        pool.check_serves(ctx, &q, handler.concurrency);
+    }
     if !name_ok {
         return None;
     }
@@ -111,6 +121,8 @@ pub(crate) fn queue(
         alerts: alerts?,
         pods: pods?,
         autoscale: autoscale?,
+        results: results?,
+        outbox: outbox?,
     })
 }
 

@@ -9,6 +9,7 @@ pub mod conf;
 pub mod k8s;
 pub mod prometheus;
 pub mod runbook;
+pub mod sql;
 
 use super::{functions, GeneratedFile};
 use crate::error::Result;
@@ -25,5 +26,6 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
         runbook::generate(spec, spec_file)?,
     ];
     files.extend(k8s::generate(spec, spec_file, source)?);
+    files.extend(sql::generate(spec, spec_file));
     Ok(files)
 }

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::prometheus::{self, Alert};
+use super::sql;
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{functions, header_in, CommentSyntax, GeneratedFile};
-use crate::spec::model::{Deployment, Queue, Spec, TrimMode};
+use crate::spec::model::{Deployment, Queue, ResultStore, Spec, TrimMode};
 use crate::spec::units::format_duration;
 
 /// The file the runbook is written to, relative to the deploy directory.
@@ -42,6 +43,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             library: functions::library_name(&spec.service),
             queues,
             service_alerts,
+            postgres: PostgresContext::new(spec),
         },
     )?;
     Ok(GeneratedFile {
@@ -59,6 +61,43 @@ struct RunbookContext<'a> {
     library: String,
     queues: Vec<QueueContext>,
     service_alerts: Vec<Alert>,
+    /// Set when a queue uses PostgreSQL: the runbook then says how to apply
+    /// the migrations and look at the outbox and results.
+    postgres: Option<PostgresContext>,
+}
+
+/// What the PostgreSQL section of the runbook names.
+#[derive(Serialize)]
+struct PostgresContext {
+    schema: String,
+    /// `sql/0001_....sql`, relative to the deploy directory, in order.
+    migrations: Vec<String>,
+    /// The queues with `results: postgres` (their handler name is theirs).
+    results: Vec<String>,
+    /// The queues with `outbox: true`.
+    outbox: Vec<String>,
+}
+
+impl PostgresContext {
+    fn new(spec: &Spec) -> Option<Self> {
+        let postgres = spec.postgres.as_ref()?;
+        let names = |keep: fn(&Queue) -> bool| {
+            spec.queues
+                .iter()
+                .filter(|q| keep(q))
+                .map(|q| q.name.clone())
+                .collect()
+        };
+        Some(PostgresContext {
+            schema: postgres.schema.clone(),
+            migrations: sql::migrations(spec)
+                .into_iter()
+                .map(|m| format!("{}/{}", sql::DIR, m.file_name))
+                .collect(),
+            results: names(|q| q.results == Some(ResultStore::Postgres)),
+            outbox: names(|q| q.outbox),
+        })
+    }
 }
 
 /// The settings of one queue that the runbook's advice quotes.
