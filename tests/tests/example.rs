@@ -1,5 +1,6 @@
 //! The committed docs-pipeline example, end to end: its generated producers
-//! publish, its generated workers run its handlers, every job leaves one result.
+//! (and the export outbox) publish, its generated workers run its handlers,
+//! every job leaves one result, in Redis or, with its business row, in PostgreSQL.
 
 use std::time::Duration;
 
@@ -9,12 +10,34 @@ use docs_pipeline::handlers::{
 use docs_pipeline::queues::envelopes::{
     ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedEngine, OcrRequestedPriority,
 };
-use docs_pipeline::queues::{export, notification, ocr, reconciliation};
+use docs_pipeline::queues::{self, export, notification, ocr, reconciliation};
+use docs_pipeline::requests::request_export;
 use queuegen_runtime::{ensure_groups, NewJob, Timestamp};
 use queuegen_tests::support::{init_tracing, pending_count, wait_until};
-use queuegen_tests::{library, RedisServer};
+use queuegen_tests::{library, pg_app, PostgresServer, RedisServer};
 
 const JOBS: u32 = 50;
+
+/// A private PostgreSQL with the example's migrations applied as a team
+/// would: queuegen's generated deploy/sql/ files, then the app's own.
+fn example_database() -> PostgresServer {
+    let server = PostgresServer::start();
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docs-pipeline");
+    for dir in ["deploy/sql", "migrations"] {
+        let mut files: Vec<_> = std::fs::read_dir(example.join(dir))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        files.sort();
+        for file in files {
+            server
+                .psql_file(&file)
+                .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
+        }
+    }
+    server
+}
 
 async fn results(conn: &mut redis::aio::MultiplexedConnection, queue: &str) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS")
@@ -29,6 +52,9 @@ async fn results(conn: &mut redis::aio::MultiplexedConnection, queue: &str) -> u
 async fn generated_producers_and_workers_drain_all_four_queues() {
     init_tracing();
     let server = RedisServer::start();
+    let database = example_database();
+    let pg = queues::connect_postgres(&database.url()).await.unwrap();
+    let db = pg_app::connect(&database.url()).await;
     let (redis, store) = handlers::connect(&server.url()).await.unwrap();
     library::load_example(&redis).await;
     for config in [
@@ -66,18 +92,17 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
         }))
         .await
         .unwrap();
-    export::producer(&redis)
-        .publish_many((0..JOBS).map(|i| {
-            let body = export::ExportRequested {
-                export_ref: format!("export-{i}"),
-                format: ExportRequestedFormat::Parquet,
-                requested_at: now,
-                row_limit: Some(u64::from(i)),
-            };
-            NewJob::new(format!("export-{i}"), tenant(i), body)
-        }))
-        .await
-        .unwrap();
+    // Export requests go through the outbox, in the request's transaction.
+    for i in 0..JOBS {
+        let format = [
+            ExportRequestedFormat::Csv,
+            ExportRequestedFormat::Json,
+            ExportRequestedFormat::Parquet,
+        ][i as usize % 3];
+        request_export(&pg, &tenant(i), &format!("report-{i}"), format)
+            .await
+            .unwrap();
+    }
     reconciliation::producer(&redis)
         .publish_many((0..JOBS).map(|i| {
             let body = reconciliation::ReconciliationRequested {
@@ -117,7 +142,7 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
             export::worker(
                 &redis,
                 ExportHandler {
-                    results: store.clone(),
+                    results: export::results(&pg).await.unwrap(),
                 },
             )
             .run_until(until_stopped(stopped.clone())),
@@ -126,30 +151,49 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
             reconciliation::worker(
                 &redis,
                 ReconciliationHandler {
-                    results: store.clone(),
+                    results: reconciliation::results(&pg).await.unwrap(),
+                    ledger: pg.clone(),
                 },
             )
             .run_until(until_stopped(stopped.clone())),
         ),
     ];
+    let publisher = tokio::spawn(
+        queues::outbox_publisher(&pg, &redis).run_until(until_stopped(stopped.clone())),
+    );
 
     let mut conn = server
         .client()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
+    let db = &db;
     wait_until(Duration::from_secs(30), "every job has its result", || {
         let mut conn = conn.clone();
         async move {
             let mut done = 0;
-            for queue in ["ocr", "notification", "export", "reconciliation"] {
-                done += results(&mut conn, queue).await;
+            for queue in ["ocr", "notification"] {
+                done += results(&mut conn, queue).await as i64;
             }
-            done == 4 * JOBS as usize
+            done += pg_app::number(db, "SELECT count(*) FROM exports").await;
+            done += pg_app::number(db, "SELECT count(*) FROM reconciliation_runs").await;
+            done == 4 * i64::from(JOBS)
         }
     })
     .await;
     stop.send(true).unwrap();
+    let published = publisher.await.unwrap().unwrap();
+    assert_eq!(published.dispatched, u64::from(JOBS), "{published:?}");
+    assert_eq!(
+        pg_app::number(db, "SELECT count(*) FROM docs_pipeline.results").await,
+        2 * i64::from(JOBS),
+        "one marker per export and reconciliation job"
+    );
+    assert_eq!(
+        pg_app::number(db, "SELECT count(*) FROM ledger_snapshots WHERE fence = 1").await,
+        i64::from(JOBS),
+        "each ledger got its one report, with its job's first fence token"
+    );
     let mut handled = 0;
     for worker in workers {
         let report = worker.await.unwrap().unwrap();

@@ -1,9 +1,15 @@
-//! Small handlers for the four queues. Each records its effect under the job's
-//! id in the runtime's Redis result store, so a redelivered job finds the effect
-//! and does not repeat it.
+//! Small handlers for the four queues, each making its effect once across redeliveries.
+//!
+//! `ocr` and `notification` record their effect under the job's id in the
+//! runtime's Redis result store. `export` and `reconciliation` change rows
+//! in PostgreSQL (spec `results: postgres`): the change and the job's marker
+//! commit in one transaction, so a redelivered job finds the marker and
+//! does not repeat the change. `reconciliation` also reports to a ledger
+//! service outside that transaction, guarded by a fence token.
 
 use std::time::Duration;
 
+use queuegen_runtime::postgres::{Begun, PgResults, Postgres};
 use queuegen_runtime::{JobContext, JobError, Outcome, Redis, RedisResults, Results};
 
 use crate::queues::envelopes::NotificationRequestedChannel;
@@ -76,8 +82,9 @@ impl notification::Handler for NotificationHandler {
     }
 }
 
+/// Writes each export's row in the job's transaction.
 pub struct ExportHandler {
-    pub results: ResultStore,
+    pub results: PgResults,
 }
 
 impl export::Handler for ExportHandler {
@@ -86,20 +93,38 @@ impl export::Handler for ExportHandler {
         job: export::ExportRequested,
         ctx: &JobContext,
     ) -> Result<Outcome, JobError> {
+        let tx = match self.results.begin(ctx).await? {
+            Begun::New(tx) => tx,
+            // An earlier delivery wrote this export and committed: done.
+            Begun::Finished(_) => return Ok(Outcome::Done),
+        };
         let file = format!(
-            "exports/{}.{:?} (rows <= {}, requested {})",
+            "exports/{}.{:?} (rows <= {})",
             job.export_ref,
             job.format,
             job.row_limit.map_or("all".to_owned(), |n| n.to_string()),
-            job.requested_at
         );
-        record_once(&self.results, ctx, file).await?;
+        // A database error returned with `?` is retried or dead-lettered by
+        // its SQLSTATE class (a second export of one export_ref breaks the
+        // primary key: permanent, dead-lettered with the constraint named).
+        let insert = tx
+            .prepare_cached("INSERT INTO exports (export_ref, file, job_id) VALUES ($1, $2, $3)")
+            .await?;
+        tx.execute(&insert, &[&job.export_ref, &file, &ctx.job_id()])
+            .await?;
+        tx.commit(file.as_bytes()).await?;
         Ok(Outcome::Done)
     }
 }
 
+/// Reconciles a ledger's window: reports the result to the ledger service
+/// (outside the database transaction, fenced) and records the run with the
+/// job's marker.
 pub struct ReconciliationHandler {
-    pub results: ResultStore,
+    pub results: PgResults,
+    /// The ledger service's connection (here a table of the same database,
+    /// written on its own connection, as another system would be).
+    pub ledger: Postgres,
 }
 
 impl reconciliation::Handler for ReconciliationHandler {
@@ -113,11 +138,44 @@ impl reconciliation::Handler for ReconciliationHandler {
                 "reconciliation window ends before it starts",
             ));
         }
-        let summary = format!(
-            "{} from {} to {}",
-            job.ledger_ref, job.window_start, job.window_end
-        );
-        record_once(&self.results, ctx, summary).await?;
+        // The token first, before anything else: a delivery that stalls
+        // past claim.min_idle holds an older token than the one that
+        // claimed its job after it, and the ledger service refuses its
+        // late report.
+        let fence = self.results.fence(ctx).await?;
+        let tx = match self.results.begin(ctx).await? {
+            Begun::New(tx) => tx,
+            Begun::Finished(_) => return Ok(Outcome::Done),
+        };
+        let until = job.window_end.to_system_time();
+        let ledger = self.ledger.pool().get().await?;
+        let accepted = ledger
+            .execute(
+                "INSERT INTO ledger_snapshots (ledger_ref, reconciled_until, fence) VALUES ($1, $2, $3)
+                 ON CONFLICT (ledger_ref) DO UPDATE
+                 SET reconciled_until = EXCLUDED.reconciled_until, fence = EXCLUDED.fence
+                 WHERE ledger_snapshots.fence < EXCLUDED.fence",
+                &[&job.ledger_ref, &until, &fence.token()],
+            )
+            .await?;
+        if accepted == 0 {
+            // A newer delivery of this job reported already: it owns the
+            // job now, and this delivery's outcome would be refused anyway.
+            return Ok(Outcome::reconcile("fenced out by a newer delivery"));
+        }
+        tx.execute(
+            "INSERT INTO reconciliation_runs (job_id, ledger_ref, window_start, window_end, fence)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &ctx.job_id(),
+                &job.ledger_ref,
+                &job.window_start.to_system_time(),
+                &until,
+                &fence.token(),
+            ],
+        )
+        .await?;
+        tx.commit(b"").await?;
         Ok(Outcome::Done)
     }
 }

@@ -1,10 +1,11 @@
-//! Publishes a batch of example jobs to each of the four queues.
+//! Publishes a batch of example jobs to each of the four queues; export jobs go through the PostgreSQL outbox with the export request they carry out.
 
 use clap::Parser;
 use docs_pipeline::queues::envelopes::{
     ExportRequestedFormat, NotificationRequestedChannel, OcrRequestedEngine, OcrRequestedPriority,
 };
-use docs_pipeline::queues::{export, notification, ocr, reconciliation};
+use docs_pipeline::queues::{self, notification, ocr, reconciliation};
+use docs_pipeline::requests::request_export;
 use queuegen_runtime::{NewJob, Redis, Timestamp};
 
 #[derive(Parser)]
@@ -19,6 +20,11 @@ struct Args {
     /// Prefix of every job id; rerun with the same prefix to publish duplicates of the same intents.
     #[arg(long, default_value = "demo")]
     job_prefix: String,
+    /// PostgreSQL URL (deploy/sql/ and migrations/ applied): export requests
+    /// are recorded there with their job, which the worker's outbox
+    /// publisher then sends. Without it, no export jobs.
+    #[arg(long, env = "DATABASE_URL")]
+    database: Option<String>,
 }
 
 #[tokio::main]
@@ -57,18 +63,6 @@ async fn main() -> anyhow::Result<()> {
             },
         )
     });
-    let export_jobs = (0..args.count).map(|i| {
-        NewJob::new(
-            id("export", i),
-            tenant(i),
-            export::ExportRequested {
-                export_ref: format!("export-{i}"),
-                format: ExportRequestedFormat::Csv,
-                requested_at: now,
-                row_limit: None,
-            },
-        )
-    });
     let reconciliation_jobs = (0..args.count).map(|i| {
         NewJob::new(
             id("reconciliation", i),
@@ -90,10 +84,6 @@ async fn main() -> anyhow::Result<()> {
                 .await?,
         ),
         (
-            "export",
-            export::producer(&redis).publish_many(export_jobs).await?,
-        ),
-        (
             "reconciliation",
             reconciliation::producer(&redis)
                 .publish_many(reconciliation_jobs)
@@ -107,6 +97,26 @@ async fn main() -> anyhow::Result<()> {
             "{queue}: published {} jobs to partitions {partitions:?}",
             jobs.len()
         );
+    }
+    match &args.database {
+        Some(url) => {
+            let pg = queues::connect_postgres(url).await?;
+            let mut partitions = std::collections::BTreeSet::new();
+            for i in 0..args.count {
+                let export_ref = format!("{}-export-{i}", args.job_prefix);
+                let enqueued =
+                    request_export(&pg, &tenant(i), &export_ref, ExportRequestedFormat::Csv)
+                        .await?;
+                partitions.insert(enqueued.partition);
+            }
+            println!(
+                "export: enqueued {} jobs with their requests in the outbox, for partitions {partitions:?}",
+                args.count
+            );
+        }
+        None => println!(
+            "export: none (export requests go through the PostgreSQL outbox: pass --database)"
+        ),
     }
     Ok(())
 }

@@ -1,4 +1,8 @@
-//! Runs a worker for each of the four queues (or the `--queue`s named) until Ctrl-C or SIGTERM.
+//! Runs a worker for each of the four queues (or the `--queue`s named), and with `--outbox-publisher` the export outbox's publisher, until Ctrl-C or SIGTERM.
+//!
+//! `export` and `reconciliation` keep their results in PostgreSQL
+//! (DATABASE_URL): a database that is unreachable or lacks the migrations
+//! of deploy/sql/ fails the start, naming it, before any job is read.
 //!
 //! In the generated Kubernetes Deployments (deploy/k8s/) each pod runs one
 //! queue: QUEUEGEN_QUEUE names it, and `Worker::with_env` takes the consumer
@@ -9,7 +13,8 @@ use clap::Parser;
 use docs_pipeline::handlers::{
     self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
 };
-use docs_pipeline::queues::{export, notification, ocr, reconciliation};
+use docs_pipeline::queues::{self, export, notification, ocr, reconciliation};
+use queuegen_runtime::postgres::Postgres;
 use queuegen_runtime::{Envelope, Handler, Worker, WorkerReport, METRICS_ADDR_ENV, QUEUE_ENV};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -25,6 +30,15 @@ struct Args {
     /// Only these queues (repeatable, or comma-separated in QUEUEGEN_QUEUE); default all four.
     #[arg(long, env = QUEUE_ENV, value_delimiter = ',')]
     queue: Vec<String>,
+    /// PostgreSQL URL of the database with queuegen's tables (deploy/sql/)
+    /// and the app's (migrations/): needed by `export`, `reconciliation`
+    /// and the outbox publisher.
+    #[arg(long, env = "DATABASE_URL")]
+    database: Option<String>,
+    /// Also publish the export outbox's committed jobs (any number of
+    /// processes may: each partition is published by one at a time).
+    #[arg(long, env = "QUEUEGEN_OUTBOX_PUBLISHER")]
+    outbox_publisher: bool,
 }
 
 #[tokio::main]
@@ -47,6 +61,16 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let (redis, results) = handlers::connect(&args.redis).await?;
+    let needs_postgres = wanted("export") || wanted("reconciliation") || args.outbox_publisher;
+    let pg: Option<Postgres> = match (&args.database, needs_postgres) {
+        (Some(url), true) => Some(queues::connect_postgres(url).await?),
+        (None, true) => anyhow::bail!(
+            "export, reconciliation and the outbox publisher keep their state in PostgreSQL: \
+             pass --database URL (or DATABASE_URL)"
+        ),
+        (_, false) => None,
+    };
+    let postgres = || pg.as_ref().expect("connected above when a queue needs it");
 
     // One signal stops every worker.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -71,17 +95,27 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("export") {
         let handler = ExportHandler {
-            results: results.clone(),
+            results: export::results(postgres()).await?,
         };
         running.start("export", export::worker(&redis, handler).with_env()?);
     }
     if wanted("reconciliation") {
-        let handler = ReconciliationHandler { results };
+        let handler = ReconciliationHandler {
+            results: reconciliation::results(postgres()).await?,
+            ledger: postgres().clone(),
+        };
         running.start(
             "reconciliation",
             reconciliation::worker(&redis, handler).with_env()?,
         );
     }
+    let publisher = args.outbox_publisher.then(|| {
+        let publisher = queues::outbox_publisher(postgres(), &redis);
+        let mut stop = running.stop.clone();
+        tokio::spawn(publisher.run_until(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        }))
+    });
 
     tokio::spawn(async move {
         queuegen_runtime::shutdown_signal().await;
@@ -95,6 +129,15 @@ async fn main() -> anyhow::Result<()> {
             (queue, Ok(report)) => tracing::info!(queue, ?report, "worker stopped"),
             (queue, Err(err)) => {
                 tracing::error!(queue, error = %err, "worker failed");
+                failed.get_or_insert(err);
+            }
+        }
+    }
+    if let Some(publisher) = publisher {
+        match publisher.await? {
+            Ok(report) => tracing::info!(?report, "outbox publisher stopped"),
+            Err(err) => {
+                tracing::error!(error = %err, "outbox publisher failed");
                 failed.get_or_insert(err);
             }
         }
