@@ -411,3 +411,72 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// On a Redis Cluster each partition is its own slot: a round's XADD
+/// pipeline names one partition, so it goes to one primary, and the jobs of
+/// every partition arrive and are handled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_publisher_and_the_results_work_on_a_cluster() {
+    init_tracing();
+    const ROWS: usize = 300;
+    let cluster = queuegen_tests::RedisCluster::start();
+    let postgres_server = PostgresServer::start();
+    pg_app::prepare(&postgres_server.url()).await;
+    let config = test_config(&unique_prefix("outbox-cluster"), 6);
+    let redis = Redis::connect(cluster.url()).await.unwrap();
+    queuegen_tests::library::load(&redis).await;
+    queuegen_runtime::ensure_groups(&redis, &config)
+        .await
+        .unwrap();
+    let pg = Postgres::connect(&postgres_server.url(), SCHEMA, 4)
+        .await
+        .unwrap();
+    let mut db = pg_app::connect(&postgres_server.url()).await;
+    let outbox = PgOutbox::<TestJob>::new(&pg, config.clone());
+    let tx = db.transaction().await.unwrap();
+    for n in 0..ROWS {
+        let job = NewJob::new(
+            format!("doc-{n}"),
+            format!("tenant-{}", n % 5),
+            TestJob::new(format!("{n:05}"), None),
+        );
+        outbox.enqueue(&tx, job).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    let publisher = OutboxPublisher::new(&pg, &redis, std::slice::from_ref(&config));
+    assert_eq!(publisher.publish_pending().await.unwrap(), ROWS as u64);
+    let mut conn = redis.shared();
+    let mut per_partition = Vec::new();
+    for partition in 0..config.partitions {
+        let ids: Vec<(String, HashMap<String, String>)> =
+            stream_entries(&mut conn, &config.ready_key(partition)).await;
+        per_partition.push(ids.len());
+    }
+    assert_eq!(per_partition.iter().sum::<usize>(), ROWS);
+    assert!(
+        per_partition.iter().filter(|&&n| n > 0).count() > 1,
+        "{per_partition:?}"
+    );
+
+    let results = PgResults::start(&pg, &config).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(&redis, config.clone(), DocumentsHandler { results });
+    let running = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    let db = &db;
+    wait_until(
+        Duration::from_secs(30),
+        "every job is handled",
+        || async move { pg_app::number(db, "SELECT count(*) FROM documents").await == ROWS as i64 },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(report.done, ROWS as u64, "{report:?}");
+    assert_eq!(
+        pg_app::number(db, "SELECT count(DISTINCT job_id) FROM documents").await,
+        ROWS as i64
+    );
+}
