@@ -670,3 +670,109 @@ fn postgres_errors_name_the_key_position_and_fix() {
         "{d}"
     );
 }
+
+#[test]
+fn kubernetes_without_the_postgres_secret() {
+    // Collected with the other problems of the section and the queue.
+    let source = with_postgres(
+        "kubernetes: { namespace: shop, image: \"my image\" }\n",
+        "    results: postgres\n    pods: { cpu: lots }\n",
+    );
+    case("postgres_secret_missing", &source, Expect::Errors);
+}
+
+#[test]
+fn kubernetes_postgres_keys_nothing_reads() {
+    let source = with_postgres(
+        "kubernetes:\n  namespace: shop\n  postgres_secret: shop-postgres\n  psql_image: postgres:17\n",
+        "    outbox: false\n",
+    );
+    case("postgres_secret_unused", &source, Expect::Errors);
+}
+
+#[test]
+fn kubernetes_postgres_keys_malformed() {
+    let source = with_postgres(
+        "kubernetes: { postgres_secret: Shop_Postgres, psql_image: \"\" }\n",
+        "    outbox: true\n",
+    );
+    case("postgres_secret_malformed", &source, Expect::Errors);
+}
+
+/// The same findings as the snapshots, one by one: the missing Secret is
+/// reported at the `kubernetes` key, naming every queue that uses
+/// PostgreSQL; without a `kubernetes` section nothing is required.
+#[test]
+fn the_postgres_secret_errors_name_the_key_position_and_fix() {
+    let source = format!(
+        "{}  refunds:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\n    outbox: true\n",
+        with_postgres("kubernetes:\n  namespace: shop\n", "    results: postgres\n")
+    );
+    let checked = check_str(&source, "queues.yaml");
+    let [d] = checked.diagnostics.as_slice() else {
+        panic!("{:#?}", checked.diagnostics);
+    };
+    assert_eq!(
+        (d.line, d.column, d.path.as_str()),
+        (3, 1, "kubernetes.postgres_secret"),
+        "{d}"
+    );
+    assert!(
+        d.message
+            .starts_with("queues `orders` and `refunds` use PostgreSQL, but `kubernetes` names no Secret with the database URL"),
+        "{d}"
+    );
+    assert!(
+        d.help.as_deref().unwrap().contains(
+            "add `postgres_secret: shop-postgres` under `kubernetes`, naming a Secret whose key `database-url` holds the URL"
+        ),
+        "{d}"
+    );
+
+    // No `kubernetes` section: nothing is required (and nothing of
+    // PostgreSQL goes into the manifests).
+    let without = check_str(&with_postgres("", "    results: postgres\n"), "queues.yaml");
+    assert!(without.diagnostics.is_empty(), "{:#?}", without.diagnostics);
+    // An empty section is a section.
+    let empty = check_str(
+        &with_postgres("kubernetes: {}\n", "    results: postgres\n"),
+        "queues.yaml",
+    );
+    assert_eq!(empty.error_count(), 1, "{:#?}", empty.diagnostics);
+    assert!(empty.diagnostics[0]
+        .message
+        .starts_with("queue `orders` uses PostgreSQL"));
+    // Given: clean.
+    let given = check_str(
+        &with_postgres(
+            "kubernetes: { postgres_secret: shop-postgres }\n",
+            "    results: postgres\n",
+        ),
+        "queues.yaml",
+    );
+    assert!(given.diagnostics.is_empty(), "{:#?}", given.diagnostics);
+
+    // Unused: each key at itself.
+    let unused = check_str(
+        &with_postgres(
+            "kubernetes: { postgres_secret: shop-postgres, psql_image: postgres:17 }\n",
+            "",
+        ),
+        "queues.yaml",
+    );
+    let found: Vec<(usize, usize, &str)> = unused
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.column, d.path.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (3, 15, "kubernetes.postgres_secret"),
+            (3, 47, "kubernetes.psql_image")
+        ]
+    );
+    assert!(unused.diagnostics[0].help.as_deref().unwrap().contains(
+        "add `results: postgres` or `outbox: true` to a queue, or remove `postgres_secret`"
+    ));
+}

@@ -258,3 +258,35 @@ queues:
     assert_eq!(checked.warning_count(), 2, "{:#?}", checked.diagnostics);
     assert!(checked.spec.is_some());
 }
+
+#[test]
+fn kubernetes_postgres_keys_are_read_with_their_defaults() {
+    let source = |kubernetes: &str, queue_keys: &str| {
+        format!(
+            "version: 1\nservice: mailer\n{kubernetes}envelopes:\n  MailRequested:\n    schema: 1\nqueues:\n  mail:\n    envelope: MailRequested\n    dead_letter: {{ owner: mail-oncall }}\n{queue_keys}"
+        )
+    };
+    let spec = |kubernetes: &str, queue_keys: &str| {
+        let checked = check_str(&source(kubernetes, queue_keys), "q.yaml");
+        assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
+        checked.spec.expect("valid")
+    };
+    // Given: both read as written.
+    let given = spec(
+        "kubernetes: { postgres_secret: mailer-pg, psql_image: \"reg.example/psql:17\" }\n",
+        "    results: postgres\n",
+    );
+    assert_eq!(
+        given.kubernetes.postgres_secret.as_deref(),
+        Some("mailer-pg")
+    );
+    assert_eq!(given.kubernetes.psql_image, "reg.example/psql:17");
+    // Defaults: no Secret (the manifests then carry nothing of PostgreSQL),
+    // the official image.
+    let plain = spec("", "");
+    assert_eq!(plain.kubernetes.postgres_secret, None);
+    assert_eq!(plain.kubernetes.psql_image, "postgres:16-alpine");
+    // A spec without a `kubernetes` section needs no Secret.
+    let no_section = spec("", "    outbox: true\n");
+    assert_eq!(no_section.kubernetes.postgres_secret, None);
+}

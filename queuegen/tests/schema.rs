@@ -199,6 +199,27 @@ fn malformed_specs_are_rejected() {
             ),
         ),
         (
+            "postgres_secret not a Secret name",
+            format!("{BASE}    results: postgres\n").replace(
+                "service: shop",
+                "service: shop\nkubernetes: { postgres_secret: Shop_Postgres }",
+            ),
+        ),
+        (
+            "psql_image with a space",
+            format!("{BASE}    outbox: true\n").replace(
+                "service: shop",
+                "service: shop\nkubernetes: { postgres_secret: shop-pg, psql_image: \"postgres 16\" }",
+            ),
+        ),
+        (
+            "unknown key under kubernetes",
+            format!("{BASE}    outbox: true\n").replace(
+                "service: shop",
+                "service: shop\nkubernetes: { postgres_secret: shop-pg, database_secret: shop-pg }",
+            ),
+        ),
+        (
             "unquoted min_version",
             BASE.replace(
                 "service: shop",
@@ -265,6 +286,20 @@ fn schema_and_checker_agree_on_names() {
         sources.push(format!("{BASE}    results: postgres\n").replace(
             "service: shop",
             &format!("service: shop\npostgres: {{ schema: \"{name}\" }}"),
+        ));
+    }
+    for name in [
+        "shop-postgres",
+        "pg1",
+        "Shop",
+        "shop_pg",
+        "-shop",
+        "shop-",
+        "shop.pg",
+    ] {
+        sources.push(format!("{BASE}    results: postgres\n").replace(
+            "service: shop",
+            &format!("service: shop\nkubernetes: {{ postgres_secret: \"{name}\" }}"),
         ));
     }
     for source in sources {

@@ -47,6 +47,13 @@ pub struct Kubernetes {
     pub monitor_image: String,
     /// The Secret with the Redis connection (`url`, `address`, `password`). Default `{service}-redis`.
     pub redis_secret: String,
+    /// The Secret with the PostgreSQL URL (key `database-url`). Set only
+    /// when a queue uses PostgreSQL; `check` requires it then if the spec
+    /// has a `kubernetes` section. `None`: the manifests carry nothing of
+    /// PostgreSQL.
+    pub postgres_secret: Option<String>,
+    /// The image of the migration Job (`psql` and `sh`). Default `postgres:16-alpine`.
+    pub psql_image: String,
     /// Port of /metrics, /healthz and /readyz. Default 9464.
     pub metrics_port: u16,
     /// Prometheus that KEDA queries. Default `http://prometheus.monitoring.svc:9090`.

@@ -57,6 +57,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         "k8s/keda.yaml",
         include_str!("../../templates/k8s/keda.yaml.jinja"),
     ),
+    (
+        "k8s/outbox-publisher.yaml",
+        include_str!("../../templates/k8s/outbox-publisher.yaml.jinja"),
+    ),
+    (
+        "k8s/postgres-migrations.yaml",
+        include_str!("../../templates/k8s/postgres-migrations.yaml.jinja"),
+    ),
 ];
 
 fn environment() -> Environment<'static> {

@@ -7,7 +7,8 @@
 //! In the generated Kubernetes Deployments (deploy/k8s/) each pod runs one
 //! queue: QUEUEGEN_QUEUE names it, and `Worker::with_env` takes the consumer
 //! name (the pod name) and the metrics address from QUEUEGEN_CONSUMER and
-//! QUEUEGEN_METRICS_ADDR.
+//! QUEUEGEN_METRICS_ADDR. The outbox publisher's pods set QUEUEGEN_QUEUE=none
+//! and QUEUEGEN_OUTBOX_PUBLISHER=true: the publisher alone, no queue worker.
 
 use clap::Parser;
 use docs_pipeline::handlers::{
@@ -20,6 +21,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 const QUEUES: [&str; 4] = ["ocr", "notification", "export", "reconciliation"];
+/// `--queue none`: work no queue (the outbox publisher's pods).
+const NO_QUEUE: &str = "none";
 
 #[derive(Parser)]
 #[command(about = "Work the docs-pipeline queues until Ctrl-C")]
@@ -28,6 +31,8 @@ struct Args {
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     redis: String,
     /// Only these queues (repeatable, or comma-separated in QUEUEGEN_QUEUE); default all four.
+    /// `none`: no queue worker at all, only the outbox publisher (needs
+    /// --outbox-publisher; not together with queue names).
     #[arg(long, env = QUEUE_ENV, value_delimiter = ',')]
     queue: Vec<String>,
     /// PostgreSQL URL of the database with queuegen's tables (deploy/sql/)
@@ -49,8 +54,28 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
-    if let Some(unknown) = args.queue.iter().find(|q| !QUEUES.contains(&q.as_str())) {
-        anyhow::bail!("no queue `{unknown}`: the queues are {}", QUEUES.join(", "));
+    let no_queue = args.queue.iter().any(|q| q == NO_QUEUE);
+    if let Some(unknown) = args
+        .queue
+        .iter()
+        .find(|q| q.as_str() != NO_QUEUE && !QUEUES.contains(&q.as_str()))
+    {
+        anyhow::bail!(
+            "no queue `{unknown}`: the queues are {}, or `{NO_QUEUE}` for only the outbox publisher",
+            QUEUES.join(", ")
+        );
+    }
+    if no_queue && args.queue.len() > 1 {
+        anyhow::bail!(
+            "--queue {NO_QUEUE} works no queue, so it cannot be combined with queue names: got {}",
+            args.queue.join(", ")
+        );
+    }
+    if no_queue && !args.outbox_publisher {
+        anyhow::bail!(
+            "--queue {NO_QUEUE} works no queue and --outbox-publisher is not set: there is nothing to do \
+             (pass --outbox-publisher, or QUEUEGEN_OUTBOX_PUBLISHER=true)"
+        );
     }
     let wanted = |queue: &str| args.queue.is_empty() || args.queue.iter().any(|q| q == queue);
     if std::env::var_os(METRICS_ADDR_ENV).is_some()

@@ -192,7 +192,7 @@ pub static POSTGRES: Obj = Obj {
 
 pub static KUBERNETES: Obj = Obj {
     name: "Kubernetes",
-    doc: "Where and with what the generated Kubernetes manifests run the workers, the monitor and the trim CronJob.",
+    doc: "Where and with what the generated Kubernetes manifests run the workers, the monitor, the trim CronJob and, when a queue uses PostgreSQL, the outbox publisher and the migration Job.",
     props: &[
         prop!("namespace", Ty::Str(StrKind::DnsLabel), default = Some("the service name"),
             "Namespace of every generated object: an RFC 1123 label (lowercase letters, digits and `-`)."),
@@ -202,6 +202,10 @@ pub static KUBERNETES: Obj = Obj {
             "An image with the queuegen CLI, for the monitor Deployment and the trim CronJob."),
         prop!("redis_secret", Ty::Str(StrKind::DnsLabel), default = Some("\"SERVICE-redis\""),
             "The Secret holding the Redis connection: key `url` (REDIS_URL, credentials included), and for autoscaling on lag `address` (host:port; for a Cluster a comma-separated list of host:port) and `password`. Never written into a manifest."),
+        prop!("postgres_secret", Ty::Str(StrKind::DnsLabel), default = Some("none"),
+            "The Secret holding the PostgreSQL connection: key `database-url` (DATABASE_URL, a `postgres://user:password@host:5432/database` URL, credentials included), for the workers of `results: postgres` queues, the outbox publisher and the migration Job. Required when the spec has a `kubernetes` section and a queue has `results: postgres` or `outbox: true`; refused when no queue does. Never written into a manifest."),
+        prop!("psql_image", Ty::Str(StrKind::Token), default = Some("\"postgres:16-alpine\""),
+            "An image with `psql` and `sh`, for the Job that applies the PostgreSQL migrations (`k8s/postgres-migrations.yaml`). Only allowed when a queue uses PostgreSQL."),
         prop!("metrics_port", Ty::Int { min: 1, max: 65535 }, default = Some("9464"),
             "Port workers and the monitor serve /metrics, /healthz and /readyz on."),
         prop!("prometheus_url", Ty::Str(StrKind::Token), default = Some("\"http://prometheus.monitoring.svc:9090\""),

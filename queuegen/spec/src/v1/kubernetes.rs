@@ -5,18 +5,24 @@
 use crate::model::{Autoscale, Kubernetes, Pods};
 
 use super::format::{AUTOSCALE, KUBERNETES, PODS};
+use super::postgres::PostgresUse;
 use super::read::{At, Ctx, Item, Object, Read};
 use super::values;
 
 /// Port of /metrics, /healthz and /readyz unless the spec says otherwise.
 pub const DEFAULT_METRICS_PORT: u16 = 9464;
+/// The migration Job's image unless the spec says otherwise: the official
+/// PostgreSQL image, small, with `psql` and `sh`.
+pub const DEFAULT_PSQL_IMAGE: &str = "postgres:16-alpine";
 const MAX_REPLICAS: u64 = 1000;
 
 pub(crate) fn kubernetes(
     ctx: &mut Ctx<'_>,
     spec: &Object<'_>,
     service: Option<&str>,
+    postgres: &PostgresUse,
 ) -> Option<Kubernetes> {
+    let given = spec.get("kubernetes").is_some();
     let k = spec.child(ctx, "kubernetes", &KUBERNETES);
     let service = service.unwrap_or_default();
     let namespace = k
@@ -33,6 +39,13 @@ pub(crate) fn kubernetes(
             dns_label(ctx, it, "Secret name")
         })
         .or(format!("{service}-redis"));
+    let postgres_secret = k.read(ctx, "postgres_secret", |ctx, it| {
+        dns_label(ctx, it, "Secret name")
+    });
+    let psql_image = k.read(ctx, "psql_image", token);
+    let postgres_ok = postgres_keys(ctx, &k, given, service, postgres, &postgres_secret);
+    let postgres_secret = postgres_secret.optional();
+    let psql_image = psql_image.or(DEFAULT_PSQL_IMAGE.to_owned());
     let metrics_port = k
         .read(ctx, "metrics_port", |ctx, it| {
             values::count(ctx, it, 1, 65535, "a TCP port is 1 to 65535").map(|p| p as u16)
@@ -53,14 +66,79 @@ pub(crate) fn kubernetes(
             }
         })
         .or("http://prometheus.monitoring.svc:9090".to_owned());
+    if !postgres_ok {
+        return None;
+    }
     Some(Kubernetes {
         namespace: namespace?,
         image: image?,
         monitor_image: monitor_image?,
         redis_secret: redis_secret?,
+        postgres_secret: postgres_secret?,
+        psql_image: psql_image?,
         metrics_port: metrics_port?,
         prometheus_url: prometheus_url?,
     })
+}
+
+/// The rules tying `postgres_secret` and `psql_image` to the queues: with a
+/// `kubernetes` section, a queue using PostgreSQL needs the Secret (its
+/// pods, the outbox publisher and the migration Job read the URL from it);
+/// with no queue using PostgreSQL, both keys would be ignored. False when
+/// something was reported.
+fn postgres_keys(
+    ctx: &mut Ctx<'_>,
+    k: &Object<'_>,
+    given: bool,
+    service: &str,
+    postgres: &PostgresUse,
+    secret: &Read<String>,
+) -> bool {
+    match postgres {
+        PostgresUse::Unknown => true,
+        PostgresUse::Unused => {
+            let mut ok = true;
+            for key in ["postgres_secret", "psql_image"] {
+                if let Some(item) = k.get(key) {
+                    ctx.error(
+                        &item.key(),
+                        "no queue uses PostgreSQL, so nothing in the manifests would read this key",
+                        format!(
+                            "add `results: postgres` or `outbox: true` to a queue, or remove `{key}`"
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+            ok
+        }
+        PostgresUse::By(queues) => {
+            if !given || *secret != Read::Absent {
+                return true;
+            }
+            let named: Vec<String> = queues.iter().map(|q| format!("`{q}`")).collect();
+            let queues = match named.as_slice() {
+                [one] => format!("queue {one} uses"),
+                [rest @ .., last] => format!("queues {} and {last} use", rest.join(", ")),
+                [] => unreachable!("PostgresUse::By is never empty"),
+            };
+            // A Secret name: `_` is not allowed in one.
+            let example = match service.replace('_', "-") {
+                name if is_dns_label(&format!("{name}-postgres")) => format!("{name}-postgres"),
+                _ => "app-postgres".to_owned(),
+            };
+            ctx.error(
+                &k.at("postgres_secret"),
+                format!(
+                    "{queues} PostgreSQL, but `kubernetes` names no Secret with the database URL: the pods that need it (workers of `results: postgres` queues, the outbox publisher, the migration Job) would start without DATABASE_URL and fail"
+                ),
+                format!(
+                    "add `postgres_secret: {example}` under `kubernetes`, naming a Secret whose key `database-url` holds the URL (postgres://user:password@host:5432/database)"
+                ),
+            );
+            false
+        }
+    }
 }
 
 /// The pods settings, and where `replicas` is written if it is (autoscale

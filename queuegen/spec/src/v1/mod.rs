@@ -16,6 +16,7 @@ use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
 use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
+use postgres::PostgresUse;
 use read::{entries, object, Item, Object};
 
 pub use postgres::is_sql_identifier;
@@ -39,8 +40,9 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         })
         .or(String::new());
     let redis = redis(ctx, &spec, service.as_deref());
-    let kubernetes = kubernetes::kubernetes(ctx, &spec, service.as_deref());
-    let (postgres, pool) = postgres::settings(ctx, &spec, queues_ask_for_postgres(&spec));
+    let postgres_use = PostgresUse::of(spec.get("queues").map(|it| it.node));
+    let kubernetes = kubernetes::kubernetes(ctx, &spec, service.as_deref(), &postgres_use);
+    let (postgres, pool) = postgres::settings(ctx, &spec, postgres_use.maybe());
     let envelopes = named(
         ctx,
         &spec,
@@ -102,19 +104,6 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         kubernetes: kubernetes?,
         postgres: postgres?,
     })
-}
-
-/// Whether any queue as written asks for PostgreSQL. Queues that cannot be
-/// read count as asking, so that a malformed `queues` does not also make
-/// the `postgres` section look unused.
-fn queues_ask_for_postgres(spec: &Object<'_>) -> bool {
-    match spec.get("queues").map(|it| it.node) {
-        Some(Node::Map(queues)) => queues
-            .iter()
-            .any(|(_, queue)| postgres::queue_asks_for_postgres(queue)),
-        Some(_) => true,
-        None => false,
-    }
 }
 
 /// `version` is read before anything else: a missing or unknown version is

@@ -301,10 +301,52 @@ pub(crate) fn outbox(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<bool> {
     q.read(ctx, "outbox", values::boolean).or(false)
 }
 
+/// Which queues, as written, ask for PostgreSQL ([`queue_asks_for_postgres`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PostgresUse {
+    /// No queue does.
+    Unused,
+    /// These queues do (never empty), in file order.
+    By(Vec<String>),
+    /// `queues` is not a mapping: nobody can tell, so no rule that depends
+    /// on it reports anything.
+    Unknown,
+}
+
+impl PostgresUse {
+    /// The queues of `queues` (the value of the top-level key, if any).
+    pub fn of(queues: Option<&Node>) -> Self {
+        match queues {
+            Some(Node::Map(queues)) => {
+                let mut by: Vec<String> = Vec::new();
+                for (name, queue) in queues {
+                    let name = name.key_text();
+                    if queue_asks_for_postgres(queue) && !by.contains(&name) {
+                        by.push(name);
+                    }
+                }
+                if by.is_empty() {
+                    PostgresUse::Unused
+                } else {
+                    PostgresUse::By(by)
+                }
+            }
+            Some(_) => PostgresUse::Unknown,
+            None => PostgresUse::Unused,
+        }
+    }
+
+    /// Whether a queue may use PostgreSQL: a malformed `queues` counts, so
+    /// that it does not also make PostgreSQL settings look unused.
+    pub fn maybe(&self) -> bool {
+        !matches!(self, PostgresUse::Unused)
+    }
+}
+
 /// Whether a queue as written asks for PostgreSQL: it sets `results` (even
 /// to an unknown store), or `outbox` to anything but `false`. Read from the
 /// YAML, so that a queue with errors elsewhere still counts.
-pub(crate) fn queue_asks_for_postgres(queue: &Node) -> bool {
+fn queue_asks_for_postgres(queue: &Node) -> bool {
     let Node::Map(pairs) = queue else {
         return false;
     };

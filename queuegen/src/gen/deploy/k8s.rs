@@ -2,6 +2,10 @@
 //! PodDisruptionBudget, the ConfigMap carrying the spec and its hash, the
 //! `queuegen monitor` Deployment and Service, the `queuegen trim` CronJobs
 //! when trimming is not in process, and KEDA ScaledObjects for autoscaled queues.
+//! With `kubernetes.postgres_secret` (a queue uses PostgreSQL): DATABASE_URL
+//! in the workers of `results: postgres` queues, the outbox publisher's
+//! Deployment when a queue has `outbox: true`, and the migrations of `sql/`
+//! in a ConfigMap with the Job that applies them.
 //!
 //! Every string that comes from the spec is written as a JSON string (valid
 //! YAML), so no name or URL can change the structure of a manifest.
@@ -13,9 +17,10 @@ use sha2::{Digest, Sha256};
 
 use super::super::templates::render;
 use super::super::{header_in, CommentSyntax, GeneratedFile};
+use super::sql;
 use crate::error::{Error, Result};
 use crate::spec::limits::{cron_schedule, shutdown_grace_margin, termination_grace_seconds};
-use crate::spec::model::{Deployment, Queue, Spec, TrimMode};
+use crate::spec::model::{Deployment, Queue, ResultStore, Spec, TrimMode};
 use crate::spec::units::format_duration;
 
 /// Where the ConfigMap's spec is mounted in the monitor and trim pods.
@@ -26,6 +31,26 @@ pub const SPEC_HASH_ANNOTATION: &str = "queuegen.dev/spec-sha256";
 /// Environment the worker Deployment sets (docs/deploy.md): the runtime's
 /// names, so the manifests and `Worker::with_env` cannot disagree.
 use queuegen_runtime::{CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
+/// The PostgreSQL URL in the pods that need it, and its key in the Secret
+/// `kubernetes.postgres_secret`.
+pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
+pub const DATABASE_URL_KEY: &str = "database-url";
+/// What the outbox publisher's pods set: the worker binary then runs the
+/// publisher (`true`) and no queue worker (`QUEUEGEN_QUEUE=none`).
+pub const OUTBOX_PUBLISHER_ENV: &str = "QUEUEGEN_OUTBOX_PUBLISHER";
+/// Publishers the Deployment runs: more than one, so that publishing goes
+/// on while one pod restarts or is evicted; each partition is still
+/// published by one at a time (its advisory lock).
+pub const OUTBOX_PUBLISHER_REPLICAS: u32 = 2;
+/// Where the migration Job mounts the ConfigMap with the files of `sql/`.
+pub const MIGRATIONS_MOUNT: &str = "/etc/queuegen/sql";
+/// How long a finished migration Job is kept (for its log) before
+/// Kubernetes deletes it.
+const MIGRATE_TTL: u64 = 3600;
+/// The longest the migration Job runs, all retries included.
+const MIGRATE_DEADLINE: u64 = 600;
+/// Pods the migration Job starts again after a failure.
+const MIGRATE_BACKOFF_LIMIT: u32 = 5;
 
 /// The `k8s/` files of `spec`, whose YAML text is `source` (the ConfigMap
 /// carries it verbatim, so `monitor` and `trim` read exactly the reviewed file).
@@ -108,7 +133,42 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
             )?,
         ));
     }
+    if common.postgres_secret.is_some() {
+        if spec.uses_outbox() {
+            files.push(file(
+                "outbox-publisher.yaml",
+                render(
+                    "k8s/outbox-publisher.yaml",
+                    PublisherFileContext {
+                        header: &header,
+                        common: &common,
+                        publisher: PublisherContext::new(spec),
+                    },
+                )?,
+            ));
+        }
+        files.push(file(
+            "postgres-migrations.yaml",
+            render(
+                "k8s/postgres-migrations.yaml",
+                MigrationsFileContext {
+                    header: &header,
+                    common: &common,
+                    migrations: MigrationsContext::new(spec, spec_file)?,
+                },
+            )?,
+        ));
+    }
     Ok(files)
+}
+
+/// The Secret with the PostgreSQL URL, when the manifests need it: a queue
+/// uses PostgreSQL and `kubernetes.postgres_secret` names it (`check`
+/// requires it then, unless the spec has no `kubernetes` section).
+fn postgres_secret(spec: &Spec) -> Option<&str> {
+    spec.postgres
+        .as_ref()
+        .and(spec.kubernetes.postgres_secret.as_deref())
 }
 
 /// The SHA-256 of the spec text, hex: the ConfigMap's `sha256` and every
@@ -152,6 +212,15 @@ fn check_names(spec: &Spec) -> Result<()> {
         return Err(too_long(
             "the monitor's Service name".into(),
             &monitor,
+            LABEL_MAX,
+        ));
+    }
+    // A Job's name is a label value of its pods (`job-name`).
+    let migrate = migrate_job_name(spec);
+    if postgres_secret(spec).is_some() && migrate.len() > LABEL_MAX {
+        return Err(too_long(
+            "the PostgreSQL migration Job's name".into(),
+            &migrate,
             LABEL_MAX,
         ));
     }
@@ -235,6 +304,11 @@ struct Common {
     image: String,
     monitor_image: String,
     redis_secret: String,
+    /// Set when the manifests carry PostgreSQL (see [`postgres_secret`]).
+    postgres_secret: Option<String>,
+    psql_image: String,
+    database_env: &'static str,
+    database_key: &'static str,
     metrics_port: u16,
     metrics_addr: String,
     spec_hash: String,
@@ -256,6 +330,10 @@ impl Common {
             image: quoted(&k.image),
             monitor_image: quoted(&k.monitor_image),
             redis_secret: quoted(&k.redis_secret),
+            postgres_secret: postgres_secret(spec).map(quoted),
+            psql_image: quoted(&k.psql_image),
+            database_env: DATABASE_URL_ENV,
+            database_key: DATABASE_URL_KEY,
             metrics_port: k.metrics_port,
             metrics_addr: quoted(&format!("0.0.0.0:{}", k.metrics_port)),
             spec_hash: quoted(&spec_hash(source)),
@@ -287,6 +365,8 @@ struct QueueContext {
     memory_limit: String,
     /// The worker needs REDIS_ADDRESS / REDIS_PASSWORD for KEDA's lag trigger.
     lag_env: bool,
+    /// The worker needs DATABASE_URL: `results: postgres`.
+    database: bool,
     address_env: &'static str,
 }
 
@@ -314,6 +394,8 @@ impl QueueContext {
             cpu_limit: queue.pods.cpu_limit.as_deref().map(quoted),
             memory_limit: quoted(&queue.pods.memory_limit),
             lag_env: queue.autoscale.as_ref().is_some_and(|a| a.lag.is_some()),
+            database: postgres_secret(spec).is_some()
+                && queue.results == Some(ResultStore::Postgres),
             address_env: address_env(spec),
         }
     }
@@ -338,11 +420,122 @@ pub fn trim_cronjob_name(spec: &Spec, queue: &Queue) -> String {
     )
 }
 
+/// The outbox publisher's Deployment and PodDisruptionBudget.
+pub fn outbox_publisher_name(spec: &Spec) -> String {
+    format!("{}-outbox-publisher", object_name(&spec.service))
+}
+
+/// The Job that applies the PostgreSQL migrations.
+pub fn migrate_job_name(spec: &Spec) -> String {
+    format!("{}-postgres-migrate", object_name(&spec.service))
+}
+
+/// The ConfigMap holding the files of `sql/` for the migration Job.
+fn migrations_configmap_name(spec: &Spec) -> String {
+    format!("{}-postgres-migrations", object_name(&spec.service))
+}
+
 /// The variable KEDA's lag trigger reads the Redis address(es) from.
 fn address_env(spec: &Spec) -> &'static str {
     match spec.redis.deployment {
         Deployment::Standalone => "REDIS_ADDRESS",
         Deployment::Cluster => "REDIS_ADDRESSES",
+    }
+}
+
+#[derive(Serialize)]
+struct PublisherContext {
+    deployment: String,
+    replicas: u32,
+    /// The `outbox: true` queues, for the comment: `a`, `b` and `c`.
+    queues: String,
+    queue_env: &'static str,
+    publisher_env: &'static str,
+}
+
+impl PublisherContext {
+    fn new(spec: &Spec) -> Self {
+        let names: Vec<String> = spec
+            .queues
+            .iter()
+            .filter(|q| q.outbox)
+            .map(|q| format!("`{}`", q.name))
+            .collect();
+        let queues = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
+        PublisherContext {
+            deployment: quoted(&outbox_publisher_name(spec)),
+            replicas: OUTBOX_PUBLISHER_REPLICAS,
+            queues,
+            queue_env: QUEUE_ENV,
+            publisher_env: OUTBOX_PUBLISHER_ENV,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MigrationsContext {
+    configmap: String,
+    job: String,
+    mount: &'static str,
+    /// The files of `sql/`, in file-name (application) order.
+    files: Vec<MigrationFile>,
+    backoff_limit: u32,
+    deadline_seconds: u64,
+    ttl_seconds: u64,
+    ttl_why: String,
+}
+
+#[derive(Serialize)]
+struct MigrationFile {
+    /// The file name, as it is in `sql/` and the mounted directory.
+    name: String,
+    /// The ConfigMap key (the file name, quoted).
+    key: String,
+    /// The file's text, exactly as in `sql/`, as a YAML scalar.
+    text: String,
+}
+
+impl MigrationsContext {
+    fn new(spec: &Spec, spec_file: &str) -> Result<Self> {
+        let mut files: Vec<MigrationFile> = Vec::new();
+        for generated in sql::generate(spec, spec_file) {
+            let name = generated
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            // A ConfigMap key, and a word the Job's shell script can name unquoted.
+            let plain = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if !plain {
+                return Err(Error::Unsupported(format!(
+                    "migration file `{}` cannot be a ConfigMap key",
+                    generated.path.display()
+                )));
+            }
+            files.push(MigrationFile {
+                key: quoted(&name),
+                text: block_scalar(&generated.contents),
+                name,
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(MigrationsContext {
+            configmap: quoted(&migrations_configmap_name(spec)),
+            job: quoted(&migrate_job_name(spec)),
+            mount: MIGRATIONS_MOUNT,
+            files,
+            backoff_limit: MIGRATE_BACKOFF_LIMIT,
+            deadline_seconds: MIGRATE_DEADLINE,
+            ttl_seconds: MIGRATE_TTL,
+            ttl_why: format_duration(std::time::Duration::from_secs(MIGRATE_TTL)),
+        })
     }
 }
 
@@ -467,6 +660,20 @@ struct TrimFileContext<'a> {
 }
 
 #[derive(Serialize)]
+struct PublisherFileContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    publisher: PublisherContext,
+}
+
+#[derive(Serialize)]
+struct MigrationsFileContext<'a> {
+    header: &'a str,
+    common: &'a Common,
+    migrations: MigrationsContext,
+}
+
+#[derive(Serialize)]
 struct KedaContext<'a> {
     header: &'a str,
     common: &'a Common,
@@ -524,6 +731,40 @@ queues:
             err.contains("monitor's Service name") && err.contains("at most 63"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_migration_job_name_must_be_a_label_value() {
+        let with_postgres = |service: &str| {
+            let source = format!(
+                "version: 1
+service: {service}
+kubernetes: {{ postgres_secret: pg }}
+envelopes:
+  Charge:
+    schema: 1
+queues:
+  charges:
+    envelope: Charge
+    results: postgres
+"
+            );
+            let checked = spec::check_str(&source, "queues.yaml");
+            checked.spec.expect("the test spec is valid")
+        };
+        // -postgres-migrate is 17 characters: 46 + 17 = 63 fits, 47 does not.
+        assert!(generate(&with_postgres(&"s".repeat(46)), "../queues.yaml", "").is_ok());
+        let err = generate(&with_postgres(&"s".repeat(47)), "../queues.yaml", "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("migration Job's name") && err.contains("64 characters"),
+            "{err}"
+        );
+        // Without the Secret there is no Job, and no limit of its own.
+        let mut spec = with_postgres(&"s".repeat(47));
+        spec.kubernetes.postgres_secret = None;
+        assert!(generate(&spec, "../queues.yaml", "").is_ok());
     }
 
     #[test]

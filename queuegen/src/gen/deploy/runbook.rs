@@ -76,6 +76,17 @@ struct PostgresContext {
     results: Vec<String>,
     /// The queues with `outbox: true`.
     outbox: Vec<String>,
+    /// The migration Job and the outbox publisher's Deployment, when the
+    /// Kubernetes manifests have them (`kubernetes.postgres_secret`).
+    kubernetes: Option<PostgresKubernetes>,
+}
+
+#[derive(Serialize)]
+struct PostgresKubernetes {
+    namespace: String,
+    job: String,
+    /// Set when a queue has `outbox: true`.
+    publisher: Option<String>,
 }
 
 impl PostgresContext {
@@ -96,6 +107,17 @@ impl PostgresContext {
                 .collect(),
             results: names(|q| q.results == Some(ResultStore::Postgres)),
             outbox: names(|q| q.outbox),
+            kubernetes: spec
+                .kubernetes
+                .postgres_secret
+                .is_some()
+                .then(|| PostgresKubernetes {
+                    namespace: spec.kubernetes.namespace.clone(),
+                    job: super::k8s::migrate_job_name(spec),
+                    publisher: spec
+                        .uses_outbox()
+                        .then(|| super::k8s::outbox_publisher_name(spec)),
+                }),
         })
     }
 }
