@@ -106,3 +106,89 @@ pub async fn number(client: &tokio_postgres::Client, sql: &str) -> i64 {
         .unwrap_or_else(|err| panic!("{sql}: {err:?}"))
         .get(0)
 }
+
+/// A private Redis and PostgreSQL for one test, with queuegen's tables and
+/// the application's, the queue applied, and connections to both.
+pub struct Servers {
+    pub redis_server: crate::RedisServer,
+    pub postgres_server: crate::PostgresServer,
+    pub redis: queuegen_runtime::Redis,
+    /// A plain connection for the test's own commands.
+    pub conn: redis::aio::MultiplexedConnection,
+    pub pg: queuegen_runtime::postgres::Postgres,
+    /// A plain client for the test's own statements.
+    pub db: tokio_postgres::Client,
+}
+
+/// Starts [`Servers`] for the queue `config` describes.
+pub async fn servers(config: &queuegen_runtime::QueueConfig) -> Servers {
+    let redis_server = crate::RedisServer::start();
+    let postgres_server = crate::PostgresServer::start();
+    prepare(&postgres_server.url()).await;
+    let (redis, conn) = crate::support::applied(&redis_server, config).await;
+    let pg = queuegen_runtime::postgres::Postgres::connect(&postgres_server.url(), SCHEMA, 8)
+        .await
+        .unwrap_or_else(|err| panic!("connecting the pool: {err}"));
+    let db = connect(&postgres_server.url()).await;
+    Servers {
+        redis_server,
+        postgres_server,
+        redis,
+        conn,
+        pg,
+        db,
+    }
+}
+
+/// Starts `pg-process <mode>` (`worker` or `publisher`; the binary's path
+/// is the caller's `env!("CARGO_BIN_EXE_pg-process")`) against `servers`,
+/// for the queue `config` describes, with `extra_env` (a failpoint).
+pub fn pg_process(
+    binary: &str,
+    mode: &str,
+    servers: &Servers,
+    config: &queuegen_runtime::QueueConfig,
+    extra_env: &[(&str, &str)],
+) -> std::process::Child {
+    std::process::Command::new(binary)
+        .arg(mode)
+        .env("QG_REDIS_URL", servers.redis_server.url())
+        .env("QG_DATABASE_URL", servers.postgres_server.url())
+        .env("QG_PREFIX", config.key_prefix)
+        .env("QG_PARTITIONS", config.partitions.to_string())
+        .env(
+            "QG_CLAIM_MIN_IDLE_MS",
+            config.claim_min_idle.as_millis().to_string(),
+        )
+        .env(
+            "QG_CLAIM_EVERY_MS",
+            config.claim_every.as_millis().to_string(),
+        )
+        .env("QG_CONSUMER", format!("{mode}-process"))
+        .envs(extra_env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|err| panic!("starting {binary}: {err}"))
+}
+
+/// Waits for `child` to exit and asserts that SIGKILL ended it (its
+/// failpoint was reached); kills it and panics after `timeout`.
+pub fn assert_killed_at_failpoint(child: &mut std::process::Child, timeout: std::time::Duration) {
+    use std::os::unix::process::ExitStatusExt;
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("polling pg-process") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("pg-process did not reach its failpoint within {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "pg-process died at its failpoint: {status:?}"
+    );
+}

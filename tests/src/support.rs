@@ -356,3 +356,25 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, name: &
                 .expect("cmdstat calls=<n>")
         })
 }
+
+/// The ID of the last entry the queue's group was delivered in `partition`
+/// (its `last-delivered-id`; empty when the group has none yet).
+pub async fn last_delivered(
+    conn: &mut impl redis::aio::ConnectionLike,
+    config: &QueueConfig,
+    partition: u16,
+) -> String {
+    let key = config.ready_key(partition);
+    let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(&key)
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XINFO GROUPS {key}: {err}"));
+    groups
+        .groups
+        .into_iter()
+        .find(|group| group.name == config.group)
+        .map(|group| group.last_delivered_id)
+        .unwrap_or_default()
+}

@@ -1,46 +1,18 @@
 //! The transactional outbox: a job enqueued with a business change is published only after its transaction commits, a publisher killed between XADD and marking publishes twice and the job is handled once, and several publishers and workers move thousands of rows with nothing lost or doubled.
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, PgResults, Postgres};
 use queuegen_runtime::{NewJob, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::pg_app::{self, DocumentsHandler, SCHEMA};
-use queuegen_tests::support::{
-    all_pending, applied, init_tracing, stream_entries, unique_prefix, wait_until,
+use queuegen_tests::pg_app::{
+    self, assert_killed_at_failpoint, pg_process, servers, DocumentsHandler, SCHEMA,
 };
-use queuegen_tests::{PostgresServer, RedisServer};
-
-/// A private Redis and PostgreSQL with queuegen's tables and the app's.
-struct Servers {
-    redis_server: RedisServer,
-    postgres_server: PostgresServer,
-    redis: Redis,
-    conn: redis::aio::MultiplexedConnection,
-    pg: Postgres,
-    db: tokio_postgres::Client,
-}
-
-async fn servers(config: &QueueConfig) -> Servers {
-    let redis_server = RedisServer::start();
-    let postgres_server = PostgresServer::start();
-    pg_app::prepare(&postgres_server.url()).await;
-    let (redis, conn) = applied(&redis_server, config).await;
-    let pg = Postgres::connect(&postgres_server.url(), SCHEMA, 8)
-        .await
-        .unwrap();
-    let db = pg_app::connect(&postgres_server.url()).await;
-    Servers {
-        redis_server,
-        postgres_server,
-        redis,
-        conn,
-        pg,
-        db,
-    }
-}
+use queuegen_tests::support::{
+    all_pending, init_tracing, last_delivered, stream_entries, unique_prefix, wait_until,
+};
+use queuegen_tests::PostgresServer;
 
 /// Every entry of every partition's ready stream: (partition, stream ID, fields).
 async fn published(
@@ -164,13 +136,14 @@ async fn kill_9_of_the_publisher_between_xadd_and_marking_publishes_twice_and_ha
     )
     .await;
 
-    let mut crashing = pg_process(&s, &prefix, &config, "outbox_after_xadd");
-    let status = wait_exit(&mut crashing, Duration::from_secs(30));
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(libc::SIGKILL),
-        "the publisher died at the failpoint: {status:?}"
+    let mut crashing = pg_process(
+        env!("CARGO_BIN_EXE_pg-process"),
+        "publisher",
+        &s,
+        &config,
+        &[("QUEUEGEN_FAILPOINT", "outbox_after_xadd")],
     );
+    assert_killed_at_failpoint(&mut crashing, Duration::from_secs(30));
     let mut conn = s.conn.clone();
     assert_eq!(published(&mut conn, &config).await.len(), 1, "sent once");
     assert_eq!(
@@ -353,63 +326,14 @@ async fn group_lag_zero(
     config: &QueueConfig,
 ) -> bool {
     for partition in 0..config.partitions {
-        let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(config.ready_key(partition))
-            .query_async(conn)
-            .await
-            .unwrap();
-        let last: Vec<(String, HashMap<String, String>)> =
-            stream_entries(conn, &config.ready_key(partition)).await;
-        let newest = last.last().map(|(id, _)| id.clone()).unwrap_or_default();
-        let delivered = groups
-            .groups
-            .iter()
-            .find(|group| group.name == config.group)
-            .map(|group| group.last_delivered_id.clone())
-            .unwrap_or_default();
-        if !newest.is_empty() && delivered != newest {
-            return false;
+        let entries = stream_entries(conn, &config.ready_key(partition)).await;
+        if let Some((newest, _)) = entries.last() {
+            if last_delivered(conn, config, partition).await != *newest {
+                return false;
+            }
         }
     }
     true
-}
-
-/// Starts `pg-process publisher` with a failpoint.
-fn pg_process(s: &Servers, prefix: &str, config: &QueueConfig, failpoint: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_pg-process"))
-        .arg("publisher")
-        .env("QG_REDIS_URL", s.redis_server.url())
-        .env("QG_DATABASE_URL", s.postgres_server.url())
-        .env("QG_PREFIX", prefix)
-        .env("QG_PARTITIONS", config.partitions.to_string())
-        .env(
-            "QG_CLAIM_MIN_IDLE_MS",
-            config.claim_min_idle.as_millis().to_string(),
-        )
-        .env(
-            "QG_CLAIM_EVERY_MS",
-            config.claim_every.as_millis().to_string(),
-        )
-        .env("QUEUEGEN_FAILPOINT", failpoint)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starting pg-process")
-}
-
-/// Waits for `child` to exit, killing it after `timeout`.
-fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("pg-process did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// On a Redis Cluster each partition is its own slot: a round's XADD

@@ -1,45 +1,18 @@
 //! Durable results in PostgreSQL: the business change and the job's marker commit together, a crash after the commit leaves one business row, a failed transaction leaves none, and a bad setup fails at start naming what and where.
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{Begun, PgResults, Postgres};
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
-use queuegen_tests::pg_app::{self, DocumentsHandler, SCHEMA, SERIALIZATION_ONCE, VIOLATES_CHECK};
-use queuegen_tests::support::{
-    all_pending, applied, dead_letters, init_tracing, unique_prefix, wait_until,
+use queuegen_tests::pg_app::{
+    self, assert_killed_at_failpoint, pg_process, servers, DocumentsHandler, SCHEMA,
+    SERIALIZATION_ONCE, VIOLATES_CHECK,
 };
-use queuegen_tests::{PostgresServer, RedisServer};
-
-/// A private Redis and PostgreSQL with queuegen's tables and the app's.
-struct Servers {
-    redis_server: RedisServer,
-    postgres_server: PostgresServer,
-    redis: Redis,
-    conn: redis::aio::MultiplexedConnection,
-    pg: Postgres,
-    db: tokio_postgres::Client,
-}
-
-async fn servers(config: &QueueConfig) -> Servers {
-    let redis_server = RedisServer::start();
-    let postgres_server = PostgresServer::start();
-    pg_app::prepare(&postgres_server.url()).await;
-    let (redis, conn) = applied(&redis_server, config).await;
-    let pg = Postgres::connect(&postgres_server.url(), SCHEMA, 8)
-        .await
-        .unwrap();
-    let db = pg_app::connect(&postgres_server.url()).await;
-    Servers {
-        redis_server,
-        postgres_server,
-        redis,
-        conn,
-        pg,
-        db,
-    }
-}
+use queuegen_tests::support::{
+    all_pending, dead_letters, init_tracing, last_delivered, unique_prefix, wait_until,
+};
+use queuegen_tests::PostgresServer;
 
 /// Runs a worker in this process until the returned sender fires.
 fn spawn_worker(
@@ -188,18 +161,13 @@ async fn kill_9_after_commit_before_xack_leaves_exactly_one_business_row() {
         .unwrap();
 
     let mut crashing = pg_process(
+        env!("CARGO_BIN_EXE_pg-process"),
         "worker",
         &s,
-        &prefix,
         &config,
         &[("QUEUEGEN_FAILPOINT", "after_results_commit")],
     );
-    let status = wait_exit(&mut crashing, Duration::from_secs(30));
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(libc::SIGKILL),
-        "the worker died at the failpoint: {status:?}"
-    );
+    assert_killed_at_failpoint(&mut crashing, Duration::from_secs(30));
     assert_eq!(
         pg_app::number(&s.db, "SELECT count(*) FROM documents").await,
         1,
@@ -411,68 +379,4 @@ async fn a_bad_setup_fails_at_start_naming_what_and_where() {
         1,
         "a refused start registers nothing"
     );
-}
-
-/// The ID of the last entry the group was delivered in `partition`.
-async fn last_delivered(
-    conn: &mut redis::aio::MultiplexedConnection,
-    config: &QueueConfig,
-    partition: u16,
-) -> String {
-    let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(config.ready_key(partition))
-        .query_async(conn)
-        .await
-        .unwrap();
-    groups
-        .groups
-        .into_iter()
-        .find(|group| group.name == config.group)
-        .map(|group| group.last_delivered_id)
-        .unwrap_or_default()
-}
-
-/// Starts `pg-process <mode>` against the test's servers.
-fn pg_process(
-    mode: &str,
-    s: &Servers,
-    prefix: &str,
-    config: &QueueConfig,
-    extra_env: &[(&str, &str)],
-) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_pg-process"))
-        .arg(mode)
-        .env("QG_REDIS_URL", s.redis_server.url())
-        .env("QG_DATABASE_URL", s.postgres_server.url())
-        .env("QG_PREFIX", prefix)
-        .env("QG_PARTITIONS", config.partitions.to_string())
-        .env(
-            "QG_CLAIM_MIN_IDLE_MS",
-            config.claim_min_idle.as_millis().to_string(),
-        )
-        .env(
-            "QG_CLAIM_EVERY_MS",
-            config.claim_every.as_millis().to_string(),
-        )
-        .env("QG_CONSUMER", format!("{mode}-process"))
-        .envs(extra_env.iter().copied())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("starting pg-process")
-}
-
-/// Waits for `child` to exit, killing it after `timeout`.
-fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("pg-process did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

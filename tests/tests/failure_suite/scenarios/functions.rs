@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use queuegen_runtime::ops::lease;
 use queuegen_runtime::{MarkerKind, QueueConfig};
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning};
-use queuegen_tests::support::deliver_to;
+use queuegen_tests::support::{deliver_to, last_delivered};
 use redis::aio::ConnectionLike;
 use redis::Value;
 
@@ -244,7 +244,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     let mut dead_id = String::from("0-1");
     let mut accepted = 0;
     for position in 0..5 {
-        let last_delivered = last_delivered(&mut admin, config).await;
+        let last_delivered = last_delivered(&mut admin, config, 0).await;
         let (call, _, _) = calls(&dead_id, &last_delivered).remove(position);
         let sent = if call.function == "replay" {
             call.send(&mut admin, config).await
@@ -290,22 +290,6 @@ async fn keyspace(
         dumps.insert(key, dump);
     }
     dumps
-}
-
-/// The group's `last-delivered-id` on partition 0 (the trim plan's view of it).
-async fn last_delivered(conn: &mut impl ConnectionLike, config: &QueueConfig) -> String {
-    let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(config.ready_key(0))
-        .query_async(conn)
-        .await
-        .unwrap();
-    groups
-        .groups
-        .into_iter()
-        .find(|group| group.name == config.group)
-        .map(|group| group.last_delivered_id)
-        .expect("the queue's group")
 }
 
 /// The second element of a `[status, id]` reply.
