@@ -3,12 +3,16 @@
 //! One stream, one group `g`. Publish: the same envelope fields the runtime
 //! writes (`queuegen_runtime::envelope::encode` of a `TestJob`), encoded and
 //! sent as pipelined `XADD`s of `--batch` entries on one multiplexed
-//! connection. Process: 8 consumers (`base`, `baseR`) or one (`base1`),
-//! each on its own connection, looping
+//! connection. Process: 8 consumers (`base`, `baseR`, `baseP`) or one
+//! (`base1`), each on its own connection, looping
 //! `XREADGROUP GROUP g cN COUNT 100 BLOCK 100 STREAMS key >`, calling the
 //! probe for each entry (its "handler start"), for `baseR` committing each
-//! job's result (`SET … NX GET PX`, as `RedisResults` does), and then one
-//! `XACK` of every ID of that read, until every job has started.
+//! job's result (`SET … NX GET PX`, as `RedisResults` does), for `baseP`
+//! committing each job's `documents` row and marker in one tokio-postgres
+//! transaction on a pool of `--pg-pool` connections of its own (the read's
+//! jobs in flight together, as many at once as the pool has connections;
+//! see `pg::BaselineStore`), and then one `XACK` of every ID of that read,
+//! until every job has started.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -23,10 +27,11 @@ use queuegen_tests::queues::jobs;
 use redis::aio::ConnectionLike;
 use redis::streams::{StreamId, StreamReadReply};
 
+use crate::pg::{self, Document};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::steady::{self, Schedule};
 use crate::usage;
-use crate::Args;
+use crate::{Args, Sink};
 
 const CONSUMERS: usize = 8;
 const READ_COUNT: usize = 100;
@@ -42,7 +47,7 @@ pub async fn run(
     url: &str,
     prefix: &str,
     single: bool,
-    results: bool,
+    sink: Sink<'_>,
 ) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
     let mut conn = client
@@ -60,27 +65,25 @@ pub async fn run(
         .await
         .context("XGROUP CREATE")?;
     let probe = Arc::new(probe::for_args(args));
-    let store = results.then(|| ResultStore::new(prefix));
     let mut idle = Vec::new();
     for _ in 0..if single { 1 } else { CONSUMERS } {
         // Default response timeout (500 ms) exceeds BLOCK_MS.
-        idle.push(
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .context("connecting a baseline consumer")?,
-        );
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .context("connecting a baseline consumer")?;
+        idle.push((conn, Commit::of(sink, prefix, args).await?));
     }
-    let start = |idle: Vec<redis::aio::MultiplexedConnection>| -> Vec<_> {
+    let start = |idle: Vec<(redis::aio::MultiplexedConnection, Option<Commit>)>| -> Vec<_> {
         idle.into_iter()
             .enumerate()
-            .map(|(n, conn)| {
+            .map(|(n, (conn, commit))| {
                 tokio::spawn(consume(
                     conn,
                     vec![key.clone()],
                     format!("c{n}"),
                     probe.clone(),
-                    store.clone(),
+                    commit,
                 ))
             })
             .collect()
@@ -134,6 +137,30 @@ pub async fn run(
     let mut result = RoundResult::new(args.jobs, &probe, timeline, None)?;
     result.publisher_late = publisher_late;
     Ok(result)
+}
+
+/// What a baseline consumer commits per job: a Redis result (`baseR`) or
+/// a PostgreSQL transaction (`baseP`, each consumer its own pool).
+#[derive(Clone)]
+pub enum Commit {
+    Redis(ResultStore),
+    Postgres(pg::BaselineStore),
+}
+
+impl Commit {
+    /// One consumer's commit for `sink` (none for a no-op consumer).
+    pub async fn of(sink: Sink<'_>, prefix: &str, args: &Args) -> Result<Option<Commit>> {
+        Ok(match sink {
+            Sink::Nothing => None,
+            Sink::Redis => Some(Commit::Redis(ResultStore::new(prefix))),
+            Sink::Postgres(round) => Some(Commit::Postgres(
+                round
+                    .baseline_store(args.pg_pool)
+                    .await
+                    .context("opening a baseline consumer's PostgreSQL pool")?,
+            )),
+        })
+    }
 }
 
 /// The result store of the `baseR` baseline: per job, one
@@ -224,7 +251,9 @@ fn trace_id(n: u64) -> String {
 /// One consumer's loop, on a server or a Cluster, until every job started:
 /// read up to `READ_COUNT` from one of `keys`, call the probe for each entry
 /// (its "handler start"), with a result store commit each job's result
-/// (the SETs of a read sent together), and ack the read with one `XACK`.
+/// (the SETs of a read sent together), with PostgreSQL each job's
+/// transaction (a read's in flight together, bounded by the pool), and ack
+/// the read with one `XACK`.
 /// With one key every read blocks for up to `BLOCK_MS`. With several (one
 /// consumer over a Cluster's partitions) it reads them in turn without
 /// blocking, and blocks (for `SWEEP_BLOCK_MS` only) once a whole sweep
@@ -234,7 +263,7 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
     keys: Vec<String>,
     name: String,
     probe: Arc<Probe>,
-    store: Option<ResultStore>,
+    store: Option<Commit>,
 ) -> Result<()> {
     let mut turn = 0;
     let mut empty_reads = 0;
@@ -271,6 +300,7 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         empty_reads = 0;
         let wants_job_id = store.is_some() || probe.wants_job_id();
         let mut sets = Vec::new();
+        let mut documents = Vec::new();
         for entry in &entries {
             let job_id: Option<String> = if wants_job_id {
                 entry.get(header_fields::JOB_ID)
@@ -279,9 +309,20 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
             };
             // The no-op "handler": the same probe queuegen's handler calls.
             probe.handler_started(&entry.id, job_id.as_deref());
-            if let (Some(store), Some(job_id)) = (&store, &job_id) {
-                let value: Vec<u8> = entry.get("subject_ref").unwrap_or_default();
-                sets.push(store.set(job_id, &value));
+            match (&store, job_id) {
+                (Some(Commit::Redis(store)), Some(job_id)) => {
+                    let value: Vec<u8> = entry.get("subject_ref").unwrap_or_default();
+                    sets.push(store.set(&job_id, &value));
+                }
+                (Some(Commit::Postgres(_)), Some(job_id)) => documents.push(Document {
+                    job_id,
+                    subject_ref: entry.get("subject_ref").unwrap_or_default(),
+                    pages: entry
+                        .get::<String>("pages")
+                        .and_then(|pages| pages.parse().ok()),
+                    stream_id: entry.id.clone(),
+                }),
+                _ => {}
             }
         }
         try_join_all(sets.iter().map(|set| {
@@ -290,6 +331,11 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         }))
         .await
         .context("committing results (SET NX GET PX)")?;
+        if let Some(Commit::Postgres(pg)) = &store {
+            try_join_all(documents.iter().map(|document| pg.commit(document)))
+                .await
+                .context("committing documents rows and markers")?;
+        }
         let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
         redis::cmd("XACK")
             .arg(key)

@@ -8,9 +8,10 @@
 //! their jobs the same way. Publish: per batch, one pipeline of `XADD`s per
 //! partition (a Cluster pipeline must stay in one slot), sent concurrently
 //! on a `ClusterConnection`. Process: `max(8, partitions)` consumers
-//! (`base`, `baseR`), each with a Cluster connection of its own, consumer
-//! `c` looping `XREADGROUP … COUNT 100 BLOCK 100` on partition
-//! `c mod partitions` (`baseR`: committing each job's result) and acking
+//! (`base`, `baseR`, `baseP`), each with a Cluster connection of its own,
+//! consumer `c` looping `XREADGROUP … COUNT 100 BLOCK 100` on partition
+//! `c mod partitions` (`baseR`, `baseP`: committing each job's result or
+//! transaction) and acking
 //! each read with one `XACK`, until every job has started. `base1` is one
 //! consumer on one connection taking the partitions in turn: a
 //! non-blocking read of each, blocking (10 ms) only after a sweep that
@@ -31,11 +32,11 @@ use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::baseline::{consume, entry, ResultStore};
+use crate::baseline::{consume, entry, Commit};
 use crate::probe::{self, RoundResult, Timeline};
 use crate::steady::Schedule;
 use crate::usage;
-use crate::Args;
+use crate::{Args, Sink};
 
 const MIN_CONSUMERS: usize = 8;
 /// Above the consumers' `BLOCK` (100 ms): the Cluster client's response
@@ -49,7 +50,7 @@ pub async fn run(
     observer: &Redis,
     prefix: &str,
     single: bool,
-    results: bool,
+    sink: Sink<'_>,
 ) -> Result<RoundResult> {
     let client = ClusterClient::builder([url])
         .response_timeout(RESPONSE_TIMEOUT)
@@ -80,7 +81,6 @@ pub async fn run(
             .with_context(|| format!("XGROUP CREATE {key}"))?;
     }
     let probe = Arc::new(probe::for_args(args));
-    let store = results.then(|| ResultStore::new(prefix));
     let mut observe = observer.shared();
     // One consumer over every partition, or one per partition (at least 8).
     let reads: Vec<Vec<String>> = if single {
@@ -96,19 +96,14 @@ pub async fn run(
             .get_async_connection()
             .await
             .context("connecting a baseline consumer")?;
-        idle.push((conn, keys));
+        idle.push((conn, keys, Commit::of(sink, prefix, args).await?));
     }
-    let start = |idle: Vec<(ClusterConnection, Vec<String>)>| -> Vec<_> {
+    type Idle = (ClusterConnection, Vec<String>, Option<Commit>);
+    let start = |idle: Vec<Idle>| -> Vec<_> {
         idle.into_iter()
             .enumerate()
-            .map(|(c, (conn, keys))| {
-                tokio::spawn(consume(
-                    conn,
-                    keys,
-                    format!("c{c}"),
-                    probe.clone(),
-                    store.clone(),
-                ))
+            .map(|(c, (conn, keys, commit))| {
+                tokio::spawn(consume(conn, keys, format!("c{c}"), probe.clone(), commit))
             })
             .collect()
     };

@@ -1,13 +1,16 @@
 //! `queuegen-bench`: the hand-written redis-rs baseline and queuegen's generated
 //! producer and workers, measured side by side on fresh keys each round.
 //!
-//! This file holds the arguments and the run: start (or connect to) Redis,
-//! load the Function library, run every variant once per round, then print
-//! the markdown table and write the JSON report.
+//! This file holds the arguments and the run: start (or connect to) Redis
+//! and, for baseP / qg8p / --outbox, PostgreSQL, load the Function library,
+//! run every variant once per round (or the fleet or outbox mode), then
+//! print the markdown table and write the JSON report.
 
 mod baseline;
 mod cluster_baseline;
 mod fleet;
+mod outbox;
+mod pg;
 mod probe;
 mod queuegen;
 mod report;
@@ -41,12 +44,24 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --variant trim\n  \
         cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
         cargo run --release -p queuegen-bench -- --cluster --variant base --variant qg8\n  \
-        cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n\n\
+        cargo run --release -p queuegen-bench -- --redis redis://127.0.0.1:7000/ --jobs 500000\n  \
+        cargo run --release -p queuegen-bench -- --variant baseP --variant qg8p --rounds 3\n  \
+        cargo run --release -p queuegen-bench -- --postgres --rounds 3\n  \
+        cargo run --release -p queuegen-bench -- --variant baseP --variant qg8p --pg-pool 8 --jobs 50000\n  \
+        cargo run --release -p queuegen-bench -- --variant qg8p --postgres-url postgres://app@db:5432/bench\n  \
+        cargo run --release -p queuegen-bench -- --outbox --rounds 1\n  \
+        cargo run --release -p queuegen-bench -- --outbox --jobs 100000 --rate 5000 --seconds 20\n\n\
         Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
         free loopback port and stopped at the end; with --cluster, a private 6-node Redis\n\
         Cluster (3 primaries, 3 replicas). A --redis URL may name a Cluster node: the bench\n\
         tells. With --redis nothing is flushed: every variant of every round uses its own\n\
-        key prefix and deletes its keys afterwards."
+        key prefix and deletes its keys afterwards.\n\n\
+        PostgreSQL (baseP, qg8p, --outbox): without --postgres-url a private PostgreSQL\n\
+        (initdb + pg_ctl from $PG_BIN or /usr/lib/postgresql/<newest>/bin, as the tests\n\
+        find it) is started on a free loopback port, never 5432, with production-like\n\
+        durability (fsync=on, synchronous_commit=on, full_page_writes=on), and stopped at\n\
+        the end. Either way every PostgreSQL variant and outbox run of every round gets a\n\
+        fresh schema (queuegen's migrations + a `documents` table), dropped afterwards."
 )]
 pub struct Args {
     /// Use this Redis (a server or a Cluster node) instead of starting a private redis-server.
@@ -57,9 +72,18 @@ pub struct Args {
     /// report shows each primary's share of the server CPU.
     #[arg(long)]
     pub cluster: bool,
-    /// Jobs per variant and round.
-    #[arg(long, default_value_t = 50_000, value_name = "N")]
+    /// Jobs per variant and round (--outbox: rows of the throughput phase)
+    /// [default: 50000; baseP and qg8p: 20000]. The PostgreSQL variants
+    /// commit one durable (fsync'd) transaction per job, 4000 to 6500 jobs/s
+    /// on 2 cores: 20000 take ~3–5 s per variant and round.
+    #[arg(long = "jobs", value_name = "N")]
+    pub jobs_given: Option<u64>,
+    /// The jobs of the Redis-only variants (from --jobs, or --rate × --seconds).
+    #[arg(skip)]
     pub jobs: u64,
+    /// The jobs of baseP and qg8p (from --jobs, or --rate × --seconds).
+    #[arg(skip)]
+    pub pg_jobs: u64,
     /// Partitions of the queuegen queue (on one server the baseline uses one
     /// stream; on a Cluster, this many, with the same hash tags).
     #[arg(long, default_value_t = 4, value_name = "P")]
@@ -81,11 +105,14 @@ pub struct Args {
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
     /// Run only these variants (repeatable): base, qg8, qg8m, qg8mt, base1,
-    /// qg1, baseR, qg8r, trim. Default: all but trim (with --rate: base, qg8,
-    /// base1, qg1). Each queuegen ratio is against its own baseline: qg1's
-    /// against base1 (one consumer), qg8r's against baseR (8 consumers + one
-    /// result SET per job), the others' against base; without it, no ratio.
-    /// `trim` measures the commands of one trim pass per --trim-entries length.
+    /// qg1, baseR, qg8r, baseP, qg8p, trim. Default: all but trim, baseP and
+    /// qg8p (with --rate: base, qg8, base1, qg1); --postgres adds baseP and
+    /// qg8p. Each queuegen ratio is against its own baseline: qg1's against
+    /// base1 (one consumer), qg8r's against baseR (8 consumers + one result
+    /// SET per job), qg8p's against baseP (8 consumers + one tokio-postgres
+    /// transaction per job: a documents row and the marker row), the others'
+    /// against base; without it, no ratio. `trim` measures the commands of
+    /// one trim pass per --trim-entries length.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
     /// Ready-stream lengths the trim variant measures a pass at (repeatable).
@@ -96,10 +123,13 @@ pub struct Args {
     /// is then R × S) while the consumers run, and latency is handler start
     /// minus each job's intended send time (p50/p99/p99.9 from an HDR
     /// histogram over every round).
-    #[arg(long, value_name = "R", requires = "seconds")]
+    ///
+    /// With --outbox: the lag phase's enqueue rate in rows/s (default 2000).
+    #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
-    /// Length of the steady-state run, in seconds (with --rate).
-    #[arg(long, value_name = "S", requires = "rate")]
+    /// Length of the steady-state run, in seconds (with --rate). With
+    /// --outbox: the lag phase's length (default 10).
+    #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
     /// Fleet mode instead of the variants: W queuegen workers, each with its
     /// own connection, over 4 queues of 8, 16, 24 and 32 partitions; idle
@@ -111,7 +141,53 @@ pub struct Args {
     /// Idle window of the fleet mode, in seconds.
     #[arg(long, value_name = "S", default_value_t = 30.0)]
     pub idle: f64,
+    /// Add the PostgreSQL variants (baseP, qg8p) to the default set. Implied
+    /// by --postgres-url.
+    #[arg(long)]
+    pub postgres: bool,
+    /// Use this PostgreSQL (its database must let the user create schemas)
+    /// instead of starting a private one; every round gets a fresh schema,
+    /// dropped after. Its durability settings are reported, not changed.
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
+    /// Connections in each PostgreSQL pool: one pool per baseP consumer and
+    /// per qg8p worker (8 × P connections on each side).
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub pg_pool: usize,
+    /// An extra setting for the private PostgreSQL (repeatable), e.g.
+    /// `log_statement=all` to count a small run's statements.
+    #[arg(long = "pg-setting", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    pub pg_settings: Vec<(String, String)>,
+    /// Outbox mode instead of the variants: rows/s dispatched by 1 and then 2
+    /// `OutboxPublisher`s from a backlog of --jobs committed rows, and the
+    /// lag from each row's commit to its XADD while rows are enqueued at
+    /// --rate rows/s for --seconds, with 1 and 2 publishers. Over the `jobs`
+    /// queue with --partitions partitions; every round, both phases.
+    #[arg(long, conflicts_with_all = ["fleet", "variants"])]
+    pub outbox: bool,
+    /// Rows one publisher round sends at most (`OutboxPublisher::batch`).
+    #[arg(long, default_value_t = 500, value_name = "B")]
+    pub outbox_batch: usize,
+    /// How long an idle publisher waits before it asks again
+    /// (`OutboxPublisher::idle_poll`), in ms: the bound on an idle outbox's lag.
+    #[arg(long, default_value_t = 25, value_name = "MS")]
+    pub idle_poll: u64,
 }
+
+/// `NAME=VALUE` of --pg-setting.
+fn parse_setting(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
+}
+
+/// --jobs' default for the Redis-only variants and --outbox's backlog.
+const DEFAULT_JOBS: u64 = 50_000;
+/// --jobs' default for baseP and qg8p: one fsync'd commit per job, 4000 to
+/// 6500 jobs/s on a 2-core machine (the Redis-only variants: 50k+), so
+/// 20000 keep a round of both near 10 s (50000: near 25 s).
+const DEFAULT_PG_JOBS: u64 = 20_000;
 
 impl Args {
     pub fn timeout(&self) -> Duration {
@@ -119,21 +195,31 @@ impl Args {
     }
 }
 
+/// What each job commits before it is acked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// Nothing: a no-op handler.
+    Nothing,
+    /// A result in Redis: `SET … NX GET PX` (`RedisResults` for queuegen).
+    Redis,
+    /// One PostgreSQL transaction: a `documents` row and the job's marker
+    /// row in `results` (`PgResults` for queuegen).
+    Postgres,
+}
+
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
-    /// partition, at least 8) or one (`single`), with or without one result
-    /// `SET … NX GET PX` per job (`results`).
-    Baseline { single: bool, results: bool },
-    /// `results`: each job commits a result to the Redis result store
-    /// (`RedisResults`) before it reports `Done`. `telemetry`: each worker
-    /// records its metrics into a registry of its own (as one process
-    /// would). `tracing`: a tracing subscriber (fmt, to a sink) is on at
-    /// `info`, so the per-job span is built.
+    /// partition, at least 8) or one (`single`), committing `store` per job.
+    Baseline { single: bool, store: Store },
+    /// `store`: what each job commits before the handler reports `Done`.
+    /// `telemetry`: each worker records its metrics into a registry of its
+    /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
+    /// a sink) is on at `info`, so the per-job span is built.
     Queuegen {
         workers: usize,
-        results: bool,
+        store: Store,
         telemetry: bool,
         tracing: bool,
     },
@@ -144,43 +230,47 @@ pub enum Variant {
 impl Variant {
     pub const BASE: Variant = Variant::Baseline {
         single: false,
-        results: false,
+        store: Store::Nothing,
     };
     pub const BASE1: Variant = Variant::Baseline {
         single: true,
-        results: false,
+        store: Store::Nothing,
     };
     pub const BASE_RESULTS: Variant = Variant::Baseline {
         single: false,
-        results: true,
+        store: Store::Redis,
+    };
+    pub const BASE_PG: Variant = Variant::Baseline {
+        single: false,
+        store: Store::Postgres,
     };
     pub const QG1: Variant = Variant::Queuegen {
         workers: 1,
-        results: false,
+        store: Store::Nothing,
         telemetry: false,
         tracing: false,
     };
     pub const QG8: Variant = Variant::Queuegen {
         workers: 8,
-        results: false,
+        store: Store::Nothing,
         telemetry: false,
         tracing: false,
     };
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 10] = [
         Variant::BASE,
         Variant::QG8,
         Variant::Queuegen {
             workers: 8,
-            results: false,
+            store: Store::Nothing,
             telemetry: true,
             tracing: false,
         },
         Variant::Queuegen {
             workers: 8,
-            results: false,
+            store: Store::Nothing,
             telemetry: true,
             tracing: true,
         },
@@ -189,7 +279,14 @@ impl Variant {
         Variant::BASE_RESULTS,
         Variant::Queuegen {
             workers: 8,
-            results: true,
+            store: Store::Redis,
+            telemetry: false,
+            tracing: false,
+        },
+        Variant::BASE_PG,
+        Variant::Queuegen {
+            workers: 8,
+            store: Store::Postgres,
             telemetry: false,
             tracing: false,
         },
@@ -202,7 +299,14 @@ impl Variant {
     pub fn reference(self) -> Option<Variant> {
         match self {
             Variant::Baseline { .. } | Variant::Trim => None,
-            Variant::Queuegen { results: true, .. } => Some(Variant::BASE_RESULTS),
+            Variant::Queuegen {
+                store: Store::Redis,
+                ..
+            } => Some(Variant::BASE_RESULTS),
+            Variant::Queuegen {
+                store: Store::Postgres,
+                ..
+            } => Some(Variant::BASE_PG),
             Variant::Queuegen { workers: 1, .. } => Some(Variant::BASE1),
             Variant::Queuegen { .. } => Some(Variant::BASE),
         }
@@ -212,17 +316,40 @@ impl Variant {
         matches!(self, Variant::Baseline { .. })
     }
 
+    /// Whether each job commits a PostgreSQL transaction (baseP, qg8p).
+    pub fn is_postgres(self) -> bool {
+        matches!(
+            self,
+            Variant::Baseline {
+                store: Store::Postgres,
+                ..
+            } | Variant::Queuegen {
+                store: Store::Postgres,
+                ..
+            }
+        )
+    }
+
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
-            Variant::Baseline { single, results } => format!(
-                "baseline (redis-rs, {}{})",
+            Variant::Baseline { single, store } => format!(
+                "baseline ({}, {}{})",
+                if store == Store::Postgres {
+                    "redis-rs + tokio-postgres"
+                } else {
+                    "redis-rs"
+                },
                 if single { "1 consumer" } else { "8 consumers" },
-                if results { " + result SET" } else { "" }
+                match store {
+                    Store::Nothing => "",
+                    Store::Redis => " + result SET",
+                    Store::Postgres => " + documents row and marker, one transaction per job",
+                }
             ),
             Variant::Queuegen {
                 workers,
-                results,
+                store,
                 telemetry,
                 tracing,
             } => {
@@ -230,7 +357,11 @@ impl Variant {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
                 };
-                let store = if results { " + result store" } else { "" };
+                let store = match store {
+                    Store::Nothing => "",
+                    Store::Redis => " + result store",
+                    Store::Postgres => " + PgResults (documents row and marker)",
+                };
                 let telemetry = match (telemetry, tracing) {
                     (true, true) => " + metrics + tracing at info",
                     (true, false) => " + metrics",
@@ -261,19 +392,27 @@ impl Variant {
     pub fn slug(self) -> String {
         match self {
             Variant::Trim => "trim".to_owned(),
-            Variant::Baseline { single, results } => format!(
+            Variant::Baseline { single, store } => format!(
                 "base{}{}",
                 if single { "1" } else { "" },
-                if results { "R" } else { "" }
+                match store {
+                    Store::Nothing => "",
+                    Store::Redis => "R",
+                    Store::Postgres => "P",
+                }
             ),
             Variant::Queuegen {
                 workers,
-                results,
+                store,
                 telemetry,
                 tracing,
             } => format!(
                 "qg{workers}{}{}{}",
-                if results { "r" } else { "" },
+                match store {
+                    Store::Nothing => "",
+                    Store::Redis => "r",
+                    Store::Postgres => "p",
+                },
                 if telemetry { "m" } else { "" },
                 if tracing { "t" } else { "" }
             ),
@@ -281,19 +420,81 @@ impl Variant {
     }
 }
 
+/// What each job of one variant's round commits, and where.
+#[derive(Clone, Copy)]
+pub enum Sink<'a> {
+    Nothing,
+    Redis,
+    /// The round's schema (`baseP`, `qg8p`).
+    Postgres(&'a pg::PgRound),
+}
+
+/// `N jobs`, or with the PostgreSQL variants among others of another
+/// count, `N jobs (baseP, qg8p: M)`.
+pub fn jobs_text(args: &Args, variants: &[Variant]) -> String {
+    let postgres = variants.iter().any(|v| v.is_postgres());
+    let others = variants.iter().any(|v| !v.is_postgres());
+    match (postgres, others) {
+        (true, true) if args.pg_jobs != args.jobs => {
+            format!("{} jobs (baseP, qg8p: {})", args.jobs, args.pg_jobs)
+        }
+        (true, false) => format!("{} jobs", args.pg_jobs),
+        _ => format!("{} jobs", args.jobs),
+    }
+}
+
+/// The variants the rounds run, in order: --variant's, else the default set.
+fn chosen_variants(args: &Args) -> Vec<Variant> {
+    Variant::ALL
+        .into_iter()
+        .filter(|variant| match (args.variants.is_empty(), args.rate) {
+            (false, _) => args.variants.contains(variant),
+            (true, Some(_)) => {
+                Variant::STEADY.contains(variant) || (args.postgres && variant.is_postgres())
+            }
+            (true, None) => args.postgres || !variant.is_postgres(),
+        })
+        .collect()
+}
+
 fn main() -> Result<()> {
     let mut args = Args::parse();
-    if let (Some(rate), Some(seconds)) = (args.rate, args.seconds) {
+    if !args.outbox && args.rate.is_some() != args.seconds.is_some() {
+        bail!("--rate and --seconds go together (steady-state mode)");
+    }
+    if !args.fleet.is_empty() && args.seconds.is_some() {
+        bail!("--fleet does not run in steady-state mode (--rate, --seconds)");
+    }
+    args.jobs = args.jobs_given.unwrap_or(DEFAULT_JOBS);
+    args.pg_jobs = args.jobs_given.unwrap_or(DEFAULT_PG_JOBS);
+    if args.outbox {
+        // The lag phase's rate and length.
+        let rate = *args.rate.get_or_insert(2_000.0);
+        let seconds = *args.seconds.get_or_insert(10.0);
+        if !(rate > 0.0 && seconds > 0.0) || rate * seconds < 1.0 {
+            bail!("--rate and --seconds must be above 0 (at least one row)");
+        }
+        if args.outbox_batch == 0 {
+            bail!("--outbox-batch must be at least 1");
+        }
+    } else if let (Some(rate), Some(seconds)) = (args.rate, args.seconds) {
         if !(rate > 0.0 && seconds > 0.0) {
             bail!("--rate and --seconds must be above 0");
         }
         args.jobs = (rate * seconds).round().max(1.0) as u64;
+        args.pg_jobs = args.jobs;
         if args.variants.contains(&Variant::Trim) {
             bail!("the trim variant does not run in steady-state mode (--rate)");
         }
     }
-    if args.jobs == 0 || args.rounds == 0 || args.partitions == 0 {
+    if args.jobs == 0 || args.pg_jobs == 0 || args.rounds == 0 || args.partitions == 0 {
         bail!("--jobs, --rounds and --partitions must be at least 1");
+    }
+    if args.postgres_url.is_some() {
+        args.postgres = true;
+    }
+    if args.pg_pool == 0 {
+        bail!("--pg-pool must be at least 1");
     }
     if args.fleet.contains(&0) || !args.idle.is_finite() || args.idle <= 0.0 {
         bail!("--fleet and --idle must be above 0");
@@ -319,16 +520,47 @@ fn main() -> Result<()> {
         (None, Some(Private::Cluster(cluster))) => cluster.url(),
         (None, None) => unreachable!("a server is started when no URL is given"),
     };
+    let needs_postgres = args.outbox
+        || (args.fleet.is_empty() && chosen_variants(&args).iter().any(|v| v.is_postgres()));
+    // Dropped at the end of main (or on an error): stops the server and removes its directory.
+    let private_pg = match (&args.postgres_url, needs_postgres) {
+        (None, true) => Some(start_postgres(&args)?),
+        _ => None,
+    };
+    if let Some(server) = &private_pg {
+        usage::watch_postgres(server.pid());
+    }
+    let pg_url = match (&args.postgres_url, &private_pg) {
+        (Some(url), _) => Some(url.clone()),
+        (None, Some(server)) => Some(server.url()),
+        (None, None) => None,
+    };
     telemetry::install();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    let result = runtime.block_on(run(&args, &url));
-    // Stop background tasks before the server goes away.
+    let result = runtime.block_on(run(&args, &url, pg_url.as_deref()));
+    // Stop background tasks (and their connections) before the servers go away.
     runtime.shutdown_timeout(Duration::from_secs(5));
+    drop(private_pg);
     drop(private);
     result
+}
+
+/// A private PostgreSQL with production durability (`pg::DURABILITY`),
+/// room for both sides' pools, and any --pg-setting.
+fn start_postgres(args: &Args) -> Result<queuegen_tests::PostgresServer> {
+    // Every pool of one variant (8 × --pg-pool), the last variant's still
+    // closing, the outbox's enqueuers and publishers, and the bench's own.
+    let max_connections = (2 * 8 * args.pg_pool + 100).max(200).to_string();
+    let mut settings: Vec<(&str, &str)> = pg::DURABILITY.to_vec();
+    settings.push(("max_connections", &max_connections));
+    for (name, value) in &args.pg_settings {
+        settings.push((name, value));
+    }
+    std::panic::catch_unwind(|| queuegen_tests::PostgresServer::start_with(&settings))
+        .map_err(|_| anyhow::anyhow!("could not start a private PostgreSQL"))
 }
 
 /// The servers this run started (none with `--redis`).
@@ -337,7 +569,7 @@ enum Private {
     Cluster(queuegen_tests::RedisCluster),
 }
 
-async fn run(args: &Args, url: &str) -> Result<()> {
+async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     let redis = queuegen_runtime::Redis::connect(url)
         .await
         .with_context(|| format!("connecting to {url}"))?;
@@ -354,6 +586,14 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         "a server".to_owned()
     };
     let load = match (args.fleet.as_slice(), args.rate, args.seconds) {
+        _ if args.outbox => format!(
+            "outbox, {} rows dispatched, then {} rows/s for {} s, {} partitions, {} rounds",
+            args.jobs,
+            args.rate.unwrap_or_default(),
+            args.seconds.unwrap_or_default(),
+            args.partitions,
+            args.rounds
+        ),
         ([_, ..], _, _) => format!(
             "fleets of {:?} workers over 4 queues, idle {} s, then a burst of {} jobs",
             args.fleet, args.idle, args.jobs
@@ -363,11 +603,38 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             args.jobs, args.partitions, args.rounds
         ),
         _ => format!(
-            "backlog, {} jobs, {} partitions, {} rounds",
-            args.jobs, args.partitions, args.rounds
+            "backlog, {}, {} partitions, {} rounds",
+            jobs_text(args, &chosen_variants(args)),
+            args.partitions,
+            args.rounds
         ),
     };
     eprintln!("queuegen-bench: redis {redis_version}, {deployment} at {url}; {load}");
+    let pg_info = match pg_url {
+        Some(pg_url) => {
+            let source = match &args.postgres_url {
+                Some(_) => "--postgres-url".to_owned(),
+                None => "private, queuegen_tests::PostgresServer".to_owned(),
+            };
+            let info = pg::ServerInfo::query(pg_url, source)
+                .await
+                .context("querying the PostgreSQL server")?;
+            eprintln!("queuegen-bench: {}", info.line());
+            Some(info)
+        }
+        None => None,
+    };
+
+    if args.outbox {
+        let (pg_url, pg_info) = pg_url.zip(pg_info.as_ref()).context("no PostgreSQL")?;
+        let results = outbox::run(args, url, &redis, pg_url).await?;
+        println!("{}", outbox::markdown(args, pg_info, &results));
+        println!("{}", report::machine_line(&redis_version));
+        let path =
+            report::write_outbox_json(args, redis.is_cluster(), &redis_version, pg_info, &results)?;
+        eprintln!("queuegen-bench: wrote {}", path.display());
+        return Ok(());
+    }
 
     if !args.fleet.is_empty() {
         let mut results = Vec::with_capacity(args.fleet.len());
@@ -412,41 +679,64 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         }
     }
 
+    // baseP and qg8p run --jobs (default DEFAULT_PG_JOBS) jobs.
+    let pg_args = Args {
+        jobs: args.pg_jobs,
+        ..args.clone()
+    };
     let mut rounds: Vec<Vec<(Variant, RoundResult)>> = Vec::new();
     for round in 0..args.rounds {
         let mut results = Vec::new();
-        for variant in Variant::ALL {
-            let chosen = match (args.variants.is_empty(), args.rate) {
-                (false, _) => args.variants.contains(&variant),
-                (true, Some(_)) => Variant::STEADY.contains(&variant),
-                (true, None) => true,
-            };
-            if !chosen {
-                continue;
-            }
+        for variant in chosen_variants(args) {
             let prefix = format!("qgbench{}r{round}{}", std::process::id(), variant.slug());
+            let (args, pg_round) = if variant.is_postgres() {
+                let pg_url = pg_url.context("no PostgreSQL")?;
+                let schema = pg::schema_name(round, &variant.slug());
+                let pg_round = pg::PgRound::create(pg_url, &schema)
+                    .await
+                    .with_context(|| format!("creating schema {schema}"))?;
+                (&pg_args, Some(pg_round))
+            } else {
+                (args, None)
+            };
+            let sink = |store| match (store, &pg_round) {
+                (Store::Nothing, _) => Sink::Nothing,
+                (Store::Redis, _) => Sink::Redis,
+                (Store::Postgres, Some(pg_round)) => Sink::Postgres(pg_round),
+                (Store::Postgres, None) => unreachable!("a PostgreSQL variant has its schema"),
+            };
             let outcome = match variant {
-                Variant::Baseline { single, results } if redis.is_cluster() => {
-                    cluster_baseline::run(args, url, &redis, &prefix, single, results).await
+                Variant::Baseline { single, store } if redis.is_cluster() => {
+                    cluster_baseline::run(args, url, &redis, &prefix, single, sink(store)).await
                 }
-                Variant::Baseline { single, results } => {
-                    baseline::run(args, url, &prefix, single, results).await
+                Variant::Baseline { single, store } => {
+                    baseline::run(args, url, &prefix, single, sink(store)).await
                 }
                 Variant::Queuegen {
                     workers,
-                    results,
+                    store,
                     telemetry,
                     tracing,
                 } => {
                     let _tracing = tracing.then(telemetry::TracingOn::start);
-                    queuegen::run(args, url, &prefix, workers, results, telemetry).await
+                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry).await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };
             // Clean up even after a failed variant, then report the failure.
             let cleaned = report::delete_prefix(&redis, &prefix).await;
+            // Every job left exactly one documents row and one marker.
+            let (checked, dropped) = match &pg_round {
+                Some(pg_round) => (
+                    pg_round.check(args.jobs).await,
+                    pg_round.drop_schema().await,
+                ),
+                None => (Ok(()), Ok(())),
+            };
             let result = outcome.with_context(|| format!("round {round}, {}", variant.name()))?;
             cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
+            checked.with_context(|| format!("round {round}, {}", variant.name()))?;
+            dropped?;
             match &result.steady {
                 Some(histogram) => eprintln!(
                     "round {round}: {:<44} sent {:>9.0}/s  p50 {:>8.2} ms  p99 {:>8.2} ms  p99.9 {:>8.2} ms",
@@ -469,13 +759,23 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         rounds.push(results);
     }
 
-    let table = match args.rate {
+    let mut table = match args.rate {
         Some(_) => report::steady_markdown(args, redis.is_cluster(), &rounds),
         None => report::markdown(args, redis.is_cluster(), &rounds),
     };
+    if let Some(info) = &pg_info {
+        table.push_str(&report::postgres_note(args, info, &rounds));
+    }
     println!("{table}");
     println!("{}", report::machine_line(&redis_version));
-    let path = report::write_json(args, redis.is_cluster(), &redis_version, &rounds).await?;
+    let path = report::write_json(
+        args,
+        redis.is_cluster(),
+        &redis_version,
+        pg_info.as_ref(),
+        &rounds,
+    )
+    .await?;
     eprintln!("queuegen-bench: wrote {}", path.display());
     Ok(())
 }

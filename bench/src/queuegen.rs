@@ -8,7 +8,11 @@
 //! workers, each with its own `Redis` (as separate processes would have) and
 //! its default recovery and scheduler loops, running a handler that calls
 //! the probe and returns `Outcome::Done` — with the result store on, after
-//! committing the job's result with `RedisResults` (`SET … NX GET PX`).
+//! committing the job's result with `RedisResults` (`SET … NX GET PX`);
+//! with PostgreSQL (`qg8p`), after `PgResults::begin` (the marker),
+//! `INSERT INTO documents` through the job's transaction (a cached
+//! prepared statement) and `commit`, each worker with its own `Postgres`
+//! pool of `--pg-pool` connections, as a process would have.
 //! With telemetry, each worker records its metrics into a registry of its
 //! own (`Worker::metrics`), and the run checks that they counted every job.
 
@@ -17,6 +21,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
+use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
     JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
 };
@@ -28,21 +33,33 @@ use crate::baseline::{job, tenant};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::steady::{self, Schedule};
 use crate::usage;
-use crate::Args;
+use crate::{Args, Sink};
 
 /// The handler: no work, or (with the result store) one committed result
-/// per job, as an idempotent handler would store its effect. `jobs::Adapter`
+/// per job, as an idempotent handler would store its effect, or (with
+/// PostgreSQL) one `documents` row committed with the job's marker. `jobs::Adapter`
 /// cannot be built outside the generated module (`jobs::worker` takes no
 /// config), so this implements the runtime's handler trait directly, which
 /// is all the adapter forwards to.
 pub struct Bench {
     probe: Arc<Probe>,
     results: Option<RedisResults>,
+    documents: Option<Documents>,
+}
+
+/// qg8p's business change: the marker's transaction, and the insert.
+struct Documents {
+    results: PgResults,
+    insert: String,
 }
 
 impl Bench {
     pub fn new(probe: Arc<Probe>, results: Option<RedisResults>) -> Bench {
-        Bench { probe, results }
+        Bench {
+            probe,
+            results,
+            documents: None,
+        }
     }
 }
 
@@ -56,6 +73,19 @@ impl queuegen_runtime::Handler<TestJob> for Bench {
                 .await
                 .map_err(JobError::transient)?;
         }
+        if let Some(documents) = &self.documents {
+            match documents.results.begin(ctx).await? {
+                Begun::New(tx) => {
+                    let insert = tx.prepare_cached(&documents.insert).await?;
+                    let pages = job.pages.and_then(|pages| i32::try_from(pages).ok());
+                    tx.execute(&insert, &[&ctx.job_id(), &job.subject_ref, &pages])
+                        .await?;
+                    tx.commit(b"").await?;
+                }
+                // A redelivery of a job already committed: nothing to repeat.
+                Begun::Finished(_) => {}
+            }
+        }
         Ok(Outcome::Done)
     }
 }
@@ -65,7 +95,7 @@ pub async fn run(
     url: &str,
     prefix: &str,
     workers: usize,
-    results: bool,
+    sink: Sink<'_>,
     telemetry: bool,
 ) -> Result<RoundResult> {
     // QueueConfig holds `&'static str`s: one small leak per variant and round.
@@ -85,8 +115,19 @@ pub async fn run(
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
     let probe = Arc::new(probe::for_args(args));
     let mut worker_redis = Vec::with_capacity(workers);
+    let mut worker_pg = Vec::with_capacity(workers);
     for _ in 0..workers {
         worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
+        if let Sink::Postgres(round) = sink {
+            let pg = round
+                .postgres(args.pg_pool)
+                .await
+                .context("opening a worker's PostgreSQL pool")?;
+            let results = PgResults::start(&pg, &config)
+                .await
+                .context("PgResults::start")?;
+            worker_pg.push(results);
+        }
     }
 
     let (stop, stopped) = watch::channel(false);
@@ -96,7 +137,15 @@ pub async fn run(
         for (n, redis) in worker_redis.iter().enumerate() {
             let handler = Bench {
                 probe: probe.clone(),
-                results: results.then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
+                results: matches!(sink, Sink::Redis)
+                    .then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
+                documents: match sink {
+                    Sink::Postgres(round) => Some(Documents {
+                        results: worker_pg[n].clone(),
+                        insert: round.documents_insert(),
+                    }),
+                    _ => None,
+                },
             };
             let mut worker =
                 Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));

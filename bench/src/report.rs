@@ -11,6 +11,8 @@ use queuegen_runtime::Redis;
 use serde_json::{json, Value};
 
 use crate::fleet::{self, FleetResult};
+use crate::outbox::{self, OutboxResults};
+use crate::pg::ServerInfo;
 use crate::probe::RoundResult;
 use crate::usage::Usage;
 use crate::{stats, steady, Args, Variant};
@@ -123,6 +125,31 @@ const COSTS: [Metric; 6] = [
     }),
 ];
 
+/// Where the process phase's CPU went, for the PostgreSQL variants.
+const PG_COSTS: [Metric; 6] = [
+    ("end_to_end", "jobs/s", RoundResult::end_to_end_rate),
+    ("process_postgres_cpu", "µs/job", |r| {
+        r.process_usage
+            .postgres_cpu_secs
+            .map_or(f64::NAN, |secs| secs * 1e6 / r.jobs as f64)
+    }),
+    ("process_client_cpu", "µs/job", |r| {
+        r.process_usage.client_us_per_job(r.jobs)
+    }),
+    ("process_server_cpu", "µs/job", |r| {
+        r.process_usage.server_us_per_job(r.jobs)
+    }),
+    ("process_commands", "cmd/job", |r| {
+        r.process_usage.commands_per_job(r.jobs)
+    }),
+    ("process_cpus_busy", "CPUs", |r| {
+        let usage = &r.process_usage;
+        usage.postgres_cpu_secs.map_or(f64::NAN, |pg| {
+            (pg + usage.client_cpu_secs + usage.server_cpu_secs) / r.process_secs
+        })
+    }),
+];
+
 fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Metric) -> Vec<f64> {
     rounds
         .iter()
@@ -141,7 +168,11 @@ fn rate(value: f64) -> String {
 }
 
 fn cell(metric: &Metric, figure: &Figure, baseline: Option<&Figure>) -> String {
+    if figure.median.is_nan() {
+        return "—".to_owned();
+    }
     let text = match metric.1 {
+        "CPUs" => format!("{:.2}", figure.median),
         "µs/job" => format!("{:.1} µs", figure.median),
         "cmd/job" => format!("{:.3}", figure.median),
         "ms" => format!(
@@ -188,11 +219,16 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
         "one redis-server; the baseline uses one stream"
     };
     let mut out = format!(
-        "{} jobs, {} partition(s) ({streams}), {} round(s), \
+        "{}, {} partition(s) ({streams}), {} round(s), \
          publish batches of {}, worker concurrency {}; median (min–max), ratio = queuegen median / \
          median of the baseline named under \"ratio vs\" (base1: one consumer; baseR: 8 consumers \
-         + one result SET per job; base: 8 consumers)\n\n",
-        args.jobs, args.partitions, args.rounds, args.batch, args.concurrency
+         + one result SET per job; baseP: 8 consumers + one PostgreSQL transaction per job; \
+         base: 8 consumers)\n\n",
+        crate::jobs_text(args, &ran(rounds)),
+        args.partitions,
+        args.rounds,
+        args.batch,
+        args.concurrency
     );
     out.push_str(
         "| variant | ratio vs | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
@@ -214,6 +250,51 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
             push_spread(&mut out, rounds, phase, usage);
         }
     }
+    out
+}
+
+/// What baseP and qg8p measure, and on which PostgreSQL, with where their
+/// CPU went: under the table.
+pub fn postgres_note(
+    args: &Args,
+    pg: &ServerInfo,
+    rounds: &[Vec<(Variant, RoundResult)>],
+) -> String {
+    let mut out = format!(
+        "\nPostgreSQL variants ({} jobs per round; end-to-end = first publish → last ack, as above): \
+         each job commits one transaction holding a `documents` row and the job's marker row in \
+         `results` before its ack. baseP: hand-written tokio-postgres per job (`transaction()`, the \
+         two INSERTs as cached prepared statements, `commit()`), a read's jobs in flight together, \
+         then one XACK; qg8p: 8 workers, `PgResults::begin` (BEGIN + marker INSERT) → INSERT \
+         INTO documents (`prepare_cached`) → `commit(b\"\")` → `Outcome::Done`. Each consumer / \
+         worker has its own pool of {} connections ({} per side), a fresh schema per variant and \
+         round, and `documents` is checked to hold exactly one row per job. {}. Server CPU and \
+         commands above are redis-server's only.\n",
+        args.pg_jobs,
+        args.pg_pool,
+        8 * args.pg_pool,
+        pg.line()
+    );
+    let variants: Vec<Variant> = ran(rounds)
+        .into_iter()
+        .filter(|variant| variant.is_postgres())
+        .collect();
+    // Steady state has no process phase to speak of: its table shows CPU.
+    if variants.is_empty() || args.rate.is_some() {
+        return out;
+    }
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    out.push_str(&format!(
+        "\nWhere the process phase's CPU went, per job (median; PostgreSQL = every process of the \
+         private server, from /proc, — with --postgres-url; bench = this process, both sides' \
+         PostgreSQL and Redis clients; CPUs busy = the three together ÷ process time, of {cpus}):\n\n"
+    ));
+    out.push_str(
+        "| variant | ratio vs | end-to-end | PostgreSQL CPU | bench CPU | redis-server CPU \
+         | Redis commands | CPUs busy |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    push_rows_of(&mut out, rounds, &PG_COSTS, &variants);
     out
 }
 
@@ -434,7 +515,17 @@ fn push_spread(
 
 /// One row per variant that ran, one cell per metric.
 fn push_rows(out: &mut String, rounds: &[Vec<(Variant, RoundResult)>], metrics: &[Metric]) {
-    for variant in ran(rounds) {
+    push_rows_of(out, rounds, metrics, &ran(rounds));
+}
+
+/// One row per variant of `variants`, one cell per metric.
+fn push_rows_of(
+    out: &mut String,
+    rounds: &[Vec<(Variant, RoundResult)>],
+    metrics: &[Metric],
+    variants: &[Variant],
+) {
+    for &variant in variants {
         let cells: Vec<String> = metrics
             .iter()
             .map(|metric| {
@@ -466,6 +557,7 @@ pub async fn write_json(
     args: &Args,
     cluster: bool,
     redis_version: &str,
+    postgres: Option<&ServerInfo>,
     rounds: &[Vec<(Variant, RoundResult)>],
 ) -> Result<PathBuf> {
     let raw: Vec<Value> = rounds
@@ -476,6 +568,7 @@ pub async fn write_json(
                 "round": round,
                 "variants": results.iter().map(|(variant, r)| json!({
                     "variant": variant.name(),
+                    "slug": variant.slug(),
                     "jobs": r.jobs,
                     "publish_secs": r.publish_secs,
                     "process_secs": r.process_secs,
@@ -499,7 +592,11 @@ pub async fn write_json(
         .into_iter()
         .map(|variant| {
             let mut figures = serde_json::Map::new();
-            for metric in METRICS.iter().chain(&COSTS) {
+            for metric in METRICS.iter().chain(&COSTS).chain(&PG_COSTS[1..]) {
+                // PG_COSTS repeats some of COSTS.
+                if figures.contains_key(metric.0) {
+                    continue;
+                }
                 let figure = Figure::of(&values(rounds, variant, metric));
                 let mut value = figure.json();
                 value["unit"] = json!(metric.1);
@@ -541,10 +638,42 @@ pub async fn write_json(
             "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
             "baseline_read_count": 100,
             "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
+            "postgres": postgres.map(|server| json!({
+                "server": server.json(),
+                "jobs": args.pg_jobs,
+                "pool_per_consumer_or_worker": args.pg_pool,
+                "connections_per_side": 8 * args.pg_pool,
+                "baseP": "8 consumers, COUNT 100 reads, per job on its consumer's pool: transaction(), INSERT INTO documents, INSERT INTO results (handler, job_id, stream_id), commit(), cached prepared statements, a read's jobs in flight together, one XACK per read",
+                "qg8p": "8 workers, handler: PgResults::begin, INSERT INTO documents through the job's transaction (prepare_cached), commit(b\"\"), Outcome::Done",
+                "schema": "fresh per variant and round (queuegen's migrations + documents(job_id, subject_ref, pages)), dropped after",
+                "checked": "documents and results hold exactly jobs rows (distinct job ids) after every round",
+            })),
         },
         "summary": summary,
         "steady_state": steady_json(args, rounds),
         "rounds": raw,
+    });
+    write(args, &report)
+}
+
+/// Writes the outbox mode's `latest.json` under `--out`; returns its path.
+pub fn write_outbox_json(
+    args: &Args,
+    cluster: bool,
+    redis_version: &str,
+    postgres: &ServerInfo,
+    results: &OutboxResults,
+) -> Result<PathBuf> {
+    let report = json!({
+        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "git_commit": git_commit(),
+        "redis_version": redis_version,
+        "cluster": cluster,
+        "machine": machine(),
+        "postgres": postgres.json(),
+        "rounds": args.rounds,
+        "outbox": outbox::json(args, results),
     });
     write(args, &report)
 }
@@ -584,6 +713,7 @@ fn write(args: &Args, report: &Value) -> Result<PathBuf> {
 fn usage_json(usage: &Usage) -> Value {
     json!({
         "client_cpu_secs": usage.client_cpu_secs,
+        "postgres_cpu_secs": usage.postgres_cpu_secs,
         "server_cpu_secs": usage.server_cpu_secs,
         "server_commands": usage.commands,
         "servers": usage.servers.iter().map(|s| json!({

@@ -7,9 +7,13 @@
 //! CPU and commands come from `INFO cpu` and `INFO stats`. The samples'
 //! own `INFO` calls are counted too, the same few in every variant. On a
 //! Cluster, `INFO` answers per primary and each primary's share is kept, so
-//! the report can show whether the partitions spread the load.
+//! the report can show whether the partitions spread the load. With a
+//! private PostgreSQL (`watch_postgres`), its CPU is sampled too: the
+//! postmaster's own and reaped children's time plus each live backend's,
+//! from `/proc`.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
 use redis::aio::ConnectionLike;
@@ -18,6 +22,7 @@ use redis::aio::ConnectionLike;
 #[derive(Debug, Clone)]
 pub struct Sample {
     client_cpu_secs: f64,
+    postgres_cpu_secs: Option<f64>,
     servers: Vec<ServerUsage>,
 }
 
@@ -35,6 +40,8 @@ pub struct ServerUsage {
 #[derive(Debug, Clone, Default)]
 pub struct Usage {
     pub client_cpu_secs: f64,
+    /// The private PostgreSQL's CPU (all its processes), when one runs.
+    pub postgres_cpu_secs: Option<f64>,
     pub server_cpu_secs: f64,
     pub commands: u64,
     /// Each server's part of `server_cpu_secs` and `commands`, by node name.
@@ -61,6 +68,10 @@ impl Usage {
             .collect();
         Usage {
             client_cpu_secs: end.client_cpu_secs - start.client_cpu_secs,
+            postgres_cpu_secs: start
+                .postgres_cpu_secs
+                .zip(end.postgres_cpu_secs)
+                .map(|(start, end)| end - start),
             server_cpu_secs: servers.iter().map(|s| s.cpu_secs).sum(),
             commands: servers.iter().map(|s| s.commands).sum(),
             servers,
@@ -86,6 +97,7 @@ impl Usage {
 /// for every primary, each kept by its address.
 pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
+    let postgres_cpu_secs = postgres_cpu_secs();
     let reply: redis::Value = redis::cmd("INFO")
         .arg("cpu")
         .arg("stats")
@@ -110,6 +122,7 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     servers.sort_by(|a, b| a.node.cmp(&b.node));
     Ok(Sample {
         client_cpu_secs,
+        postgres_cpu_secs,
         servers,
     })
 }
@@ -155,6 +168,54 @@ pub fn calls_between(
         })
         .filter(|&(_, calls)| calls > 0)
         .collect()
+}
+
+/// The private PostgreSQL's postmaster, whose CPU samples include.
+static POSTGRES: OnceLock<u32> = OnceLock::new();
+
+/// Includes the PostgreSQL server of `postmaster` (and its backends) in every sample from now on.
+pub fn watch_postgres(postmaster: u32) {
+    let _ = POSTGRES.set(postmaster);
+}
+
+/// User plus system CPU of the watched PostgreSQL so far, in seconds: the
+/// postmaster's own and its reaped children's (backends that exited),
+/// plus every live child's. `None` without one (or without `/proc`).
+fn postgres_cpu_secs() -> Option<f64> {
+    let postmaster = *POSTGRES.get()?;
+    // SAFETY: sysconf takes a constant and touches no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    if ticks <= 0.0 {
+        return None;
+    }
+    // Fields after `pid (comm)`: state ppid … utime(14) stime(15) cutime(16) cstime(17).
+    let stat = |pid: &str| -> Option<(u32, [f64; 4])> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |n: usize| rest.get(n - 3)?.parse::<f64>().ok();
+        Some((
+            field(4)? as u32,
+            [field(14)?, field(15)?, field(16)?, field(17)?],
+        ))
+    };
+    let mut total = 0.0;
+    for entry in std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if let Some((ppid, [utime, stime, _, _])) = stat(pid) {
+            if ppid == postmaster {
+                total += utime + stime;
+            }
+        }
+    }
+    let (_, own) = stat(&postmaster.to_string())?;
+    total += own.iter().sum::<f64>();
+    Some(total / ticks)
 }
 
 /// User plus system CPU of this whole process so far, in seconds.
