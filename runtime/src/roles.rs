@@ -304,6 +304,10 @@ mod tests {
         ("src/producer", &[Role::Producer]),
         ("src/worker/", &[Role::Worker]),
         ("src/results/", &[Role::Worker]),
+        // The outbox publisher publishes (a producer's XADD); the generated
+        // Deployment runs it with the workers' Secret, whose user has XADD
+        // for the Function library's transitions.
+        ("src/postgres/", &[Role::Producer, Role::Worker]),
         ("src/transitions.rs", &[Role::Worker, Role::Operator]),
         ("src/admin.rs", &[Role::Operator, Role::Worker]),
         (
