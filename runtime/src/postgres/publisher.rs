@@ -8,8 +8,12 @@
 //! 3. mark them dispatched with their stream IDs, and commit.
 //!
 //! The per-partition lock keeps one publisher at a time on a partition, so
-//! its rows reach the stream in the order their ids were committed in; rows
-//! of different partitions go out in parallel, one publisher each. A
+//! the rows a round sees reach the stream in id order, and a row committed
+//! after another committed (a causal order: one change, then the next) is
+//! never sent before it. Rows of transactions that were running at the same
+//! time have no such order: a row whose transaction commits later goes in a
+//! later round even if its id is lower. Rows of different partitions go out
+//! in parallel, one publisher each. A
 //! publisher killed between 2 and 3 leaves its rows undispatched (the
 //! server rolls back its transaction and frees the lock): the next round
 //! sends them again. That job is then in the stream twice with one job_id,
