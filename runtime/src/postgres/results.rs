@@ -216,21 +216,24 @@ impl PgResults {
             .prepare_cached(&self.inner.claim_sql)
             .await
             .map_err(|err| pg.error(doing(), err))?;
-        client
-            .batch_execute("BEGIN")
-            .await
-            .map_err(|err| pg.error(doing(), err))?;
-        // From here the connection is in a transaction: the guard rolls it
-        // back whatever happens next.
+        // BEGIN and the marker's INSERT in one round trip (the driver sends
+        // requests in order). The INSERT cannot run outside the transaction:
+        // BEGIN fails only when the connection does (then so does the
+        // INSERT), and the guard below never returns a connection to the
+        // pool inside a transaction.
+        let (begun, inserted) = futures_util::future::join(
+            client.batch_execute("BEGIN"),
+            client.execute(&claim, &[&self.handler(), &job_id, &stream_id]),
+        )
+        .await;
+        // From here the connection may be in a transaction: the guard rolls
+        // it back whatever happens next.
         let job = PgJob {
             client: Some(client),
             results: self.clone(),
             job_id: job_id.to_owned(),
         };
-        let inserted = job
-            .execute(&claim, &[&self.handler(), &job_id, &stream_id])
-            .await
-            .map_err(|err| pg.error(doing(), err))?;
+        let inserted = begun.and(inserted).map_err(|err| pg.error(doing(), err))?;
         if inserted == 1 {
             return Ok(Begun::New(job));
         }

@@ -11,6 +11,8 @@
 //! jobs are still in their handlers: jobs of one read end together, and
 //! their acks then go in one call rather than in a train of small ones, each
 //! of which costs the server a function call and frees only a few permits.
+//! Handlers that queue for a narrower resource (a database pool) end one by
+//! one instead; a flush still small after `LINGER` waits on to [`SLOW_LINGER`].
 //! When no other job is in a handler (an idle worker's lone job) the ack
 //! goes out at once. A flush releases its permits in one step, so the intake
 //! wakes to a whole batch of free permits and reads a whole batch.
@@ -51,6 +53,17 @@ const MAX_FLUSH: usize = 1024;
 /// against any handler that waits on I/O, whose permits it holds longer by
 /// at most this much.
 const LINGER: Duration = Duration::from_millis(1);
+
+/// A flush of fewer entries than this after [`LINGER`], while jobs are
+/// still in their handlers, waits on up to [`SLOW_LINGER`]: handlers that
+/// wait on a database (or any shared, narrower resource) end one by one,
+/// not as a read, and a call per job or two would cost the server a
+/// function call each and let the intake read only that many entries.
+const SMALL_FLUSH: usize = 16;
+
+/// Longest a small flush waits (from its first entry) while jobs are still
+/// in their handlers.
+const SLOW_LINGER: Duration = Duration::from_millis(5);
 
 /// How many of the worker's jobs are in their handlers now.
 #[derive(Default)]
@@ -126,15 +139,35 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
         // The other jobs of the same read are most likely about to end:
         // their acks join this flush. A job whose handler asked for a retry
         // sends none; the linger then ends at its deadline.
-        let deadline = tokio::time::Instant::now() + LINGER;
-        while batch.len() < MAX_FLUSH && acker.handling.any() {
-            let room = MAX_FLUSH - batch.len();
-            match tokio::time::timeout_at(deadline, receiver.recv_many(&mut batch, room)).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
+        let first = tokio::time::Instant::now();
+        linger(&mut receiver, &mut batch, &acker.handling, first + LINGER).await;
+        if batch.len() < SMALL_FLUSH {
+            linger(
+                &mut receiver,
+                &mut batch,
+                &acker.handling,
+                first + SLOW_LINGER,
+            )
+            .await;
         }
         acker.flush(&mut batch).await;
+    }
+}
+
+/// Adds to `batch` the acks that arrive until `deadline`, while jobs are
+/// still in their handlers and the batch has room.
+async fn linger(
+    receiver: &mut mpsc::UnboundedReceiver<AckRequest>,
+    batch: &mut Vec<AckRequest>,
+    handling: &Handling,
+    deadline: tokio::time::Instant,
+) {
+    while batch.len() < MAX_FLUSH && handling.any() {
+        let room = MAX_FLUSH - batch.len();
+        match tokio::time::timeout_at(deadline, receiver.recv_many(batch, room)).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
     }
 }
 
