@@ -34,6 +34,19 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Installs the subscriber of the tests' worker processes (`suite-worker`,
+/// `pg-process`): plain text on stderr, which the test shows; `RUST_LOG`
+/// filters, default `info`.
+pub fn init_process_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Polls `condition` every 20 ms until it holds; panics naming `what` after `timeout`.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, condition: F)
 where

@@ -13,13 +13,7 @@ use queuegen_tests::suite::WorkerSpec;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(false)
-        .with_writer(std::io::stderr)
-        .init();
+    queuegen_tests::support::init_process_tracing();
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(problem) => {
