@@ -52,6 +52,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         admission_refresh: queue.admission.refresh,
         wait_replicas: spec.redis.wait_replicas,
         wait_timeout: spec.redis.wait_timeout,
+        dedup_window: queue.dedup.as_ref().map(|dedup| dedup.window),
     }
 }
 

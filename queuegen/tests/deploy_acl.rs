@@ -188,8 +188,34 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
         .await
         .unwrap();
     producer.publish(job("dead", "dead")).await.unwrap();
+    // With dedup: the library's publish_once, alone and in a batch.
+    let deduplicating = Producer::<TestJob>::new(
+        &producer_redis,
+        QueueConfig {
+            dedup_window: Some(Duration::from_secs(60)),
+            ..config.clone()
+        },
+    );
+    assert!(
+        !deduplicating
+            .publish(job("ok-3", "ok"))
+            .await
+            .unwrap()
+            .duplicate
+    );
+    let again = deduplicating
+        .publish_many([job("ok-3", "ok")])
+        .await
+        .unwrap();
+    assert!(again[0].duplicate);
+    // Delayed: the library's delay_schedule; the worker's scheduler promotes it.
+    producer
+        .publish_after(job("ok-4", "ok"), Duration::from_millis(300))
+        .await
+        .unwrap();
 
-    // Worker: read, commit results, ack, retry and promote, dead-letter,
+    // Worker: read, commit results, ack, retry and promote (retries and
+    // the delayed job), dead-letter,
     // claim, trim in process, shut down.
     let worker_redis = Redis::connect(url(&server, Role::Worker)).await.unwrap();
     let handler = RoleHandler {
@@ -202,7 +228,7 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
     let running = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
     }));
-    let expected: BTreeSet<String> = ["stalled", "ok-1", "ok-2", "retry"]
+    let expected: BTreeSet<String> = ["stalled", "ok-1", "ok-2", "retry", "ok-3", "ok-4"]
         .map(str::to_owned)
         .into();
     let finished = eventually(Duration::from_secs(20), || {

@@ -80,6 +80,18 @@ fn retention_floor() {
 }
 
 #[test]
+fn dedup_window_longer_than_retention() {
+    let queue = "    retention: { min_age: 2h }\n    dedup: { window: 3h }\n";
+    case("dedup_window", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn dedup_without_a_window() {
+    let queue = "    dedup: { windw: 1h }\n";
+    case("dedup_no_window", &spec("", queue), Expect::Errors);
+}
+
+#[test]
 fn retention_floor_with_the_default_min_age() {
     // Default min_idle 4h × 20 deliveries = 80h, more than the default 3d.
     let queue = "    handler: { timeout: 2h }\n    poison: { max_deliveries: 20 }\n";

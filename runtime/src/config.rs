@@ -81,6 +81,9 @@ pub struct QueueConfig {
     pub wait_replicas: u32,
     /// The longest a publish waits for them (`redis.wait_timeout`).
     pub wait_timeout: Duration,
+    /// With `dedup.window`: a publish of a job_id published within this
+    /// long before writes nothing and answers the first entry's ID.
+    pub dedup_window: Option<Duration>,
 }
 
 /// How a retry's backoff is randomised.
@@ -103,6 +106,10 @@ pub enum MarkerKind {
     Promote,
     /// A dead letter was replayed into the ready stream.
     Replay,
+    /// A job_id was published (`dedup`): the marker lives for the window.
+    Publish,
+    /// A delayed job was promoted to the ready stream.
+    Delayed,
 }
 
 impl MarkerKind {
@@ -112,6 +119,8 @@ impl MarkerKind {
             MarkerKind::Dead => "dead",
             MarkerKind::Promote => "promote",
             MarkerKind::Replay => "replay",
+            MarkerKind::Publish => "publish",
+            MarkerKind::Delayed => "delayed",
         }
     }
 }
@@ -148,6 +157,19 @@ impl QueueConfig {
     /// The envelopes of a partition's scheduled retries (hash by retry id).
     pub fn retry_jobs_key(&self, partition: u16) -> String {
         self.partition_key(partition, "retry-jobs")
+    }
+
+    /// Jobs published with a delay, by job_id, scored by due time in Unix ms
+    /// (`{prefix}:{queue-NN}:delayed`). Its own set, not the retry set:
+    /// members are job_ids (a second delayed publish of one job finds the
+    /// first), not entry IDs, and `status` counts the two apart.
+    pub fn delayed_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "delayed")
+    }
+
+    /// The envelopes of a partition's delayed jobs (hash by job_id).
+    pub fn delayed_jobs_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "delayed-jobs")
     }
 
     /// The marker of one transition from source `id` (a ready entry, retry id or dead-letter ID).
@@ -243,6 +265,7 @@ pub(crate) mod tests {
         admission_refresh: Duration::from_secs(1),
         wait_replicas: 0,
         wait_timeout: Duration::from_secs(1),
+        dedup_window: None,
     };
 
     #[test]

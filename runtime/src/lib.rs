@@ -36,7 +36,7 @@ pub use field::{FieldValue, Timestamp};
 pub use handler::{Handler, JobContext};
 pub use outcome::{ErrorKind, JobError, Outcome};
 pub use partition::partition_of;
-pub use producer::{Durability, NewJob, Producer, Published};
+pub use producer::{Delayed, Durability, NewJob, Producer, Published};
 pub use queuegen_macros::{Envelope, FieldEnum};
 pub use results::{Committed, RedisResults, Results};
 pub use signal::shutdown_signal;

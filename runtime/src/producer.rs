@@ -15,6 +15,7 @@ use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, Result};
 use crate::field::Timestamp;
 use crate::partition::partition_of;
+use crate::transitions::{self, Appended, DelayedReply};
 
 /// One job to publish: the header fields the application chooses, and the body.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +53,22 @@ pub struct Published {
     /// With a [`Durability`] that asks for replicas: how many acknowledged
     /// the job within its timeout (`WAIT`'s answer, possibly fewer than
     /// asked). `None` when the publish did not wait.
+    pub replicas: Option<u32>,
+    /// With `dedup` on the queue: a publish of this job_id within the window
+    /// came first, so nothing was written and `stream_id` is that entry's.
+    pub duplicate: bool,
+}
+
+/// Where a job published with a delay waits ([`Producer::publish_at`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delayed {
+    pub partition: u16,
+    /// When the scheduler appends it to the ready stream, in Unix ms.
+    pub due_ms: u64,
+    /// The job_id was already waiting: its first envelope and due time were
+    /// kept, nothing was written, and `due_ms` is that earlier one.
+    pub duplicate: bool,
+    /// As [`Published::replicas`].
     pub replicas: Option<u32>,
 }
 
@@ -188,14 +205,18 @@ impl<E: Envelope> Producer<E> {
         let _ = err;
     }
 
-    /// Counts `jobs` appended to `partition`.
-    fn published(&self, partition: u16, jobs: u64) {
+    /// Counts `jobs` publishes to `partition`, of which `duplicates` wrote
+    /// nothing (`dedup`).
+    fn appended(&self, partition: u16, jobs: u64, duplicates: u64) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.metrics {
-            metrics.published(self.config.queue, partition, jobs);
+            metrics.published(self.config.queue, partition, jobs - duplicates);
+            if duplicates > 0 {
+                metrics.duplicates(self.config.queue, partition, duplicates);
+            }
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = (partition, jobs);
+        let _ = (partition, jobs, duplicates);
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -216,48 +237,154 @@ impl<E: Envelope> Producer<E> {
     /// and [`Published::replicas`] says how many replicas acknowledged.
     pub async fn publish_with(&self, job: NewJob<E>, durability: Durability) -> Result<Published> {
         let job = self.encode(job, 0)?;
-        if let Some(admission) = &self.admission {
-            admission
-                .admit(&self.conn, job.partition)
-                .await
-                .inspect_err(|err| self.refused(err))?;
-        }
-        let key = &self.ready_keys[usize::from(job.partition)];
-        let mut xadd = redis::cmd("XADD");
-        xadd.arg(key).arg("*").arg(&job.pairs[..]);
-        let (stream_id, replicas) = if durability.waits() {
-            // WAIT has no key: in one pipeline it follows the XADD to its node.
-            let mut pipe = redis::pipe();
-            pipe.add_command(xadd)
-                .cmd("WAIT")
-                .arg(durability.replicas)
-                .arg(durability.timeout.as_millis().max(1) as u64);
-            let (stream_id, replicas): (String, u32) = pipe
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|err| Error::redis(format!("XADD {key} + WAIT"), err))?;
-            self.warn_if_short(&stream_id, job.partition, replicas, durability);
-            (stream_id, Some(replicas))
-        } else {
-            let stream_id: String = xadd
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|err| Error::redis(format!("XADD {key}"), err))?;
-            (stream_id, None)
-        };
+        self.admit(job.partition).await?;
+        let append = self.append_command(&job);
+        let (appended, replicas): (Appended, _) = self
+            .send(append, job.partition, durability)
+            .await
+            .map_err(|err| self.append_error(&job, err))?;
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
             queue = self.config.queue,
             partition = job.partition,
-            stream_id = %stream_id,
+            stream_id = %appended.stream_id,
+            duplicate = appended.duplicate,
             "accepted"
         );
-        self.published(job.partition, 1);
+        self.appended(job.partition, 1, u64::from(appended.duplicate));
         Ok(Published {
-            stream_id,
+            stream_id: appended.stream_id,
             partition: job.partition,
             replicas,
+            duplicate: appended.duplicate,
         })
+    }
+
+    /// Validates and encodes the job now, and keeps it in its partition's
+    /// delayed set until `due`, when a worker's scheduler (every
+    /// `retry.promote_every`) appends it to the ready stream, in one
+    /// Function call with its removal from the set. Never earlier: a job due
+    /// in the past is appended at the scheduler's next tick.
+    ///
+    /// A job_id can wait once: publishing a job_id that is already waiting
+    /// keeps the first envelope and due time and answers them with
+    /// [`Delayed::duplicate`]. Admission applies as to [`Producer::publish`].
+    pub async fn publish_at(&self, job: NewJob<E>, due: std::time::SystemTime) -> Result<Delayed> {
+        let due_ms = due
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let job = self.encode(job, 0)?;
+        self.admit(job.partition).await?;
+        let cmd =
+            transitions::delay_schedule_command(&self.config, job.partition, due_ms, &job.pairs);
+        let (reply, replicas): (DelayedReply, _) = self
+            .send(cmd, job.partition, self.durability)
+            .await
+            .map_err(|err| {
+                transitions::publish_error(
+                    &self.config,
+                    "delay_schedule",
+                    self.config.delayed_key(job.partition),
+                    job.partition,
+                    job_id_of(&job.pairs),
+                    err,
+                )
+            })?;
+        tracing::debug!(
+            job_id = job_id_of(&job.pairs),
+            queue = self.config.queue,
+            partition = job.partition,
+            due_ms = reply.due_ms,
+            duplicate = reply.duplicate,
+            "accepted, delayed"
+        );
+        Ok(Delayed {
+            partition: job.partition,
+            due_ms: reply.due_ms,
+            duplicate: reply.duplicate,
+            replicas,
+        })
+    }
+
+    /// [`Producer::publish_at`] `delay` from now.
+    pub async fn publish_after(&self, job: NewJob<E>, delay: Duration) -> Result<Delayed> {
+        self.publish_at(job, std::time::SystemTime::now() + delay)
+            .await
+    }
+
+    /// Refused with [`Error::Backpressure`] while admission finds the
+    /// partition behind; nothing to do without `admission`.
+    async fn admit(&self, partition: u16) -> Result<()> {
+        if let Some(admission) = &self.admission {
+            admission
+                .admit(&self.conn, partition)
+                .await
+                .inspect_err(|err| self.refused(err))?;
+        }
+        Ok(())
+    }
+
+    /// The command that appends one encoded job: `XADD`, or with `dedup`
+    /// the library's `publish_once` (marker check, `XADD` and marker in one
+    /// Function call).
+    fn append_command(&self, job: &Encoded) -> redis::Cmd {
+        match self.config.dedup_window {
+            Some(window) => transitions::publish_once_command(
+                &self.config,
+                job.partition,
+                job_id_of(&job.pairs),
+                window,
+                &job.pairs,
+            ),
+            None => {
+                let mut xadd = redis::cmd("XADD");
+                xadd.arg(&self.ready_keys[usize::from(job.partition)])
+                    .arg("*")
+                    .arg(&job.pairs[..]);
+                xadd
+            }
+        }
+    }
+
+    /// The error of [`Producer::append_command`]'s reply, naming key, partition and job.
+    fn append_error(&self, job: &Encoded, err: redis::RedisError) -> Error {
+        let key = &self.ready_keys[usize::from(job.partition)];
+        match self.config.dedup_window {
+            Some(_) => transitions::publish_error(
+                &self.config,
+                "publish_once",
+                key.clone(),
+                job.partition,
+                job_id_of(&job.pairs),
+                err,
+            ),
+            None => Error::redis(format!("XADD {key}"), err),
+        }
+    }
+
+    /// Sends `cmd`, followed in the same round trip by `WAIT` when
+    /// `durability` asks for replicas (WAIT has no key: in one pipeline it
+    /// follows the command to its node).
+    async fn send<T: redis::FromRedisValue>(
+        &self,
+        cmd: redis::Cmd,
+        partition: u16,
+        durability: Durability,
+    ) -> redis::RedisResult<(T, Option<u32>)> {
+        if !durability.waits() {
+            let reply = cmd.query_async(&mut self.conn.clone()).await?;
+            return Ok((reply, None));
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd)
+            .cmd("WAIT")
+            .arg(durability.replicas)
+            .arg(durability.timeout.as_millis().max(1) as u64);
+        let (reply, replicas): (T, u32) = pipe.query_async(&mut self.conn.clone()).await?;
+        self.warn_if_short("(one job)", partition, replicas, durability);
+        Ok((reply, Some(replicas)))
     }
 
     /// Says so when fewer replicas than asked acknowledged a publish.
@@ -281,15 +408,15 @@ impl<E: Envelope> Producer<E> {
         }
     }
 
-    /// Sends the batch's `XADD` pipelines (one, or one per partition, all
-    /// at once) and returns the stream IDs in the order of `partitions`,
-    /// the partition of each job.
+    /// Sends the batch's pipelines (one, or one per partition, all at once)
+    /// and returns what each job's command answered, in the order of
+    /// `partitions`, the partition of each job.
     async fn append(
         &self,
         pipes: Vec<redis::Pipeline>,
         partitions: &[u16],
         per_partition: bool,
-    ) -> redis::RedisResult<Vec<String>> {
+    ) -> redis::RedisResult<Vec<Appended>> {
         if !per_partition {
             return pipes[0].query_async(&mut self.conn.clone()).await;
         }
@@ -299,22 +426,23 @@ impl<E: Envelope> Producer<E> {
                 if pipe.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    pipe.query_async::<Vec<String>>(&mut conn).await
+                    pipe.query_async::<Vec<Appended>>(&mut conn).await
                 }
             }
         });
-        let mut ids: Vec<std::vec::IntoIter<String>> = futures_util::future::try_join_all(sends)
-            .await?
-            .into_iter()
-            .map(Vec::into_iter)
-            .collect();
+        let mut answers: Vec<std::vec::IntoIter<Appended>> =
+            futures_util::future::try_join_all(sends)
+                .await?
+                .into_iter()
+                .map(Vec::into_iter)
+                .collect();
         partitions
             .iter()
             .map(|&partition| {
-                ids[usize::from(partition)].next().ok_or_else(|| {
+                answers[usize::from(partition)].next().ok_or_else(|| {
                     redis::RedisError::from((
                         redis::ErrorKind::UnexpectedReturnType,
-                        "a partition's pipeline answered fewer IDs than it sent XADDs",
+                        "a partition's pipeline answered fewer replies than it sent commands",
                     ))
                 })
             })
@@ -370,10 +498,7 @@ impl<E: Envelope> Producer<E> {
             } else {
                 0
             }];
-            pipe.cmd("XADD")
-                .arg(&self.ready_keys[usize::from(job.partition)])
-                .arg("*")
-                .arg(&job.pairs[..]);
+            pipe.add_command(self.append_command(&job));
             partitions.push(job.partition);
             if log_accepted {
                 // The pipeline holds its own copy of the bytes: move, not clone.
@@ -392,13 +517,17 @@ impl<E: Envelope> Producer<E> {
                 .await
                 .inspect_err(|err| self.refused(err))?;
         }
-        let ids: Vec<String> = self
+        let answers = self
             .append(pipes, &partitions, per_partition)
             .await
             .map_err(|err| {
+                let command = match self.config.dedup_window {
+                    Some(_) => "publish_once calls",
+                    None => "XADDs",
+                };
                 Error::redis(
                     format!(
-                        "pipeline of {} XADDs to queue {}",
+                        "pipeline of {} {command} to queue {}",
                         partitions.len(),
                         self.config.queue
                     ),
@@ -406,15 +535,16 @@ impl<E: Envelope> Producer<E> {
                 )
             })?;
         let replicas = self.wait_after_batch(&partitions).await?;
-        let published: Vec<Published> = ids
+        let published: Vec<Published> = answers
             .into_iter()
             .zip(partitions)
-            .map(|(stream_id, partition)| Published {
-                stream_id,
+            .map(|(appended, partition)| Published {
+                stream_id: appended.stream_id,
                 partition,
                 replicas: replicas
                     .as_ref()
                     .map(|counts| counts[usize::from(partition)]),
+                duplicate: appended.duplicate,
             })
             .collect();
         for (published, job_id) in published.iter().zip(&job_ids) {
@@ -430,7 +560,8 @@ impl<E: Envelope> Producer<E> {
         if self.metrics.is_some() {
             // Runs of one partition count once: batches are usually sorted or small.
             for run in published.chunk_by(|a, b| a.partition == b.partition) {
-                self.published(run[0].partition, run.len() as u64);
+                let duplicates = run.iter().filter(|job| job.duplicate).count();
+                self.appended(run[0].partition, run.len() as u64, duplicates as u64);
             }
         }
         Ok(published)

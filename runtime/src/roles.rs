@@ -14,7 +14,8 @@
 /// Who connects: one ACL user per role and service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
-    /// Publishes jobs: `Producer`, its admission check.
+    /// Publishes jobs: `Producer` (`XADD`, or with `dedup` and for delayed
+    /// jobs the library's publish functions), its admission check.
     Producer,
     /// Runs handlers: intake, acks, recovery, the retry scheduler, leases,
     /// in-process trimming and the result store.
@@ -42,7 +43,7 @@ impl Role {
     /// What the role is for, in one line (the users file says it above each user).
     pub fn purpose(self) -> &'static str {
         match self {
-            Role::Producer => "publishes jobs to the ready streams (XADD) after the admission check",
+            Role::Producer => "publishes jobs to the ready streams (XADD, publish_once) or the delayed sets after the admission check",
             Role::Worker => {
                 "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
             }
@@ -54,7 +55,7 @@ impl Role {
     /// Every command the role sends, itself or inside the Functions it calls.
     pub fn commands(self) -> Vec<&'static str> {
         let groups: &[&[&str]] = match self {
-            Role::Producer => &[CONNECT, PUBLISH, ADMISSION],
+            Role::Producer => &[CONNECT, PUBLISH, ADMISSION, &["fcall"], PUBLISH_INTERNALS],
             Role::Worker => &[
                 CONNECT,
                 WORKER_DIRECT,
@@ -89,13 +90,18 @@ impl Role {
     /// `FCALL_RO` are allowed for these names only.
     pub fn functions(self) -> &'static [&'static str] {
         match self {
-            Role::Producer => &[],
+            Role::Producer => &["publish_once", "delay_schedule"],
             Role::Worker => &[
                 "ack",
                 "claim",
                 "renew",
                 "retry_schedule",
                 "retry_promote",
+                "delayed_promote",
+                // Handlers publish follow-up jobs, and the outbox publisher
+                // runs as the worker: a producer's functions too.
+                "publish_once",
+                "delay_schedule",
                 "dead_letter",
                 "lease_acquire",
                 "lease_release",
@@ -120,15 +126,18 @@ impl Role {
 }
 
 impl Role {
-    /// The key pattern of this role: the producer touches only the ready
-    /// streams, the monitor reads everything of the service and writes
-    /// nothing, the others own every key under the prefix (results and
-    /// leases included).
-    pub fn key_pattern(self, key_prefix: &str) -> String {
+    /// The key patterns of this role: the producer touches only the ready
+    /// streams, the publish markers of `dedup` and the delayed sets, the
+    /// monitor reads everything of the service and writes nothing, the
+    /// others own every key under the prefix (results and leases included).
+    pub fn key_patterns(self, key_prefix: &str) -> Vec<String> {
         match self {
-            Role::Producer => format!("~{key_prefix}:*:ready"),
-            Role::Monitor => format!("%R~{key_prefix}:*"),
-            Role::Worker | Role::Operator => format!("~{key_prefix}:*"),
+            Role::Producer => ["ready", "marker:publish:*", "delayed", "delayed-jobs"]
+                .iter()
+                .map(|suffix| format!("~{key_prefix}:*:{suffix}"))
+                .collect(),
+            Role::Monitor => vec![format!("%R~{key_prefix}:*")],
+            Role::Worker | Role::Operator => vec![format!("~{key_prefix}:*")],
         }
     }
 
@@ -137,12 +146,9 @@ impl Role {
     /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
     /// each library in `libraries` (`qg_<service>_v<N>`).
     pub fn acl_rules(self, key_prefix: &str, libraries: &[String]) -> Vec<String> {
-        let mut rules = vec![
-            "resetkeys".to_owned(),
-            self.key_pattern(key_prefix),
-            "resetchannels".to_owned(),
-            "-@all".to_owned(),
-        ];
+        let mut rules = vec!["resetkeys".to_owned()];
+        rules.extend(self.key_patterns(key_prefix));
+        rules.extend(["resetchannels".to_owned(), "-@all".to_owned()]);
         for command in self.commands() {
             if command == "fcall" || command == "fcall_ro" {
                 for library in libraries {
@@ -168,6 +174,11 @@ const CONNECT: &[&str] = &["ping", "info", "cluster|slots", "asking"];
 /// `Producer::publish` and `publish_many`: the append, and `WAIT` when the
 /// spec sets `redis.wait_replicas` or a publish asks for durability.
 const PUBLISH: &[&str] = &["xadd", "wait"];
+
+/// What the producer's functions call: `publish_once` (`dedup`: the marker's
+/// `GET`/`SET`, the `XADD`) and `delay_schedule` (the delayed set and its
+/// envelopes), with their preflight's `TYPE`.
+const PUBLISH_INTERNALS: &[&str] = &["type", "get", "set", "xadd", "zscore", "zadd", "hset"];
 
 /// The producer's admission check reads each partition's group inventory
 /// (`ops::inventory`).

@@ -257,6 +257,55 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
     call.moved(cmd.query_async(conn).await, "dead_lettered")
 }
 
+/// A set the scheduler promotes from when its members fall due: the retry
+/// set (members are entry IDs) or the delayed set (members are job_ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DueSet {
+    Retries,
+    Delayed,
+}
+
+impl DueSet {
+    /// The partition's zset of members by due time.
+    pub fn key(self, config: &QueueConfig, partition: u16) -> String {
+        match self {
+            DueSet::Retries => config.retry_key(partition),
+            DueSet::Delayed => config.delayed_key(partition),
+        }
+    }
+
+    /// The partition's hash of each member's envelope.
+    pub fn jobs_key(self, config: &QueueConfig, partition: u16) -> String {
+        match self {
+            DueSet::Retries => config.retry_jobs_key(partition),
+            DueSet::Delayed => config.delayed_jobs_key(partition),
+        }
+    }
+
+    /// The library function that promotes its due members.
+    fn function(self) -> &'static str {
+        match self {
+            DueSet::Retries => "retry_promote",
+            DueSet::Delayed => "delayed_promote",
+        }
+    }
+
+    fn marker(self) -> MarkerKind {
+        match self {
+            DueSet::Retries => MarkerKind::Promote,
+            DueSet::Delayed => MarkerKind::Delayed,
+        }
+    }
+
+    /// How its members are named in errors.
+    fn what(self) -> (&'static str, &'static str) {
+        match self {
+            DueSet::Retries => ("retry", "retries"),
+            DueSet::Delayed => ("delayed job", "delayed jobs"),
+        }
+    }
+}
+
 /// Retry ids of `partition` due at `now_ms`, oldest first, at most `limit`
 /// (`ZRANGEBYSCORE retry -inf now LIMIT 0 limit`).
 pub async fn due_retries<C: ConnectionLike + Send>(
@@ -266,17 +315,9 @@ pub async fn due_retries<C: ConnectionLike + Send>(
     now_ms: u64,
     limit: usize,
 ) -> Result<Vec<String>> {
-    let key = config.retry_key(partition);
-    redis::cmd("ZRANGEBYSCORE")
-        .arg(&key)
-        .arg("-inf")
-        .arg(now_ms)
-        .arg("LIMIT")
-        .arg(0)
-        .arg(limit)
-        .query_async(conn)
-        .await
-        .map_err(|err| Error::redis(format!("ZRANGEBYSCORE {key}"), err))
+    let mut due =
+        due_members_of(conn, config, &[(DueSet::Retries, partition)], now_ms, limit).await?;
+    Ok(due.pop().unwrap_or_default())
 }
 
 /// [`due_retries`] of every partition in `partitions`, in one pipeline (one
@@ -288,10 +329,23 @@ pub async fn due_retries_of<C: ConnectionLike + Send>(
     now_ms: u64,
     limit: usize,
 ) -> Result<Vec<Vec<String>>> {
+    let sets: Vec<(DueSet, u16)> = partitions.iter().map(|&p| (DueSet::Retries, p)).collect();
+    due_members_of(conn, config, &sets, now_ms, limit).await
+}
+
+/// The members due at `now_ms` of each (set, partition) in `sets`, oldest
+/// first, at most `limit` each, in one pipeline, in the same order.
+pub async fn due_members_of<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    sets: &[(DueSet, u16)],
+    now_ms: u64,
+    limit: usize,
+) -> Result<Vec<Vec<String>>> {
     let mut pipe = redis::pipe();
-    for &partition in partitions {
+    for &(set, partition) in sets {
         pipe.cmd("ZRANGEBYSCORE")
-            .arg(config.retry_key(partition))
+            .arg(set.key(config, partition))
             .arg("-inf")
             .arg(now_ms)
             .arg("LIMIT")
@@ -304,18 +358,14 @@ pub async fn due_retries_of<C: ConnectionLike + Send>(
         .query_async(conn)
         .await
         .map_err(|err| {
-            let what = format!("ZRANGEBYSCORE of {} retry sets", partitions.len());
+            let what = format!("ZRANGEBYSCORE of {} scheduled sets", sets.len());
             Error::redis(what, err)
         })?;
-    partitions
-        .iter()
+    sets.iter()
         .zip(answers)
-        .map(|(&partition, answer)| {
+        .map(|(&(set, partition), answer)| {
             answer.map_err(|err| {
-                Error::redis(
-                    format!("ZRANGEBYSCORE {}", config.retry_key(partition)),
-                    err,
-                )
+                Error::redis(format!("ZRANGEBYSCORE {}", set.key(config, partition)), err)
             })
         })
         .collect()
@@ -331,31 +381,45 @@ pub async fn retry_promote<C: ConnectionLike + Send>(
     now_ms: u64,
     members: &[String],
 ) -> Result<Promoted> {
+    promote(conn, config, DueSet::Retries, partition, now_ms, members).await
+}
+
+/// Calls the promote function of `set` (`retry_promote` or
+/// `delayed_promote`) for `members`, at most `config.retry_promote_batch`.
+pub async fn promote<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    set: DueSet,
+    partition: u16,
+    now_ms: u64,
+    members: &[String],
+) -> Result<Promoted> {
     let p = partition;
-    let function = config.function("retry_promote");
+    let function = config.function(set.function());
     let mut keys = vec![
-        config.retry_key(p),
-        config.retry_jobs_key(p),
+        set.key(config, p),
+        set.jobs_key(config, p),
         config.ready_key(p),
     ];
     keys.extend(
         members
             .iter()
-            .map(|member| config.marker_key(p, MarkerKind::Promote, member)),
+            .map(|member| config.marker_key(p, set.marker(), member)),
     );
     let mut cmd = fcall(&function, &keys);
     cmd.arg(now_ms)
         .arg(config.retry_promote_batch)
         .arg(marker_ttl_ms(config))
         .arg(members);
+    let (one, many) = set.what();
     let job = match members {
-        [] => String::from("no retries"),
-        [one] => format!("retry {one}"),
-        [first, ..] => format!("retries {first} and {} more", members.len() - 1),
+        [] => format!("no {many}"),
+        [only] => format!("{one} {only}"),
+        [first, ..] => format!("{many} {first} and {} more", members.len() - 1),
     };
     let call = Call {
         function: &function,
-        key: config.retry_key(p),
+        key: set.key(config, p),
         partition: p,
         job: &job,
         entry: None,
@@ -369,6 +433,130 @@ pub async fn retry_promote<C: ConnectionLike + Send>(
         }),
         _ => Err(call.unexpected(format!("{counts:?}"))),
     }
+}
+
+/// `FCALL publish_once`: append `pairs` (an encoded envelope with `job_id`)
+/// to the partition's ready stream unless a publish of `job_id` did within
+/// `window`. Answers [`Appended`]. The caller sends it (alone, or in a
+/// pipeline with others).
+pub fn publish_once_command(
+    config: &QueueConfig,
+    partition: u16,
+    job_id: &str,
+    window: std::time::Duration,
+    pairs: &impl redis::ToRedisArgs,
+) -> redis::Cmd {
+    let mut cmd = fcall(
+        &config.function("publish_once"),
+        &[
+            config.ready_key(partition),
+            config.marker_key(partition, MarkerKind::Publish, job_id),
+        ],
+    );
+    // A zero window would make SET ... PX fail; the spec never gives one.
+    cmd.arg(u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1))
+        .arg(pairs);
+    cmd
+}
+
+/// `FCALL delay_schedule`: keep `pairs` in the partition's delayed set until
+/// `due_ms`. Answers [`DelayedReply`].
+pub fn delay_schedule_command(
+    config: &QueueConfig,
+    partition: u16,
+    due_ms: u64,
+    pairs: &[(&str, String)],
+) -> redis::Cmd {
+    let mut cmd = fcall(
+        &config.function("delay_schedule"),
+        &[
+            config.delayed_key(partition),
+            config.delayed_jobs_key(partition),
+        ],
+    );
+    cmd.arg(due_ms).arg(pairs);
+    cmd
+}
+
+/// What appending one job answered: a plain `XADD`'s ID, or `publish_once`'s
+/// `[published|duplicate, id]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The new entry's ID, or for a duplicate the first publish's.
+    pub stream_id: String,
+    /// `publish_once` found a publish of the job_id within the window and wrote nothing.
+    pub duplicate: bool,
+}
+
+impl redis::FromRedisValue for Appended {
+    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        if let redis::Value::Array(parts) = value {
+            let [status, id] = <[redis::Value; 2]>::try_from(parts).map_err(|parts| {
+                redis::ParsingError::from(format!("expected [status, id], found {parts:?}"))
+            })?;
+            let status = String::from_redis_value(status)?;
+            let stream_id = String::from_redis_value(id)?;
+            return match status.as_str() {
+                "published" | "duplicate" => Ok(Appended {
+                    duplicate: status == "duplicate",
+                    stream_id,
+                }),
+                other => Err(redis::ParsingError::from(format!(
+                    "expected published or duplicate, found {other}"
+                ))),
+            };
+        }
+        Ok(Appended {
+            stream_id: String::from_redis_value(value)?,
+            duplicate: false,
+        })
+    }
+}
+
+/// What `delay_schedule` answered: the due time the job waits for, and
+/// whether that is an earlier publish's (the job_id was already waiting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedReply {
+    pub due_ms: u64,
+    pub duplicate: bool,
+}
+
+impl redis::FromRedisValue for DelayedReply {
+    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        let [status, due] = <[String; 2]>::from_redis_value(value)?;
+        let due_ms = due
+            .parse()
+            .map_err(|_| redis::ParsingError::from(format!("expected a due time, found {due}")))?;
+        match status.as_str() {
+            "scheduled" | "duplicate" => Ok(DelayedReply {
+                due_ms,
+                duplicate: status == "duplicate",
+            }),
+            other => Err(redis::ParsingError::from(format!(
+                "expected scheduled or duplicate, found {other}"
+            ))),
+        }
+    }
+}
+
+/// The error of a publish function's reply, naming the function, key, partition and job.
+pub(crate) fn publish_error(
+    config: &QueueConfig,
+    function: &str,
+    key: String,
+    partition: u16,
+    job_id: &str,
+    err: redis::RedisError,
+) -> Error {
+    let function = config.function(function);
+    Call {
+        function: &function,
+        key,
+        partition,
+        job: job_id,
+        entry: None,
+    }
+    .error(err)
 }
 
 /// Calls `replay`: appends the dead letter's envelope to the ready stream as

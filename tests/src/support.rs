@@ -228,6 +228,40 @@ pub async fn dead_letters(
     all
 }
 
+/// Every job waiting in a delayed set of `config`'s partitions:
+/// (partition, job_id, due ms), read with its envelope store in one
+/// `MULTI` and checked to agree with it.
+pub async fn delayed_jobs(
+    conn: &mut impl redis::aio::ConnectionLike,
+    config: &QueueConfig,
+) -> Vec<(u16, String, u64)> {
+    let mut all = Vec::new();
+    for partition in 0..config.partitions {
+        let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
+            .atomic()
+            .cmd("ZRANGE")
+            .arg(config.delayed_key(partition))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("HGETALL")
+            .arg(config.delayed_jobs_key(partition))
+            .query_async(conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            due.len(),
+            stored.len(),
+            "partition {partition}: the delayed set and its envelope store agree: {due:?} / {stored:?}"
+        );
+        all.extend(
+            due.into_iter()
+                .map(|(job_id, due_ms)| (partition, job_id, due_ms)),
+        );
+    }
+    all
+}
+
 /// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`,
 /// from the retry set and its envelope store together.
 pub async fn scheduled_retries(

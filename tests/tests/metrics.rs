@@ -68,7 +68,7 @@ impl Expected {
 }
 
 /// The worker's counter families, each with its extra label (or none).
-const COUNTERS: [(&str, Option<&str>); 12] = [
+const COUNTERS: [(&str, Option<&str>); 13] = [
     ("queuegen_jobs_total", Some("outcome")),
     ("queuegen_claims_total", None),
     ("queuegen_claim_throttled_seconds_total", None),
@@ -76,6 +76,7 @@ const COUNTERS: [(&str, Option<&str>); 12] = [
     ("queuegen_pending_deleted_total", None),
     ("queuegen_retries_scheduled_total", None),
     ("queuegen_retries_promoted_total", None),
+    ("queuegen_delayed_promoted_total", None),
     ("queuegen_dead_letters_total", Some("reason")),
     ("queuegen_transition_failures_total", Some("outcome")),
     ("queuegen_ack_failures_total", None),

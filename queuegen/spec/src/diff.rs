@@ -595,6 +595,7 @@ fn queue_changes(
     note(old.pods == new.pods, "pods");
     note(old.autoscale == new.autoscale, "autoscale");
     note(old.outbox == new.outbox, "outbox");
+    note(old.dedup == new.dedup, "dedup");
     match (old.results, new.results) {
         (Some(ResultStore::Postgres), None) => out.push(
             Impact::Rollout,

@@ -263,6 +263,8 @@ pub struct Queue {
     /// Whether producers may enqueue this queue's jobs through the
     /// PostgreSQL transactional outbox. Default false.
     pub outbox: bool,
+    /// `dedup`: refuse a second publish of a job_id within a window.
+    pub dedup: Option<Dedup>,
 }
 
 impl Queue {
@@ -270,6 +272,14 @@ impl Queue {
     pub fn uses_postgres(&self) -> bool {
         self.results == Some(ResultStore::Postgres) || self.outbox
     }
+}
+
+/// `dedup`: at most one entry per job_id within `window`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dedup {
+    /// How long after a publish a second one of its job_id is a duplicate;
+    /// at most `retention.min_age`, so the first entry is still there.
+    pub window: Duration,
 }
 
 /// A store of handler results that queuegen provides (`results:`).

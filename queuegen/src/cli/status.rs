@@ -290,12 +290,14 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
         "HISTORY",
         "RETRIES",
         "NEXT-RETRY",
+        "DELAYED",
+        "NEXT-DELAYED",
         "DEAD",
         "NEWEST-DEAD",
     ]);
     let mut consumers = Table::new(&["PART", "CONSUMER", "PENDING", "IDLE"]);
     for partition in &queue.partitions {
-        let next_retry = match partition.retries.next_due_in_ms {
+        let next_due = |next_due_in_ms: Option<i64>| match next_due_in_ms {
             None => dash(),
             Some(ms) if ms >= 0 => (format!("in {}", short_duration(ms as u64)), Paint::Plain),
             Some(ms) => (
@@ -312,7 +314,9 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
             (partition.partition.to_string(), Paint::Plain),
             (partition.history.to_string(), Paint::Plain),
             (partition.retries.scheduled.to_string(), Paint::Plain),
-            next_retry,
+            next_due(partition.retries.next_due_in_ms),
+            (partition.delayed.scheduled.to_string(), Paint::Plain),
+            next_due(partition.delayed.next_due_in_ms),
             (partition.dead_letters.count.to_string(), dead_paint),
             partition.dead_letters.newest.map_or_else(dash, |entry| {
                 (

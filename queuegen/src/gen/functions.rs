@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 4;
+pub const LIBRARY_VERSION: u32 = 5;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -108,7 +108,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x5c9c_e36a_c68e_8310;
+    const PINNED_HASH: u64 = 0xbba6_b899_df97_4e41;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -158,7 +158,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v4"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v5"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -167,7 +167,7 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v4");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v5");
     }
 
     #[test]
@@ -185,6 +185,9 @@ queues:
             [
                 "retry_schedule",
                 "retry_promote",
+                "delayed_promote",
+                "publish_once",
+                "delay_schedule",
                 "dead_letter",
                 "replay",
                 "trim",
@@ -197,10 +200,11 @@ queues:
             ]
         );
         // Only `version` is read-only: the rest are refused on replicas.
-        // The four transitions are refused past maxmemory too; the trim, the
-        // lease functions, claim, ack and renew run there (they add no memory).
+        // The transitions and the publish functions are refused past
+        // maxmemory too; the trim, the lease functions, claim, ack and renew
+        // run there (they add no memory).
         assert_eq!(library.matches("flags = {'no-writes'}").count(), 1);
-        assert_eq!(library.matches("flags = {},").count(), 4);
+        assert_eq!(library.matches("flags = {},").count(), 7);
         assert_eq!(library.matches("flags = {'allow-oom'},").count(), 6);
     }
 
@@ -216,7 +220,8 @@ queues:
         // The convention is really used: each transition binds its keys from KEYS.
         for binding in [
             "local ready_key = KEYS[1]",
-            "local retry_key = KEYS[1]",
+            "local set_key = KEYS[1]",
+            "local delayed_key = KEYS[1]",
             "local dead_key = KEYS[1]",
             "local marker_key = KEYS[3 + i]",
             "local stream_key = KEYS[1]",

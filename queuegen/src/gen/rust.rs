@@ -240,6 +240,8 @@ pub(crate) struct QueueContext {
     admission_refresh: String,
     wait_replicas: u32,
     wait_timeout: String,
+    /// `Some(Duration::…)` or `None`.
+    dedup_window: String,
     /// `results: postgres`: the module has `results`, the stub works in a transaction.
     pub results_postgres: bool,
     /// `outbox: true`: the module has `outbox`.
@@ -317,6 +319,10 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         admission_refresh: duration_expr(queue.admission.refresh),
         wait_replicas: spec.redis.wait_replicas,
         wait_timeout: duration_expr(spec.redis.wait_timeout),
+        dedup_window: queue.dedup.as_ref().map_or_else(
+            || "None".to_owned(),
+            |dedup| format!("Some({})", duration_expr(dedup.window)),
+        ),
         results_postgres,
         outbox: queue.outbox,
         postgres_imports: match postgres_imports.as_slice() {

@@ -1,4 +1,4 @@
-//! Producer metrics: jobs published and publishes refused by admission (backpressure), per queue and partition.
+//! Producer metrics: jobs published, duplicates refused by `dedup`, and publishes refused by admission (backpressure), per queue and partition.
 //!
 //! A series appears at its first event.
 
@@ -18,6 +18,7 @@ struct PartitionLabels {
 #[derive(Clone, Debug, Default)]
 pub struct ProducerMetrics {
     published: Family<PartitionLabels, Counter>,
+    duplicates: Family<PartitionLabels, Counter>,
     refusals: Family<PartitionLabels, Counter>,
 }
 
@@ -34,6 +35,11 @@ impl ProducerMetrics {
             self.published.clone(),
         );
         registry.register(
+            "queuegen_publish_duplicates",
+            "Publishes that wrote nothing because the job_id was published within dedup.window (Published::duplicate)",
+            self.duplicates.clone(),
+        );
+        registry.register(
             "queuegen_backpressure_refusals",
             "Publishes refused with Error::Backpressure: the partition's oldest undelivered entry was older than admission.max_oldest_ready_age; nothing was written",
             self.refusals.clone(),
@@ -43,6 +49,13 @@ impl ProducerMetrics {
     /// `jobs` were appended to `queue`'s `partition`.
     pub fn published(&self, queue: &'static str, partition: u16, jobs: u64) {
         self.published
+            .get_or_create(&PartitionLabels { queue, partition })
+            .inc_by(jobs);
+    }
+
+    /// `jobs` publishes to `queue`'s `partition` were duplicates (`dedup`).
+    pub fn duplicates(&self, queue: &'static str, partition: u16, jobs: u64) {
+        self.duplicates
             .get_or_create(&PartitionLabels { queue, partition })
             .inc_by(jobs);
     }
@@ -67,11 +80,13 @@ mod tests {
         producer.published("ocr", 0, 10);
         producer.published("ocr", 0, 5);
         producer.refused("ocr", 2);
+        producer.duplicates("ocr", 0, 2);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
             r#"queuegen_jobs_published_total{queue="ocr",partition="0"} 15"#,
             r#"queuegen_backpressure_refusals_total{queue="ocr",partition="2"} 1"#,
+            r#"queuegen_publish_duplicates_total{queue="ocr",partition="0"} 2"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -95,6 +95,7 @@ pub struct WorkerMetrics {
     pending_deleted: Family<PartitionLabels, Counter>,
     retries_scheduled: Family<PartitionLabels, Counter>,
     retries_promoted: Family<PartitionLabels, Counter>,
+    delayed_promoted: Family<PartitionLabels, Counter>,
     dead_letters: Family<ReasonLabels, Counter>,
     transition_failures: Family<OutcomeLabels, Counter>,
     ack_failures: Family<PartitionLabels, Counter>,
@@ -116,6 +117,7 @@ impl Default for WorkerMetrics {
             pending_deleted: Family::default(),
             retries_scheduled: Family::default(),
             retries_promoted: Family::default(),
+            delayed_promoted: Family::default(),
             dead_letters: Family::default(),
             transition_failures: Family::default(),
             ack_failures: Family::default(),
@@ -182,6 +184,11 @@ impl WorkerMetrics {
             "queuegen_retries_promoted",
             "Due retries this worker's scheduler moved back to the ready stream",
             self.retries_promoted.clone(),
+        );
+        registry.register(
+            "queuegen_delayed_promoted",
+            "Delayed jobs (publish_at, publish_after) this worker's scheduler appended to the ready stream when due",
+            self.delayed_promoted.clone(),
         );
         registry.register(
             "queuegen_dead_letters",
@@ -251,6 +258,7 @@ impl WorkerMetrics {
             pending_deleted: counter(&self.pending_deleted),
             retries_scheduled: counter(&self.retries_scheduled),
             retries_promoted: counter(&self.retries_promoted),
+            delayed_promoted: counter(&self.delayed_promoted),
             dead_letters: DeadReason::ALL.map(|reason| {
                 self.dead_letters.get_or_create_owned(&ReasonLabels {
                     queue,
@@ -302,6 +310,7 @@ pub(crate) struct PartitionMeters {
     pub pending_deleted: Counter,
     pub retries_scheduled: Counter,
     pub retries_promoted: Counter,
+    pub delayed_promoted: Counter,
     /// By [`DeadReason::index`].
     pub dead_letters: [Counter; DeadReason::ALL.len()],
     /// By [`FailedTransition::index`].

@@ -11,7 +11,7 @@
 //! Cost per refresh, whatever the partition count: one pipeline with
 //! everything that needs no earlier answer (per partition: the stream
 //! inventory's reads, `XINFO CONSUMERS` of the queue's group, `ZCARD` and
-//! `ZRANGE 0 0 WITHSCORES` of the retry set, `XLEN` and `XREVRANGE + - COUNT 1`
+//! `ZRANGE 0 0 WITHSCORES` of the retry set and of the delayed set, `XLEN` and `XREVRANGE + - COUNT 1`
 //! of the dead-letter stream; once: `TIME` and `FCALL_RO <library>_version`),
 //! then one with what does (per group: its lowest pending entry and its first
 //! entry after its last-delivered ID).
@@ -97,6 +97,9 @@ pub struct PartitionStatus {
     /// The consumers of the queue's group (`XINFO CONSUMERS`).
     pub consumers: Vec<ConsumerStatus>,
     pub retries: RetryStatus,
+    /// The delayed set: jobs published with `publish_at`/`publish_after`,
+    /// not yet due (or due and not yet promoted).
+    pub delayed: RetryStatus,
     pub dead_letters: DeadLetterStatus,
 }
 
@@ -297,13 +300,10 @@ pub async fn status<C: ConnectionLike>(
                 .arg("CONSUMERS")
                 .arg(&ready)
                 .arg(config.group);
-            first.cmd("ZCARD").arg(&retry);
-            first
-                .cmd("ZRANGE")
-                .arg(&retry)
-                .arg(0)
-                .arg(0)
-                .arg("WITHSCORES");
+            for set in [&retry, &config.delayed_key(partition)] {
+                first.cmd("ZCARD").arg(set);
+                first.cmd("ZRANGE").arg(set).arg(0).arg(0).arg("WITHSCORES");
+            }
             first.cmd("XLEN").arg(&dead);
             first
                 .cmd("XREVRANGE")
@@ -337,7 +337,9 @@ pub async fn status<C: ConnectionLike>(
             let stream = inventory::read_stream(&ready, &mut answers)?
                 .ok_or_else(|| Error::MissingStream { key: ready.clone() })?;
             let consumers = consumers(&ready, config.group, answers.next())?;
-            let retries = retries(config.retry_key(partition), server_time_ms, &mut answers)?;
+            let retries = scheduled_set(config.retry_key(partition), server_time_ms, &mut answers)?;
+            let delayed =
+                scheduled_set(config.delayed_key(partition), server_time_ms, &mut answers)?;
             let dead_letters =
                 dead_letters(config.dead_key(partition), server_time_ms, &mut answers)?;
             streams.push(Some(stream));
@@ -345,6 +347,7 @@ pub async fn status<C: ConnectionLike>(
                 partition,
                 consumers,
                 retries,
+                delayed,
                 dead_letters,
             });
         }
@@ -390,6 +393,7 @@ pub async fn status<C: ConnectionLike>(
                 ready_key: stream.key,
                 consumers: rest.consumers,
                 retries: rest.retries,
+                delayed: rest.delayed,
                 dead_letters: rest.dead_letters,
             });
         }
@@ -412,6 +416,7 @@ struct Partial {
     partition: u16,
     consumers: Vec<ConsumerStatus>,
     retries: RetryStatus,
+    delayed: RetryStatus,
     dead_letters: DeadLetterStatus,
 }
 
@@ -641,8 +646,8 @@ fn consumers(
         .collect()
 }
 
-/// `ZCARD` and `ZRANGE 0 0 WITHSCORES` of a partition's retry set.
-fn retries(
+/// `ZCARD` and `ZRANGE 0 0 WITHSCORES` of a partition's retry set (or delayed set).
+fn scheduled_set(
     key: String,
     now_ms: u64,
     answers: &mut impl Iterator<Item = RedisResult<Value>>,
@@ -769,6 +774,12 @@ mod tests {
             consumers: vec![],
             retries: RetryStatus {
                 key: "r".into(),
+                scheduled: 0,
+                next_due_ms: None,
+                next_due_in_ms: None,
+            },
+            delayed: RetryStatus {
+                key: "s".into(),
                 scheduled: 0,
                 next_due_ms: None,
                 next_due_in_ms: None,

@@ -67,6 +67,10 @@ struct OutboxPartition {
     queue: &'static str,
     partition: u16,
     stream: String,
+    /// The queue's settings: with `dedup`, rows go out through the
+    /// library's `publish_once`, so a row sent twice (a publisher killed
+    /// between the send and the mark) appends once.
+    config: QueueConfig,
     /// `hashtext` of this text, with the partition, keys the advisory lock.
     lock_name: String,
 }
@@ -100,6 +104,7 @@ impl OutboxPublisher {
                     queue: config.queue,
                     partition,
                     stream: config.ready_key(partition),
+                    config: config.clone(),
                     lock_name: lock_name.clone(),
                 })
             })
@@ -302,20 +307,40 @@ impl OutboxPublisher {
         for row in &rows {
             ids.push(row.get::<_, i64>(0));
             let fields: Vec<&str> = row.get(1);
-            pipe.cmd("XADD")
-                .arg(&partition.stream)
-                .arg("*")
-                .arg(&fields);
+            match partition.config.dedup_window {
+                Some(window) => {
+                    let job_id = fields
+                        .chunks(2)
+                        .find(|pair| pair[0] == crate::envelope::header_fields::JOB_ID)
+                        .and_then(|pair| pair.get(1))
+                        .copied()
+                        .unwrap_or_default();
+                    pipe.add_command(crate::transitions::publish_once_command(
+                        &partition.config,
+                        partition.partition,
+                        job_id,
+                        window,
+                        &fields,
+                    ));
+                }
+                None => {
+                    pipe.cmd("XADD")
+                        .arg(&partition.stream)
+                        .arg("*")
+                        .arg(&fields);
+                }
+            }
         }
-        let stream_ids: Vec<String> =
-            pipe.query_async(&mut self.redis.clone())
-                .await
-                .map_err(|err| {
-                    Error::redis(
-                        format!("XADD of {} outbox rows to {}", rows.len(), partition.stream),
-                        err,
-                    )
-                })?;
+        let appended: Vec<crate::transitions::Appended> = pipe
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(|err| {
+                Error::redis(
+                    format!("sending {} outbox rows to {}", rows.len(), partition.stream),
+                    err,
+                )
+            })?;
+        let stream_ids: Vec<String> = appended.into_iter().map(|sent| sent.stream_id).collect();
         failpoint("outbox_after_xadd");
         transaction
             .execute(&mark, &[&ids, &stream_ids])

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use crate::metrics::{FailedTransition, JobOutcome, Settlement, StreamRole, TrimOutcome};
-use crate::transitions::DeadReason;
+use crate::transitions::{DeadReason, DueSet};
 
 #[cfg(feature = "metrics")]
 use crate::metrics::{PartitionMeters, TrimMetrics, WorkerMetrics};
@@ -139,11 +139,16 @@ impl Meter {
         }
     }
 
-    pub(super) fn promoted(&self, partition: u16, retries: u64) {
+    pub(super) fn promoted(&self, partition: u16, set: DueSet, jobs: u64) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
-            meters.retries_promoted.inc_by(retries);
+            match set {
+                DueSet::Retries => meters.retries_promoted.inc_by(jobs),
+                DueSet::Delayed => meters.delayed_promoted.inc_by(jobs),
+            };
         }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (partition, set, jobs);
     }
 
     pub(super) fn dead_lettered(&self, partition: u16, reason: DeadReason) {

@@ -89,6 +89,8 @@ pub struct WorkerReport {
     pub quarantined: u64,
     /// Retries this worker's scheduler moved back to the ready streams.
     pub promoted: u64,
+    /// Delayed jobs this worker's scheduler appended to the ready streams when due.
+    pub delayed_promoted: u64,
     /// Entries taken over by `XAUTOCLAIM` from idle consumers (a crashed worker,
     /// or this one's abandoned jobs) and run here.
     pub claimed: u64,
@@ -683,6 +685,7 @@ struct Counters {
     decode_errors: AtomicU64,
     quarantined: AtomicU64,
     promoted: AtomicU64,
+    delayed_promoted: AtomicU64,
     claimed: AtomicU64,
     left_pending: AtomicU64,
     trimmed: AtomicU64,
@@ -708,6 +711,7 @@ impl Counters {
             decode_errors: get(&self.decode_errors),
             quarantined: get(&self.quarantined),
             promoted: get(&self.promoted),
+            delayed_promoted: get(&self.delayed_promoted),
             claimed: get(&self.claimed),
             in_flight_left_pending: get(&self.left_pending),
             trimmed: get(&self.trimmed),

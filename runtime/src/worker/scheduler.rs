@@ -1,9 +1,9 @@
-//! The scheduler loop: every `retry_promote_every`, move due retries of each partition back to its ready stream.
+//! The scheduler loop: every `retry_promote_every`, move due retries and due delayed jobs of each partition to its ready stream.
 //!
-//! Each tick reads `ZRANGEBYSCORE retry -inf now LIMIT 0 batch` of every
-//! partition in one pipeline; a partition with something due then gets one
-//! `retry_promote` call with those members, again while full batches come
-//! back. Each tick covers only the partitions whose loops lease this worker
+//! Each tick reads `ZRANGEBYSCORE <set> -inf now LIMIT 0 batch` of the
+//! retry set and the delayed set of every partition in one pipeline; a set
+//! with something due then gets one `retry_promote` (or `delayed_promote`)
+//! call with those members, again while full batches come back. Each tick covers only the partitions whose loops lease this worker
 //! holds (see `leadership`), to save the other workers' commands; safety
 //! does not rest on it. Were two workers to promote one partition at once,
 //! that is safe because the function
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::handler::Handler;
 use crate::metrics::FailedTransition;
-use crate::transitions;
+use crate::transitions::{self, DueSet};
 
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
@@ -38,15 +38,19 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if led.is_empty() {
             continue;
         }
-        // One round trip finds what is due in every led partition; in a
-        // quiet queue that is the whole tick.
+        // One round trip finds what is due in both sets of every led
+        // partition; in a quiet queue that is the whole tick.
         let now = now_ms();
         let batch = shared.config.retry_promote_batch;
+        let sets: Vec<(DueSet, u16)> = led
+            .iter()
+            .flat_map(|&partition| [(DueSet::Retries, partition), (DueSet::Delayed, partition)])
+            .collect();
         let mut conn = shared.acks.clone();
-        let first_due = match transitions::due_retries_of(
+        let first_due = match transitions::due_members_of(
             &mut conn,
             &shared.config,
-            &led,
+            &sets,
             now,
             batch,
         )
@@ -57,29 +61,29 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             Err(Failure::Fatal(err)) => return Err(err),
             Err(Failure::Cancelled) => return Ok(()),
             Err(Failure::Retry { error, .. }) => {
-                tracing::warn!(error = %error, "reading due retries failed; retrying next period");
+                tracing::warn!(error = %error, "reading due retries and delayed jobs failed; retrying next period");
                 continue;
             }
         };
-        for (&partition, due) in led.iter().zip(first_due) {
+        for (&(set, partition), due) in sets.iter().zip(first_due) {
             if due.is_empty() {
                 continue;
             }
-            match promote_partition(&shared, partition, now, due).await {
+            match promote_partition(&shared, set, partition, now, due).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(Failure::Fatal(err)) => return Err(err),
                 Err(Failure::Cancelled) => return Ok(()),
-                // The due retries wait for the next period; nothing is lost.
+                // The due members wait for the next period; nothing is lost.
                 Err(Failure::Retry { error, .. }) => match error {
-                    // The library refused the batch (a damaged retry entry):
-                    // it will again until someone looks.
+                    // The library refused the batch (a damaged entry of the
+                    // set): it will again until someone looks.
                     Error::Transition { .. } => {
-                        tracing::error!(partition, error = %error, "the library refused to promote due retries; retrying next period");
+                        tracing::error!(partition, ?set, error = %error, "the library refused to promote due members; retrying next period");
                     }
                     // The shared connection reconnects by itself.
                     _ => {
-                        tracing::warn!(partition, error = %error, "promoting retries failed; retrying next period");
+                        tracing::warn!(partition, ?set, error = %error, "promoting failed; retrying next period");
                     }
                 },
             }
@@ -87,10 +91,12 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     }
 }
 
-/// Promotes every due retry of one partition, a batch per call, starting
-/// with `due` (read at `now`); `Ok(false)` if stop was raised meanwhile.
+/// Promotes every due member of `set` in one partition, a batch per call,
+/// starting with `due` (read at `now`); `Ok(false)` if stop was raised
+/// meanwhile.
 async fn promote_partition<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
+    set: DueSet,
     partition: u16,
     mut now: u64,
     mut due: Vec<String>,
@@ -99,7 +105,7 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
     let batch = config.retry_promote_batch;
     let mut conn = shared.acks.clone();
     loop {
-        let promoted = transitions::retry_promote(&mut conn, config, partition, now, &due)
+        let promoted = transitions::promote(&mut conn, config, set, partition, now, &due)
             .await
             .map_err(|err| {
                 shared
@@ -107,16 +113,25 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
                     .transition_failed(partition, FailedTransition::Promote);
                 classify_error(err)
             })?;
-        failpoint("after_retry_promote");
-        Counters::add(&shared.counters.promoted, promoted.promoted);
-        shared.meter.promoted(partition, promoted.promoted);
+        match set {
+            DueSet::Retries => {
+                failpoint("after_retry_promote");
+                Counters::add(&shared.counters.promoted, promoted.promoted);
+            }
+            DueSet::Delayed => {
+                failpoint("after_delayed_promote");
+                Counters::add(&shared.counters.delayed_promoted, promoted.promoted);
+            }
+        }
+        shared.meter.promoted(partition, set, promoted.promoted);
         tracing::debug!(
             partition,
+            ?set,
             due = due.len(),
             promoted = promoted.promoted,
             already = promoted.already,
             skipped = promoted.skipped,
-            "promoted due retries",
+            "promoted due members",
         );
         // A short batch was everything due. A full one where nothing moved
         // (every member skipped) would only read the same members again.
@@ -127,9 +142,11 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
             return Ok(false);
         }
         now = now_ms();
-        due = transitions::due_retries(&mut conn, config, partition, now, batch)
+        due = transitions::due_members_of(&mut conn, config, &[(set, partition)], now, batch)
             .await
-            .map_err(classify_error)?;
+            .map_err(classify_error)?
+            .pop()
+            .unwrap_or_default();
         if due.is_empty() {
             return Ok(true);
         }

@@ -11,7 +11,7 @@ use redis::aio::ConnectionLike;
 
 use super::ledger::{Ledger, Tally};
 use super::script::{Destination, ScriptedJob};
-use crate::support::{all_pending, dead_letters, scheduled_retries, stream_entries};
+use crate::support::{all_pending, dead_letters, delayed_jobs, scheduled_retries, stream_entries};
 
 /// Where each job is, by job_id.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +22,8 @@ pub struct Places {
     pub dead: BTreeMap<String, Vec<String>>,
     /// How many scheduled retries carry the job.
     pub scheduled: BTreeMap<String, u64>,
+    /// Whether the job waits in a delayed set (1) or not (absent).
+    pub delayed: BTreeMap<String, u64>,
     /// How many of the job's ready entries are pending in the group.
     pub pending: BTreeMap<String, u64>,
     /// The attempt of each ready entry carrying the job (acknowledged ones
@@ -56,6 +58,9 @@ impl Places {
                 .scheduled
                 .entry(fields["job_id"].clone())
                 .or_default() += 1;
+        }
+        for (_, job_id, _) in delayed_jobs(conn, config).await {
+            *places.delayed.entry(job_id).or_default() += 1;
         }
         let pending: Vec<String> = all_pending(conn, config)
             .await
@@ -95,11 +100,13 @@ impl Places {
     }
 
     /// How many places hold the job: done, each dead letter, each scheduled
-    /// retry, each pending entry. One once it settled, never zero before.
+    /// retry, the delayed set, each pending entry. One once it settled,
+    /// never zero before.
     pub fn count_of(&self, job_id: &str) -> u64 {
         u64::from(self.tally.job(job_id).done)
             + self.dead_count(job_id)
             + Self::count(&self.scheduled, job_id)
+            + Self::count(&self.delayed, job_id)
             + Self::count(&self.pending, job_id)
     }
 
@@ -131,11 +138,12 @@ impl Places {
         let places = self.count_of(id);
         (!arrived || places != 1).then(|| {
             format!(
-                "{id}: expected {:?} only; done={} dead={:?} scheduled={} pending={}",
+                "{id}: expected {:?} only; done={} dead={:?} scheduled={} delayed={} pending={}",
                 job.script().destination(),
                 self.tally.job(id).done,
                 self.dead.get(id).cloned().unwrap_or_default(),
                 Self::count(&self.scheduled, id),
+                Self::count(&self.delayed, id),
                 Self::count(&self.pending, id),
             )
         })

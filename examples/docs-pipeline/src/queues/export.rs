@@ -30,7 +30,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_batch: 10,
     claim_rate: 1000,
     payload_max_bytes: 1024,
-    functions: "qg_docs_pipeline_v4",
+    functions: "qg_docs_pipeline_v5",
     retry_max_attempts: 3,
     retry_initial: Duration::from_secs(60),
     retry_max: Duration::from_secs(1800),
@@ -49,6 +49,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     admission_refresh: Duration::from_secs(1),
     wait_replicas: 0,
     wait_timeout: Duration::from_secs(1),
+    dedup_window: None,
 };
 
 /// A producer of [`ExportRequested`] jobs for the `export` queue.

@@ -29,7 +29,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_batch: 50,
     claim_rate: 1000,
     payload_max_bytes: 2048,
-    functions: "qg_docs_pipeline_v4",
+    functions: "qg_docs_pipeline_v5",
     retry_max_attempts: 5,
     retry_initial: Duration::from_secs(2),
     retry_max: Duration::from_secs(600),
@@ -48,6 +48,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     admission_refresh: Duration::from_secs(1),
     wait_replicas: 0,
     wait_timeout: Duration::from_secs(1),
+    dedup_window: None,
 };
 
 /// A producer of [`OcrRequested`] jobs for the `ocr` queue.

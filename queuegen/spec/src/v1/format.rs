@@ -315,6 +315,8 @@ pub static QUEUE: Obj = Obj {
             "Scale the worker Deployment with KEDA on the oldest ready age and/or the group's lag (`k8s/keda.yaml`), never on stream length."),
         prop!("results", Ty::Choice(RESULT_STORES), default = Some("none (the handler keeps its results itself)"),
             "`postgres`: the handler commits its business change and the job's marker in one PostgreSQL transaction (the generated `results` function), so a redelivered job finds the marker instead of repeating the change."),
+        prop!("dedup", Ty::Object(&DEDUP), default = Some("none (every publish appends)"),
+            "Deduplication at publish: a second publish of a job_id within `window` writes nothing and answers the first entry's stream ID (`Published::duplicate`)."),
         prop!("outbox", Ty::Bool, default = Some("false"),
             "Producers may enqueue this queue's jobs through the PostgreSQL transactional outbox (the generated `outbox` function): a job enqueued in the transaction of the change it announces is published, by the generated `outbox_publisher`, only once that transaction commits."),
     ],
@@ -491,6 +493,19 @@ pub static PAYLOAD: Obj = Obj {
     ],
 };
 
+pub static DEDUP: Obj = Obj {
+    name: "Dedup",
+    doc: "Deduplication at publish, by job_id, in one Function with the XADD (marker check, append, marker set).",
+    props: &[
+        prop!(
+            "window",
+            Ty::Duration,
+            required,
+            "How long after a publish a second publish of its job_id is a duplicate; at most `retention.min_age`, so the first entry it names is still in the stream."
+        ),
+    ],
+};
+
 pub static ADMISSION: Obj = Obj {
     name: "Admission",
     doc: "Producer backpressure.",
@@ -559,6 +574,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &RETENTION,
         &PAYLOAD,
         &ADMISSION,
+        &DEDUP,
         &ALERTS,
         &PODS,
         &AUTOSCALE,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
-    Admission, Alerts, Backoff, Claim, DeadLetter, Group, GroupStart, HandlerSettings, Jitter,
-    Payload, Poison, Queue, ResultStore, Retention, Retry, TrimMode,
+    Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
+    Jitter, Payload, Poison, Queue, ResultStore, Retention, Retry, TrimMode,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_size, round_up_duration};
@@ -14,8 +14,8 @@ use crate::yaml::Node;
 
 use super::envelope::EnvelopeDef;
 use super::format::{
-    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, GROUP, HANDLER, JITTERS, PAYLOAD, POISON,
-    QUEUE, RETENTION, RETRY, TRIM_MODES,
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, PAYLOAD,
+    POISON, QUEUE, RETENTION, RETRY, TRIM_MODES,
 };
 use super::kubernetes;
 use super::names;
@@ -89,6 +89,7 @@ pub(crate) fn queue(
     let retention = retention(ctx, &q, retry.as_ref(), min_idle, max_deliveries);
     let payload = payload(ctx, &q, envelope);
     let admission = admission(ctx, &q);
+    let dedup = dedup(ctx, &q, retention.as_ref());
     let alerts = alerts(ctx, &q);
     let (pods, replicas_at) = kubernetes::pods(ctx, &q);
     let autoscale = kubernetes::autoscale(ctx, &q, replicas_at.as_ref());
@@ -123,6 +124,7 @@ pub(crate) fn queue(
         autoscale: autoscale?,
         results: results?,
         outbox: outbox?,
+        dedup: dedup?,
     })
 }
 
@@ -628,6 +630,43 @@ fn retention(
         trim_every: trim_every?,
         trim: trim?,
     })
+}
+
+/// A queue's `dedup`: `Some(None)` when left out. The window may not outlast
+/// `retention.min_age`: a duplicate answers the first entry's stream ID,
+/// which must still name an entry.
+fn dedup(
+    ctx: &mut Ctx<'_>,
+    q: &Object<'_>,
+    retention: Option<&Retention>,
+) -> Option<Option<Dedup>> {
+    if q.get("dedup").is_none() {
+        return Some(None);
+    }
+    let d = q.child(ctx, "dedup", &DEDUP);
+    let window = d
+        .read(ctx, "window", values::duration)
+        .optional()
+        .flatten()?;
+    if let Some(retention) = retention {
+        if window > retention.min_age {
+            ctx.error(
+                &d.at("window"),
+                format!(
+                    "dedup.window {} is longer than retention.min_age {}: a duplicate would answer the ID of an entry that may already be trimmed",
+                    format_duration(window),
+                    format_duration(retention.min_age),
+                ),
+                format!(
+                    "shorten dedup.window to at most {}, or raise retention.min_age to at least {}",
+                    format_duration(retention.min_age),
+                    format_duration(window),
+                ),
+            );
+            return None;
+        }
+    }
+    Some(Some(Dedup { window }))
 }
 
 fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {

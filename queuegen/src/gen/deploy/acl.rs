@@ -203,8 +203,9 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("user docs-pipeline-worker "))
             .unwrap();
-        assert!(worker.contains(" +fcall|qg_docs_pipeline_v4_ack "));
-        assert!(worker.contains(" +fcall|qg_docs_pipeline_v3_ack "));
+        let ack = |version: u32| format!(" +fcall|qg_docs_pipeline_v{version}_ack ");
+        assert!(worker.contains(&ack(LIBRARY_VERSION)), "{worker}");
+        assert!(worker.contains(&ack(LIBRARY_VERSION - 1)), "{worker}");
         assert!(
             !worker.contains(" +fcall "),
             "FCALL of any function: {worker}"

@@ -157,6 +157,13 @@ pub fn all() -> Vec<Scenario> {
             run: |run| Box::pin(transitions::scheduler_killed_mid_batch(run)),
         },
         Scenario {
+            targets: WITH_CLUSTER_LOGIN,
+            id: "delayed-kill",
+            row: None,
+            title: "kill -9 of the scheduler mid-batch of delayed jobs",
+            run: |run| Box::pin(transitions::delayed_promoter_killed_mid_batch(run)),
+        },
+        Scenario {
             targets: GENERIC,
             id: "kill-before-retry-schedule",
             row: None,

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use queuegen_runtime::MarkerKind;
 use queuegen_tests::suite::{QueueKind, Script, ScriptedJob, Tuning};
-use queuegen_tests::support::{scheduled_retries, stream_entries};
+use queuegen_tests::support::{delayed_jobs, scheduled_retries, stream_entries};
 
 use super::Run;
 use crate::process::killed;
-use crate::stage::Stage;
+use crate::stage::{new_job, Stage};
 use crate::verdict::Verdict;
 
 /// The victim reaches any of the points within this.
@@ -184,6 +184,110 @@ pub async fn scheduler_killed_mid_batch(run: Run) -> Verdict {
         promoted.len(),
         scheduled.len(),
         report.promoted
+    ));
+    verdict
+}
+
+/// The scheduler dies right after its first `delayed_promote` call while
+/// many more delayed jobs are due (batches of 4): each job must be in the
+/// delayed set or on the ready stream (with its marker), never in neither
+/// and never in both; then a survivor promotes and works the rest, each
+/// job's effect once.
+pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
+    let tuning = Tuning {
+        retry_promote_every_ms: Some(100),
+        retry_promote_batch: Some(4),
+        ..Tuning::default()
+    };
+    let stage = Stage::new(run.target, "delayed-kill", QueueKind::Retrying, tuning).await;
+    let jobs = ScriptedJob::many("ok", run.size.jobs(24));
+    // All due together a second from now: by then every one is waiting.
+    let due = std::time::SystemTime::now() + Duration::from_secs(1);
+    let producer = stage.producer().await;
+    for job in &jobs {
+        let delayed = producer
+            .publish_at(new_job(job), due)
+            .await
+            .unwrap_or_else(|err| panic!("delaying {}: {err}", job.job_id));
+        assert!(!delayed.duplicate, "{} waits once", job.job_id);
+    }
+    let mut verdict = Verdict::new(jobs.len());
+
+    let mut victim = stage.spawn(&stage.spec.named("victim"), Some("after_delayed_promote"));
+    let Some(status) = victim.wait(REACH_TIMEOUT).await else {
+        verdict.problem(format!(
+            "the scheduler never promoted a delayed job:\n{}",
+            victim.log_tail()
+        ));
+        return verdict;
+    };
+    verdict.check(killed(status), || {
+        format!(
+            "the victim ended with {status}, not SIGKILL:\n{}",
+            victim.log_tail()
+        )
+    });
+
+    // The state the kill left, before anyone recovers it.
+    let mut conn = stage.conn();
+    let waiting: Vec<String> = delayed_jobs(&mut conn, &stage.config)
+        .await
+        .into_iter()
+        .map(|(_, job_id, _)| job_id)
+        .collect();
+    let mut promoted = Vec::new();
+    for partition in 0..stage.config.partitions {
+        let key = stage.config.ready_key(partition);
+        for (_, fields) in stream_entries(&mut conn, &key).await {
+            let job_id = fields["job_id"].clone();
+            let marker = stage
+                .config
+                .marker_key(partition, MarkerKind::Delayed, &job_id);
+            let marked: bool = redis::cmd("EXISTS")
+                .arg(&marker)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            verdict.check(marked, || {
+                format!("{job_id} was promoted without its marker {marker}")
+            });
+            promoted.push(job_id);
+        }
+    }
+    for job in &jobs {
+        let places = waiting.iter().filter(|id| **id == job.job_id).count()
+            + promoted.iter().filter(|id| **id == job.job_id).count();
+        verdict.check(places == 1, || {
+            format!(
+                "{}: after the kill it is in {places} places (delayed set or ready stream)",
+                job.job_id
+            )
+        });
+    }
+    verdict.check(!promoted.is_empty() && !waiting.is_empty(), || {
+        format!(
+            "not killed mid-batch: {} promoted, {} still delayed",
+            promoted.len(),
+            waiting.len()
+        )
+    });
+
+    let survivor = stage.spec.named("survivor").start().await.unwrap();
+    stage.settle(&jobs, SETTLE_TIMEOUT).await;
+    let report = survivor.stop().await.unwrap();
+    let places = stage.places(&jobs).await;
+    stage.judge(&mut verdict, &jobs, &places);
+    for job in &jobs {
+        let entries = places.entries_at_attempt(&job.job_id, 1);
+        verdict.check(entries == 1, || {
+            format!("{}: {entries} ready entries, expected 1", job.job_id)
+        });
+    }
+    verdict.note(format!(
+        "killed with {} promoted, {} still delayed; survivor promoted {}",
+        promoted.len(),
+        waiting.len(),
+        report.delayed_promoted
     ));
     verdict
 }
