@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use queuegen_runtime::transitions::DueSet;
 use queuegen_runtime::QueueConfig;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
@@ -229,44 +230,28 @@ pub async fn dead_letters(
 }
 
 /// Every job waiting in a delayed set of `config`'s partitions:
-/// (partition, job_id, due ms), read with its envelope store in one
-/// `MULTI` and checked to agree with it.
+/// `(partition, job_id, due ms, envelope fields)`.
 pub async fn delayed_jobs(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
-) -> Vec<(u16, String, u64)> {
-    let mut all = Vec::new();
-    for partition in 0..config.partitions {
-        let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
-            .atomic()
-            .cmd("ZRANGE")
-            .arg(config.delayed_key(partition))
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .cmd("HGETALL")
-            .arg(config.delayed_jobs_key(partition))
-            .query_async(conn)
-            .await
-            .unwrap();
-        assert_eq!(
-            due.len(),
-            stored.len(),
-            "partition {partition}: the delayed set and its envelope store agree: {due:?} / {stored:?}"
-        );
-        all.extend(
-            due.into_iter()
-                .map(|(job_id, due_ms)| (partition, job_id, due_ms)),
-        );
-    }
-    all
+) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+    scheduled_members(conn, config, DueSet::Delayed).await
 }
 
-/// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`,
-/// from the retry set and its envelope store together.
+/// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`.
 pub async fn scheduled_retries(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
+) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+    scheduled_members(conn, config, DueSet::Retries).await
+}
+
+/// The members of `set` in every partition, each with its due time and
+/// envelope, from the set and its envelope store together (checked to agree).
+async fn scheduled_members(
+    conn: &mut impl redis::aio::ConnectionLike,
+    config: &QueueConfig,
+    set: DueSet,
 ) -> Vec<(u16, String, u64, HashMap<String, String>)> {
     let mut all = Vec::new();
     for partition in 0..config.partitions {
@@ -274,25 +259,25 @@ pub async fn scheduled_retries(
         let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
             .atomic()
             .cmd("ZRANGE")
-            .arg(config.retry_key(partition))
+            .arg(set.key(config, partition))
             .arg(0)
             .arg(-1)
             .arg("WITHSCORES")
             .cmd("HGETALL")
-            .arg(config.retry_jobs_key(partition))
+            .arg(set.jobs_key(config, partition))
             .query_async(conn)
             .await
             .unwrap();
         assert_eq!(
             due.len(),
             stored.len(),
-            "partition {partition}: the retry set and its envelope store agree: {due:?} / {stored:?}"
+            "partition {partition}: {set:?} and its envelope store agree: {due:?} / {stored:?}"
         );
-        for (id, due_ms) in due {
+        for (member, due_ms) in due {
             let envelope = stored
-                .get(&id)
-                .unwrap_or_else(|| panic!("retry {id} has no stored envelope"));
-            all.push((partition, id, due_ms, envelope_fields(envelope)));
+                .get(&member)
+                .unwrap_or_else(|| panic!("{set:?} member {member} has no stored envelope"));
+            all.push((partition, member, due_ms, envelope_fields(envelope)));
         }
     }
     all

@@ -59,7 +59,7 @@ impl Places {
                 .entry(fields["job_id"].clone())
                 .or_default() += 1;
         }
-        for (_, job_id, _) in delayed_jobs(conn, config).await {
+        for (_, job_id, _, _) in delayed_jobs(conn, config).await {
             *places.delayed.entry(job_id).or_default() += 1;
         }
         let pending: Vec<String> = all_pending(conn, config)

@@ -150,35 +150,8 @@ pub async fn scheduler_killed_mid_batch(run: Run) -> Verdict {
             promoted.push(fields["job_id"].clone());
         }
     }
-    for job in &jobs {
-        let places = scheduled.iter().filter(|id| **id == job.job_id).count()
-            + promoted.iter().filter(|id| **id == job.job_id).count();
-        verdict.check(places == 1, || {
-            format!(
-                "{}: after the kill its retry is in {places} places (retry set or ready stream)",
-                job.job_id
-            )
-        });
-    }
-    verdict.check(!promoted.is_empty() && !scheduled.is_empty(), || {
-        format!(
-            "not killed mid-batch: {} promoted, {} still scheduled",
-            promoted.len(),
-            scheduled.len()
-        )
-    });
-
-    let survivor = stage.spec.named("survivor").start().await.unwrap();
-    stage.settle(&jobs, SETTLE_TIMEOUT).await;
-    let report = survivor.stop().await.unwrap();
-    let places = stage.places(&jobs).await;
-    stage.judge(&mut verdict, &jobs, &places);
-    for job in &jobs {
-        let second = places.entries_at_attempt(&job.job_id, 2);
-        verdict.check(second == 1, || {
-            format!("{}: {second} second attempts, expected 1", job.job_id)
-        });
-    }
+    killed_mid_batch(&mut verdict, &jobs, &scheduled, &promoted, "retry set");
+    let report = survivor_finishes(&stage, &mut verdict, &jobs, 2).await;
     verdict.note(format!(
         "killed with {} promoted, {} in the retry set; survivor promoted {}",
         promoted.len(),
@@ -233,7 +206,7 @@ pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
     let waiting: Vec<String> = delayed_jobs(&mut conn, &stage.config)
         .await
         .into_iter()
-        .map(|(_, job_id, _)| job_id)
+        .map(|(_, job_id, _, _)| job_id)
         .collect();
     let mut promoted = Vec::new();
     for partition in 0..stage.config.partitions {
@@ -254,35 +227,8 @@ pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
             promoted.push(job_id);
         }
     }
-    for job in &jobs {
-        let places = waiting.iter().filter(|id| **id == job.job_id).count()
-            + promoted.iter().filter(|id| **id == job.job_id).count();
-        verdict.check(places == 1, || {
-            format!(
-                "{}: after the kill it is in {places} places (delayed set or ready stream)",
-                job.job_id
-            )
-        });
-    }
-    verdict.check(!promoted.is_empty() && !waiting.is_empty(), || {
-        format!(
-            "not killed mid-batch: {} promoted, {} still delayed",
-            promoted.len(),
-            waiting.len()
-        )
-    });
-
-    let survivor = stage.spec.named("survivor").start().await.unwrap();
-    stage.settle(&jobs, SETTLE_TIMEOUT).await;
-    let report = survivor.stop().await.unwrap();
-    let places = stage.places(&jobs).await;
-    stage.judge(&mut verdict, &jobs, &places);
-    for job in &jobs {
-        let entries = places.entries_at_attempt(&job.job_id, 1);
-        verdict.check(entries == 1, || {
-            format!("{}: {entries} ready entries, expected 1", job.job_id)
-        });
-    }
+    killed_mid_batch(&mut verdict, &jobs, &waiting, &promoted, "delayed set");
+    let report = survivor_finishes(&stage, &mut verdict, &jobs, 1).await;
     verdict.note(format!(
         "killed with {} promoted, {} still delayed; survivor promoted {}",
         promoted.len(),
@@ -290,4 +236,58 @@ pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
         report.delayed_promoted
     ));
     verdict
+}
+
+/// After a scheduler's kill: each job in exactly one of `waiting` (still in
+/// `set`) and `promoted` (on the ready stream), and the kill really fell
+/// between two batches (some of each).
+fn killed_mid_batch(
+    verdict: &mut Verdict,
+    jobs: &[ScriptedJob],
+    waiting: &[String],
+    promoted: &[String],
+    set: &str,
+) {
+    for job in jobs {
+        let places = waiting.iter().filter(|id| **id == job.job_id).count()
+            + promoted.iter().filter(|id| **id == job.job_id).count();
+        verdict.check(places == 1, || {
+            format!(
+                "{}: after the kill it is in {places} places ({set} or ready stream)",
+                job.job_id
+            )
+        });
+    }
+    verdict.check(!promoted.is_empty() && !waiting.is_empty(), || {
+        format!(
+            "not killed mid-batch: {} promoted, {} still in the {set}",
+            promoted.len(),
+            waiting.len()
+        )
+    });
+}
+
+/// A survivor in this process works everything left; judged once settled,
+/// each job must have exactly one ready entry at `attempt`.
+async fn survivor_finishes(
+    stage: &Stage,
+    verdict: &mut Verdict,
+    jobs: &[ScriptedJob],
+    attempt: u32,
+) -> queuegen_runtime::WorkerReport {
+    let survivor = stage.spec.named("survivor").start().await.unwrap();
+    stage.settle(jobs, SETTLE_TIMEOUT).await;
+    let report = survivor.stop().await.unwrap();
+    let places = stage.places(jobs).await;
+    stage.judge(verdict, jobs, &places);
+    for job in jobs {
+        let entries = places.entries_at_attempt(&job.job_id, attempt);
+        verdict.check(entries == 1, || {
+            format!(
+                "{}: {entries} ready entries at attempt {attempt}, expected 1",
+                job.job_id
+            )
+        });
+    }
+    report
 }
