@@ -103,6 +103,8 @@ pub enum MarkerKind {
     Promote,
     /// A dead letter was replayed into the ready stream.
     Replay,
+    /// A schedule's tick was published (id `<schedule>:<tick_ms>`).
+    Tick,
 }
 
 impl MarkerKind {
@@ -112,6 +114,7 @@ impl MarkerKind {
             MarkerKind::Dead => "dead",
             MarkerKind::Promote => "promote",
             MarkerKind::Replay => "replay",
+            MarkerKind::Tick => "tick",
         }
     }
 }
