@@ -209,6 +209,25 @@ fn body_fields_are_checked_against_the_envelope() {
 }
 
 #[test]
+fn a_body_too_large_for_the_payload_bound_is_refused() {
+    let long = "x".repeat(2000);
+    let source = spec(
+        "  nightly:\n    queue: orders\n    every: 1h\n    body: { order_ref: n, pages: 1, note: a }\n  big:\n    queue: orders\n    every: 1h\n    body: { order_ref: n, pages: 1 }\n",
+    )
+    .replace("      note: { type: string, max_bytes: 8, optional: true }", "      note: { type: string, optional: true }")
+    .replace("    dead_letter: { owner: shop-oncall }", "    dead_letter: { owner: shop-oncall }\n    payload: { max_bytes: 1024 }")
+    .replace("note: a }", &format!("note: {long} }}"));
+    let found = errors(&source);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (_, _, path, message, _) = &found[0];
+    assert_eq!(path, "schedules.nightly.body");
+    assert!(
+        message.contains("more than queue `orders`'s payload.max_bytes of 1024"),
+        "{message}"
+    );
+}
+
+#[test]
 fn cron_and_every_and_timezone_rules() {
     let body = "    body: { order_ref: n, pages: 1 }\n";
     let (line, column, _, message, _) = only_error(&format!(

@@ -110,6 +110,23 @@ fn schedule(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>, known: &Known<'_>) -
             .copied()
     });
     let body = body(ctx, &s, envelope);
+    if let (Some(body), Some(envelope), Some(queue)) = (&body, envelope, queue) {
+        let size = crate::limits::header_max_bytes(&envelope.name)
+            + body
+                .iter()
+                .map(|(name, value)| (name.len() + value.len()) as u64)
+                .sum::<u64>();
+        if size > queue.payload.max_bytes {
+            ctx.error(
+                &s.at("body"),
+                format!(
+                    "the jobs can be {size} bytes (header allowance and body), more than queue `{}`'s payload.max_bytes of {}",
+                    queue.name, queue.payload.max_bytes
+                ),
+                "shorten the body's values, or raise the queue's payload.max_bytes",
+            );
+        }
+    }
     let missed = s
         .read(ctx, "missed", |ctx, it| {
             values::choice(ctx, it, MISSED, "missed policy")
