@@ -347,3 +347,62 @@ fn count(report: &mut SchedulerReport, schedule: &Schedule, tick: u64, moved: &t
         tracing::debug!(schedule = schedule.name, tick = %format_tick(tick), stream_id = %moved.id, "published a tick");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NIGHTLY: Schedule = Schedule {
+        name: "nightly",
+        queue: crate::config::tests::OCR,
+        envelope_type: "OcrRequested",
+        schema: 2,
+        cadence: Cadence::Every(Duration::from_secs(3600)),
+        tenant: "ops",
+        body: &[("subject_ref", "nightly")],
+        missed: Missed::Skip,
+        grace: Duration::from_secs(60),
+    };
+
+    #[test]
+    fn a_ticks_job_has_the_deterministic_header_and_the_body() {
+        let tick = 1_796_457_600_000; // 2026-12-05T08:00:00Z
+        let fields = NIGHTLY.fields(tick);
+        let names: Vec<&str> = fields.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            [
+                "job_id",
+                "type",
+                "tenant",
+                "schema",
+                "created_at",
+                "trace_id",
+                "attempt",
+                "subject_ref"
+            ]
+        );
+        let value = |name: &str| fields.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+        assert_eq!(value("job_id"), "nightly@2026-12-05T08:00:00.000Z");
+        assert_eq!(value("created_at"), "2026-12-05T08:00:00.000Z");
+        assert_eq!(
+            (value("tenant"), value("schema"), value("attempt")),
+            ("ops".into(), "2".into(), "1".into())
+        );
+        // The trace differs per try; the partition does not.
+        assert_ne!(
+            value("trace_id"),
+            NIGHTLY
+                .fields(tick)
+                .iter()
+                .find(|(n, _)| *n == "trace_id")
+                .unwrap()
+                .1
+        );
+        assert_eq!(NIGHTLY.partition(tick), NIGHTLY.partition(tick));
+        assert_eq!(
+            NIGHTLY.hint_key(),
+            format!("{}:schedule:nightly:last", NIGHTLY.queue.key_prefix)
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! Periodic jobs on real redis-servers: `schedule_tick` publishes a tick once and refuses bad keys writing nothing; three `schedule-worker` processes publish every tick of a 1 s schedule exactly once, also when one is killed with SIGKILL; `missed: skip` and `run_once` after a 5 s outage.
+//! Periodic jobs on real redis-servers: `schedule_tick` publishes a tick once and refuses bad keys writing nothing; three `schedule-worker` processes publish every tick of a 1 s schedule exactly once, also when one is killed with SIGKILL; `missed: skip` and `run_once` after a 5 s outage; two schedulers on a Cluster.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -548,5 +548,51 @@ async fn missed_run_once_publishes_the_latest_missed_tick_once() {
     assert!(
         late_others.is_empty(),
         "only the missed tick is late: {late_others:?}"
+    );
+}
+
+/// On a Cluster each partition is its own slot: two schedulers publish a
+/// 1 s schedule's ticks into partitions on different primaries (the
+/// function's keys routed by slot, the hint key by its own), each once.
+#[tokio::test]
+async fn on_a_cluster_two_schedulers_publish_each_tick_once_across_slots() {
+    let cluster = queuegen_tests::RedisCluster::start();
+    let redis = Redis::connect(cluster.url()).await.unwrap();
+    assert!(redis.is_cluster());
+    library::load(&redis).await;
+    let spec = TestSchedule {
+        url: cluster.url(),
+        prefix: unique_prefix("cluster"),
+        name: "cluster".to_owned(),
+        every: Duration::from_secs(1),
+        grace: Duration::from_secs(2),
+        missed: Missed::Skip,
+    };
+    let other = Redis::connect(cluster.url()).await.unwrap();
+    let started_at = now_ms();
+    let (a, b) = tokio::join!(
+        Scheduler::new(&redis, [spec.schedule()])
+            .run_until(tokio::time::sleep(Duration::from_secs(5))),
+        Scheduler::new(&other, [spec.schedule()])
+            .run_until(tokio::time::sleep(Duration::from_secs(5))),
+    );
+    let stopped_at = now_ms();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let jobs = jobs_by_id(&mut redis.shared(), &spec.queue()).await;
+    assert_every_tick_once(
+        &jobs,
+        "cluster",
+        (started_at / SECOND + 1) * SECOND,
+        (stopped_at / SECOND - 1) * SECOND,
+    );
+    assert_eq!(a.published + b.published, jobs.len() as u64, "{a:?} {b:?}");
+    let hint: Option<u64> = redis::cmd("GET")
+        .arg(spec.schedule().hint_key())
+        .query_async(&mut redis.shared())
+        .await
+        .unwrap();
+    assert!(
+        hint.is_some_and(|h| h + 2 * SECOND >= stopped_at),
+        "{hint:?}"
     );
 }
