@@ -396,6 +396,13 @@ mod tests {
                 utc("2026-10-26T01:30:00Z"),
             ]
         );
+        // A time in the hour before the gap runs once, not also after the
+        // gap (croner before 4.0.3 ran it twice).
+        let one = cron("0 1 * * *", "Europe/Berlin");
+        assert_eq!(
+            one.between(utc("2026-03-28T12:00:00Z"), utc("2026-03-30T12:00:00Z"), 10),
+            vec![utc("2026-03-29T00:00:00Z"), utc("2026-03-29T23:00:00Z")]
+        );
         // An hourly pattern keeps to the real clock through the gap.
         let hourly = cron("0 * * * *", "Europe/Berlin");
         assert_eq!(
