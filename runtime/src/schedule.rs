@@ -36,6 +36,7 @@ use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::header_fields;
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::partition::partition_of;
 use crate::transitions;
 
@@ -298,7 +299,7 @@ async fn round(
                     "ticks were missed (this worker did not get to them within the grace, and no other may have); skipping them (missed: skip)"
                 );
             }
-            Missed::RunOnce => match schedule.publish(conn, missed).await {
+            Missed::RunOnce => match publish_tick(conn, schedule, missed).await {
                 Ok(moved) => {
                     report.caught_up += 1;
                     count(report, schedule, missed, &moved);
@@ -313,7 +314,7 @@ async fn round(
         handled = missed;
     }
     for tick in ticks.between(handled.max(late), now, MAX_TICKS_PER_ROUND) {
-        match schedule.publish(conn, tick).await {
+        match publish_tick(conn, schedule, tick).await {
             Ok(moved) => {
                 count(report, schedule, tick, &moved);
                 handled = tick;
@@ -337,6 +338,20 @@ async fn round(
         }
     }
     handled
+}
+
+/// One `schedule_tick` call, between the failure tests' crash points.
+async fn publish_tick(
+    conn: &mut crate::connect::Connection,
+    schedule: &Schedule,
+    tick: u64,
+) -> Result<transitions::Moved> {
+    failpoint("before_schedule_tick");
+    let moved = schedule.publish(conn, tick).await?;
+    if !moved.already {
+        failpoint("after_schedule_tick");
+    }
+    Ok(moved)
 }
 
 fn count(report: &mut SchedulerReport, schedule: &Schedule, tick: u64, moved: &transitions::Moved) {

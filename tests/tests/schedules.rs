@@ -1,4 +1,4 @@
-//! Periodic jobs on real redis-servers: `schedule_tick` publishes a tick once and refuses bad keys writing nothing; three `schedule-worker` processes publish every tick of a 1 s schedule exactly once, also when one is killed with SIGKILL; `missed: skip` and `run_once` after a 5 s outage; two schedulers on a Cluster.
+//! Periodic jobs on real redis-servers: `schedule_tick` publishes a tick once and refuses bad keys writing nothing; three `schedule-worker` processes publish every tick of a 1 s schedule exactly once, also when one is killed with SIGKILL; `missed: skip` and `run_once` after a 5 s outage; processes killed with SIGKILL at the crash points before and after `schedule_tick`; two schedulers on a Cluster.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -55,13 +55,23 @@ struct Process {
 
 impl Process {
     fn spawn(schedule: &TestSchedule) -> Process {
+        Process::spawn_dying_at(schedule, None)
+    }
+
+    /// With `failpoint`, it dies with SIGKILL the first time it reaches it.
+    fn spawn_dying_at(schedule: &TestSchedule, failpoint: Option<&str>) -> Process {
         let dir = tempfile::Builder::new()
             .prefix("queuegen-schedule-worker-")
             .tempdir()
             .unwrap();
         let log = dir.path().join("worker.log");
         let file = std::fs::File::create(&log).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_schedule-worker"))
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_schedule-worker"));
+        command.env_remove(queuegen_runtime::failpoint::ENV);
+        if let Some(point) = failpoint {
+            command.env(queuegen_runtime::failpoint::ENV, point);
+        }
+        let child = command
             .env(SCHEDULE_ENV, schedule.to_env())
             .stdin(Stdio::null())
             .stdout(Stdio::from(file.try_clone().unwrap()))
@@ -74,6 +84,16 @@ impl Process {
             log,
             _dir: dir,
         }
+    }
+
+    /// Waits for it to end by itself; whether SIGKILL ended it.
+    async fn died_by_sigkill(&mut self, timeout: Duration) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        let status = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .expect("the process ends")
+            .unwrap();
+        status.signal() == Some(9)
     }
 
     async fn kill9(&mut self) {
@@ -595,4 +615,44 @@ async fn on_a_cluster_two_schedulers_publish_each_tick_once_across_slots() {
         hint.is_some_and(|h| h + 2 * SECOND >= stopped_at),
         "{hint:?}"
     );
+}
+
+/// Two of three processes die with SIGKILL at the crash points around
+/// their first `schedule_tick`: one before the call, one after it published
+/// (entry and marker written, the hint not yet). The third goes on; no
+/// tick is lost or published twice.
+#[tokio::test]
+async fn processes_killed_around_schedule_tick_lose_and_double_no_tick() {
+    let server = RedisServer::start();
+    let redis = started(&server).await;
+    let spec = test_schedule(&server, "points", Duration::from_millis(2500), Missed::Skip);
+    let started_at = now_ms();
+    let mut before = Process::spawn_dying_at(&spec, Some("before_schedule_tick"));
+    let mut after = Process::spawn_dying_at(&spec, Some("after_schedule_tick"));
+    let survivor = Process::spawn(&spec);
+    assert!(
+        before.died_by_sigkill(Duration::from_secs(30)).await,
+        "died at before_schedule_tick"
+    );
+    assert!(
+        after.died_by_sigkill(Duration::from_secs(30)).await,
+        "died at after_schedule_tick"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let stopping_at = now_ms();
+    let report = survivor.stop().await;
+    drop(redis);
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let jobs = jobs_by_id(&mut conn, &spec.queue()).await;
+    // From the first tick after the start (the survivor had the grace to
+    // catch up on what the dead ones left) to a second before the stop.
+    let first = (started_at / SECOND + 1) * SECOND;
+    let last = (stopping_at / SECOND - 1) * SECOND;
+    assert!(last - first >= 3 * SECOND, "ran {first}..{last}");
+    assert_every_tick_once(&jobs, "points", first, last);
+    assert!(count_of(&report, "published") > 0, "{report}");
 }
