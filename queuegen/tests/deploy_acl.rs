@@ -248,6 +248,30 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
     let report = running.await.unwrap().unwrap();
     assert_eq!((report.dead_lettered, report.retried), (1, 1), "{report:?}");
 
+    // Worker: the schedule loop (hint GET/SET, `schedule_tick`), with a
+    // hint from an earlier run so that a missed tick is caught up too.
+    let schedule = queuegen_runtime::Schedule {
+        queue: config.clone(),
+        cadence: queuegen_runtime::Cadence::Every(Duration::from_millis(500)),
+        missed: queuegen_runtime::Missed::RunOnce,
+        grace: Duration::from_millis(500),
+        ..queuegen_tests::queues::jobs::TICK
+    };
+    let _: () = redis::cmd("SET")
+        .arg(schedule.hint_key())
+        .arg(1_000_000_000_000u64)
+        .query(&mut admin)
+        .unwrap();
+    let scheduled = queuegen_runtime::Scheduler::new(&worker_redis, [schedule])
+        .run_until(tokio::time::sleep(Duration::from_millis(1600)))
+        .await
+        .unwrap();
+    assert!(
+        scheduled.published >= 2 && scheduled.caught_up == 1,
+        "{scheduled:?}; denials:\n{}",
+        acl_log(&mut admin).join("\n")
+    );
+
     // Operator and monitor: the read-only commands; the operator's changes.
     let monitor = url(&server, Role::Monitor);
     for who in [&operator, &monitor] {

@@ -110,6 +110,8 @@ pub enum MarkerKind {
     Publish,
     /// A delayed job was promoted to the ready stream.
     Delayed,
+    /// A schedule's tick was published (id `<schedule>:<tick_ms>`).
+    Tick,
 }
 
 impl MarkerKind {
@@ -121,6 +123,7 @@ impl MarkerKind {
             MarkerKind::Replay => "replay",
             MarkerKind::Publish => "publish",
             MarkerKind::Delayed => "delayed",
+            MarkerKind::Tick => "tick",
         }
     }
 }

@@ -10,6 +10,9 @@
 //!   `retry_schedule` call (after = it returned, before any local bookkeeping);
 //! - `before_dead_letter` / `after_dead_letter`: likewise for `dead_letter`;
 //! - `after_retry_promote`: the scheduler's `retry_promote` call returned.
+//! - `before_schedule_tick` / `after_schedule_tick`: around a schedule
+//!   loop's `schedule_tick` call (after = it published the tick, before the
+//!   schedule's hint is set).
 
 /// The environment variable naming the point at which to die.
 pub const ENV: &str = "QUEUEGEN_FAILPOINT";

@@ -103,6 +103,7 @@ impl Role {
                 "publish_once",
                 "delay_schedule",
                 "dead_letter",
+                "schedule_tick",
                 "lease_acquire",
                 "lease_release",
                 "trim",
@@ -315,6 +316,8 @@ mod tests {
         ("src/producer", &[Role::Producer]),
         ("src/worker/", &[Role::Worker]),
         ("src/results/", &[Role::Worker]),
+        // The schedule loop runs in the worker processes.
+        ("src/schedule.rs", &[Role::Worker]),
         // The outbox publisher publishes (a producer's XADD); the generated
         // Deployment runs it with the workers' Secret, whose user has XADD
         // for the Function library's transitions.

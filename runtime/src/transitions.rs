@@ -593,6 +593,44 @@ pub async fn replay<C: ConnectionLike + Send>(
     call.moved(cmd.query_async(conn).await, "replayed")
 }
 
+/// Calls `schedule_tick`: appends a schedule's job for one tick to its
+/// partition's ready stream and sets the tick's marker in the same call,
+/// unless the marker says the tick was published already (`Moved::already`,
+/// with the ID it was published under). `fields` are the job's header and
+/// body pairs; its partition is the caller's `partition_of` them.
+pub async fn schedule_tick<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partition: u16,
+    schedule: &str,
+    tick_ms: u64,
+    fields: &[(&str, String)],
+) -> Result<Moved> {
+    let p = partition;
+    let function = config.function("schedule_tick");
+    let marker_id = queuegen_spec::cadence::marker_id(schedule, tick_ms);
+    let mut cmd = fcall(
+        &function,
+        &[
+            config.ready_key(p),
+            config.marker_key(p, MarkerKind::Tick, &marker_id),
+        ],
+    );
+    cmd.arg(schedule).arg(tick_ms).arg(marker_ttl_ms(config));
+    for (name, value) in fields {
+        cmd.arg(*name).arg(value);
+    }
+    let job_id = queuegen_spec::cadence::job_id(schedule, tick_ms);
+    let call = Call {
+        function: &function,
+        key: config.ready_key(p),
+        partition: p,
+        job: &job_id,
+        entry: None,
+    };
+    call.moved(cmd.query_async(conn).await, "published")
+}
+
 /// An entry an `ack` call did not acknowledge: it is no longer pending for the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {

@@ -12,6 +12,7 @@ pub mod queues;
 pub mod redis_cluster;
 pub mod redis_pair;
 pub mod redis_server;
+pub mod schedules;
 pub mod server_kind;
 pub mod suite;
 pub mod support;

@@ -753,6 +753,66 @@ local function replay(KEYS, ARGV)
   return {'replayed', ready_id}
 end
 
+-- schedule_tick ----------------------------------------------------------------
+-- KEYS = [ready, marker:tick:<schedule>:<tick_ms>]
+-- ARGV = [schedule, tick_ms, marker_ttl_ms, field_1, value_1, ..., field_n, value_n]
+-- Publishes one tick of a schedule: the job's envelope (header and body
+-- pairs, `job_id` among them) is appended to `ready` and the tick's marker
+-- set in the same call, so however many workers run the schedule, the tick
+-- is published once. Returns ['published', id], or ['already', id] when the
+-- marker exists (another worker, or an earlier try, published it), having
+-- written nothing.
+local function schedule_tick(KEYS, ARGV)
+  local ready_key = KEYS[1]
+  local marker_key = KEYS[2]
+
+  local err = count_is(KEYS, ARGV, 2, 5, false)
+  if err then return err end
+  if #KEYS ~= 2 then
+    return fail('QG_BADARG', 'KEYS expected 2 keys, got ' .. #KEYS)
+  end
+  local schedule = ARGV[1]
+  if schedule == '' or string.find(schedule, '[{}:%s]') then
+    return fail('QG_BADARG', 'schedule must be a name without {, }, : or whitespace, got ' .. shown(schedule))
+  end
+  local tick_ms, marker_ttl_ms
+  tick_ms, err = parse_integer('tick_ms', ARGV[2], 0)
+  if err then return err end
+  marker_ttl_ms, err = parse_integer('marker_ttl_ms', ARGV[3], 1)
+  if err then return err end
+  if (#ARGV - 3) % 2 ~= 0 then
+    return fail('QG_BADARG', 'ARGV after marker_ttl_ms must be field, value pairs, got ' .. (#ARGV - 3) .. ' items')
+  end
+  local fields = {}
+  for i = 4, #ARGV do
+    fields[#fields + 1] = ARGV[i]
+  end
+  for i = 1, #fields, 2 do
+    if fields[i] == '' then
+      return fail('QG_BADENVELOPE', 'field ' .. ((i + 1) / 2) .. ' has an empty name')
+    end
+  end
+  local job_id = field_value(fields, 'job_id')
+  if job_id == nil or job_id == '' then
+    return fail('QG_BADENVELOPE', 'job_id is missing or empty')
+  end
+
+  err = keys_are(KEYS, {'ready', 'marker:tick:' .. schedule .. ':' .. ARGV[2]})
+    or key_type_is(ready_key, 'stream', 'none')
+    or key_type_is(marker_key, 'string', 'none')
+  if err then return err end
+
+  local earlier = redis.call('GET', marker_key)
+  if earlier then
+    return {'already', earlier}
+  end
+
+  -- Writes: destination, then marker.
+  local ready_id = redis.call('XADD', ready_key, '*', unpack(fields))
+  redis.call('SET', marker_key, ready_id, 'PX', marker_ttl_ms)
+  return {'published', ready_id}
+end
+
 -- trim -------------------------------------------------------------------------
 -- KEYS = [stream, lease:trim]   (stream: the partition's `ready` or `dead` stream)
 -- ARGV = [stream_role, holder, minid, min_age_ms, acked, group_count,
@@ -1216,6 +1276,11 @@ redis.register_function{
 redis.register_function{
   function_name = LIBRARY .. '_replay',
   callback = replay,
+  flags = {},
+}
+redis.register_function{
+  function_name = LIBRARY .. '_schedule_tick',
+  callback = schedule_tick,
   flags = {},
 }
 redis.register_function{

@@ -133,9 +133,89 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
             );
         }
     }
+    schedule_changes(&mut out, old, new);
     let mut findings = out.0;
     findings.sort_by_key(|f| f.severity);
     findings
+}
+
+/// Schedules: during a rolling deploy old and new workers both run their
+/// own version of each schedule. A tick's marker is per schedule name,
+/// tick time and queue partition, so a change of queue, cadence or name
+/// can publish a tick under both versions until the old workers are gone.
+fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
+    for schedule in &new.schedules {
+        let path = format!("schedules.{}", schedule.name);
+        let Some(before) = old.schedules.iter().find(|s| s.name == schedule.name) else {
+            out.push(
+                Impact::Info,
+                path,
+                format!(
+                    "new schedule `{}`: {} -> queue `{}` (a renamed schedule publishes under both names while old workers run)",
+                    schedule.name,
+                    schedule.cadence.describe(),
+                    schedule.queue
+                ),
+            );
+            continue;
+        };
+        if before.queue != schedule.queue {
+            out.push(
+                Impact::Rollout,
+                format!("{path}.queue"),
+                format!(
+                    "ticks move from queue `{}` to `{}`: until every worker runs the new code, a tick can be published to both",
+                    before.queue, schedule.queue
+                ),
+            );
+        }
+        if before.cadence != schedule.cadence {
+            out.push(
+                Impact::Rollout,
+                path.clone(),
+                format!(
+                    "cadence changes from {} to {}: until every worker runs the new code, the ticks of both are published",
+                    before.cadence.describe(),
+                    schedule.cadence.describe()
+                ),
+            );
+        }
+        let mut changed = Vec::new();
+        if before.tenant != schedule.tenant {
+            changed.push("tenant");
+        }
+        if before.body != schedule.body {
+            changed.push("body");
+        }
+        if before.missed != schedule.missed {
+            changed.push("missed");
+        }
+        if before.grace != schedule.grace {
+            changed.push("grace");
+        }
+        if !changed.is_empty() {
+            out.push(
+                Impact::Info,
+                path,
+                format!(
+                    "settings changed: {} (during the rollout a tick's job has whichever version publishes it first)",
+                    changed.join(", ")
+                ),
+            );
+        }
+    }
+    for schedule in &old.schedules {
+        if !new.schedules.iter().any(|s| s.name == schedule.name) {
+            out.push(
+                Impact::Rollout,
+                format!("schedules.{}", schedule.name),
+                format!(
+                    "schedule `{}` removed: workers still running the old code keep publishing its ticks until they are replaced",
+                    schedule.name
+                ),
+            );
+        }
+    }
 }
 
 #[derive(Default)]
@@ -758,6 +838,42 @@ mod tests {
         );
         // The default claim.min_idle follows handler.timeout.
         assert_eq!(found[3].2, "settings changed: handler, claim");
+    }
+
+    #[test]
+    fn schedule_changes_name_their_rollout() {
+        let with = |schedules: &str| {
+            let source = format!(
+                "version: 1\nservice: shop\nenvelopes:\n  OrderPlaced:\n{V1}queues:\n  orders:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\n  audit:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\nschedules:\n{schedules}"
+            );
+            let checked = crate::check_str(&source, "queues.yaml");
+            checked
+                .spec
+                .unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+        };
+        let old = with("  nightly: { queue: orders, cron: \"0 2 * * *\", body: { order_ref: n, pages: 1 } }\n  gone: { queue: orders, every: 1h, body: { order_ref: g, pages: 1 } }\n");
+        let new = with("  nightly: { queue: audit, cron: \"0 3 * * *\", body: { order_ref: m, pages: 1 } }\n  fresh: { queue: orders, every: 1h, body: { order_ref: f, pages: 1 } }\n");
+        let found = findings(&old, &new);
+        let got: Vec<(Impact, &str)> = found.iter().map(|f| (f.0, f.1.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Impact::Rollout, "schedules.nightly.queue"),
+                (Impact::Rollout, "schedules.nightly"),
+                (Impact::Rollout, "schedules.gone"),
+                (Impact::Info, "schedules.nightly"),
+                (Impact::Info, "schedules.fresh"),
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[1]
+                .2
+                .contains("cron \"0 2 * * *\" in UTC to cron \"0 3 * * *\" in UTC"),
+            "{}",
+            found[1].2
+        );
+        assert!(findings(&old, &old).is_empty());
     }
 
     #[test]

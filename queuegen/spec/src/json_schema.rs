@@ -138,6 +138,11 @@ fn ty_schema(ty: &Ty) -> Value {
             "propertyNames": str_schema(StrKind::Snake),
             "additionalProperties": str_schema(StrKind::Snake),
         }),
+        Ty::Constants => json!({
+            "type": "object",
+            "propertyNames": str_schema(StrKind::Snake),
+            "additionalProperties": { "type": ["string", "boolean", "integer"] },
+        }),
         Ty::Map { names, value } => {
             let mut schema = json!({
                 "type": "object",

@@ -6,6 +6,7 @@
 //! spec with its lock file ([`lock`]), the schema versions already published;
 //! [`diff`] compares two specs for review.
 
+pub mod cadence;
 pub mod compat;
 pub mod diagnostic;
 pub mod diff;

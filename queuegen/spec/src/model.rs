@@ -23,6 +23,45 @@ pub struct Spec {
     /// queuegen's tables in PostgreSQL: `Some` exactly when a queue has
     /// `results: postgres` or `outbox: true`, with every default filled in.
     pub postgres: Option<PostgresSettings>,
+    /// Periodic jobs, in file order. Default none.
+    pub schedules: Vec<Schedule>,
+}
+
+/// A periodic job: each tick of its cadence publishes one job to `queue`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// Lowercase name; part of every job_id and marker of the schedule.
+    pub name: String,
+    /// The queue the jobs go to (it exists).
+    pub queue: String,
+    /// `cron` in `timezone` (default UTC), or `every`.
+    pub cadence: crate::cadence::Cadence,
+    /// The `tenant` header of the jobs. Default: the service name.
+    pub tenant: String,
+    /// Body fields as canonical text of their types, in the envelope's field order.
+    pub body: Vec<(String, String)>,
+    /// What to do about ticks nobody published in time. Default skip.
+    pub missed: Missed,
+    /// How late a tick may be published as on time. Default min(every, 1m), 1m for cron.
+    pub grace: Duration,
+}
+
+/// `missed:` of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missed {
+    /// Ticks older than the grace are not published.
+    Skip,
+    /// Of the ticks older than the grace, the most recent is published once.
+    RunOnce,
+}
+
+impl Missed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Missed::Skip => "skip",
+            Missed::RunOnce => "run_once",
+        }
+    }
 }
 
 /// Where queuegen's PostgreSQL tables (results, fences, outbox) live, and
@@ -67,6 +106,11 @@ impl Spec {
 
     pub fn queue(&self, name: &str) -> Option<&Queue> {
         self.queues.iter().find(|q| q.name == name)
+    }
+
+    /// The schedules that publish to `queue`.
+    pub fn schedules_of<'a>(&'a self, queue: &'a str) -> impl Iterator<Item = &'a Schedule> + 'a {
+        self.schedules.iter().filter(move |s| s.queue == queue)
     }
 
     /// Whether any queue has `outbox: true`.

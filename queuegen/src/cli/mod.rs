@@ -16,6 +16,7 @@ pub mod init;
 pub mod lock;
 pub mod monitor;
 pub mod pending;
+pub mod schedules;
 pub mod schema;
 pub mod status;
 mod table;
@@ -45,6 +46,7 @@ pub enum Subcommands {
     Monitor(monitor::Args),
     Trim(trim::Args),
     Acl(acl::Args),
+    Schedules(schedules::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -64,5 +66,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Monitor(args) => monitor::run(args),
         Subcommands::Trim(args) => trim::run(args),
         Subcommands::Acl(args) => acl::run(args),
+        Subcommands::Schedules(args) => schedules::run(args),
     }
 }

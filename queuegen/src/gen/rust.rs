@@ -11,7 +11,10 @@ use super::templates::render;
 use super::upcast;
 use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
-use crate::spec::model::{Envelope, Field, FieldType, Jitter, Queue, ResultStore, Spec, TrimMode};
+use crate::spec::cadence::Cadence;
+use crate::spec::model::{
+    Envelope, Field, FieldType, Jitter, Missed, Queue, ResultStore, Schedule, Spec, TrimMode,
+};
 
 const ENVELOPES_MODULE: &str = "envelopes";
 
@@ -27,6 +30,25 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
             "queue `{}` would generate a module named like the envelopes module; rename the queue",
             clash.name
         )));
+    }
+    // Each schedule is a const of its queue's module, named after it.
+    for schedule in &spec.schedules {
+        let const_name = schedule.name.replace('-', "_").to_uppercase();
+        if ["CONFIG", "SCHEDULES"].contains(&const_name.as_str()) {
+            return Err(Error::Unsupported(format!(
+                "schedule `{}` would generate a const named like the queue module's `{const_name}`; rename the schedule",
+                schedule.name
+            )));
+        }
+        if let Some(twin) = spec.schedules_of(&schedule.queue).find(|other| {
+            other.name != schedule.name
+                && other.name.replace('-', "_") == schedule.name.replace('-', "_")
+        }) {
+            return Err(Error::Unsupported(format!(
+                "schedules `{}` and `{}` would generate the same const `{const_name}`; rename one",
+                schedule.name, twin.name
+            )));
+        }
     }
     // rustfmt orders `mod` items alphabetically; so must we to stay rustfmt-clean.
     let mut modules: Vec<&str> = queues.iter().map(|q| q.module.as_str()).collect();
@@ -249,6 +271,13 @@ pub(crate) struct QueueContext {
     /// What the module imports from `queuegen_runtime::postgres`, e.g.
     /// `{PgResults, Postgres}`; empty when it uses none of it.
     postgres_imports: String,
+    /// The schedules publishing to this queue: how many, one const each
+    /// (laid out as rustfmt would), and `SCHEDULES`' value; none when 0.
+    schedule_count: usize,
+    /// Whether one of them is a `cron` (its strings need `Cow`).
+    schedule_cron: bool,
+    schedule_items: String,
+    schedules: String,
 }
 
 pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
@@ -263,7 +292,17 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
     if !postgres_imports.is_empty() {
         postgres_imports.push("Postgres");
     }
+    let (schedule_items, schedule_names): (Vec<String>, Vec<String>) = spec
+        .schedules_of(&queue.name)
+        .map(|s| schedule_item(spec, queue, s))
+        .unzip();
     QueueContext {
+        schedule_count: schedule_names.len(),
+        schedule_cron: spec
+            .schedules_of(&queue.name)
+            .any(|s| matches!(s.cadence, Cadence::Cron { .. })),
+        schedule_items: schedule_items.join("\n"),
+        schedules: schedules_array(&schedule_names),
         name: queue.name.clone(),
         module: module_name(&queue.name),
         envelope: queue.envelope.clone(),
@@ -330,6 +369,70 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             [one] => (*one).to_owned(),
             many => format!("{{{}}}", many.join(", ")),
         },
+    }
+}
+
+/// The const of one schedule (`pub const NIGHTLY_EXPORT: Schedule = ...;`),
+/// laid out as rustfmt would, and its name.
+fn schedule_item(spec: &Spec, queue: &Queue, schedule: &Schedule) -> (String, String) {
+    let envelope = spec
+        .envelope(&queue.envelope)
+        .expect("the checked spec's queue names a declared envelope");
+    let const_name = schedule.name.replace('-', "_").to_uppercase();
+    let cadence = match &schedule.cadence {
+        Cadence::Cron {
+            expression,
+            timezone,
+        } => format!(
+            "Cadence::Cron {{\n        expression: Cow::Borrowed({expression:?}),\n        timezone: Cow::Borrowed({timezone:?}),\n    }}"
+        ),
+        Cadence::Every(period) => format!("Cadence::Every({})", duration_expr(*period)),
+    };
+    let pairs: Vec<String> = schedule
+        .body
+        .iter()
+        .map(|(name, value)| format!("({name:?}, {value:?})"))
+        .collect();
+    let one_line = format!("&[{}]", pairs.join(", "));
+    let body = if one_line.len() - 1 <= RUSTFMT_ARRAY_WIDTH && one_line.len() + 11 <= 100 {
+        one_line
+    } else {
+        let items: String = pairs.iter().map(|p| format!("        {p},\n")).collect();
+        format!("&[\n{items}    ]")
+    };
+    let missed = match schedule.missed {
+        Missed::Skip => "Missed::Skip",
+        Missed::RunOnce => "Missed::RunOnce",
+    };
+    let item = format!(
+        "/// Schedule `{name}`: {describe}, missed ticks {missed_doc}.\npub const {const_name}: Schedule = Schedule {{\n    name: {name:?},\n    queue: CONFIG,\n    envelope_type: {envelope_type:?},\n    schema: {schema},\n    cadence: {cadence},\n    tenant: {tenant:?},\n    body: {body},\n    missed: {missed},\n    grace: {grace},\n}};\n",
+        name = schedule.name,
+        describe = schedule.cadence.describe().replace('"', "`"),
+        missed_doc = match schedule.missed {
+            Missed::Skip => "skipped",
+            Missed::RunOnce => "run once",
+        },
+        envelope_type = envelope.name,
+        schema = envelope.schema,
+        tenant = schedule.tenant,
+        grace = duration_expr(schedule.grace),
+    );
+    (item, const_name)
+}
+
+/// `[A, B]` on one line, or one item a line, as rustfmt lays out
+/// `pub const SCHEDULES: [Schedule; N] = ...;`.
+fn schedules_array(names: &[String]) -> String {
+    let one_line = format!("[{}]", names.join(", "));
+    let declaration = format!(
+        "pub const SCHEDULES: [Schedule; {}] = {one_line};",
+        names.len()
+    );
+    if one_line.len() <= RUSTFMT_ARRAY_WIDTH && declaration.len() <= 100 {
+        one_line
+    } else {
+        let items: String = names.iter().map(|n| format!("    {n},\n")).collect();
+        format!("[\n{items}]")
     }
 }
 

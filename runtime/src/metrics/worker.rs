@@ -417,6 +417,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 17, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
     }
 }

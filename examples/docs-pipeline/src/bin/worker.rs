@@ -1,5 +1,9 @@
 //! Runs a worker for each of the four queues (or the `--queue`s named), and with `--outbox-publisher` the export outbox's publisher, until Ctrl-C or SIGTERM.
 //!
+//! Each process also runs the schedules (queues.yaml `schedules:`) of the
+//! queues it works: `ocr-canary` with `ocr`, `daily-digest` with
+//! `notification`. Every pod may: each tick is published once.
+//!
 //! `export` and `reconciliation` keep their results in PostgreSQL
 //! (DATABASE_URL): a database that is unreachable or lacks the migrations
 //! of deploy/sql/ fails the start, naming it, before any job is read.
@@ -16,7 +20,9 @@ use docs_pipeline::handlers::{
 };
 use docs_pipeline::queues::{self, export, notification, ocr, reconciliation};
 use queuegen_runtime::postgres::Postgres;
-use queuegen_runtime::{Envelope, Handler, Worker, WorkerReport, METRICS_ADDR_ENV, QUEUE_ENV};
+use queuegen_runtime::{
+    Envelope, Handler, Scheduler, Worker, WorkerReport, METRICS_ADDR_ENV, QUEUE_ENV,
+};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -101,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut running = Running {
         workers: JoinSet::new(),
+        schedulers: JoinSet::new(),
         stop: stop_rx,
     };
     if wanted("ocr") {
@@ -108,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
             results: results.clone(),
         };
         running.start("ocr", ocr::worker(&redis, handler).with_env()?);
+        running.schedule("ocr", ocr::scheduler(&redis));
     }
     if wanted("notification") {
         let handler = NotificationHandler {
@@ -117,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
             "notification",
             notification::worker(&redis, handler).with_env()?,
         );
+        running.schedule("notification", notification::scheduler(&redis));
     }
     if wanted("export") {
         let handler = ExportHandler {
@@ -158,6 +167,15 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    while let Some(finished) = running.schedulers.join_next().await {
+        match finished? {
+            (queue, Ok(report)) => tracing::info!(queue, ?report, "schedules stopped"),
+            (queue, Err(err)) => {
+                tracing::error!(queue, error = %err, "schedules failed");
+                failed.get_or_insert(err);
+            }
+        }
+    }
     if let Some(publisher) = publisher {
         match publisher.await? {
             Ok(report) => tracing::info!(?report, "outbox publisher stopped"),
@@ -170,9 +188,13 @@ async fn main() -> anyhow::Result<()> {
     failed.map_or(Ok(()), |err| Err(err.into()))
 }
 
-/// The workers started, each ending when the stop signal turns true.
+/// The workers and schedulers started, each ending when the stop signal turns true.
 struct Running {
     workers: JoinSet<(&'static str, queuegen_runtime::Result<WorkerReport>)>,
+    schedulers: JoinSet<(
+        &'static str,
+        queuegen_runtime::Result<queuegen_runtime::SchedulerReport>,
+    )>,
     stop: watch::Receiver<bool>,
 }
 
@@ -184,6 +206,17 @@ impl Running {
                 let _ = stop.wait_for(|stop| *stop).await;
             };
             (queue, worker.run_until(stopped).await)
+        });
+    }
+
+    /// Runs the schedules of `queue` until the stop signal.
+    fn schedule(&mut self, queue: &'static str, scheduler: Scheduler) {
+        let mut stop = self.stop.clone();
+        self.schedulers.spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|stop| *stop).await;
+            };
+            (queue, scheduler.run_until(stopped).await)
         });
     }
 }

@@ -3,11 +3,13 @@
 
 //! The `notification` queue: [`NotificationRequested`] jobs in 4 partitions, worked by group `notification-workers`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
 use queuegen_runtime::{
-    Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
+    Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis, Schedule,
+    Scheduler, Worker,
 };
 
 pub use super::envelopes::NotificationRequested;
@@ -50,6 +52,38 @@ pub const CONFIG: QueueConfig = QueueConfig {
     wait_timeout: Duration::from_secs(1),
     dedup_window: Some(Duration::from_secs(3600)),
 };
+
+/// Schedule `daily-digest`: cron `0 8 * * 1-5` in Europe/Berlin, missed ticks run once.
+pub const DAILY_DIGEST: Schedule = Schedule {
+    name: "daily-digest",
+    queue: CONFIG,
+    envelope_type: "NotificationRequested",
+    schema: 1,
+    cadence: Cadence::Cron {
+        expression: Cow::Borrowed("0 8 * * 1-5"),
+        timezone: Cow::Borrowed("Europe/Berlin"),
+    },
+    tenant: "docs-ops",
+    body: &[
+        ("recipient_ref", "oncall-rota"),
+        ("channel", "email"),
+        ("template", "daily_digest"),
+    ],
+    missed: Missed::RunOnce,
+    grace: Duration::from_secs(60),
+};
+
+/// The schedules that publish to the `notification` queue, as reviewed in
+/// the spec: each tick publishes one job with the constant body, with the
+/// `job_id` `<schedule>@<tick in RFC 3339 UTC>`.
+pub const SCHEDULES: [Schedule; 1] = [DAILY_DIGEST];
+
+/// Runs [`SCHEDULES`] (`run_until` it) next to the queue's workers. Any
+/// number of processes may: each tick is published once (its marker is set
+/// in the same Function as the `XADD`), and none is lost while one runs.
+pub fn scheduler(redis: &Redis) -> Scheduler {
+    Scheduler::new(redis, SCHEDULES)
+}
 
 /// A producer of [`NotificationRequested`] jobs for the `notification` queue.
 pub fn producer(redis: &Redis) -> Producer<NotificationRequested> {

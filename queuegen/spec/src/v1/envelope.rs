@@ -392,6 +392,19 @@ fn default_value(
     ty: &FieldType,
     max_bytes: Option<u64>,
 ) -> Option<String> {
+    constant_value(ctx, item, ty, max_bytes, "default")
+}
+
+/// A constant of a field's type (a default, a schedule's body value)
+/// normalized to its canonical text, which is also its encoding in a stream
+/// entry. `what` names it in messages.
+pub(crate) fn constant_value(
+    ctx: &mut Ctx<'_>,
+    item: &Item<'_>,
+    ty: &FieldType,
+    max_bytes: Option<u64>,
+    what: &str,
+) -> Option<String> {
     let at = item.value();
     let scalar = match item.node {
         Node::Null | Node::Seq(_) | Node::Map(_) => {
@@ -402,15 +415,15 @@ fn default_value(
                     ty.spec_name(),
                     item.node.kind()
                 ),
-                "a default is a single value of the field's type, e.g. false, 3 or normal",
+                format!("a {what} is a single value of the field's type, e.g. false, 3 or normal"),
             );
             return None;
         }
         Node::Float(_) if *ty == FieldType::String => {
             ctx.error(
                 &at,
-                "a decimal number as a string default is ambiguous",
-                format!("quote it: default: \"{}\"", item.node.key_text()),
+                format!("a decimal number as a string {what} is ambiguous"),
+                format!("quote it: {what}: \"{}\"", item.node.key_text()),
             );
             return None;
         }
@@ -456,7 +469,7 @@ fn default_value(
             } else {
                 ctx.error(
                     &at,
-                    format!("default `{scalar}` is not one of the enum's values"),
+                    format!("{what} `{scalar}` is not one of the enum's values"),
                     suggest::help(&scalar, values.iter().map(String::as_str), "the values are"),
                 );
                 return None;
@@ -466,8 +479,8 @@ fn default_value(
     let Some(normalized) = normalized else {
         ctx.error(
             &at,
-            format!("default `{scalar}` is not {expected}"),
-            format!("give a default of the field's type: {expected}"),
+            format!("{what} `{scalar}` is not {expected}"),
+            format!("give a {what} of the field's type: {expected}"),
         );
         return None;
     };
@@ -476,10 +489,10 @@ fn default_value(
             ctx.error(
                 &at,
                 format!(
-                    "default is {} bytes, more than the field's max_bytes of {max}",
+                    "{what} is {} bytes, more than the field's max_bytes of {max}",
                     normalized.len()
                 ),
-                "shorten the default or raise max_bytes",
+                format!("shorten the {what} or raise max_bytes"),
             );
             return None;
         }

@@ -64,6 +64,8 @@ pub enum Ty {
     },
     /// A mapping of snake_case names to snake_case names (old name: new name).
     Renames,
+    /// A mapping of snake_case field names to scalars (a schedule's body).
+    Constants,
 }
 
 /// The rules a string follows; each has a pattern for the JSON Schema that
@@ -134,6 +136,7 @@ pub const UPCASTS: &[&str] = &["generated", "manual"];
 pub const JITTERS: &[&str] = &["full", "none"];
 pub const TRIM_MODES: &[&str] = &["in_process", "cronjob"];
 pub const RESULT_STORES: &[&str] = &["postgres"];
+pub const MISSED: &[&str] = &["skip", "run_once"];
 
 const U32_MAX: u64 = u32::MAX as u64;
 
@@ -176,6 +179,31 @@ pub static SPEC: Obj = Obj {
             "Where and with what the generated Kubernetes manifests (`--deploy-out DIR/k8s/`) run the workers, the monitor and the trim CronJob."),
         prop!("postgres", Ty::Object(&POSTGRES), default = Some("all defaults when a queue uses PostgreSQL"),
             "Where queuegen's PostgreSQL tables live and how many connections the generated `connect_postgres` pool opens. Only allowed when a queue has `results: postgres` or `outbox: true`."),
+        prop!("schedules", Ty::Map { names: StrKind::LowerName, value: &SCHEDULE }, default = Some("none"),
+            "Periodic jobs, keyed by schedule name (lowercase letters, digits, `_` and `-`): each tick publishes one job with constant body fields to a queue, exactly once however many workers run the schedule."),
+    ],
+};
+
+pub static SCHEDULE: Obj = Obj {
+    name: "Schedule",
+    doc: "A periodic job: on each tick of `cron` (in `timezone`) or `every`, one job with the constant `body` is published to `queue`, with the job_id `<schedule>@<tick in RFC 3339 UTC>`. Any number of workers run the schedule; a marker written in the same Function as the XADD makes each tick publish once.",
+    props: &[
+        prop!("queue", Ty::Str(StrKind::LowerName), required,
+            "The queue the jobs are published to."),
+        prop!("cron", Ty::Str(StrKind::Text), default = Some("none; exactly one of `cron` and `every`"),
+            "A standard 5-field cron expression (minute hour day-of-month month day-of-week, e.g. \"0 2 * * *\"), evaluated in `timezone`. Exactly one of `cron` and `every`."),
+        prop!("every", Ty::Duration, default = Some("none; exactly one of `cron` and `every`"),
+            "A fixed period (e.g. `30s`, `1h`); ticks are whole multiples of it since the Unix epoch. Exactly one of `cron` and `every`."),
+        prop!("timezone", Ty::Str(StrKind::Token), default = Some("\"UTC\""),
+            "The IANA time zone `cron` is evaluated in (e.g. \"Europe/Berlin\"); daylight-saving gaps and overlaps run a tick once. Only with `cron`."),
+        prop!("tenant", Ty::Str(StrKind::Text), default = Some("the service name"),
+            "The `tenant` header of the jobs."),
+        prop!("body", Ty::Constants, default = Some("no body fields"),
+            "The jobs' body fields as constants of their types, keyed by field name; every required field of the queue's envelope without a default must be given."),
+        prop!("missed", Ty::Choice(MISSED), default = Some("skip"),
+            "What happens to ticks no worker published within `grace` of their time (all workers down): `skip` publishes none of them; `run_once` publishes one job, for the most recent missed tick."),
+        prop!("grace", Ty::Duration, default = Some("the smaller of `every` and 1m; 1m with `cron`"),
+            "How late a tick may still be published as on time; a tick older than this when a worker gets to it counts as missed."),
     ],
 };
 
@@ -578,6 +606,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &ALERTS,
         &PODS,
         &AUTOSCALE,
+        &SCHEDULE,
     ]
 }
 

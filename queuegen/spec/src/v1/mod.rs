@@ -9,9 +9,10 @@ mod names;
 mod postgres;
 mod queue;
 mod read;
+mod schedule;
 mod values;
 
-use crate::model::{Deployment, Persistence, RedisSettings, Spec};
+use crate::model::{Deployment, Envelope, Persistence, Queue, RedisSettings, Spec};
 use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
@@ -90,6 +91,20 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
             }
         }
     }
+    let schedules = {
+        let queue_models: Vec<&Queue> = queues.iter().flatten().flatten().collect();
+        let envelope_models: Vec<&Envelope> = all_envelopes
+            .iter()
+            .filter_map(|e| e.model.as_ref())
+            .collect();
+        let known = schedule::Known {
+            queue_names: declared_queues(spec.get("queues")),
+            queues: queue_models,
+            envelopes: envelope_models,
+            service: service.as_deref(),
+        };
+        schedule::schedules(ctx, &spec, &known)
+    };
     let envelopes = envelopes?
         .into_iter()
         .map(|e| e.model)
@@ -103,6 +118,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         queues,
         kubernetes: kubernetes?,
         postgres: postgres?,
+        schedules: schedules?,
     })
 }
 
@@ -276,6 +292,14 @@ fn named<'a, T>(
         &format!("write `{key}:` as a mapping keyed by name"),
     )?;
     Some(found.iter().map(|(name, it)| each(ctx, name, it)).collect())
+}
+
+/// Every queue name declared under `queues`, when it is a mapping.
+fn declared_queues(queues: Option<&Item<'_>>) -> Option<Vec<String>> {
+    match queues?.node {
+        Node::Map(pairs) => Some(pairs.iter().map(|(k, _)| k.key_text()).collect()),
+        _ => None,
+    }
 }
 
 /// The envelope a queue names, as written (for the unused-envelope check).

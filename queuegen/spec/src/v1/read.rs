@@ -75,6 +75,11 @@ impl<'s> Ctx<'s> {
         });
     }
 
+    /// Line `line` (1-based) of the source.
+    pub fn source_line(&self, line: usize) -> Option<&str> {
+        self.source.lines().nth(line.checked_sub(1)?)
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }

@@ -44,6 +44,18 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             queues,
             service_alerts,
             postgres: PostgresContext::new(spec),
+            schedules: spec
+                .schedules
+                .iter()
+                .map(|schedule| ScheduleContext {
+                    name: schedule.name.clone(),
+                    queue: schedule.queue.clone(),
+                    cadence: schedule.cadence.describe(),
+                    missed: schedule.missed.as_str(),
+                    grace: crate::spec::units::format_duration(schedule.grace),
+                    key_prefix: spec.redis.key_prefix.clone(),
+                })
+                .collect(),
         },
     )?;
     Ok(GeneratedFile {
@@ -64,6 +76,20 @@ struct RunbookContext<'a> {
     /// Set when a queue uses PostgreSQL: the runbook then says how to apply
     /// the migrations and look at the outbox and results.
     postgres: Option<PostgresContext>,
+    /// The spec's schedules: the runbook then says how to check a tick.
+    schedules: Vec<ScheduleContext>,
+}
+
+/// One schedule, as the runbook's Schedules section names it.
+#[derive(Serialize)]
+struct ScheduleContext {
+    name: String,
+    queue: String,
+    /// `cron "0 2 * * *" in Europe/Berlin`, `every 1s`.
+    cadence: String,
+    missed: &'static str,
+    grace: String,
+    key_prefix: String,
 }
 
 /// What the PostgreSQL section of the runbook names.
