@@ -179,6 +179,14 @@ impl QueueConfig {
         self.partition_key(partition, "claims")
     }
 
+    /// The partition's pause flag: `{prefix}:{queue-NN}:paused`. While it
+    /// exists, workers read no new entries of the partition (recovery, acks
+    /// and producers carry on); its value says who paused it, when and why
+    /// (`ops::pause`). `queuegen pause` sets it, `queuegen resume` deletes it.
+    pub fn paused_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "paused")
+    }
+
     /// The full name of one function of the library: `{functions}_{name}`.
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.functions)
@@ -258,6 +266,7 @@ pub(crate) mod tests {
             format!("work:{{ocr-03}}:lease:loops-{}", OCR.group)
         );
         assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
+        assert_eq!(OCR.paused_key(3), "work:{ocr-03}:paused");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"

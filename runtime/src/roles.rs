@@ -46,7 +46,9 @@ impl Role {
             Role::Worker => {
                 "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
             }
-            Role::Operator => "apply (load the library, create groups), trim, dlq replay, and every read",
+            Role::Operator => {
+                "apply (load the library, create groups), trim, dlq replay, pause and resume, and every read"
+            }
             Role::Monitor => "read-only: status, pending, dlq list and the monitor's exporter",
         }
     }
@@ -73,6 +75,7 @@ impl Role {
                 TRIM_DIRECT,
                 LEASES,
                 READS,
+                PAUSE,
                 LIBRARY_INTERNALS,
             ],
             Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
@@ -178,8 +181,10 @@ const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
 /// checks (`INFO memory`, the library's `version`), ownership checks
 /// (`XPENDING`), recovery's fallbacks (`XCLAIM`, `XRANGE`, the claim epoch's
 /// `INCR`), the scheduler's due scan (`ZRANGEBYSCORE`), the followers' lease
-/// read (`MGET`), `TIME`, and `WAIT` after commits that ask for durability.
+/// read (`MGET`), `TIME`, `WAIT` after commits that ask for durability, and
+/// the pause flags' refresh (`EXISTS`, `worker::pause`).
 const WORKER_DIRECT: &[&str] = &[
+    "exists",
     "xreadgroup",
     "xread",
     "xinfo|groups",
@@ -223,9 +228,14 @@ const APPLY: &[&str] = &[
     "xinfo|stream",
 ];
 
+/// `queuegen pause` and `resume` (`ops::pause`): set a partition's pause
+/// flag with the server's clock (`TIME`, `SET … GET`), delete it (`GETDEL`).
+const PAUSE: &[&str] = &["time", "set", "getdel"];
+
 /// `status`, `pending`, `dlq list` and the monitor: the newest entries,
-/// consumers, retry sets and the server clock.
+/// consumers, retry sets, the pause flags (`GET`) and the server clock.
 const READS: &[&str] = &[
+    "get",
     "xrevrange",
     "xinfo|consumers",
     "xinfo|stream",
@@ -316,6 +326,7 @@ mod tests {
         ),
         ("src/ops/trim.rs", &[Role::Worker, Role::Operator]),
         ("src/ops/lease.rs", &[Role::Worker, Role::Operator]),
+        ("src/ops/pause.rs", &[Role::Operator]),
         ("src/ops/", &[Role::Operator, Role::Monitor]),
         (
             "src/connect/",

@@ -101,9 +101,10 @@ async fn a_refresh_is_two_round_trips_for_any_partition_count() {
             2,
             "status with {partitions} partition(s)"
         );
-        // TIME and FCALL_RO once, then 8 reads per partition and 2 per group.
+        // TIME and FCALL_RO once, then 9 reads per partition (the pause
+        // flag's GET among them) and 2 per group.
         let sent = commands.swap(0, Ordering::Relaxed);
-        assert_eq!(sent, 2 + 10 * usize::from(partitions), "{partitions}");
+        assert_eq!(sent, 2 + 11 * usize::from(partitions), "{partitions}");
 
         let listed = pending(
             &mut counting,

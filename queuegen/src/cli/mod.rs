@@ -15,7 +15,9 @@ pub mod generate;
 pub mod init;
 pub mod lock;
 pub mod monitor;
+pub mod pause;
 pub mod pending;
+pub mod resume;
 pub mod schema;
 pub mod status;
 mod table;
@@ -44,6 +46,8 @@ pub enum Subcommands {
     Pending(pending::Args),
     Monitor(monitor::Args),
     Trim(trim::Args),
+    Pause(pause::Args),
+    Resume(resume::Args),
     Acl(acl::Args),
 }
 
@@ -63,6 +67,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Pending(args) => pending::run(args),
         Subcommands::Monitor(args) => monitor::run(args),
         Subcommands::Trim(args) => trim::run(args),
+        Subcommands::Pause(args) => pause::run(args),
+        Subcommands::Resume(args) => resume::run(args),
         Subcommands::Acl(args) => acl::run(args),
     }
 }

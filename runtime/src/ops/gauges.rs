@@ -61,6 +61,7 @@ pub struct QueueGauges {
     history: Series<PartitionLabels, Gauge>,
     dead_letters: Series<PartitionLabels, Gauge>,
     retries_scheduled: Series<PartitionLabels, Gauge>,
+    paused: Series<PartitionLabels, Gauge>,
     library_loaded: Series<LibraryLabels, Gauge>,
     refresh_failures: Counter,
     last_success: Seconds,
@@ -78,6 +79,7 @@ impl QueueGauges {
             history: Series::default(),
             dead_letters: Series::default(),
             retries_scheduled: Series::default(),
+            paused: Series::default(),
             library_loaded: Series::default(),
             refresh_failures: Counter::default(),
             last_success: Seconds::default(),
@@ -120,6 +122,11 @@ impl QueueGauges {
             gauges.retries_scheduled.family.clone(),
         );
         registry.register(
+            "queuegen_queue_paused",
+            "1 while the partition's intake is paused (queuegen pause), else 0",
+            gauges.paused.family.clone(),
+        );
+        registry.register(
             "queuegen_function_library_loaded",
             "1 when the Function library version answers on the server, 0 when it is missing",
             gauges.library_loaded.family.clone(),
@@ -148,6 +155,7 @@ impl QueueGauges {
         let mut history = Vec::new();
         let mut dead = Vec::new();
         let mut retries = Vec::new();
+        let mut paused = Vec::new();
         for queue in &report.queues {
             for partition in &queue.partitions {
                 let number = partition.partition.to_string();
@@ -157,7 +165,8 @@ impl QueueGauges {
                 };
                 history.push((labels.clone(), to_i64(partition.history)));
                 dead.push((labels.clone(), to_i64(partition.dead_letters.count)));
-                retries.push((labels, to_i64(partition.retries.scheduled)));
+                retries.push((labels.clone(), to_i64(partition.retries.scheduled)));
+                paused.push((labels, i64::from(partition.paused.is_some())));
                 for group in &partition.groups {
                     let labels = GroupLabels {
                         queue: queue.queue.clone(),
@@ -189,6 +198,7 @@ impl QueueGauges {
         self.history.replace(history);
         self.dead_letters.replace(dead);
         self.retries_scheduled.replace(retries);
+        self.paused.replace(paused);
         // On a Cluster a library is listed per primary: loaded means on every one.
         let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
         for library in &report.libraries {
@@ -220,6 +230,7 @@ impl QueueGauges {
         self.history.replace(Vec::new());
         self.dead_letters.replace(Vec::new());
         self.retries_scheduled.replace(Vec::new());
+        self.paused.replace(Vec::new());
         self.library_loaded.replace(Vec::new());
     }
 }

@@ -25,6 +25,11 @@
 //! Each read stamps its entries with the partition's claim epoch as this
 //! worker knew it when the read was sent (`epochs`); their acks carry it.
 //!
+//! Paused partitions (`queuegen pause`, see `pause.rs`) are left out of
+//! every read: the loop reads only the partitions not paused as last
+//! refreshed, and when all are paused it holds no permit and waits for a
+//! change (or one block). Recovery is another loop and does not look.
+//!
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
 //! as always, and instead of the blocking read the loop waits for a wake-up
@@ -75,11 +80,11 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         .iter()
         .map(|&p| (p, shared.config.ready_key(p)))
         .collect();
-    // One blocking read over every partition, unless they span Cluster slots.
-    let wakers = (redis.is_cluster() && spans_slots(&streams)).then(|| {
-        let keys: Vec<String> = streams.iter().map(|(_, key)| key.clone()).collect();
-        Wakers::start(&redis, shared.config.group, &keys, block)
-    });
+    // One blocking read over every partition, unless they span Cluster
+    // slots: then watchers of the partitions not paused, rebuilt when the
+    // paused set changes (a paused partition's backlog must not wake us).
+    let cluster = redis.is_cluster() && spans_slots(&streams);
+    let mut wakers: Option<(u64, Wakers)> = None;
     let mut conn: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     // Workers of one queue start at different partitions: started together at
@@ -89,6 +94,33 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     // Whether the last round found the streams drained: block, skip the sweep.
     let mut drained = false;
     loop {
+        // The partitions not paused (`pause.rs`), as last read: only they are read.
+        let generation = shared.paused.generation();
+        let active: Vec<(u16, String)> = streams
+            .iter()
+            .filter(|(partition, _)| !shared.paused.is_paused(*partition))
+            .cloned()
+            .collect();
+        if active.is_empty() {
+            // Every partition paused: hold no permit, wait for a resume.
+            if shared
+                .stop
+                .unless_raised(shared.paused.changed_within(block))
+                .await
+                .is_none()
+            {
+                return Ok(());
+            }
+            shared.reading.store(true, Ordering::Relaxed);
+            continue;
+        }
+        if cluster && wakers.as_ref().map(|(built, _)| *built) != Some(generation) {
+            let keys: Vec<String> = active.iter().map(|(_, key)| key.clone()).collect();
+            wakers = Some((
+                generation,
+                Wakers::start(&redis, shared.config.group, &keys, block),
+            ));
+        }
         let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
             return Ok(());
         };
@@ -114,12 +146,12 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         };
         let round = Round {
             shared,
-            streams: &streams,
+            streams: &active,
             block,
-            wakers: wakers.as_ref(),
+            wakers: wakers.as_ref().map(|(_, wakers)| wakers),
             drained,
         };
-        let result = round.read(reader, start, &mut permits).await;
+        let result = round.read(reader, start % active.len(), &mut permits).await;
         drained = matches!(result, Ok(Ended::Drained));
         // Permits not used by this round go back before the next one.
         drop(permits);
