@@ -36,7 +36,7 @@
 //! from the partitions' watchers (`wake.rs`), then sweeps; a round that
 //! waited without a wake-up waits again without sweeping first.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +86,9 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     let cluster = redis.is_cluster() && spans_slots(&streams);
     let mut wakers: Option<(u64, Wakers)> = None;
     let mut conn: Option<Connection> = None;
+    // The queue's rate limit, asked once per round on the shared connection.
+    let mut limiter = super::rate::Limiter::new(&shared.config);
+    let mut rate_conn = shared.acks.clone();
     let mut backoff = BACKOFF_MIN;
     // Workers of one queue start at different partitions: started together at
     // the same one, they would drain it in lockstep and then find it empty
@@ -144,14 +147,52 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                 }
             },
         };
+        let mut granted = None;
+        if let Some(limiter) = limiter.as_mut() {
+            match limiter.take(&mut rate_conn, permits.len()).await {
+                Ok(grant) if grant.granted == 0 => {
+                    // Over the limit: hold no permit while the bucket refills.
+                    drop(permits);
+                    let wait = grant.wait.min(block);
+                    if shared
+                        .stop
+                        .unless_raised(tokio::time::sleep(wait))
+                        .await
+                        .is_none()
+                    {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(grant) => {
+                    // The permits beyond the grant go back at once.
+                    permits.truncate(grant.granted);
+                    granted = Some(grant.granted);
+                }
+                Err(Failure::Fatal(err)) => return Err(err),
+                Err(Failure::Cancelled) => return Ok(()),
+                Err(Failure::Retry { error, .. }) => {
+                    tracing::warn!(error = %error, ?backoff, "asking the rate limit failed; retrying");
+                    drop(permits);
+                    if !pause(shared, &mut backoff).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+        }
         let round = Round {
             shared,
             streams: &active,
             block,
             wakers: wakers.as_ref().map(|(_, wakers)| wakers),
             drained,
+            delivered: AtomicUsize::new(0),
         };
         let result = round.read(reader, start % active.len(), &mut permits).await;
+        if let (Some(limiter), Some(granted)) = (limiter.as_mut(), granted) {
+            limiter.settle(granted, round.delivered.load(Ordering::Relaxed));
+        }
         drained = matches!(result, Ok(Ended::Drained));
         // Permits not used by this round go back before the next one.
         drop(permits);
@@ -206,6 +247,8 @@ struct Round<'a, E, H> {
     wakers: Option<&'a Wakers>,
     /// The last round found the streams drained: skip the sweep.
     drained: bool,
+    /// Entries this round handed to job tasks (settled against the rate grant).
+    delivered: AtomicUsize,
 }
 
 /// How a round ended.
@@ -372,6 +415,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         entry: Entry,
         permit: OwnedSemaphorePermit,
     ) {
+        self.delivered.fetch_add(1, Ordering::Relaxed);
         let delivery = Delivery {
             partition,
             entry,

@@ -11,6 +11,8 @@
 //! - `scheduler`: one loop that promotes due retries back to the ready streams;
 //! - `leadership`: one loop that holds each partition's loops lease, so that
 //!   recovery and the scheduler run a partition in one worker at a time;
+//! - `rate`: the queue's rate limit (`handler.rate`), a token bucket in
+//!   Redis the intake asks once per round;
 //! - `pause`: one loop that refreshes which partitions are paused
 //!   (`queuegen pause`), so that the intake skips them without a round trip;
 //! - `trimmer`: one loop that trims the worker's partitions' streams every
@@ -34,6 +36,7 @@ mod job;
 mod leadership;
 mod meter;
 mod pause;
+mod rate;
 mod recovery;
 mod reply;
 mod scheduler;

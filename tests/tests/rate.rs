@@ -1,0 +1,123 @@
+//! The queue's rate limit (`handler.rate`) on a real server: five workers sharing a 200/s limit over 5 s start at most 1,000 jobs plus one bucket (200), and not far fewer; jobs over the limit wait undelivered, never fail or retry.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use queuegen_runtime::{
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, RateLimit, Redis, Worker,
+};
+use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::support::{applied, dead_letters, scheduled_retries, unique_prefix};
+use queuegen_tests::RedisServer;
+
+const LIMIT: u32 = 200;
+const WORKERS: usize = 5;
+const RUN: Duration = Duration::from_secs(5);
+const JOBS: usize = 3_000;
+
+/// Records when each job started and with which attempt.
+#[derive(Clone, Default)]
+struct Timing {
+    started: Arc<Mutex<Vec<(Instant, u32)>>>,
+}
+
+impl Handler<TestJob> for Timing {
+    async fn handle(&self, _job: TestJob, ctx: &JobContext) -> Result<Outcome, JobError> {
+        self.started
+            .lock()
+            .unwrap()
+            .push((Instant::now(), ctx.attempt()));
+        Ok(Outcome::Done)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        rate: Some(RateLimit {
+            limit: LIMIT,
+            per: Duration::from_secs(1),
+        }),
+        concurrency: 16,
+        ..test_config(&unique_prefix("rate"), 4)
+    };
+    let (redis, mut conn) = applied(&server, &config).await;
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    for chunk in (0..JOBS).collect::<Vec<_>>().chunks(500) {
+        let jobs = chunk.iter().map(|n| {
+            NewJob::new(
+                format!("job-{n}"),
+                "acme",
+                TestJob::new(format!("s-{n}"), None),
+            )
+        });
+        producer.publish_many(jobs).await.unwrap();
+    }
+
+    let handler = Timing::default();
+    let mut running = Vec::new();
+    let start = Instant::now();
+    for n in 0..WORKERS {
+        // Each worker its own connections, as separate processes would have.
+        let redis = Redis::connect(server.url()).await.unwrap();
+        let worker = Worker::new(&redis, config.clone(), handler.clone())
+            .consumer_name(format!("rate-worker-{n}"))
+            .read_block(Duration::from_millis(100));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(worker.run_until(async {
+            let _ = stopped.await;
+        }));
+        running.push((stop, task));
+    }
+    tokio::time::sleep(RUN).await;
+    let within: Vec<(Instant, u32)> = handler
+        .started
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|(at, _)| at.duration_since(start) <= RUN)
+        .collect();
+    let mut reports = Vec::new();
+    for (stop, task) in running {
+        stop.send(()).unwrap();
+        reports.push(task.await.unwrap().unwrap());
+    }
+
+    // 200/s for 5 s, plus the full bucket the first call finds.
+    let bound = (LIMIT as usize) * RUN.as_secs() as usize + LIMIT as usize;
+    let started = within.len();
+    let per_worker: Vec<u64> = reports.iter().map(|r| r.handled).collect();
+    eprintln!("{started} jobs started in {RUN:?} (bound {bound}); per worker {per_worker:?}");
+    assert!(
+        started <= bound,
+        "{started} jobs started in {RUN:?}, above {bound}"
+    );
+    // And not far below: a limiter that blocked (or stalled) would fail here.
+    assert!(
+        started >= bound * 2 / 3,
+        "only {started} jobs started in {RUN:?} (limit {LIMIT}/s)"
+    );
+    // Every worker took part (one bucket shared, not one worker hogging it).
+    assert!(per_worker.iter().all(|&n| n > 0), "{per_worker:?}");
+    // Jobs over the limit waited: no retries, no dead letters, first attempts only.
+    let all = handler.started.lock().unwrap().clone();
+    assert!(all.iter().all(|(_, attempt)| *attempt == 1));
+    for report in &reports {
+        assert_eq!(
+            (report.retried, report.dead_lettered, report.failed),
+            (0, 0, 0),
+            "{report:?}"
+        );
+    }
+    assert!(dead_letters(&mut conn, &config).await.is_empty());
+    assert!(scheduled_retries(&mut conn, &config).await.is_empty());
+    let handled: u64 = reports.iter().map(|r| r.handled).sum();
+    assert_eq!(handled as usize, all.len());
+    assert!(
+        all.len() < JOBS,
+        "the backlog was not all read: {}",
+        all.len()
+    );
+}
