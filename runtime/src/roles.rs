@@ -20,7 +20,7 @@ pub enum Role {
     /// in-process trimming and the result store.
     Worker,
     /// Changes the deployment by hand or from CI: `apply`, `trim`,
-    /// `dlq replay`, and every read-only command.
+    /// `dlq replay`, `pause`, `resume`, and every read-only command.
     Operator,
     /// Reads only: `status`, `pending`, `dlq list` and the `monitor` exporter.
     Monitor,

@@ -230,3 +230,82 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     let report = running.await.unwrap().unwrap();
     assert_eq!((report.done, report.failed), (30, 0), "{report:?}");
 }
+
+/// On a Cluster each partition is its own slot and the intake waits on
+/// per-partition watchers instead of one blocking read: a paused partition's
+/// backlog must neither be read nor keep waking the intake, and the rate
+/// bucket (a key of its own slot) is asked through the cluster connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rate() {
+    let cluster = queuegen_tests::RedisCluster::start();
+    let redis = queuegen_runtime::Redis::connect(cluster.url())
+        .await
+        .unwrap();
+    let config = QueueConfig {
+        rate: Some(queuegen_runtime::RateLimit {
+            limit: 1_000,
+            per: Duration::from_secs(1),
+        }),
+        ..test_config(&unique_prefix("pause-cluster"), 3)
+    };
+    queuegen_tests::library::load(&redis).await;
+    queuegen_runtime::ensure_groups(&redis, &config)
+        .await
+        .unwrap();
+    let mut conn = redis.shared();
+    pause::pause(&mut conn, &config, &[1], "test", "")
+        .await
+        .unwrap();
+
+    let handler = Recording::default();
+    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let (stop, running) = run_until_told(worker);
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let jobs: Vec<NewJob<TestJob>> = (0..60)
+        .map(|n| {
+            NewJob::new(
+                format!("job-{n}"),
+                "acme",
+                TestJob::new(format!("s-{n}"), None),
+            )
+        })
+        .collect();
+    let published = producer.publish_many(jobs).await.unwrap();
+    let on_paused: HashSet<String> = published
+        .iter()
+        .zip(0..)
+        .filter(|(p, _)| p.partition == 1)
+        .map(|(_, n)| format!("job-{n}"))
+        .collect();
+    assert!(!on_paused.is_empty() && on_paused.len() < 60);
+    let others = 60 - on_paused.len();
+    let seen = handler.clone();
+    wait_until(
+        Duration::from_secs(20),
+        "the open partitions' jobs are done",
+        || {
+            let done = seen.done().len();
+            async move { done >= others }
+        },
+    )
+    .await;
+    tokio::time::sleep(BLOCK * 5).await;
+    let done = handler.done();
+    assert_eq!(done.len(), others, "{done:?}");
+    assert!(done.is_disjoint(&on_paused));
+
+    pause::resume(&mut conn, &config, &[1]).await.unwrap();
+    let seen = handler.clone();
+    wait_until(
+        Duration::from_secs(20),
+        "the paused partition's jobs are done",
+        || {
+            let done = seen.done().len();
+            async move { done == 60 }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.done, report.failed), (60, 0), "{report:?}");
+}
