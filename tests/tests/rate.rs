@@ -121,3 +121,99 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
         all.len()
     );
 }
+
+/// The same limit across five worker processes (`suite-worker`, each its
+/// own connections and clock): the group's deliveries 5 s after the first
+/// process started, read from the server, stay within 1,000 + one bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_worker_processes_share_one_limit() {
+    use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
+    use queuegen_tests::suite::{Hold, WorkerSpec};
+
+    let server = RedisServer::start();
+    let spec = WorkerSpec {
+        url: server.url(),
+        queue: QueueKind::Jobs,
+        key_prefix: unique_prefix("rate-processes"),
+        tuning: Tuning {
+            concurrency: Some(16),
+            shutdown_budget_ms: Some(2_000),
+            rate: Some((LIMIT, 1_000)),
+            ..Tuning::default()
+        },
+        consumer: "rate-0".into(),
+        hold: Hold::Never,
+        effect_replicas: 0,
+    };
+    let config = spec.config();
+    let (redis, mut conn) = applied(&server, &config).await;
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let ids: Vec<String> = (0..JOBS).map(|n| format!("job-{n}")).collect();
+    for chunk in ids.chunks(500) {
+        let jobs = chunk
+            .iter()
+            .map(|id| NewJob::new(id.clone(), "acme", TestJob::new(id.clone(), None)));
+        producer.publish_many(jobs).await.unwrap();
+    }
+
+    let start = Instant::now();
+    let mut children = Vec::new();
+    for n in 0..WORKERS {
+        let named = spec.named(format!("rate-{n}"));
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_suite-worker"))
+            .env(SPEC_ENV, named.to_json())
+            .env_remove(queuegen_runtime::failpoint::ENV)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawning suite-worker");
+        children.push(child);
+    }
+    tokio::time::sleep_until((start + RUN).into()).await;
+    // Entries delivered to the group so far, by the server's count.
+    let mut delivered = 0u64;
+    for partition in 0..config.partitions {
+        let reply: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(config.ready_key(partition))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let group = reply
+            .groups
+            .iter()
+            .find(|g| g.name == config.group)
+            .unwrap();
+        delivered += group.entries_read.unwrap() as u64;
+    }
+    for child in &children {
+        let pid = child.id().expect("still running");
+        let sent = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|status| status.success());
+        assert!(sent, "kill -TERM {pid}");
+    }
+    for mut child in children {
+        let status = child.wait().await.unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+
+    let bound = u64::from(LIMIT) * RUN.as_secs() + u64::from(LIMIT);
+    eprintln!("{delivered} entries delivered to 5 processes in {RUN:?} (bound {bound})");
+    assert!(delivered <= bound, "{delivered} delivered in {RUN:?}");
+    assert!(delivered >= bound * 2 / 3, "only {delivered} delivered");
+    // Every job handled was handled once, on its first attempt.
+    let tally = spec
+        .ledger(&redis)
+        .tally(ids.iter().map(String::as_str))
+        .await
+        .unwrap();
+    assert_eq!(tally.deliveries(), tally.done(), "redelivered jobs");
+    assert!(tally.done() >= delivered * 9 / 10, "{} done", tally.done());
+    assert!(dead_letters(&mut conn, &config).await.is_empty());
+    assert!(scheduled_retries(&mut conn, &config).await.is_empty());
+}
