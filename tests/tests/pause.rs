@@ -4,11 +4,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::ops::pause;
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker, WorkerReport,
 };
+use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{applied, deliver_to, pending_count, unique_prefix, wait_until};
 use queuegen_tests::RedisServer;
@@ -45,6 +47,28 @@ fn run_until_told<H: Handler<TestJob>>(
         let _ = stopped.await;
     }));
     (stop, running)
+}
+
+/// `queuegen_intake_paused` of each partition, as scraped.
+fn paused_gauge(registry: &Registry, config: &QueueConfig) -> Vec<f64> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    let scraped = parse(&text).unwrap();
+    (0..config.partitions)
+        .map(|p| {
+            let partition = p.to_string();
+            scraped
+                .value(
+                    "queuegen_intake_paused",
+                    &[
+                        ("queue", config.queue),
+                        ("partition", partition.as_str()),
+                        ("group", config.group),
+                    ],
+                )
+                .unwrap()
+        })
+        .collect()
 }
 
 async fn add(conn: &mut redis::aio::MultiplexedConnection, key: &str, job_id: &str) {
@@ -108,7 +132,10 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     }
 
     let handler = Recording::default();
-    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let mut registry = Registry::default();
+    let worker = Worker::new(&redis, config.clone(), handler.clone())
+        .read_block(BLOCK)
+        .metrics(&mut registry);
     let (stop, running) = run_until_told(worker);
 
     // The open partition flows; recovery claims the paused one's abandoned entry.
@@ -136,6 +163,9 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     );
     assert_eq!(undelivered(&mut conn, &paused_key, config.group).await, 8);
     assert_eq!(pending_count(&mut conn, &paused_key, config.group).await, 0);
+
+    // The worker says so in its metrics.
+    assert_eq!(paused_gauge(&registry, &config), [1.0, 0.0]);
 
     // The status model lists it.
     let report = status(
@@ -166,6 +196,7 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     })
     .await;
     let took = resumed.elapsed();
+    assert_eq!(paused_gauge(&registry, &config), [0.0, 0.0]);
     // A quarter block to notice, then one read; slack for a loaded machine.
     assert!(took < BLOCK * 3, "resumed intake after {took:?}");
 

@@ -3,9 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, RateLimit, Redis, Worker,
 };
+use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{applied, dead_letters, scheduled_retries, unique_prefix};
 use queuegen_tests::RedisServer;
@@ -56,6 +58,9 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
     }
 
     let handler = Timing::default();
+    let mut registry = Registry::default();
+    let metrics = WorkerMetrics::new();
+    metrics.register(&mut registry);
     let mut running = Vec::new();
     let start = Instant::now();
     for n in 0..WORKERS {
@@ -63,6 +68,7 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
         let redis = Redis::connect(server.url()).await.unwrap();
         let worker = Worker::new(&redis, config.clone(), handler.clone())
             .consumer_name(format!("rate-worker-{n}"))
+            .with_metrics(metrics.clone())
             .read_block(Duration::from_millis(100));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(worker.run_until(async {
@@ -113,6 +119,13 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
     }
     assert!(dead_letters(&mut conn, &config).await.is_empty());
     assert!(scheduled_retries(&mut conn, &config).await.is_empty());
+    // The waits on the bucket are counted.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let waited = parse(&text)
+        .unwrap()
+        .sum("queuegen_rate_limited_seconds_total", &[]);
+    assert!(waited > 1.0, "waited {waited} s on the rate limit");
     let handled: u64 = reports.iter().map(|r| r.handled).sum();
     assert_eq!(handled as usize, all.len());
     assert!(

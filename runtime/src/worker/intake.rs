@@ -154,12 +154,10 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                     // Over the limit: hold no permit while the bucket refills.
                     drop(permits);
                     let wait = grant.wait.min(block);
-                    if shared
-                        .stop
-                        .unless_raised(tokio::time::sleep(wait))
-                        .await
-                        .is_none()
-                    {
+                    let waited = std::time::Instant::now();
+                    let slept = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
+                    shared.meter.rate_limited(waited.elapsed());
+                    if slept.is_none() {
                         return Ok(());
                     }
                     continue;

@@ -356,8 +356,14 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let handling = Arc::new(acks::Handling::default());
         // The pause flags as they are now, before the first read.
         let paused = Arc::new(pause::Paused::new(self.config.partitions));
-        if let Err(err) =
-            pause::refresh(&mut self.redis.shared(), &self.config, &partitions, &paused).await
+        if let Err(err) = pause::refresh(
+            &mut self.redis.shared(),
+            &self.config,
+            &partitions,
+            &paused,
+            &meter,
+        )
+        .await
         {
             tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::meter::Meter;
 use super::Shared;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
@@ -93,6 +94,7 @@ pub(super) async fn refresh(
     config: &QueueConfig,
     partitions: &[u16],
     paused: &Paused,
+    meter: &Meter,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     for &partition in partitions {
@@ -101,6 +103,7 @@ pub(super) async fn refresh(
     let flags: Vec<u8> = pipe.query_async(conn).await?;
     for (&partition, flag) in partitions.iter().zip(flags) {
         let now = flag != 0;
+        meter.intake_paused(partition, now);
         if paused.set(partition, now) {
             if now {
                 tracing::info!(
@@ -134,7 +137,15 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        match refresh(&mut conn, &shared.config, &partitions, &shared.paused).await {
+        match refresh(
+            &mut conn,
+            &shared.config,
+            &partitions,
+            &shared.paused,
+            &shared.meter,
+        )
+        .await
+        {
             Ok(()) => failing = false,
             Err(err) => {
                 // Once per outage, not every tick.
