@@ -104,8 +104,9 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg8, qg8m, qg8mt, base1,
-    /// qg1, baseR, qg8r, baseP, qg8p, trim. Default: all but trim, baseP and
+    /// Run only these variants (repeatable): base, qg8, qg8l, qg8m, qg8mt,
+    /// base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l: qg8 with a
+    /// handler.rate far above what it reaches, the rate limiter's cost). Default: all but trim, baseP and
     /// qg8p (with --rate: base, qg8, base1, qg1); --postgres adds baseP and
     /// qg8p. Each queuegen ratio is against its own baseline: qg1's against
     /// base1 (one consumer), qg8r's against baseR (8 consumers + one result
@@ -207,6 +208,14 @@ pub enum Store {
     Postgres,
 }
 
+/// qg8l's rate limit: far above what 8 workers reach on any machine, so it
+/// never holds a job back and the variant measures only what asking the
+/// token bucket once per read round costs.
+pub const LIMITER_RATE: queuegen_runtime::RateLimit = queuegen_runtime::RateLimit {
+    limit: 10_000_000,
+    per: std::time::Duration::from_secs(1),
+};
+
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -216,12 +225,16 @@ pub enum Variant {
     /// `store`: what each job commits before the handler reports `Done`.
     /// `telemetry`: each worker records its metrics into a registry of its
     /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
-    /// a sink) is on at `info`, so the per-job span is built.
+    /// a sink) is on at `info`, so the per-job span is built. `limited`:
+    /// the queue has a `handler.rate` far above what the workers reach
+    /// ([`LIMITER_RATE`]), so every read round also asks the token bucket:
+    /// the limiter's cost.
     Queuegen {
         workers: usize,
         store: Store,
         telemetry: bool,
         tracing: bool,
+        limited: bool,
     },
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
@@ -249,30 +262,44 @@ impl Variant {
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
+        limited: false,
     };
     pub const QG8: Variant = Variant::Queuegen {
         workers: 8,
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
+        limited: false,
+    };
+
+    /// qg8 with a rate limit it never reaches (qg8l).
+    pub const QG8_LIMITED: Variant = Variant::Queuegen {
+        workers: 8,
+        store: Store::Nothing,
+        telemetry: false,
+        tracing: false,
+        limited: true,
     };
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::BASE,
         Variant::QG8,
+        Variant::QG8_LIMITED,
         Variant::Queuegen {
             workers: 8,
             store: Store::Nothing,
             telemetry: true,
             tracing: false,
+            limited: false,
         },
         Variant::Queuegen {
             workers: 8,
             store: Store::Nothing,
             telemetry: true,
             tracing: true,
+            limited: false,
         },
         Variant::BASE1,
         Variant::QG1,
@@ -282,6 +309,7 @@ impl Variant {
             store: Store::Redis,
             telemetry: false,
             tracing: false,
+            limited: false,
         },
         Variant::BASE_PG,
         Variant::Queuegen {
@@ -289,6 +317,7 @@ impl Variant {
             store: Store::Postgres,
             telemetry: false,
             tracing: false,
+            limited: false,
         },
     ];
 
@@ -352,7 +381,13 @@ impl Variant {
                 store,
                 telemetry,
                 tracing,
+                limited,
             } => {
+                let limited = if limited {
+                    " + rate limit (never reached)"
+                } else {
+                    ""
+                };
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
@@ -368,7 +403,7 @@ impl Variant {
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
-                format!("queuegen, {workers}{store}{telemetry}")
+                format!("queuegen, {workers}{store}{telemetry}{limited}")
             }
         }
     }
@@ -406,15 +441,17 @@ impl Variant {
                 store,
                 telemetry,
                 tracing,
+                limited,
             } => format!(
-                "qg{workers}{}{}{}",
+                "qg{workers}{}{}{}{}",
                 match store {
                     Store::Nothing => "",
                     Store::Redis => "r",
                     Store::Postgres => "p",
                 },
                 if telemetry { "m" } else { "" },
-                if tracing { "t" } else { "" }
+                if tracing { "t" } else { "" },
+                if limited { "l" } else { "" }
             ),
         }
     }
@@ -717,9 +754,11 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                     store,
                     telemetry,
                     tracing,
+                    limited,
                 } => {
                     let _tracing = tracing.then(telemetry::TracingOn::start);
-                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry).await
+                    let rate = limited.then_some(LIMITER_RATE);
+                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, rate).await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };

@@ -97,6 +97,7 @@ pub async fn run(
     workers: usize,
     sink: Sink<'_>,
     telemetry: bool,
+    rate: Option<queuegen_runtime::RateLimit>,
 ) -> Result<RoundResult> {
     // QueueConfig holds `&'static str`s: one small leak per variant and round.
     let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
@@ -104,6 +105,7 @@ pub async fn run(
         key_prefix,
         partitions: args.partitions,
         concurrency: args.concurrency,
+        rate,
         ..jobs::CONFIG
     };
     let redis = Redis::connect(url)

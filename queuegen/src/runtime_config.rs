@@ -25,6 +25,10 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         handler_timeout: queue.handler.timeout,
         concurrency: queue.handler.concurrency as usize,
         shutdown_budget: queue.handler.shutdown_budget,
+        rate: queue.handler.rate.map(|rate| runtime::RateLimit {
+            limit: rate.limit,
+            per: rate.per,
+        }),
         claim_min_idle: queue.claim.min_idle,
         claim_every: queue.claim.every,
         claim_batch: queue.claim.batch as usize,

@@ -274,8 +274,14 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
 
     // Operator and monitor: the read-only commands; the operator's changes.
     let monitor = url(&server, Role::Monitor);
+    // The operator pauses a partition; both read it in `status`.
+    succeeds(
+        &operator,
+        &["pause", SPEC, "--queue", "retrying", "--partition", "0"],
+    );
     for who in [&operator, &monitor] {
-        succeeds(who, &["status", SPEC, "--queue", "retrying", "--json"]);
+        let status = succeeds(who, &["status", SPEC, "--queue", "retrying", "--json"]);
+        assert!(status.contains("\"paused_partitions\":[0]"), "{status}");
         succeeds(who, &["pending", SPEC, "--queue", "retrying", "--json"]);
         let listed = succeeds(who, &["dlq", "list", SPEC, "--queue", "retrying", "--json"]);
         assert!(listed.contains("\"dead\""), "{listed}");
@@ -288,6 +294,7 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
         &["dlq", "replay", SPEC, "--queue", "retrying", "--all"],
     );
     succeeds(&operator, &["trim", SPEC, "--queue", "retrying"]);
+    succeeds(&operator, &["resume", SPEC, "--queue", "retrying"]);
 
     let denials = acl_log(&mut admin);
     assert!(

@@ -264,6 +264,21 @@ fn counts_and_bounds() {
 }
 
 #[test]
+fn rate_of_zero() {
+    let queue = "    handler: { rate: { limit: 0, per: 1s } }
+  per_zero:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+    handler: { rate: { limit: 10, per: 0s } }
+  half:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+    handler: { rate: { limit: 10 } }
+";
+    case("rate_of_zero", &spec("", queue), Expect::Errors);
+}
+
+#[test]
 fn missing_and_unused_envelopes() {
     let source = spec("", "").replace("envelope: OrderPlaced", "envelope: OrderPlace");
     case("envelopes_missing_and_unused", &source, Expect::Errors);

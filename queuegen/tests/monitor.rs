@@ -65,7 +65,7 @@ fn scrape(monitor: &Monitor) -> Scrape {
     Scrape::parse(&body)
 }
 
-const QUEUE_GAUGES: [&str; 8] = [
+const QUEUE_GAUGES: [&str; 9] = [
     "queuegen_queue_oldest_ready_age_seconds",
     "queuegen_queue_oldest_pending_age_seconds",
     "queuegen_queue_pending",
@@ -74,6 +74,7 @@ const QUEUE_GAUGES: [&str; 8] = [
     "queuegen_queue_dead_letters",
     "queuegen_queue_retries_scheduled",
     "queuegen_queue_delayed",
+    "queuegen_queue_paused",
 ];
 
 /// Partition 0: two entries 20 and 19 minutes old delivered to alice, one

@@ -26,6 +26,9 @@ pub struct QueueConfig {
     pub concurrency: usize,
     /// How long shutdown waits for jobs in flight before leaving them pending.
     pub shutdown_budget: Duration,
+    /// The queue's rate limit (`handler.rate`), shared by all its workers
+    /// through a token bucket in Redis ([`QueueConfig::rate_key`]); `None`: no limit.
+    pub rate: Option<RateLimit>,
     /// Pending entries idle longer than this are claimed by another consumer.
     pub claim_min_idle: Duration,
     /// How often the recovery loop looks for idle pending entries.
@@ -84,6 +87,16 @@ pub struct QueueConfig {
     /// With `dedup.window`: a publish of a job_id published within this
     /// long before writes nothing and answers the first entry's ID.
     pub dedup_window: Option<Duration>,
+}
+
+/// A rate limit shared by every worker of a queue: `limit` jobs per `per`,
+/// with bursts of at most `limit` (`handler.rate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateLimit {
+    /// Jobs started per `per` by all workers together; also the bucket's size.
+    pub limit: u32,
+    /// The period `limit` applies to.
+    pub per: Duration,
 }
 
 /// How a retry's backoff is randomised.
@@ -204,6 +217,22 @@ impl QueueConfig {
         self.partition_key(partition, "claims")
     }
 
+    /// The partition's pause flag: `{prefix}:{queue-NN}:paused`. While it
+    /// exists, workers read no new entries of the partition (recovery, acks
+    /// and producers carry on); its value says who paused it, when and why
+    /// (`ops::pause`). `queuegen pause` sets it, `queuegen resume` deletes it.
+    pub fn paused_key(&self, partition: u16) -> String {
+        self.partition_key(partition, "paused")
+    }
+
+    /// The queue's rate-limit bucket (`handler.rate`): `{prefix}:{queue}:rate`,
+    /// one key for the whole queue, in a hash tag of the queue's name alone
+    /// (never a partition's tag `{queue-NN}`), so on a Cluster it lives on
+    /// whichever node owns that slot and every worker calls it there.
+    pub fn rate_key(&self) -> String {
+        format!("{}:{{{}}}:rate", self.key_prefix, self.queue)
+    }
+
     /// The full name of one function of the library: `{functions}_{name}`.
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.functions)
@@ -244,6 +273,7 @@ pub(crate) mod tests {
         handler_timeout: Duration::from_secs(60),
         concurrency: 16,
         shutdown_budget: Duration::from_secs(20),
+        rate: None,
         claim_min_idle: Duration::from_secs(120),
         claim_every: Duration::from_secs(10),
         claim_batch: 50,
@@ -284,6 +314,8 @@ pub(crate) mod tests {
             format!("work:{{ocr-03}}:lease:loops-{}", OCR.group)
         );
         assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
+        assert_eq!(OCR.paused_key(3), "work:{ocr-03}:paused");
+        assert_eq!(OCR.rate_key(), "work:{ocr}:rate");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"

@@ -21,7 +21,7 @@ pub enum Role {
     /// in-process trimming and the result store.
     Worker,
     /// Changes the deployment by hand or from CI: `apply`, `trim`,
-    /// `dlq replay`, and every read-only command.
+    /// `dlq replay`, `pause`, `resume`, and every read-only command.
     Operator,
     /// Reads only: `status`, `pending`, `dlq list` and the `monitor` exporter.
     Monitor,
@@ -47,7 +47,9 @@ impl Role {
             Role::Worker => {
                 "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
             }
-            Role::Operator => "apply (load the library, create groups), trim, dlq replay, and every read",
+            Role::Operator => {
+                "apply (load the library, create groups), trim, dlq replay, pause and resume, and every read"
+            }
             Role::Monitor => "read-only: status, pending, dlq list and the monitor's exporter",
         }
     }
@@ -74,6 +76,7 @@ impl Role {
                 TRIM_DIRECT,
                 LEASES,
                 READS,
+                PAUSE,
                 LIBRARY_INTERNALS,
             ],
             Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
@@ -95,6 +98,7 @@ impl Role {
                 "ack",
                 "claim",
                 "renew",
+                "rate_take",
                 "retry_schedule",
                 "retry_promote",
                 "delayed_promote",
@@ -190,8 +194,10 @@ const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
 /// checks (`INFO memory`, the library's `version`), ownership checks
 /// (`XPENDING`), recovery's fallbacks (`XCLAIM`, `XRANGE`, the claim epoch's
 /// `INCR`), the scheduler's due scan (`ZRANGEBYSCORE`), the followers' lease
-/// read (`MGET`), `TIME`, and `WAIT` after commits that ask for durability.
+/// read (`MGET`), `TIME`, `WAIT` after commits that ask for durability, and
+/// the pause flags' refresh (`EXISTS`, `worker::pause`).
 const WORKER_DIRECT: &[&str] = &[
+    "exists",
     "xreadgroup",
     "xread",
     "xinfo|groups",
@@ -235,9 +241,14 @@ const APPLY: &[&str] = &[
     "xinfo|stream",
 ];
 
+/// `queuegen pause` and `resume` (`ops::pause`): set a partition's pause
+/// flag with the server's clock (`TIME`, `SET … GET`), delete it (`GETDEL`).
+const PAUSE: &[&str] = &["time", "set", "getdel"];
+
 /// `status`, `pending`, `dlq list` and the monitor: the newest entries,
-/// consumers, retry sets and the server clock.
+/// consumers, retry sets, the pause flags (`GET`) and the server clock.
 const READS: &[&str] = &[
+    "get",
     "xrevrange",
     "xinfo|consumers",
     "xinfo|stream",
@@ -254,9 +265,11 @@ const LIBRARY_INTERNALS: &[&str] = &[
     "get",
     "hdel",
     "hget",
+    "hmget",
     "hset",
     "incr",
     "memory|usage",
+    "pexpire",
     "set",
     "time",
     "type",
@@ -330,6 +343,7 @@ mod tests {
         ),
         ("src/ops/trim.rs", &[Role::Worker, Role::Operator]),
         ("src/ops/lease.rs", &[Role::Worker, Role::Operator]),
+        ("src/ops/pause.rs", &[Role::Operator]),
         ("src/ops/", &[Role::Operator, Role::Monitor]),
         (
             "src/connect/",

@@ -1226,6 +1226,73 @@ local function renew(KEYS, ARGV)
   return {1, consumer}
 end
 
+-- rate_take --------------------------------------------------------------------
+-- KEYS = [rate]  (<prefix>{<queue>}:rate, the queue's token bucket)
+-- ARGV = [limit, per_ms, wanted, adjust]
+-- A token bucket shared by every worker of a queue: at most `limit` tokens,
+-- refilled at `limit` per `per_ms`, by the server's clock (TIME). First
+-- `adjust` is added (a refund of tokens a caller took and did not use, or,
+-- negative, a debit of entries a read delivered beyond its grant; the
+-- balance never goes above `limit` nor below -`limit`), then up to `wanted`
+-- whole tokens are taken. Returns [granted, wait_ms]: `wait_ms` is 0 when
+-- anything was granted, else how long until min(wanted, limit) tokens are
+-- there. An absent bucket is full; the key expires once it would be full
+-- again, so an idle queue leaves nothing behind. The only writes (HSET,
+-- PEXPIRE) come after every check.
+local function rate_take(KEYS, ARGV)
+  local rate_key = KEYS[1]
+
+  local err = count_is(KEYS, ARGV, 1, 4, true)
+  if err then return err end
+  local limit, per_ms, wanted
+  limit, err = parse_integer('limit', ARGV[1], 1)
+  if err then return err end
+  per_ms, err = parse_integer('per_ms', ARGV[2], 1)
+  if err then return err end
+  wanted, err = parse_integer('wanted', ARGV[3], 0)
+  if err then return err end
+  local adjust_text = ARGV[4]
+  if not string.match(adjust_text, '^%-?%d+$') or #adjust_text > MAX_INTEGER_DIGITS then
+    return fail('QG_BADARG', 'adjust must be a decimal integer, maybe negative, got ' .. shown(adjust_text))
+  end
+  local adjust = tonumber(adjust_text)
+  if not string.match(rate_key, '^[^{]*{[^}:]+}:rate$') then
+    return fail('QG_BADARG', 'KEYS[1] must be <prefix>{<queue>}:rate, got ' .. shown(rate_key))
+  end
+  err = key_type_is(rate_key, 'hash', 'none')
+  if err then return err end
+  local stored = redis.call('HMGET', rate_key, 'tokens', 'at_ms')
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+  local tokens, at = limit, now
+  if stored[1] or stored[2] then
+    tokens, at = tonumber(stored[1]), tonumber(stored[2])
+    if not tokens or not at then
+      return fail('QG_BADARG', rate_key .. ' is not a token bucket (fields tokens and at_ms must be numbers)')
+    end
+  end
+
+  -- The refill since the last call (none if the clock went back).
+  if now > at then
+    tokens = tokens + (now - at) * limit / per_ms
+  end
+  tokens = math.max(-limit, math.min(limit, tokens + adjust))
+  local granted = 0
+  if tokens >= 1 then
+    granted = math.min(wanted, math.floor(tokens))
+    tokens = tokens - granted
+  end
+  local wait_ms = 0
+  if granted == 0 and wanted > 0 then
+    local goal = math.min(wanted, limit)
+    wait_ms = math.max(1, math.ceil((goal - tokens) * per_ms / limit))
+  end
+  redis.call('HSET', rate_key, 'tokens', string.format('%.6f', tokens), 'at_ms', string.format('%.3f', now))
+  -- Gone once it would be full again: absent means full.
+  redis.call('PEXPIRE', rate_key, math.max(1, math.ceil((limit - tokens) * per_ms / limit)))
+  return {granted, wait_ms}
+end
+
 -- version ----------------------------------------------------------------------
 -- No keys. The library's name; workers call it on every primary at start.
 local function version()
@@ -1241,6 +1308,8 @@ end
 -- XAUTOCLAIM, XACK and XCLAIM could: they add nothing to the server's memory
 -- but the claim epoch's few bytes, and acks free it; a full server must
 -- still let stuck jobs be recovered and done ones acknowledged.
+-- So may `rate_take`: its bucket is a hash of two short fields, and a full
+-- server must still let workers read (and ack) what is already queued.
 -- They are all still refused on a replica.
 
 redis.register_function{
@@ -1311,6 +1380,11 @@ redis.register_function{
 redis.register_function{
   function_name = LIBRARY .. '_renew',
   callback = renew,
+  flags = {'allow-oom'},
+}
+redis.register_function{
+  function_name = LIBRARY .. '_rate_take',
+  callback = rate_take,
   flags = {'allow-oom'},
 }
 redis.register_function{

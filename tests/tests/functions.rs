@@ -1861,3 +1861,152 @@ fn the_committed_library_is_what_the_spec_generates() {
         "tests/deploy/functions.lua is stale: run `queuegen generate tests/queues.yaml --deploy-out tests/deploy`"
     );
 }
+
+// ---------------------------------------------------------------------------
+// rate_take
+
+/// `[granted, wait_ms]` of a `rate_take` reply.
+fn grant(reply: Reply) -> (u64, u64) {
+    redis::from_redis_value(reply.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn rate_take_grants_up_to_the_bucket_then_says_how_long_to_wait() {
+    let mut f = Fixture::start().await;
+    let bucket = vec![format!("{}:{{jobs}}:rate", f.prefix)];
+    // An absent bucket is full: 10 tokens; 6 then 4 granted, then none.
+    assert_eq!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "6", "0"])
+                .await
+        ),
+        (6, 0)
+    );
+    assert_eq!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "8", "0"])
+                .await
+        )
+        .0,
+        4
+    );
+    let (granted, wait_ms) = grant(
+        f.call("rate_take", &bucket, &["10", "1000", "5", "0"])
+            .await,
+    );
+    assert_eq!(granted, 0);
+    // 5 tokens at 10 per second: about half a second.
+    assert!((400..=500).contains(&wait_ms), "{wait_ms}");
+    // A refund of unused tokens is available at once; a debit is owed.
+    assert_eq!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "5", "3"])
+                .await
+        )
+        .0,
+        3
+    );
+    let (granted, wait_ms) = grant(
+        f.call("rate_take", &bucket, &["10", "1000", "1", "-5"])
+            .await,
+    );
+    assert_eq!(granted, 0);
+    assert!((500..=600).contains(&wait_ms), "{wait_ms}");
+    // The key holds the bucket and expires once it would be full again.
+    let ttl: i64 = f.cmd(&["PTTL", &bucket[0]]).await;
+    assert!((1000..=1600).contains(&ttl), "{ttl}");
+    // It refills by the server's clock.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "10", "0"])
+                .await
+        )
+        .0 >= 1
+    );
+    // wanted 0 only settles.
+    assert_eq!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "0", "0"])
+                .await
+        ),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn rate_take_refuses_bad_arguments_and_keys_without_writing() {
+    let mut f = Fixture::start().await;
+    let bucket = vec![format!("{}:{{jobs}}:rate", f.prefix)];
+    // A bucket in use, so that a refused call could be seen changing it.
+    assert_eq!(
+        grant(
+            f.call("rate_take", &bucket, &["10", "1000", "3", "0"])
+                .await
+        )
+        .0,
+        3
+    );
+    let cases: [(&[&str], &str); 9] = [
+        (&["0", "1000", "1", "0"], "limit must be at least 1"),
+        (&["10", "0", "1", "0"], "per_ms must be at least 1"),
+        (
+            &["ten", "1000", "1", "0"],
+            "limit must be a decimal integer",
+        ),
+        (&["10", "1s", "1", "0"], "per_ms must be a decimal integer"),
+        (
+            &["10", "1000", "-1", "0"],
+            "wanted must be a decimal integer",
+        ),
+        (
+            &["10", "1000", "1", "1.5"],
+            "adjust must be a decimal integer",
+        ),
+        (
+            &["10", "1000", "1", "--1"],
+            "adjust must be a decimal integer",
+        ),
+        (&["10", "1000", "1"], "ARGV expected 4 arguments"),
+        (&["10", "1000", "1", "0", "x"], "ARGV expected 4 arguments"),
+    ];
+    for (args, why) in cases {
+        let detail = f
+            .assert_refused("rate_take", &bucket, args, "QG_BADARG")
+            .await;
+        assert!(detail.contains(why), "{args:?}: {detail}");
+    }
+    // A key that is not a queue's bucket, or a bucket of the wrong type.
+    let partition_key = vec![format!("{}:{{jobs-00}}:ready", f.prefix)];
+    let detail = f
+        .assert_refused(
+            "rate_take",
+            &partition_key,
+            &["10", "1000", "1", "0"],
+            "QG_BADARG",
+        )
+        .await;
+    assert!(detail.contains("<prefix>{<queue>}:rate"), "{detail}");
+    let squatted = vec![format!("{}:{{other}}:rate", f.prefix)];
+    let () = f.cmd(&["SET", &squatted[0], "x"]).await;
+    f.assert_refused(
+        "rate_take",
+        &squatted,
+        &["10", "1000", "1", "0"],
+        "QG_WRONGTYPE",
+    )
+    .await;
+    let corrupt = vec![format!("{}:{{third}}:rate", f.prefix)];
+    let () = f
+        .cmd(&["HSET", &corrupt[0], "tokens", "many", "at_ms", "1"])
+        .await;
+    let detail = f
+        .assert_refused(
+            "rate_take",
+            &corrupt,
+            &["10", "1000", "1", "0"],
+            "QG_BADARG",
+        )
+        .await;
+    assert!(detail.contains("not a token bucket"), "{detail}");
+}

@@ -86,6 +86,8 @@ const COUNTERS: [(&str, Option<&str>); 13] = [
 
 /// 1 while the worker leads a partition's recovery and scheduler.
 const LEADER_GAUGE: &str = "queuegen_loops_leader";
+/// 1 while a partition's intake is paused (never, here).
+const PAUSED_GAUGE: &str = "queuegen_intake_paused";
 
 const HISTOGRAMS: [&str; 2] = [
     "queuegen_handler_duration_seconds",
@@ -360,6 +362,11 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
             Some(1.0),
             "{LEADER_GAUGE} {labels:?}"
         );
+        assert_eq!(
+            scraped.value(PAUSED_GAUGE, &labels),
+            Some(0.0),
+            "{PAUSED_GAUGE} {labels:?}"
+        );
     }
     assert_eq!(
         scraped.family(LEADER_GAUGE).map(|f| f.kind.as_str()),
@@ -369,6 +376,8 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
     let mut names: Vec<&str> = COUNTERS.iter().map(|(name, _)| *name).collect();
     names.extend(HISTOGRAMS);
     names.push(LEADER_GAUGE);
+    // No rate limit on this queue: no rate_limited series.
+    names.push(PAUSED_GAUGE);
     let families: Vec<&str> = scraped.families.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(families.len(), names.len(), "{families:?}");
     assert!(families.iter().all(|f| names.contains(f)), "{families:?}");

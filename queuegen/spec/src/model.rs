@@ -371,6 +371,18 @@ pub struct HandlerSettings {
     pub concurrency: u32,
     /// Default 10s.
     pub shutdown_budget: Duration,
+    /// `handler.rate`: default none (no limit).
+    pub rate: Option<Rate>,
+}
+
+/// A rate limit shared by all workers of a queue: a token bucket of
+/// `limit` tokens refilled at `limit` per `per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// At least 1.
+    pub limit: u32,
+    /// Above zero.
+    pub per: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -15,7 +15,9 @@ pub mod generate;
 pub mod init;
 pub mod lock;
 pub mod monitor;
+pub mod pause;
 pub mod pending;
+pub mod resume;
 pub mod schedules;
 pub mod schema;
 pub mod status;
@@ -45,6 +47,8 @@ pub enum Subcommands {
     Pending(pending::Args),
     Monitor(monitor::Args),
     Trim(trim::Args),
+    Pause(pause::Args),
+    Resume(resume::Args),
     Acl(acl::Args),
     Schedules(schedules::Args),
 }
@@ -65,6 +69,8 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Pending(args) => pending::run(args),
         Subcommands::Monitor(args) => monitor::run(args),
         Subcommands::Trim(args) => trim::run(args),
+        Subcommands::Pause(args) => pause::run(args),
+        Subcommands::Resume(args) => resume::run(args),
         Subcommands::Acl(args) => acl::run(args),
         Subcommands::Schedules(args) => schedules::run(args),
     }

@@ -204,6 +204,21 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
             Paint::Bold
         )
     );
+    for partition in &queue.partitions {
+        if let Some(note) = &partition.paused {
+            println!(
+                "{}",
+                colours.paint(
+                    &format!(
+                        "PAUSED partition {} {} (workers read no new entries; recovery and producers carry on; `queuegen resume` undoes it)",
+                        partition.partition,
+                        super::pause::describe(note)
+                    ),
+                    Paint::Yellow
+                )
+            );
+        }
+    }
     let fires = |partition: u16, group: Option<&str>, kind: AlertKind| {
         queue.alerts.iter().any(|alert| {
             alert.alert == kind && alert.partition == partition && alert.group.as_deref() == group

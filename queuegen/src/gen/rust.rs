@@ -259,6 +259,7 @@ pub(crate) struct QueueContext {
     dead_letter_retention: String,
     /// `Some(Duration::…)` or `None`.
     admission_max_oldest_ready_age: String,
+    rate: String,
     admission_refresh: String,
     wait_replicas: u32,
     wait_timeout: String,
@@ -351,6 +352,17 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             "false"
         },
         dead_letter_retention: duration_expr(queue.dead_letter.retention),
+        rate: queue.handler.rate.map_or_else(
+            || "None".to_owned(),
+            |rate| {
+                // Laid out as rustfmt would: generated code is rustfmt-clean.
+                format!(
+                    "Some(queuegen_runtime::RateLimit {{\n        limit: {},\n        per: {},\n    }})",
+                    rate.limit,
+                    duration_expr(rate.per)
+                )
+            },
+        ),
         admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age.map_or_else(
             || "None".to_owned(),
             |d| format!("Some({})", duration_expr(d)),

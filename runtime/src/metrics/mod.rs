@@ -37,6 +37,6 @@ pub use prometheus_client::registry::Registry;
 #[cfg(feature = "metrics")]
 pub use trim::TrimMetrics;
 #[cfg(feature = "metrics")]
-pub(crate) use worker::PartitionMeters;
-#[cfg(feature = "metrics")]
 pub use worker::WorkerMetrics;
+#[cfg(feature = "metrics")]
+pub(crate) use worker::{PartitionMeters, SecondsCounter};

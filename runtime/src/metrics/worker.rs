@@ -102,6 +102,8 @@ pub struct WorkerMetrics {
     ownership_lost: Family<SettlementLabels, Counter>,
     left_pending: Family<PartitionLabels, Counter>,
     loops_leader: Family<PartitionLabels, Gauge>,
+    intake_paused: Family<PartitionLabels, Gauge>,
+    rate_limited: Family<QueueLabels, SecondsCounter>,
     trim: TrimMetrics,
 }
 
@@ -124,6 +126,8 @@ impl Default for WorkerMetrics {
             ownership_lost: Family::default(),
             left_pending: Family::default(),
             loops_leader: Family::default(),
+            intake_paused: Family::default(),
+            rate_limited: Family::default(),
             trim: TrimMetrics::default(),
         }
     }
@@ -153,6 +157,17 @@ impl WorkerMetrics {
             "Time from the entry's stream ID (when XADD accepted it, on the server's clock) to its handler's start on the worker's clock, for every delivery: retries count from their promotion, claimed entries include their time with the previous owner",
             Unit::Seconds,
             self.publish_to_start.clone(),
+        );
+        registry.register(
+            "queuegen_intake_paused",
+            "1 while this worker reads no new entries of the partition because it is paused (queuegen pause), else 0",
+            self.intake_paused.clone(),
+        );
+        registry.register_with_unit(
+            "queuegen_rate_limited",
+            "Time the intake waited, holding no permit, because the queue's handler.rate bucket was empty: jobs being held back by the rate limit (only for queues with a rate)",
+            Unit::Seconds,
+            self.rate_limited.clone(),
         );
         registry.register(
             "queuegen_claims",
@@ -280,7 +295,14 @@ impl WorkerMetrics {
             }),
             left_pending: counter(&self.left_pending),
             loops_leader: self.loops_leader.get_or_create_owned(&labels),
+            intake_paused: self.intake_paused.get_or_create_owned(&labels),
         }
+    }
+
+    /// The seconds counter of the intake's waits on the queue's rate limit.
+    pub(crate) fn rate_limited(&self, queue: &'static str, group: &'static str) -> SecondsCounter {
+        self.rate_limited
+            .get_or_create_owned(&QueueLabels { queue, group })
     }
 
     /// The handler duration and publish→start histograms of one queue and group.
@@ -306,6 +328,8 @@ pub(crate) struct PartitionMeters {
     pub claims: Counter,
     /// Seconds recovery waited on `claim.rate`.
     pub claim_throttled: SecondsCounter,
+    /// 1 while the partition is paused.
+    pub intake_paused: Gauge,
     pub poison_quarantined: Counter,
     pub pending_deleted: Counter,
     pub retries_scheduled: Counter,
@@ -396,6 +420,7 @@ mod tests {
         assert_eq!(openmetrics(&registry), "# EOF\n");
         let _meters = metrics.partition("ocr", "workers", 0);
         let _histograms = metrics.histograms("ocr", "workers");
+        let _rate_limited = metrics.rate_limited("ocr", "workers");
         metrics
             .trim()
             .removed("ocr", 0, super::super::StreamRole::Dead, 1);
@@ -417,6 +442,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 18, "{names:?}");
+        assert_eq!(names.len(), 20, "{names:?}");
     }
 }

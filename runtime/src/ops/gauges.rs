@@ -62,6 +62,7 @@ pub struct QueueGauges {
     dead_letters: Series<PartitionLabels, Gauge>,
     retries_scheduled: Series<PartitionLabels, Gauge>,
     delayed: Series<PartitionLabels, Gauge>,
+    paused: Series<PartitionLabels, Gauge>,
     library_loaded: Series<LibraryLabels, Gauge>,
     refresh_failures: Counter,
     last_success: Seconds,
@@ -80,6 +81,7 @@ impl QueueGauges {
             dead_letters: Series::default(),
             retries_scheduled: Series::default(),
             delayed: Series::default(),
+            paused: Series::default(),
             library_loaded: Series::default(),
             refresh_failures: Counter::default(),
             last_success: Seconds::default(),
@@ -127,6 +129,11 @@ impl QueueGauges {
             gauges.delayed.family.clone(),
         );
         registry.register(
+            "queuegen_queue_paused",
+            "1 while the partition's intake is paused (queuegen pause), else 0",
+            gauges.paused.family.clone(),
+        );
+        registry.register(
             "queuegen_function_library_loaded",
             "1 when the Function library version answers on the server, 0 when it is missing",
             gauges.library_loaded.family.clone(),
@@ -156,6 +163,7 @@ impl QueueGauges {
         let mut dead = Vec::new();
         let mut retries = Vec::new();
         let mut delayed = Vec::new();
+        let mut paused = Vec::new();
         for queue in &report.queues {
             for partition in &queue.partitions {
                 let number = partition.partition.to_string();
@@ -166,7 +174,8 @@ impl QueueGauges {
                 history.push((labels.clone(), to_i64(partition.history)));
                 dead.push((labels.clone(), to_i64(partition.dead_letters.count)));
                 retries.push((labels.clone(), to_i64(partition.retries.scheduled)));
-                delayed.push((labels, to_i64(partition.delayed.scheduled)));
+                delayed.push((labels.clone(), to_i64(partition.delayed.scheduled)));
+                paused.push((labels, i64::from(partition.paused.is_some())));
                 for group in &partition.groups {
                     let labels = GroupLabels {
                         queue: queue.queue.clone(),
@@ -199,6 +208,7 @@ impl QueueGauges {
         self.dead_letters.replace(dead);
         self.retries_scheduled.replace(retries);
         self.delayed.replace(delayed);
+        self.paused.replace(paused);
         // On a Cluster a library is listed per primary: loaded means on every one.
         let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
         for library in &report.libraries {
@@ -231,6 +241,7 @@ impl QueueGauges {
         self.dead_letters.replace(Vec::new());
         self.retries_scheduled.replace(Vec::new());
         self.delayed.replace(Vec::new());
+        self.paused.replace(Vec::new());
         self.library_loaded.replace(Vec::new());
     }
 }

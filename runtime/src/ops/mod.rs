@@ -2,13 +2,14 @@
 //! trimmer, the status and pending views, admission control and the monitor.
 //!
 //! Everything here reads with commands a least-privilege monitor user may
-//! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`…), except the
-//! trimmer and its lease, which also write.
+//! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`, `GET`…), except the
+//! trimmer and its lease, and the pause flags' `pause`/`resume`, which also write.
 
 #[cfg(feature = "metrics")]
 pub mod gauges;
 pub mod inventory;
 pub mod lease;
+pub mod pause;
 pub mod pending;
 pub mod status;
 pub mod stream_id;
@@ -18,6 +19,7 @@ pub mod trim;
 pub use gauges::{QueueGauges, QueueMonitor};
 pub use inventory::{inventory, GroupInventory, PendingHead, StreamInventory};
 pub use lease::Lease;
+pub use pause::{PauseChange, PauseNote};
 pub use pending::{pending, PendingQuery, PendingReport};
 pub use status::{status, AlertThresholds, StatusReport, WatchedQueue};
 pub use stream_id::StreamId;

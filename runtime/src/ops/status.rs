@@ -23,6 +23,7 @@ use redis::{RedisResult, Value};
 use serde::Serialize;
 
 use super::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
+use super::pause::{self, PauseNote};
 use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
@@ -79,6 +80,8 @@ pub struct QueueStatus {
     /// The queue's consumer group (`group.name` of the spec).
     pub group: String,
     pub partitions: Vec<PartitionStatus>,
+    /// The partitions whose intake is paused (`queuegen pause`), ascending.
+    pub paused_partitions: Vec<u16>,
     /// Every alert of the spec that would fire now, by partition.
     pub alerts: Vec<FiringAlert>,
 }
@@ -101,6 +104,10 @@ pub struct PartitionStatus {
     /// not yet due (or due and not yet promoted).
     pub delayed: RetryStatus,
     pub dead_letters: DeadLetterStatus,
+    /// Set while the partition's intake is paused (`queuegen pause`): who
+    /// paused it, when and why. Workers read no new entries of it; recovery
+    /// and producers carry on.
+    pub paused: Option<PauseNote>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -312,6 +319,7 @@ pub async fn status<C: ConnectionLike>(
                 .arg("-")
                 .arg("COUNT")
                 .arg(1);
+            first.cmd("GET").arg(config.paused_key(partition));
         }
     }
     let answers: Vec<RedisResult<Value>> = first
@@ -342,6 +350,7 @@ pub async fn status<C: ConnectionLike>(
                 scheduled_set(config.delayed_key(partition), server_time_ms, &mut answers)?;
             let dead_letters =
                 dead_letters(config.dead_key(partition), server_time_ms, &mut answers)?;
+            let paused = pause::note_of(&config.paused_key(partition), answers.next())?;
             streams.push(Some(stream));
             partial.push(Partial {
                 partition,
@@ -349,6 +358,7 @@ pub async fn status<C: ConnectionLike>(
                 retries,
                 delayed,
                 dead_letters,
+                paused,
             });
         }
     }
@@ -395,16 +405,23 @@ pub async fn status<C: ConnectionLike>(
                 retries: rest.retries,
                 delayed: rest.delayed,
                 dead_letters: rest.dead_letters,
+                paused: rest.paused,
             });
         }
         let alerts = partitions
             .iter()
             .flat_map(|partition| firing(config.queue, partition, &queue.alerts))
             .collect();
+        let paused_partitions = partitions
+            .iter()
+            .filter(|p| p.paused.is_some())
+            .map(|p| p.partition)
+            .collect();
         report.queues.push(QueueStatus {
             queue: config.queue.to_owned(),
             group: config.group.to_owned(),
             partitions,
+            paused_partitions,
             alerts,
         });
     }
@@ -418,6 +435,7 @@ struct Partial {
     retries: RetryStatus,
     delayed: RetryStatus,
     dead_letters: DeadLetterStatus,
+    paused: Option<PauseNote>,
 }
 
 fn describe_read(queues: &[WatchedQueue]) -> String {
@@ -789,6 +807,7 @@ mod tests {
                 count: 2,
                 newest: None,
             },
+            paused: None,
         };
         let at = |pending_ms, ready_ms, dead| AlertThresholds {
             oldest_pending_age: Some(Duration::from_millis(pending_ms)),

@@ -25,13 +25,18 @@
 //! Each read stamps its entries with the partition's claim epoch as this
 //! worker knew it when the read was sent (`epochs`); their acks carry it.
 //!
+//! Paused partitions (`queuegen pause`, see `pause.rs`) are left out of
+//! every read: the loop reads only the partitions not paused as last
+//! refreshed, and when all are paused it holds no permit and waits for a
+//! change (or one block). Recovery is another loop and does not look.
+//!
 //! On a Cluster, partitions live in different slots and one read may not
 //! name keys of two slots: the non-blocking reads go one partition at a time
 //! as always, and instead of the blocking read the loop waits for a wake-up
 //! from the partitions' watchers (`wake.rs`), then sweeps; a round that
 //! waited without a wake-up waits again without sweeping first.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,12 +80,15 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         .iter()
         .map(|&p| (p, shared.config.ready_key(p)))
         .collect();
-    // One blocking read over every partition, unless they span Cluster slots.
-    let wakers = (redis.is_cluster() && spans_slots(&streams)).then(|| {
-        let keys: Vec<String> = streams.iter().map(|(_, key)| key.clone()).collect();
-        Wakers::start(&redis, shared.config.group, &keys, block)
-    });
+    // One blocking read over every partition, unless they span Cluster
+    // slots: then watchers of the partitions not paused, rebuilt when the
+    // paused set changes (a paused partition's backlog must not wake us).
+    let cluster = redis.is_cluster() && spans_slots(&streams);
+    let mut wakers: Option<(u64, Wakers)> = None;
     let mut conn: Option<Connection> = None;
+    // The queue's rate limit, asked once per round on the shared connection.
+    let mut limiter = super::rate::Limiter::new(&shared.config);
+    let mut rate_conn = shared.acks.clone();
     let mut backoff = BACKOFF_MIN;
     // Workers of one queue start at different partitions: started together at
     // the same one, they would drain it in lockstep and then find it empty
@@ -89,6 +97,33 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     // Whether the last round found the streams drained: block, skip the sweep.
     let mut drained = false;
     loop {
+        // The partitions not paused (`pause.rs`), as last read: only they are read.
+        let generation = shared.paused.generation();
+        let active: Vec<(u16, String)> = streams
+            .iter()
+            .filter(|(partition, _)| !shared.paused.is_paused(*partition))
+            .cloned()
+            .collect();
+        if active.is_empty() {
+            // Every partition paused: hold no permit, wait for a resume.
+            if shared
+                .stop
+                .unless_raised(shared.paused.changed_within(block))
+                .await
+                .is_none()
+            {
+                return Ok(());
+            }
+            shared.reading.store(true, Ordering::Relaxed);
+            continue;
+        }
+        if cluster && wakers.as_ref().map(|(built, _)| *built) != Some(generation) {
+            let keys: Vec<String> = active.iter().map(|(_, key)| key.clone()).collect();
+            wakers = Some((
+                generation,
+                Wakers::start(&redis, shared.config.group, &keys, block),
+            ));
+        }
         let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
             return Ok(());
         };
@@ -112,14 +147,50 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                 }
             },
         };
+        let mut granted = None;
+        if let Some(limiter) = limiter.as_mut() {
+            match limiter.take(&mut rate_conn, permits.len()).await {
+                Ok(grant) if grant.granted == 0 => {
+                    // Over the limit: hold no permit while the bucket refills.
+                    drop(permits);
+                    let wait = grant.wait.min(block);
+                    let waited = std::time::Instant::now();
+                    let slept = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
+                    shared.meter.rate_limited(waited.elapsed());
+                    if slept.is_none() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(grant) => {
+                    // The permits beyond the grant go back at once.
+                    permits.truncate(grant.granted);
+                    granted = Some(grant.granted);
+                }
+                Err(Failure::Fatal(err)) => return Err(err),
+                Err(Failure::Cancelled) => return Ok(()),
+                Err(Failure::Retry { error, .. }) => {
+                    tracing::warn!(error = %error, ?backoff, "asking the rate limit failed; retrying");
+                    drop(permits);
+                    if !pause(shared, &mut backoff).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+        }
         let round = Round {
             shared,
-            streams: &streams,
+            streams: &active,
             block,
-            wakers: wakers.as_ref(),
+            wakers: wakers.as_ref().map(|(_, wakers)| wakers),
             drained,
+            delivered: AtomicUsize::new(0),
         };
-        let result = round.read(reader, start, &mut permits).await;
+        let result = round.read(reader, start % active.len(), &mut permits).await;
+        if let (Some(limiter), Some(granted)) = (limiter.as_mut(), granted) {
+            limiter.settle(granted, round.delivered.load(Ordering::Relaxed));
+        }
         drained = matches!(result, Ok(Ended::Drained));
         // Permits not used by this round go back before the next one.
         drop(permits);
@@ -174,6 +245,8 @@ struct Round<'a, E, H> {
     wakers: Option<&'a Wakers>,
     /// The last round found the streams drained: skip the sweep.
     drained: bool,
+    /// Entries this round handed to job tasks (settled against the rate grant).
+    delivered: AtomicUsize,
 }
 
 /// How a round ended.
@@ -340,6 +413,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         entry: Entry,
         permit: OwnedSemaphorePermit,
     ) {
+        self.delivered.fetch_add(1, Ordering::Relaxed);
         let delivery = Delivery {
             partition,
             entry,

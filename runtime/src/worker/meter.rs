@@ -28,6 +28,8 @@ struct Installed {
     partitions: Vec<Option<PartitionMeters>>,
     handler_duration: prometheus_client::metrics::histogram::Histogram,
     publish_to_start: prometheus_client::metrics::histogram::Histogram,
+    /// Only for a queue with `handler.rate`.
+    rate_limited: Option<crate::metrics::SecondsCounter>,
     trim: TrimMetrics,
 }
 
@@ -53,6 +55,9 @@ impl Meter {
                 partitions: table,
                 handler_duration,
                 publish_to_start,
+                rate_limited: config
+                    .rate
+                    .map(|_| metrics.rate_limited(config.queue, config.group)),
                 trim: metrics.trim().clone(),
             }),
         }
@@ -177,6 +182,26 @@ impl Meter {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.ownership_lost[settlement.index()].inc_by(entries);
+        }
+    }
+
+    /// The intake waited `waited`, holding no permit, for the rate limit.
+    pub(super) fn rate_limited(&self, waited: std::time::Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(counter) = self
+            .installed
+            .as_ref()
+            .and_then(|installed| installed.rate_limited.as_ref())
+        {
+            counter.inc_by(waited.as_secs_f64());
+        }
+    }
+
+    /// Whether `partition` is paused now, as this worker last read it.
+    pub(super) fn intake_paused(&self, partition: u16, paused: bool) {
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.partition(partition) {
+            meters.intake_paused.set(i64::from(paused));
         }
     }
 

@@ -11,6 +11,10 @@
 //! - `scheduler`: one loop that promotes due retries back to the ready streams;
 //! - `leadership`: one loop that holds each partition's loops lease, so that
 //!   recovery and the scheduler run a partition in one worker at a time;
+//! - `rate`: the queue's rate limit (`handler.rate`), a token bucket in
+//!   Redis the intake asks once per round;
+//! - `pause`: one loop that refreshes which partitions are paused
+//!   (`queuegen pause`), so that the intake skips them without a round trip;
 //! - `trimmer`: one loop that trims the worker's partitions' streams every
 //!   `retention.trim_every`, under each partition's trim lease;
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up
@@ -31,6 +35,8 @@ mod intake;
 mod job;
 mod leadership;
 mod meter;
+mod pause;
+mod rate;
 mod recovery;
 mod reply;
 mod scheduler;
@@ -350,7 +356,21 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let consumer: Arc<str> = Arc::from(self.consumer);
         let leadership = leadership::Leadership::new(self.config.partitions, &consumer);
         let handling = Arc::new(acks::Handling::default());
+        // The pause flags as they are now, before the first read.
+        let paused = Arc::new(pause::Paused::new(self.config.partitions));
+        if let Err(err) = pause::refresh(
+            &mut self.redis.shared(),
+            &self.config,
+            &partitions,
+            &paused,
+            &meter,
+        )
+        .await
+        {
+            tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
+        }
         let shared = Arc::new(Shared {
+            paused,
             handling: handling.clone(),
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
@@ -402,11 +422,14 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let scheduler = tokio::spawn(
             scheduler::run(shared.clone(), partitions.clone()).instrument(span.clone()),
         );
+        let pausing = tokio::spawn(
+            pause::run(shared.clone(), partitions.clone(), block).instrument(span.clone()),
+        );
         let trimmer =
             tokio::spawn(trimmer::run(shared.clone(), partitions).instrument(span.clone()));
         shutdown::run(
             shared,
-            [intake, recovery, scheduler, trimmer, leading],
+            [intake, recovery, scheduler, trimmer, leading, pausing],
             shutdown,
         )
         .instrument(span)
@@ -492,6 +515,8 @@ struct Shared<E, H> {
     in_flight: Arc<InFlight>,
     /// The partitions whose recovery and retry scheduler this worker runs now.
     leadership: leadership::Leadership,
+    /// Which partitions are paused: the intake reads no new entries of them.
+    paused: Arc<pause::Paused>,
     /// Raised when shutdown begins: take no new permits, start no new reads.
     stop: Flag,
     /// Raised when the shutdown budget is spent: abandon whatever still runs.

@@ -24,6 +24,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(1),
     concurrency: 8,
     shutdown_budget: Duration::from_secs(2),
+    rate: None,
     claim_min_idle: Duration::from_secs(2),
     claim_every: Duration::from_millis(500),
     claim_batch: 16,

@@ -24,6 +24,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(30),
     concurrency: 8,
     shutdown_budget: Duration::from_secs(10),
+    rate: None,
     claim_min_idle: Duration::from_secs(60),
     claim_every: Duration::from_secs(10),
     claim_batch: 50,

@@ -25,6 +25,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(10),
     concurrency: 8,
     shutdown_budget: Duration::from_secs(5),
+    rate: None,
     claim_min_idle: Duration::from_secs(60),
     claim_every: Duration::from_secs(30),
     claim_batch: 16,

@@ -24,6 +24,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_millis(200),
     concurrency: 8,
     shutdown_budget: Duration::from_secs(2),
+    rate: None,
     claim_min_idle: Duration::from_millis(1200),
     claim_every: Duration::from_millis(200),
     claim_batch: 16,

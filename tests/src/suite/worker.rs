@@ -50,6 +50,9 @@ pub struct Tuning {
     pub poison_max_deliveries: Option<u32>,
     pub retention_min_age_ms: Option<u64>,
     pub trim_every_ms: Option<u64>,
+    /// `handler.rate`: `limit` jobs per `per_ms`, shared by every worker.
+    #[serde(default)]
+    pub rate: Option<(u32, u64)>,
 }
 
 /// Everything a worker of a scenario is.
@@ -109,6 +112,13 @@ impl WorkerSpec {
                 .unwrap_or(base.poison_max_deliveries),
             retention_min_age: t.retention_min_age_ms.map_or(base.retention_min_age, ms),
             trim_every: t.trim_every_ms.map_or(base.trim_every, ms),
+            rate: t
+                .rate
+                .map(|(limit, per_ms)| queuegen_runtime::RateLimit {
+                    limit,
+                    per: ms(per_ms),
+                })
+                .or(base.rate),
             ..base
         }
     }

@@ -25,6 +25,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(900),
     concurrency: 2,
     shutdown_budget: Duration::from_secs(60),
+    rate: None,
     claim_min_idle: Duration::from_secs(1800),
     claim_every: Duration::from_secs(60),
     claim_batch: 10,

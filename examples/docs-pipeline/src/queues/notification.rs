@@ -26,6 +26,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(10),
     concurrency: 64,
     shutdown_budget: Duration::from_secs(5),
+    rate: Some(queuegen_runtime::RateLimit {
+        limit: 100,
+        per: Duration::from_secs(1),
+    }),
     claim_min_idle: Duration::from_secs(30),
     claim_every: Duration::from_secs(5),
     claim_batch: 100,

@@ -25,6 +25,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(60),
     concurrency: 16,
     shutdown_budget: Duration::from_secs(20),
+    rate: None,
     claim_min_idle: Duration::from_secs(120),
     claim_every: Duration::from_secs(10),
     claim_batch: 50,

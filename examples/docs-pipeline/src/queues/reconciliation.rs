@@ -25,6 +25,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     handler_timeout: Duration::from_secs(300),
     concurrency: 1,
     shutdown_budget: Duration::from_secs(30),
+    rate: None,
     claim_min_idle: Duration::from_secs(900),
     claim_every: Duration::from_secs(30),
     claim_batch: 10,

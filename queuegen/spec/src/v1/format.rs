@@ -403,6 +403,19 @@ pub static HANDLER: Obj = Obj {
             "Jobs one worker process runs at once; also the most it reads ahead."),
         prop!("shutdown_budget", Ty::Duration, default = Some("10s"),
             "How long shutdown waits for jobs in flight before leaving them pending."),
+        prop!("rate", Ty::Object(&RATE), default = Some("none (no limit)"),
+            "Most jobs all workers of the queue start together: `limit` jobs per `per`, a token bucket in Redis shared by every worker (one call per intake round). Jobs over the limit wait, undelivered; they never fail."),
+    ],
+};
+
+pub static RATE: Obj = Obj {
+    name: "Rate",
+    doc: "A rate limit shared by all workers of a queue (a token bucket in Redis holding at most `limit` tokens, refilled at `limit` per `per`).",
+    props: &[
+        prop!("limit", Ty::Int { min: 1, max: U32_MAX }, required,
+            "Jobs started per `per`, by all workers together; also the largest burst after an idle period."),
+        prop!("per", Ty::Duration, required,
+            "The period `limit` applies to, e.g. 1s or 1m."),
     ],
 };
 
@@ -594,6 +607,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &QUEUE,
         &GROUP,
         &HANDLER,
+        &RATE,
         &CLAIM,
         &RETRY,
         &BACKOFF,

@@ -6,16 +6,16 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
-    Jitter, Payload, Poison, Queue, ResultStore, Retention, Retry, TrimMode,
+    Jitter, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TrimMode,
 };
 use crate::suggest;
-use crate::units::{format_duration, format_size, round_up_duration};
+use crate::units::{self, format_duration, format_size, round_up_duration};
 use crate::yaml::Node;
 
 use super::envelope::EnvelopeDef;
 use super::format::{
     ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, PAYLOAD,
-    POISON, QUEUE, RETENTION, RETRY, TRIM_MODES,
+    POISON, QUEUE, RATE, RETENTION, RETRY, TRIM_MODES,
 };
 use super::kubernetes;
 use super::names;
@@ -349,15 +349,57 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
     let shutdown_budget = h
         .read(ctx, "shutdown_budget", values::duration)
         .or(secs(10));
-    let settings = match (timeout, concurrency, shutdown_budget) {
-        (Some(timeout), Some(concurrency), Some(shutdown_budget)) => Some(HandlerSettings {
-            timeout,
-            concurrency: concurrency as u32,
-            shutdown_budget,
-        }),
+    let rate = rate(ctx, &h);
+    let settings = match (timeout, concurrency, shutdown_budget, rate) {
+        (Some(timeout), Some(concurrency), Some(shutdown_budget), Some(rate)) => {
+            Some(HandlerSettings {
+                timeout,
+                concurrency: concurrency as u32,
+                shutdown_budget,
+                rate,
+            })
+        }
         _ => None,
     };
     (timeout, settings)
+}
+
+/// `handler.rate`: `Some(None)` when absent (no limit), `None` when invalid.
+fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
+    if h.get("rate").is_none() {
+        return Some(None);
+    }
+    let r = h.child(ctx, "rate", &RATE);
+    let limit = r.read(ctx, "limit", |ctx, it| {
+        values::count(
+            ctx,
+            it,
+            1,
+            U32_MAX,
+            "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
+        )
+    });
+    let per = r.read(ctx, "per", |ctx, it| {
+        if let Node::Str(text) = it.node {
+            if units::parse_duration(text).is_ok_and(|d| d.is_zero()) {
+                ctx.error(
+                    &it.value(),
+                    "a rate per 0s is not a rate: the limit would apply to no time at all",
+                    "write the period the limit applies to, e.g. `per: 1s` or `per: 1m`",
+                );
+                return None;
+            }
+        }
+        values::duration(ctx, it)
+    });
+    match (limit, per) {
+        (Read::Ok(limit), Read::Ok(per)) => Some(Some(Rate {
+            limit: limit as u32,
+            per,
+        })),
+        // A missing `limit` or `per` was reported as a required key.
+        _ => None,
+    }
 }
 
 /// `min_idle` on its own (for the retention check), and the whole section.

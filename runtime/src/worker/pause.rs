@@ -1,0 +1,186 @@
+//! Which of the worker's partitions are paused (`queuegen pause`), refreshed in the background so the intake pays no round trip for it.
+//!
+//! A partition is paused while its flag key (`{prefix}:{queue-NN}:paused`,
+//! `ops::pause`) exists. The intake must stop reading new entries of a
+//! paused partition within about one read block, without asking Redis
+//! before every read: so this loop asks instead, every quarter of the read
+//! block (`EXISTS` of each of the worker's partitions' flags, one pipeline
+//! on the shared connection, split per slot on a Cluster), and the intake
+//! consults the answer in memory. A pause is noticed at most a quarter
+//! block after it was set; a blocking read sent just before that may still
+//! deliver for up to one block, so new deliveries of a paused partition stop
+//! within 1.25 read blocks (1.25 s with the default block of 1 s).
+//!
+//! Only the intake looks at the flags: recovery (claims of idle entries),
+//! acks, retries, dead letters and the trimmer carry on, so nothing a paused
+//! partition already delivered stalls. When a refresh fails the last answer
+//! stands (a flag is not dropped because Redis did not answer); before the
+//! first answer every partition counts as not paused.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::meter::Meter;
+use super::Shared;
+use crate::config::QueueConfig;
+use crate::connect::Connection;
+use crate::envelope::Envelope;
+use crate::handler::Handler;
+
+/// Shortest refresh period, whatever the read block.
+const MIN_REFRESH: Duration = Duration::from_millis(5);
+
+/// The pause state of every partition of the queue, as last read.
+pub(super) struct Paused {
+    flags: Vec<AtomicBool>,
+    /// Raised by every change of any flag.
+    generation: AtomicU64,
+    changed: Notify,
+}
+
+impl Paused {
+    pub(super) fn new(partitions: u16) -> Paused {
+        Paused {
+            flags: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            generation: AtomicU64::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    /// Whether `partition` is paused, as last read.
+    pub(super) fn is_paused(&self, partition: u16) -> bool {
+        self.flags
+            .get(usize::from(partition))
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
+    /// Counts changes: the intake compares it to see whether its set of
+    /// readable partitions changed.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Waits for the next change, or `timeout`, whichever comes first.
+    pub(super) async fn changed_within(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
+    }
+
+    /// Records a partition's flag as read; `true` if it changed.
+    fn set(&self, partition: u16, paused: bool) -> bool {
+        let Some(flag) = self.flags.get(usize::from(partition)) else {
+            return false;
+        };
+        if flag.swap(paused, Ordering::Relaxed) == paused {
+            return false;
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+        self.changed.notify_waiters();
+        true
+    }
+}
+
+/// How often the flags are read for a read block of `block`.
+pub(super) fn refresh_period(block: Duration) -> Duration {
+    (block / 4).max(MIN_REFRESH)
+}
+
+/// Reads the flags of `partitions` once (one pipeline) and records them;
+/// logs each change. A failed read changes nothing.
+pub(super) async fn refresh(
+    conn: &mut Connection,
+    config: &QueueConfig,
+    partitions: &[u16],
+    paused: &Paused,
+    meter: &Meter,
+) -> redis::RedisResult<()> {
+    let mut pipe = redis::pipe();
+    for &partition in partitions {
+        pipe.cmd("EXISTS").arg(config.paused_key(partition));
+    }
+    let flags: Vec<u8> = pipe.query_async(conn).await?;
+    for (&partition, flag) in partitions.iter().zip(flags) {
+        let now = flag != 0;
+        meter.intake_paused(partition, now);
+        if paused.set(partition, now) {
+            if now {
+                tracing::info!(
+                    queue = config.queue,
+                    partition,
+                    key = %config.paused_key(partition),
+                    "partition paused: reading no new entries of it (recovery carries on)"
+                );
+            } else {
+                tracing::info!(
+                    queue = config.queue,
+                    partition,
+                    "partition resumed: reading new entries again"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
+pub(super) async fn run<E: Envelope, H: Handler<E>>(
+    shared: Arc<Shared<E, H>>,
+    partitions: Vec<u16>,
+    block: Duration,
+) -> crate::error::Result<()> {
+    let mut conn = shared.acks.clone();
+    let mut ticker = super::every(refresh_period(block));
+    let mut failing = false;
+    loop {
+        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+            return Ok(());
+        }
+        match refresh(
+            &mut conn,
+            &shared.config,
+            &partitions,
+            &shared.paused,
+            &shared.meter,
+        )
+        .await
+        {
+            Ok(()) => failing = false,
+            Err(err) => {
+                // Once per outage, not every tick.
+                if !failing {
+                    tracing::warn!(error = %err, "reading the pause flags failed; keeping the last known state");
+                }
+                failing = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_raise_the_generation_once() {
+        let paused = Paused::new(4);
+        assert!(!paused.is_paused(2));
+        assert!(paused.set(2, true));
+        assert!(!paused.set(2, true));
+        assert!(paused.is_paused(2));
+        assert_eq!(paused.generation(), 1);
+        assert!(paused.set(2, false));
+        assert_eq!(paused.generation(), 2);
+        assert!(!paused.is_paused(9));
+    }
+
+    #[test]
+    fn the_refresh_is_a_quarter_block() {
+        assert_eq!(
+            refresh_period(Duration::from_secs(1)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(refresh_period(Duration::from_millis(10)), MIN_REFRESH);
+    }
+}
