@@ -104,9 +104,10 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg8, qg8l, qg8m, qg8mt,
+    /// Run only these variants (repeatable): base, qg8, qg8l, qg8d, qg8m, qg8mt,
     /// base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l: qg8 with a
-    /// handler.rate far above what it reaches, the rate limiter's cost). Default: all but trim, baseP and
+    /// handler.rate far above what it reaches, the rate limiter's cost;
+    /// qg8d: qg8 on a queue with dedup, publish_once per job). Default: all but trim, baseP and
     /// qg8p (with --rate: base, qg8, base1, qg1); --postgres adds baseP and
     /// qg8p. Each queuegen ratio is against its own baseline: qg1's against
     /// base1 (one consumer), qg8r's against baseR (8 consumers + one result
@@ -216,6 +217,10 @@ pub const LIMITER_RATE: queuegen_runtime::RateLimit = queuegen_runtime::RateLimi
     per: std::time::Duration::from_secs(1),
 };
 
+/// qg8d's dedup window: every job_id of a round is new, so nothing is a
+/// duplicate and the variant measures what the marker check costs.
+pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -235,6 +240,9 @@ pub enum Variant {
         telemetry: bool,
         tracing: bool,
         limited: bool,
+        /// The queue has `dedup` ([`DEDUP_WINDOW`]): every publish is one
+        /// `publish_once` Function call in place of an `XADD`.
+        dedup: bool,
     },
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
@@ -263,6 +271,7 @@ impl Variant {
         telemetry: false,
         tracing: false,
         limited: false,
+        dedup: false,
     };
     pub const QG8: Variant = Variant::Queuegen {
         workers: 8,
@@ -270,6 +279,7 @@ impl Variant {
         telemetry: false,
         tracing: false,
         limited: false,
+        dedup: false,
     };
 
     /// qg8 with a rate limit it never reaches (qg8l).
@@ -279,20 +289,33 @@ impl Variant {
         telemetry: false,
         tracing: false,
         limited: true,
+        dedup: false,
+    };
+
+    /// qg8 on a queue with `dedup` (qg8d): publish_once per job.
+    pub const QG8_DEDUP: Variant = Variant::Queuegen {
+        workers: 8,
+        store: Store::Nothing,
+        telemetry: false,
+        tracing: false,
+        limited: false,
+        dedup: true,
     };
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 12] = [
         Variant::BASE,
         Variant::QG8,
         Variant::QG8_LIMITED,
+        Variant::QG8_DEDUP,
         Variant::Queuegen {
             workers: 8,
             store: Store::Nothing,
             telemetry: true,
             tracing: false,
             limited: false,
+            dedup: false,
         },
         Variant::Queuegen {
             workers: 8,
@@ -300,6 +323,7 @@ impl Variant {
             telemetry: true,
             tracing: true,
             limited: false,
+            dedup: false,
         },
         Variant::BASE1,
         Variant::QG1,
@@ -310,6 +334,7 @@ impl Variant {
             telemetry: false,
             tracing: false,
             limited: false,
+            dedup: false,
         },
         Variant::BASE_PG,
         Variant::Queuegen {
@@ -318,6 +343,7 @@ impl Variant {
             telemetry: false,
             tracing: false,
             limited: false,
+            dedup: false,
         },
     ];
 
@@ -382,12 +408,14 @@ impl Variant {
                 telemetry,
                 tracing,
                 limited,
+                dedup,
             } => {
                 let limited = if limited {
                     " + rate limit (never reached)"
                 } else {
                     ""
                 };
+                let dedup = if dedup { " + dedup (publish_once)" } else { "" };
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
@@ -403,7 +431,7 @@ impl Variant {
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
-                format!("queuegen, {workers}{store}{telemetry}{limited}")
+                format!("queuegen, {workers}{store}{telemetry}{limited}{dedup}")
             }
         }
     }
@@ -442,8 +470,9 @@ impl Variant {
                 telemetry,
                 tracing,
                 limited,
+                dedup,
             } => format!(
-                "qg{workers}{}{}{}{}",
+                "qg{workers}{}{}{}{}{}",
                 match store {
                     Store::Nothing => "",
                     Store::Redis => "r",
@@ -451,7 +480,8 @@ impl Variant {
                 },
                 if telemetry { "m" } else { "" },
                 if tracing { "t" } else { "" },
-                if limited { "l" } else { "" }
+                if limited { "l" } else { "" },
+                if dedup { "d" } else { "" }
             ),
         }
     }
@@ -755,10 +785,15 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                     telemetry,
                     tracing,
                     limited,
+                    dedup,
                 } => {
                     let _tracing = tracing.then(telemetry::TracingOn::start);
-                    let rate = limited.then_some(LIMITER_RATE);
-                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, rate).await
+                    let options = queuegen::QueueOptions {
+                        rate: limited.then_some(LIMITER_RATE),
+                        dedup_window: dedup.then_some(DEDUP_WINDOW),
+                    };
+                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, options)
+                        .await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };

@@ -90,6 +90,15 @@ impl queuegen_runtime::Handler<TestJob> for Bench {
     }
 }
 
+/// What a variant changes in the generated queue's settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueOptions {
+    /// `handler.rate` (qg8l).
+    pub rate: Option<queuegen_runtime::RateLimit>,
+    /// `dedup.window` (qg8d).
+    pub dedup_window: Option<std::time::Duration>,
+}
+
 pub async fn run(
     args: &Args,
     url: &str,
@@ -97,7 +106,7 @@ pub async fn run(
     workers: usize,
     sink: Sink<'_>,
     telemetry: bool,
-    rate: Option<queuegen_runtime::RateLimit>,
+    options: QueueOptions,
 ) -> Result<RoundResult> {
     // QueueConfig holds `&'static str`s: one small leak per variant and round.
     let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
@@ -105,7 +114,8 @@ pub async fn run(
         key_prefix,
         partitions: args.partitions,
         concurrency: args.concurrency,
-        rate,
+        rate: options.rate,
+        dedup_window: options.dedup_window,
         ..jobs::CONFIG
     };
     let redis = Redis::connect(url)

@@ -558,6 +558,10 @@ local function publish_once(KEYS, ARGV)
   local ready_key = KEYS[1]
   local marker_key = KEYS[2]
 
+  -- The hot path of every publish of a dedup queue: no copy of the
+  -- envelope and no TYPE calls. The marker's GET is the type check of the
+  -- marker (a reply, not a write), and the XADD, the first write, either
+  -- appends or fails writing nothing; the SET after it cannot fail.
   local err = count_is(KEYS, ARGV, 2, 3, false)
   if err then return err end
   if #KEYS ~= 2 then
@@ -566,20 +570,36 @@ local function publish_once(KEYS, ARGV)
   local window_ms
   window_ms, err = parse_integer('window_ms', ARGV[1], 1)
   if err then return err end
-  local fields, job_id
-  fields, job_id, err = envelope_args(ARGV, 2)
+  if #ARGV % 2 ~= 1 then
+    return fail('QG_BADARG', 'the envelope must be field, value pairs, got ' .. (#ARGV - 1) .. ' arguments')
+  end
+  local job_id
+  for i = 2, #ARGV, 2 do
+    if ARGV[i] == 'job_id' then
+      job_id = ARGV[i + 1]
+      break
+    end
+  end
+  if job_id == nil then
+    return fail('QG_BADENVELOPE', 'job_id is missing')
+  end
+  job_id, err = parse_job_id('job_id', job_id)
   if err then return err end
   err = keys_are(KEYS, {'ready', 'marker:publish:' .. job_id})
-    or key_type_is(ready_key, 'stream', 'none')
-    or key_type_is(marker_key, 'string', 'none')
   if err then return err end
 
-  local first = redis.call('GET', marker_key)
+  local first = redis.pcall('GET', marker_key)
+  if type(first) == 'table' and first.err then
+    return key_type_is(marker_key, 'string', 'none')
+  end
   if first then
     return {'duplicate', first}
   end
   -- Writes: the entry, then the marker naming it.
-  local ready_id = redis.call('XADD', ready_key, '*', unpack(fields))
+  local ready_id = redis.pcall('XADD', ready_key, '*', unpack(ARGV, 2))
+  if type(ready_id) == 'table' and ready_id.err then
+    return key_type_is(ready_key, 'stream', 'none') or fail('QG_BADARG', 'XADD ' .. ready_key .. ': ' .. ready_id.err)
+  end
   redis.call('SET', marker_key, ready_id, 'PX', window_ms)
   return {'published', ready_id}
 end

@@ -245,3 +245,45 @@ async fn an_error_of_the_function_names_queue_partition_and_job() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_ready_key_of_another_type_is_refused_and_no_marker_is_left() {
+    init_tracing();
+    let server = RedisServer::start();
+    let config = QueueConfig {
+        partitions: 1,
+        ..deduplicating("dedup-ready-type", Duration::from_secs(60))
+    };
+    let (redis, mut conn) = applied(&server, &config).await;
+    let ready = config.ready_key(0);
+    let _: () = redis::cmd("DEL")
+        .arg(&ready)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&ready)
+        .arg("not a stream")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+
+    let err = producer.publish(job("nowhere")).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Transition {
+                code: TransitionCode::WrongType,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let marker: bool = redis::cmd("EXISTS")
+        .arg(config.marker_key(0, "publish", "nowhere"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!marker, "a refused publish leaves no marker");
+}
