@@ -103,20 +103,9 @@ pub async fn scheduler_killed_mid_batch(run: Run) -> Verdict {
         spec.tuning.concurrency = Some(jobs.len());
         spec
     };
-    let mut victim = stage.spawn(&victim_spec, Some("after_retry_promote"));
-    let Some(status) = victim.wait(REACH_TIMEOUT).await else {
-        verdict.problem(format!(
-            "the scheduler never promoted anything:\n{}",
-            victim.log_tail()
-        ));
+    if !scheduler_killed_at(&stage, &victim_spec, "after_retry_promote", &mut verdict).await {
         return verdict;
-    };
-    verdict.check(killed(status), || {
-        format!(
-            "the victim ended with {status}, not SIGKILL:\n{}",
-            victim.log_tail()
-        )
-    });
+    }
 
     // The state the kill left, before anyone recovers it.
     let mut conn = stage.conn();
@@ -186,20 +175,10 @@ pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
     }
     let mut verdict = Verdict::new(jobs.len());
 
-    let mut victim = stage.spawn(&stage.spec.named("victim"), Some("after_delayed_promote"));
-    let Some(status) = victim.wait(REACH_TIMEOUT).await else {
-        verdict.problem(format!(
-            "the scheduler never promoted a delayed job:\n{}",
-            victim.log_tail()
-        ));
+    let victim_spec = stage.spec.named("victim");
+    if !scheduler_killed_at(&stage, &victim_spec, "after_delayed_promote", &mut verdict).await {
         return verdict;
-    };
-    verdict.check(killed(status), || {
-        format!(
-            "the victim ended with {status}, not SIGKILL:\n{}",
-            victim.log_tail()
-        )
-    });
+    }
 
     // The state the kill left, before anyone recovers it.
     let mut conn = stage.conn();
@@ -290,4 +269,30 @@ async fn survivor_finishes(
         });
     }
     report
+}
+
+/// Starts `spec` as a worker process that dies at `failpoint` (after a
+/// promotion call) and waits for it; false, with the problem noted, when it
+/// never got there.
+async fn scheduler_killed_at(
+    stage: &Stage,
+    spec: &queuegen_tests::suite::WorkerSpec,
+    failpoint: &str,
+    verdict: &mut Verdict,
+) -> bool {
+    let mut victim = stage.spawn(spec, Some(failpoint));
+    let Some(status) = victim.wait(REACH_TIMEOUT).await else {
+        verdict.problem(format!(
+            "the scheduler never reached {failpoint}:\n{}",
+            victim.log_tail()
+        ));
+        return false;
+    };
+    verdict.check(killed(status), || {
+        format!(
+            "the victim ended with {status}, not SIGKILL:\n{}",
+            victim.log_tail()
+        )
+    });
+    true
 }
