@@ -92,6 +92,42 @@ fn dedup_without_a_window() {
 }
 
 #[test]
+fn lanes_duplicate_names() {
+    // A repeated name, a weight of 0 and a second default: all at once.
+    let queue = "    lanes:
+      - { name: high, weight: 6, default: true }
+      - { name: normal, weight: 0 }
+      - { name: high, weight: 1 }
+      - { name: low, default: true }
+";
+    case("lanes_duplicate_names", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn lanes_single() {
+    let queue = "    lanes:\n      - { name: normal, weight: 3 }\n";
+    case("lanes_single", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn lanes_names_and_bounds() {
+    let queue = "    lanes:
+      - { weight: 2 }
+      - { name: \"\" }
+      - { name: High_Priority, weight: 1001 }
+      - { name: a-very-long-lane-name-for-bulk-jobs }
+      - { name: low, priority: 1 }
+";
+    case("lanes_names", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn lanes_times_partitions_is_a_warning() {
+    let queue = "    partitions: 300\n    lanes: [{ name: high, weight: 6 }, { name: normal, weight: 3 }, { name: low }, { name: bulk }]\n";
+    case("lanes_many_streams", &spec("", queue), Expect::WarningsOnly);
+}
+
+#[test]
 fn retention_floor_with_the_default_min_age() {
     // Default min_idle 4h × 20 deliveries = 80h, more than the default 3d.
     let queue = "    handler: { timeout: 2h }\n    poison: { max_deliveries: 20 }\n";

@@ -104,6 +104,16 @@ queues:
 ";
 
 #[test]
+fn lanes_validate() {
+    let source = format!(
+        "{BASE}    lanes:\n      - {{ name: high, weight: 6 }}\n      - {{ name: normal, weight: 3, default: true }}\n      - {{ name: low }}\n"
+    );
+    let checked = check_str(&source, "q.yaml");
+    assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
+    assert!(validator().is_valid(&as_json(&source)));
+}
+
+#[test]
 fn malformed_specs_are_rejected() {
     let validator = validator();
     assert!(validator.is_valid(&as_json(BASE)));
@@ -220,6 +230,33 @@ fn malformed_specs_are_rejected() {
             ),
         ),
         (
+            "one lane",
+            format!("{BASE}    lanes: [{{ name: normal }}]\n"),
+        ),
+        ("no lanes", format!("{BASE}    lanes: []\n")),
+        (
+            "seventeen lanes",
+            format!(
+                "{BASE}    lanes: [{}]\n",
+                (0..17)
+                    .map(|i| format!("{{ name: l{i} }}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        (
+            "lane weight 0",
+            format!("{BASE}    lanes: [{{ name: high, weight: 0 }}, {{ name: low }}]\n"),
+        ),
+        (
+            "lane without a name",
+            format!("{BASE}    lanes: [{{ weight: 2 }}, {{ name: low }}]\n"),
+        ),
+        (
+            "unknown key in a lane",
+            format!("{BASE}    lanes: [{{ name: high, priority: 1 }}, {{ name: low }}]\n"),
+        ),
+        (
             "unquoted min_version",
             BASE.replace(
                 "service: shop",
@@ -300,6 +337,22 @@ fn schema_and_checker_agree_on_names() {
         sources.push(format!("{BASE}    results: postgres\n").replace(
             "service: shop",
             &format!("service: shop\nkubernetes: {{ postgres_secret: \"{name}\" }}"),
+        ));
+    }
+    for name in [
+        "high",
+        "p2-bulk",
+        "High",
+        "2high",
+        "-high",
+        "high_low",
+        "high low",
+        "",
+        &long[..32],
+        &long[..33],
+    ] {
+        sources.push(format!(
+            "{BASE}    lanes: [{{ name: \"{name}\" }}, {{ name: other }}]\n"
         ));
     }
     for source in sources {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::compat::{self, definition, reads_all_of};
 use crate::evolution::VersionField;
-use crate::model::{Envelope, Queue, ResultStore, Spec, TrimMode};
+use crate::model::{Envelope, Lane, Queue, ResultStore, Spec, TrimMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -676,6 +676,8 @@ fn queue_changes(
     note(old.autoscale == new.autoscale, "autoscale");
     note(old.outbox == new.outbox, "outbox");
     note(old.dedup == new.dedup, "dedup");
+    note(same_lane_weights(&old.lanes, &new.lanes), "lane weights");
+    lane_changes(out, old, new);
     match (old.results, new.results) {
         (Some(ResultStore::Postgres), None) => out.push(
             Impact::Rollout,
@@ -703,6 +705,95 @@ fn queue_changes(
             format!("settings changed: {}", changed.join(", ")),
         );
     }
+}
+
+/// Lanes: the default lane owns the queue's unlaned keys, every other lane
+/// the keys with its name (`lane-NAME`). A lane whose keys nobody reads any
+/// more strands its backlog; a lane whose keys change reads another lane's.
+fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
+    let path = format!("queues.{}.lanes", new.name);
+    let named = |lanes: &[Lane], name: &str| lanes.iter().any(|l| l.name == name);
+    match (old.default_lane(), new.default_lane()) {
+        (None, Some(default)) => out.push(
+            Impact::Rollout,
+            path.clone(),
+            format!(
+                "lanes {} added: producers built from this spec publish to lanes that only workers built from it read; roll the workers out before the producers (the queue's backlog stays in the default lane `{}`, which keeps the queue's keys)",
+                lane_names(&new.lanes),
+                default.name
+            ),
+        ),
+        (Some(was), Some(now)) if was.name != now.name => {
+            let (was, now) = (&was.name, &now.name);
+            if !named(&new.lanes, was) && !named(&old.lanes, now) {
+                // A renamed default lane: the same keys under another name.
+                out.push(
+                    Impact::Info,
+                    path.clone(),
+                    format!("default lane `{was}` renamed `{now}`: it keeps the queue's keys and the backlog in them"),
+                );
+            } else {
+                let stranded = if named(&old.lanes, now) {
+                    format!(", and those of `{now}` (under its `lane-{now}` keys) would no longer be read")
+                } else {
+                    String::new()
+                };
+                out.push(
+                    Impact::Breaking,
+                    path.clone(),
+                    format!(
+                        "default lane `{was}` → `{now}`: the default lane owns the queue's unlaned keys, so the lanes swap keys: the backlog, retries and dead letters waiting in `{was}` would be read as `{now}`{stranded}; drain both lanes first, or keep `{was}` the default"
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+    if !old.lanes.is_empty() {
+        for (i, lane) in new.lanes.iter().enumerate() {
+            if !named(&old.lanes, &lane.name) && !lane.default {
+                out.push(
+                    Impact::Rollout,
+                    format!("{path}[{i}]"),
+                    format!(
+                        "lane `{}` added: producers built from this spec publish to it, and only workers built from it read it; roll the workers out before the producers",
+                        lane.name
+                    ),
+                );
+            }
+        }
+    }
+    for (i, lane) in old.lanes.iter().enumerate() {
+        // The default lane's keys are the queue's own: they stay read
+        // (by the new default lane, or by the queue without lanes).
+        if !named(&new.lanes, &lane.name) && !lane.default {
+            out.push(
+                Impact::Breaking,
+                format!("{path}[{i}]"),
+                format!(
+                    "lane `{}` removed: its streams' backlog, retries and dead letters are no longer read; stop publishing to it and drain the lane first",
+                    lane.name
+                ),
+            );
+        }
+    }
+}
+
+/// Whether every lane of both has the same weight in both.
+fn same_lane_weights(old: &[Lane], new: &[Lane]) -> bool {
+    old.iter().all(|was| {
+        new.iter()
+            .filter(|now| now.name == was.name)
+            .all(|now| now.weight == was.weight)
+    })
+}
+
+fn lane_names(lanes: &[Lane]) -> String {
+    lanes
+        .iter()
+        .map(|l| format!("`{}`", l.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn sorted(versions: &[u32]) -> Vec<u32> {
@@ -887,6 +978,137 @@ mod tests {
         // Back to in-process trimming needs no order.
         let back = findings(&new, &old);
         assert!(back.iter().all(|f| f.0 == Impact::Info), "{back:?}");
+    }
+
+    const LANES: &str = "    lanes:\n      - { name: high, weight: 6 }\n      - { name: normal, weight: 3, default: true }\n      - { name: low, weight: 1 }\n";
+
+    #[test]
+    fn adding_lanes_rolls_the_workers_first() {
+        let found = findings(&spec(V1, ""), &spec(V1, LANES));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (Impact::Rollout, "queues.orders.lanes")
+        );
+        assert!(
+            found[0]
+                .2
+                .contains("roll the workers out before the producers"),
+            "{}",
+            found[0].2
+        );
+        assert!(
+            found[0].2.contains("default lane `normal`"),
+            "{}",
+            found[0].2
+        );
+
+        // A lane added to a queue with lanes: the same order.
+        let more = LANES.replace(
+            "      - { name: low, weight: 1 }\n",
+            "      - { name: low, weight: 1 }\n      - { name: bulk }\n",
+        );
+        let found = findings(&spec(V1, LANES), &spec(V1, &more));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (Impact::Rollout, "queues.orders.lanes[3]")
+        );
+        assert!(
+            found[0].2.starts_with("lane `bulk` added"),
+            "{}",
+            found[0].2
+        );
+    }
+
+    #[test]
+    fn removing_a_lane_strands_its_backlog() {
+        let fewer = LANES.replace("      - { name: low, weight: 1 }\n", "");
+        let found = findings(&spec(V1, LANES), &spec(V1, &fewer));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (Impact::Breaking, "queues.orders.lanes[2]")
+        );
+        assert!(
+            found[0]
+                .2
+                .starts_with("lane `low` removed: its streams' backlog, retries and dead letters are no longer read"),
+            "{}",
+            found[0].2
+        );
+        assert!(found[0].2.contains("drain the lane first"));
+
+        // Removing every lane: the default lane's keys are the queue's own,
+        // so only the other lanes are stranded.
+        let found = findings(&spec(V1, LANES), &spec(V1, ""));
+        let got: Vec<(Impact, &str)> = found.iter().map(|f| (f.0, f.1.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (Impact::Breaking, "queues.orders.lanes[0]"),
+                (Impact::Breaking, "queues.orders.lanes[2]"),
+            ],
+            "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn changing_the_default_lane_swaps_keys() {
+        let high_default = LANES
+            .replace(", default: true", "")
+            .replace("weight: 6 }", "weight: 6, default: true }");
+        let found = findings(&spec(V1, LANES), &spec(V1, &high_default));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (Impact::Breaking, "queues.orders.lanes")
+        );
+        assert!(
+            found[0].2.starts_with(
+                "default lane `normal` → `high`: the default lane owns the queue's unlaned keys"
+            ),
+            "{}",
+            found[0].2
+        );
+        assert!(
+            found[0]
+                .2
+                .contains("those of `high` (under its `lane-high` keys) would no longer be read"),
+            "{}",
+            found[0].2
+        );
+
+        // Unmarking `normal` makes the first lane the default: the same change.
+        let unmarked = LANES.replace(", default: true", "");
+        let found = findings(&spec(V1, LANES), &spec(V1, &unmarked));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Breaking);
+
+        // Renaming the default lane keeps its keys.
+        let renamed = LANES.replace("name: normal", "name: standard");
+        let found = findings(&spec(V1, LANES), &spec(V1, &renamed));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Info);
+        assert!(found[0].2.contains("renamed `standard`"), "{}", found[0].2);
+    }
+
+    #[test]
+    fn lane_weights_are_a_setting() {
+        let reweighed = LANES.replace("weight: 6", "weight: 8");
+        let found = findings(&spec(V1, LANES), &spec(V1, &reweighed));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str(), found[0].2.as_str()),
+            (
+                Impact::Info,
+                "queues.orders",
+                "settings changed: lane weights"
+            )
+        );
+        // Reordering the lanes changes nothing.
+        let reordered = "    lanes:\n      - { name: low, weight: 1 }\n      - { name: normal, weight: 3, default: true }\n      - { name: high, weight: 6 }\n";
+        assert!(findings(&spec(V1, LANES), &spec(V1, reordered)).is_empty());
     }
 
     #[test]

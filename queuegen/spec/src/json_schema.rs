@@ -126,12 +126,20 @@ fn ty_schema(ty: &Ty) -> Value {
         }),
         // A default of the field's type; decimals are ambiguous and refused.
         Ty::Scalar => json!({ "type": ["string", "boolean", "integer"] }),
-        Ty::List(item) => json!({
-            "type": "array",
-            "items": ty_schema(item),
-            "minItems": 1,
-            "uniqueItems": true,
-        }),
+        Ty::List(item) => {
+            let mut schema = json!({
+                "type": "array",
+                "items": ty_schema(item),
+                "minItems": 1,
+                "uniqueItems": true,
+            });
+            // One lane is the same as none; `check` refuses both, and more than 16.
+            if matches!(item, Ty::Object(obj) if obj.name == "Lane") {
+                schema["minItems"] = json!(2);
+                schema["maxItems"] = json!(16);
+            }
+            schema
+        }
         Ty::Object(obj) => json!({ "$ref": format!("#/$defs/{}", obj.name) }),
         Ty::Renames => json!({
             "type": "object",

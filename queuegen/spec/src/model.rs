@@ -309,6 +309,9 @@ pub struct Queue {
     pub outbox: bool,
     /// `dedup`: refuse a second publish of a job_id within a window.
     pub dedup: Option<Dedup>,
+    /// `lanes`: priority lanes, each its own stream per partition, read by
+    /// weight. Empty: the queue has one unnamed lane.
+    pub lanes: Vec<Lane>,
 }
 
 impl Queue {
@@ -316,6 +319,23 @@ impl Queue {
     pub fn uses_postgres(&self) -> bool {
         self.results == Some(ResultStore::Postgres) || self.outbox
     }
+
+    /// The lane jobs published without a lane go to, which keeps the
+    /// queue's unlaned keys; `None` when the queue has no lanes.
+    pub fn default_lane(&self) -> Option<&Lane> {
+        self.lanes.iter().find(|l| l.default)
+    }
+}
+
+/// One priority lane of a queue (`lanes:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lane {
+    /// Lowercase letters, digits and `-`; part of the lane's key names.
+    pub name: String,
+    /// The lane's share of intake under a backlog in every lane, relative to the others' weights.
+    pub weight: u32,
+    /// Whether jobs published without a lane go here; exactly one lane of a queue has it.
+    pub default: bool,
 }
 
 /// `dedup`: at most one entry per job_id within `window`.

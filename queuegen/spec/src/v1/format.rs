@@ -96,6 +96,8 @@ pub enum StrKind {
     Memory,
     /// A plain lowercase SQL identifier that needs no quoting (PostgreSQL schemas).
     SqlIdentifier,
+    /// A lane name: lowercase letters, digits and `-`, starting with a letter, at most 32 characters.
+    LaneName,
 }
 
 impl StrKind {
@@ -114,6 +116,7 @@ impl StrKind {
             StrKind::Cpu => Some("^([1-9][0-9]*m|[0-9]+(\\.[0-9]{1,3})?)$"),
             StrKind::Memory => Some("^[1-9][0-9]*(Ki|Mi|Gi|Ti)?$"),
             StrKind::SqlIdentifier => Some("^[a-z_][a-z0-9_]{0,62}$"),
+            StrKind::LaneName => Some("^[a-z][a-z0-9-]{0,31}$"),
         }
     }
 }
@@ -345,6 +348,8 @@ pub static QUEUE: Obj = Obj {
             "`postgres`: the handler commits its business change and the job's marker in one PostgreSQL transaction (the generated `results` function), so a redelivered job finds the marker instead of repeating the change."),
         prop!("dedup", Ty::Object(&DEDUP), default = Some("none (every publish appends)"),
             "Deduplication at publish: a second publish of a job_id within `window` writes nothing and answers the first entry's stream ID (`Published::duplicate`)."),
+        prop!("lanes", Ty::List(&Ty::Object(&LANE)), default = Some("none (one unnamed lane)"),
+            "Priority lanes, 2 to 16, each its own stream per partition (with the partition's hash tag). Workers read the lanes by weight: under a backlog in every lane the handled mix follows the weights and no lane starves; an empty lane's share goes to the others. Producers pick a job's lane; a job published without one goes to the default lane, which keeps the queue's unlaned keys. Retries, replays and delayed jobs keep their lane."),
         prop!("outbox", Ty::Bool, default = Some("false"),
             "Producers may enqueue this queue's jobs through the PostgreSQL transactional outbox (the generated `outbox` function): a job enqueued in the transaction of the change it announces is published, by the generated `outbox_publisher`, only once that transaction commits."),
     ],
@@ -547,6 +552,19 @@ pub static DEDUP: Obj = Obj {
     ],
 };
 
+pub static LANE: Obj = Obj {
+    name: "Lane",
+    doc: "One priority lane of a queue: its own stream per partition, read by weight.",
+    props: &[
+        prop!("name", Ty::Str(StrKind::LaneName), required,
+            "The lane's name: lowercase letters, digits and `-`, starting with a letter, at most 32 characters; unique within the queue. Part of the lane's keys (`PREFIX:lane-NAME:{QUEUE-NN}:ready`), except for the default lane, which keeps the queue's unlaned keys."),
+        prop!("weight", Ty::Int { min: 1, max: 1000 }, default = Some("1"),
+            "The lane's share of intake while every lane has a backlog, relative to the other lanes' weights (6, 3 and 1: 60%, 30% and 10%); 1 to 1000."),
+        prop!("default", Ty::Bool, default = Some("false (the first lane is the default when none is marked)"),
+            "Jobs published without a lane go to this lane; at most one lane is marked."),
+    ],
+};
+
 pub static ADMISSION: Obj = Obj {
     name: "Admission",
     doc: "Producer backpressure.",
@@ -617,6 +635,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &PAYLOAD,
         &ADMISSION,
         &DEDUP,
+        &LANE,
         &ALERTS,
         &PODS,
         &AUTOSCALE,

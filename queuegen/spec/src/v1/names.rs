@@ -41,6 +41,21 @@ pub(crate) fn is_lower_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
+/// The longest lane name.
+pub(crate) const LANE_NAME_MAX: usize = 32;
+
+/// Lane names: `^[a-z][a-z0-9-]{0,31}$`.
+pub(crate) fn is_lane_name(name: &str) -> bool {
+    name.len() <= LANE_NAME_MAX && has_lane_name_chars(name)
+}
+
+/// `^[a-z][a-z0-9-]*$`: a lane name but for its length.
+fn has_lane_name_chars(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 /// Field names and enum values: `^[a-z][a-z0-9]*(_[a-z0-9]+)*$`.
 pub(crate) fn is_snake_case(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
@@ -159,6 +174,41 @@ pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &st
     true
 }
 
+/// Checks a lane name: it is part of the lane's keys
+/// (`prefix:lane-NAME:{queue-NN}:ready`).
+pub(crate) fn check_lane_name(ctx: &mut Ctx<'_>, at: &At, name: &str) -> bool {
+    const RULE: &str = "lowercase letters, digits and `-`, starting with a letter, at most 32 characters: the name is part of the lane's keys (`PREFIX:lane-NAME:{QUEUE-NN}:ready`)";
+    if name.is_empty() {
+        ctx.error(
+            at,
+            "lane name is empty",
+            format!("name the lane, e.g. `high`: {RULE}"),
+        );
+        return false;
+    }
+    if is_lane_name(name) {
+        return true;
+    }
+    let fixed = words(name).join("-");
+    let hint = if is_lane_name(&fixed) && fixed != name {
+        format!(", e.g. `{fixed}`")
+    } else {
+        String::new()
+    };
+    let message = if has_lane_name_chars(name) {
+        format!(
+            "lane name `{name}` is {} characters long, more than {LANE_NAME_MAX}",
+            name.len()
+        )
+    } else {
+        format!(
+            "lane name `{name}` is not lowercase letters, digits and `-` starting with a letter"
+        )
+    };
+    ctx.error(at, message, format!("use {RULE}{hint}"));
+    false
+}
+
 /// Checks a group name or key prefix: only the key-layout rule applies.
 pub(crate) fn check_key_safe(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &str) -> bool {
     match key_layout_problem(name) {
@@ -200,6 +250,15 @@ mod tests {
         assert!(is_upper_camel("OcrRequested"));
         assert!(!is_upper_camel("ocrRequested"));
         assert!(!is_upper_camel("Ocr_Requested"));
+        assert!(is_lane_name("high"));
+        assert!(is_lane_name("p2-bulk"));
+        assert!(is_lane_name(&"a".repeat(32)));
+        assert!(!is_lane_name(&"a".repeat(33)));
+        for bad in [
+            "", "High", "2high", "-high", "high_low", "high low", "hígh", "a:b",
+        ] {
+            assert!(!is_lane_name(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -6,15 +6,15 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
-    Jitter, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TrimMode,
+    Jitter, Lane, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TrimMode,
 };
 use crate::suggest;
 use crate::units::{self, format_duration, format_size, round_up_duration};
-use crate::yaml::Node;
+use crate::yaml::{Node, Pos};
 
 use super::envelope::EnvelopeDef;
 use super::format::{
-    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, PAYLOAD,
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, PAYLOAD,
     POISON, QUEUE, RATE, RETENTION, RETRY, TRIM_MODES,
 };
 use super::kubernetes;
@@ -27,6 +27,11 @@ const U32_MAX: u64 = u32::MAX as u64;
 /// Above these, a value is legal but almost certainly a mistake.
 const MANY_PARTITIONS: u64 = 1024;
 const MANY_CONCURRENT: u64 = 1024;
+/// Most lanes of a queue: each is another stream per partition, read by
+/// every worker of the queue.
+const MAX_LANES: usize = 16;
+/// The largest lane weight: weights are relative, so 1000 is fine-grained enough.
+const MAX_LANE_WEIGHT: u64 = 1000;
 
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -90,6 +95,7 @@ pub(crate) fn queue(
     let payload = payload(ctx, &q, envelope);
     let admission = admission(ctx, &q);
     let dedup = dedup(ctx, &q, retention.as_ref());
+    let lanes = lanes(ctx, &q, partitions);
     let alerts = alerts(ctx, &q);
     let (pods, replicas_at) = kubernetes::pods(ctx, &q);
     let autoscale = kubernetes::autoscale(ctx, &q, replicas_at.as_ref());
@@ -125,6 +131,7 @@ pub(crate) fn queue(
         results: results?,
         outbox: outbox?,
         dedup: dedup?,
+        lanes: lanes?,
     })
 }
 
@@ -711,6 +718,162 @@ fn dedup(
     Some(Some(Dedup { window }))
 }
 
+/// A queue's `lanes`: empty when left out; otherwise 2 to 16 lanes with
+/// distinct names and exactly one default (the first when none is marked).
+/// Every problem of every lane is reported.
+fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<Vec<Lane>> {
+    let lanes = q
+        .read(ctx, "lanes", |ctx, it| {
+            let items = values::list(
+                ctx,
+                it,
+                "[{ name: high, weight: 6 }, { name: normal, weight: 3, default: true }, { name: low }]",
+            )?;
+            let mut ok = true;
+            let mut out: Vec<Lane> = Vec::with_capacity(items.len());
+            // Each distinct name with where it was first given, and the
+            // lane first marked as the default.
+            let mut named: Vec<(String, Pos)> = Vec::new();
+            let mut marked: Option<(Option<String>, Pos)> = None;
+            for item in &items {
+                let l = object(ctx, item, &LANE);
+                let name = l.read(ctx, "name", |ctx, it| {
+                    let name = values::string(ctx, it)?;
+                    names::check_lane_name(ctx, &it.value(), name).then(|| name.to_owned())
+                });
+                let weight = l
+                    .read(ctx, "weight", |ctx, it| {
+                        values::count(
+                            ctx,
+                            it,
+                            1,
+                            MAX_LANE_WEIGHT,
+                            "write a weight from 1 to 1000: weights are shares relative to each other (6, 3 and 1 give 60%, 30% and 10% while every lane has a backlog), and no lane may starve",
+                        )
+                    })
+                    .or(1);
+                let default = l.read(ctx, "default", values::boolean).or(false);
+                if let Read::Ok(name) = &name {
+                    let here = ctx.position(&l.at("name"));
+                    if let Some((_, first)) = named.iter().find(|(n, _)| n == name) {
+                        ctx.error(
+                            &l.at("name"),
+                            format!(
+                                "two lanes are named `{name}` (the first on {}): the name is part of the lane's keys, so both would be one stream",
+                                first_at(*first, here)
+                            ),
+                            "rename one of them, or merge the two into one lane",
+                        );
+                        ok = false;
+                    } else {
+                        named.push((name.clone(), here));
+                    }
+                }
+                if default == Some(true) {
+                    let here = ctx.position(&l.at("default"));
+                    match &marked {
+                        Some((first, at)) => {
+                            let first = match first {
+                                Some(name) => format!("lane `{name}`"),
+                                None => "another lane".to_owned(),
+                            };
+                            ctx.error(
+                                &l.at("default"),
+                                format!(
+                                    "a second default lane: {first} is already marked `default: true` (on {}), and jobs published without a lane go to exactly one lane",
+                                    first_at(*at, here)
+                                ),
+                                "keep `default: true` on one lane only (the default lane keeps the queue's unlaned keys, so changing it later swaps the two lanes' backlogs)",
+                            );
+                            ok = false;
+                        }
+                        None => {
+                            let name = match &name {
+                                Read::Ok(name) => Some(name.clone()),
+                                _ => None,
+                            };
+                            marked = Some((name, here));
+                        }
+                    }
+                }
+                match (name, weight, default) {
+                    (Read::Ok(name), Some(weight), Some(default)) => out.push(Lane {
+                        name,
+                        weight: weight as u32,
+                        default,
+                    }),
+                    // Reported above, or a missing `name` reported as a required key.
+                    _ => ok = false,
+                }
+            }
+            match items.len() {
+                0 => {
+                    ctx.error(
+                        &it.value(),
+                        "lists no lane: no lanes is the same as one unnamed lane",
+                        "leave `lanes` out, or list at least two",
+                    );
+                    ok = false;
+                }
+                1 => {
+                    ctx.error(
+                        &it.value(),
+                        "lists one lane: one lane is the same as no lanes",
+                        "leave `lanes` out, or list at least two",
+                    );
+                    ok = false;
+                }
+                n if n > MAX_LANES => {
+                    ctx.error(
+                        &it.value(),
+                        format!(
+                            "{n} lanes, more than {MAX_LANES}: each lane is another stream per partition that every worker of the queue reads"
+                        ),
+                        format!(
+                            "merge lanes into at most {MAX_LANES} priority classes; work that needs capacity of its own belongs in a queue of its own"
+                        ),
+                    );
+                    ok = false;
+                }
+                _ => {}
+            }
+            if !ok {
+                return None;
+            }
+            if !out.iter().any(|l| l.default) {
+                out[0].default = true;
+            }
+            Some(out)
+        })
+        .or(Vec::new())?;
+    if let Some(partitions) = partitions.filter(|_| !lanes.is_empty()) {
+        let streams = partitions * lanes.len() as u64;
+        if streams > MANY_PARTITIONS {
+            ctx.warning(
+                &q.at("lanes"),
+                format!(
+                    "{partitions} {} × {} lanes = {streams} streams: every lane of every partition is a stream with its own reader, recovery and trimming work",
+                    if partitions == 1 { "partition" } else { "partitions" },
+                    lanes.len()
+                ),
+                format!(
+                    "keep partitions × lanes at most {MANY_PARTITIONS}: use fewer partitions (they scope ordering; a few hundred is plenty for most throughput) or fewer lanes"
+                ),
+            );
+        }
+    }
+    Some(lanes)
+}
+
+/// "line 12" for where `first` is, with the column when `here` is on the same line.
+fn first_at(first: Pos, here: Pos) -> String {
+    if first.line == here.line {
+        format!("line {}, column {}", first.line, first.column)
+    } else {
+        format!("line {}", first.line)
+    }
+}
+
 fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {
     let a = q.child(ctx, "admission", &ADMISSION);
     let max_oldest_ready_age = a
@@ -790,6 +953,160 @@ fn alerts(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Alerts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A valid spec whose queue `orders` has `queue` as extra keys.
+    fn orders(queue: &str) -> String {
+        format!(
+            "version: 1\nservice: shop\nenvelopes:\n  OrderPlaced:\n    schema: 1\nqueues:\n  orders:\n    envelope: OrderPlaced\n    dead_letter: {{ owner: shop-oncall }}\n{queue}"
+        )
+    }
+
+    fn lanes_of(queue: &str) -> Vec<Lane> {
+        let checked = crate::check_str(&orders(queue), "q.yaml");
+        let spec = checked
+            .spec
+            .unwrap_or_else(|| panic!("{queue}\n{:#?}", checked.diagnostics));
+        spec.queues[0].lanes.clone()
+    }
+
+    fn lane(name: &str, weight: u32, default: bool) -> Lane {
+        Lane {
+            name: name.to_owned(),
+            weight,
+            default,
+        }
+    }
+
+    #[test]
+    fn without_lanes_a_queue_has_one_unnamed_lane() {
+        let checked = crate::check_str(&orders(""), "q.yaml");
+        let spec = checked.spec.expect("valid");
+        assert!(spec.queues[0].lanes.is_empty());
+        assert_eq!(spec.queues[0].default_lane(), None);
+    }
+
+    #[test]
+    fn the_first_lane_is_the_default_when_none_is_marked() {
+        let lanes = lanes_of("    lanes:\n      - { name: high, weight: 6 }\n      - { name: low, default: false }\n");
+        assert_eq!(lanes, [lane("high", 6, true), lane("low", 1, false)]);
+    }
+
+    #[test]
+    fn a_marked_default_is_the_only_default() {
+        let queue = "    lanes:\n      - { name: high, weight: 6 }\n      - { name: normal, weight: 3, default: true }\n      - { name: low, weight: 1 }\n";
+        let checked = crate::check_str(&orders(queue), "q.yaml");
+        let spec = checked.spec.expect("valid");
+        let q = &spec.queues[0];
+        assert_eq!(
+            q.lanes,
+            [
+                lane("high", 6, false),
+                lane("normal", 3, true),
+                lane("low", 1, false)
+            ]
+        );
+        assert_eq!(q.default_lane(), Some(&q.lanes[1]));
+        assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
+    }
+
+    #[test]
+    fn a_lane_weighs_1_unless_told() {
+        let lanes = lanes_of("    lanes: [{ name: a }, { name: b, weight: 1000 }]\n");
+        assert_eq!(lanes, [lane("a", 1, true), lane("b", 1000, false)]);
+    }
+
+    /// (line, column, message) of each diagnostic.
+    fn problems(queue: &str) -> Vec<(usize, usize, String)> {
+        let checked = crate::check_str(&orders(queue), "q.yaml");
+        assert!(checked.spec.is_none() || !checked.has_errors());
+        checked
+            .diagnostics
+            .iter()
+            .map(|d| (d.line, d.column, d.message.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn lane_problems_are_all_reported_at_their_token() {
+        // Line 10 is the first line after `dead_letter`.
+        let found = problems(
+            "    lanes:\n      - { name: high, weight: 0 }\n      - { name: high, default: true }\n      - { name: Low, default: true }\n      - { weight: 2, colour: red }\n",
+        );
+        let at: Vec<(usize, usize)> = found.iter().map(|f| (f.0, f.1)).collect();
+        assert_eq!(
+            at,
+            [(11, 31), (12, 17), (13, 17), (13, 31), (14, 9), (14, 22)],
+            "{found:#?}"
+        );
+        assert!(found[1]
+            .2
+            .starts_with("two lanes are named `high` (the first on line 11)"));
+        assert!(found[3]
+            .2
+            .starts_with("a second default lane: lane `high` is already marked"));
+        assert!(
+            found[4].2.contains("missing required key `name`"),
+            "{found:#?}"
+        );
+        assert_eq!(found[5].2, "unknown key");
+    }
+
+    #[test]
+    fn one_lane_none_and_too_many_are_refused() {
+        for queue in [
+            "    lanes: []\n".to_owned(),
+            "    lanes: [{ name: only }]\n".to_owned(),
+            format!(
+                "    lanes: [{}]\n",
+                (0..17)
+                    .map(|i| format!("{{ name: l{i} }}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ] {
+            let found = problems(&queue);
+            assert_eq!(found.len(), 1, "{queue}: {found:#?}");
+            assert_eq!((found[0].0, found[0].1), (10, 12), "{found:#?}");
+        }
+        assert_eq!(
+            lanes_of(&format!(
+                "    lanes: [{}]\n",
+                (0..16)
+                    .map(|i| format!("{{ name: l{i} }}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .len(),
+            16
+        );
+    }
+
+    #[test]
+    fn many_partitions_times_lanes_is_a_warning() {
+        let checked = crate::check_str(
+            &orders("    partitions: 512\n    lanes: [{ name: a }, { name: b }, { name: c }]\n"),
+            "q.yaml",
+        );
+        assert!(checked.spec.is_some());
+        let [warning] = checked.diagnostics.as_slice() else {
+            panic!("{:#?}", checked.diagnostics);
+        };
+        assert_eq!(
+            (warning.line, warning.path.as_str()),
+            (11, "queues.orders.lanes")
+        );
+        assert!(
+            warning
+                .message
+                .starts_with("512 partitions × 3 lanes = 1536 streams"),
+            "{warning}"
+        );
+        let quiet = crate::check_str(
+            &orders("    partitions: 512\n    lanes: [{ name: a }, { name: b }]\n"),
+            "q.yaml",
+        );
+        assert!(quiet.diagnostics.is_empty(), "{:#?}", quiet.diagnostics);
+    }
 
     #[test]
     fn stream_ids() {
