@@ -14,6 +14,14 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         Box::leak(s.to_owned().into_boxed_str())
     }
     let partition_by: Vec<&'static str> = queue.partition_by.iter().map(|f| leak(f)).collect();
+    let lanes: Vec<runtime::Lane> = queue
+        .lanes
+        .iter()
+        .map(|lane| runtime::Lane {
+            name: leak(&lane.name),
+            weight: lane.weight,
+        })
+        .collect();
     QueueConfig {
         service: leak(&spec.service),
         key_prefix: leak(&spec.redis.key_prefix),
@@ -57,6 +65,12 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         wait_replicas: spec.redis.wait_replicas,
         wait_timeout: spec.redis.wait_timeout,
         dedup_window: queue.dedup.as_ref().map(|dedup| dedup.window),
+        lanes: Box::leak(lanes.into_boxed_slice()),
+        default_lane: queue
+            .lanes
+            .iter()
+            .position(|lane| lane.default)
+            .unwrap_or(0),
     }
 }
 

@@ -35,8 +35,9 @@ const GROUP_LEASE_WAIT: Duration = Duration::from_secs(31);
 pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<GroupSetup>> {
     let mut conn = redis.shared();
     let holder = lease::unique_holder("apply");
-    let mut setups = Vec::with_capacity(usize::from(config.partitions));
-    for partition in 0..config.partitions {
+    let mut setups = Vec::with_capacity(usize::from(config.streams()));
+    // Every stream: each partition in each lane.
+    for partition in 0..config.streams() {
         let key = config.ready_key(partition);
         let lease = lease::acquire_waiting(
             &mut conn,

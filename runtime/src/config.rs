@@ -87,6 +87,22 @@ pub struct QueueConfig {
     /// With `dedup.window`: a publish of a job_id published within this
     /// long before writes nothing and answers the first entry's ID.
     pub dedup_window: Option<Duration>,
+    /// The queue's priority lanes in spec order (`lanes:`); empty: one
+    /// unnamed lane. Each lane is a stream of its own per partition, in the
+    /// partition's hash tag; see [`QueueConfig::streams`].
+    pub lanes: &'static [Lane],
+    /// Index into `lanes` of the lane a job goes to when it names none.
+    /// Its keys are the queue's unlaned ones, so adding lanes to a live
+    /// queue keeps its backlog in this lane.
+    pub default_lane: usize,
+}
+
+/// One priority lane of a queue (`lanes:`): under a backlog in every lane,
+/// intake hands each lane a share of the jobs proportional to its weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lane {
+    pub name: &'static str,
+    pub weight: u32,
 }
 
 /// A rate limit shared by every worker of a queue: `limit` jobs per `per`,
@@ -148,10 +164,84 @@ impl AsRef<str> for MarkerKind {
 }
 
 impl QueueConfig {
-    /// The hash tag of a partition, e.g. `ocr-03`. Every key of the partition
-    /// carries it, so a Function can touch them together in a Cluster.
-    pub fn partition_tag(&self, partition: u16) -> String {
+    /// How many streams the queue has: one per lane per partition.
+    ///
+    /// Every per-stream key (ready, dead, retry, delayed, markers, leases,
+    /// claims) and every per-stream loop is addressed by a *stream number*:
+    /// `slot * partitions + partition`, where the default lane is slot 0 and
+    /// the other lanes follow in spec order. So a partition's number is the
+    /// stream number of its default lane, whose keys are the unlaned ones:
+    /// without lanes, and in code that knows nothing of lanes, the key
+    /// functions below take a partition number alike.
+    pub fn streams(&self) -> u16 {
+        self.partitions
+            .saturating_mul(self.lanes.len().max(1) as u16)
+    }
+
+    /// The stream number of `partition` in the lane at index `lane` of `lanes`.
+    pub fn stream(&self, lane: usize, partition: u16) -> u16 {
+        let slot = match lane.cmp(&self.default_lane) {
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Less => lane + 1,
+            std::cmp::Ordering::Greater => lane,
+        };
+        slot as u16 * self.partitions + partition
+    }
+
+    /// The partition a stream number belongs to.
+    pub fn partition_of_stream(&self, stream: u16) -> u16 {
+        stream % self.partitions.max(1)
+    }
+
+    /// The lane a stream number belongs to; `None` for a queue without lanes.
+    pub fn lane_of_stream(&self, stream: u16) -> Option<&'static Lane> {
+        let slot = usize::from(stream / self.partitions.max(1));
+        let lane = match slot {
+            0 => self.default_lane,
+            slot if slot <= self.default_lane => slot - 1,
+            slot => slot,
+        };
+        self.lanes.get(lane)
+    }
+
+    /// The stream number of `partition` in the lane named `lane` (`None`:
+    /// the default lane); `None` when the queue has no lane of that name.
+    pub fn stream_named(&self, lane: Option<&str>, partition: u16) -> Option<u16> {
+        match lane {
+            None => Some(partition),
+            Some(name) => Some(self.stream(self.lane_index(name)?, partition)),
+        }
+    }
+
+    /// Index into `lanes` of the lane named `name`.
+    pub fn lane_index(&self, name: &str) -> Option<usize> {
+        self.lanes.iter().position(|lane| lane.name == name)
+    }
+
+    /// The stream numbers of `partitions` in every lane: the default lane's
+    /// first (the partition numbers themselves), then each other lane's.
+    pub fn streams_of(&self, partitions: &[u16]) -> Vec<u16> {
+        (0..self.lanes.len().max(1) as u16)
+            .flat_map(|slot| partitions.iter().map(move |&p| slot * self.partitions + p))
+            .collect()
+    }
+
+    /// How a stream is named to people: `partition 3`, or `partition 3
+    /// lane high` for a queue with lanes.
+    pub fn place(&self, stream: u16) -> String {
+        let partition = self.partition_of_stream(stream);
+        match self.lane_of_stream(stream) {
+            Some(lane) => format!("partition {partition} lane {}", lane.name),
+            None => format!("partition {partition}"),
+        }
+    }
+
+    /// The hash tag of a stream's partition, e.g. `ocr-03`. Every key of the
+    /// partition, in every lane, carries it, so a Function can touch them
+    /// together in a Cluster.
+    pub fn partition_tag(&self, stream: u16) -> String {
         let width = partition_digits(self.partitions);
+        let partition = self.partition_of_stream(stream);
         format!("{}-{:0width$}", self.queue, partition, width = width)
     }
 
@@ -221,8 +311,13 @@ impl QueueConfig {
     /// exists, workers read no new entries of the partition (recovery, acks
     /// and producers carry on); its value says who paused it, when and why
     /// (`ops::pause`). `queuegen pause` sets it, `queuegen resume` deletes it.
-    pub fn paused_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "paused")
+    /// One flag per partition for all its lanes: the key has no lane.
+    pub fn paused_key(&self, stream: u16) -> String {
+        format!(
+            "{}:{{{}}}:paused",
+            self.key_prefix,
+            self.partition_tag(stream)
+        )
     }
 
     /// The queue's rate-limit bucket (`handler.rate`): `{prefix}:{queue}:rate`,
@@ -238,17 +333,24 @@ impl QueueConfig {
         format!("{}_{name}", self.functions)
     }
 
-    fn partition_key(&self, partition: u16, suffix: &str) -> String {
-        format!(
-            "{}:{{{}}}:{suffix}",
-            self.key_prefix,
-            self.partition_tag(partition)
-        )
+    /// `{prefix}:{queue-NN}:suffix`, with `:lane-{name}` after the prefix
+    /// for a lane other than the default one (whose stream numbers are the
+    /// partition numbers). The lane is part of the
+    /// prefix, not the tag: a lane's keys share their partition's slot, and
+    /// every key one Function call names still has one prefix and one tag.
+    fn partition_key(&self, stream: u16, suffix: &str) -> String {
+        let tag = self.partition_tag(stream);
+        match self.lane_of_stream(stream) {
+            Some(lane) if stream >= self.partitions => {
+                format!("{}:lane-{}:{{{tag}}}:{suffix}", self.key_prefix, lane.name)
+            }
+            _ => format!("{}:{{{tag}}}:{suffix}", self.key_prefix),
+        }
     }
 
-    /// Every partition's ready stream, in partition order.
+    /// Every stream's ready key, by stream number.
     pub fn ready_keys(&self) -> Vec<String> {
-        (0..self.partitions).map(|p| self.ready_key(p)).collect()
+        (0..self.streams()).map(|s| self.ready_key(s)).collect()
     }
 }
 
@@ -299,7 +401,24 @@ pub(crate) mod tests {
         wait_replicas: 0,
         wait_timeout: Duration::from_secs(1),
         dedup_window: None,
+        lanes: &[],
+        default_lane: 0,
     };
+
+    pub(crate) const LANES: &[Lane] = &[
+        Lane {
+            name: "high",
+            weight: 6,
+        },
+        Lane {
+            name: "normal",
+            weight: 3,
+        },
+        Lane {
+            name: "low",
+            weight: 1,
+        },
+    ];
 
     #[test]
     fn keys_share_one_hash_tag_per_partition() {
@@ -329,6 +448,48 @@ pub(crate) mod tests {
             OCR.marker_key(0, MarkerKind::Replay, "5-1")
         );
         assert_eq!(OCR.function("version"), "qg_docs_pipeline_v1_version");
+    }
+
+    #[test]
+    fn each_lane_is_a_stream_per_partition_in_the_partition_s_slot() {
+        let laned = QueueConfig {
+            partitions: 4,
+            lanes: LANES,
+            default_lane: 1,
+            ..OCR
+        };
+        assert_eq!(laned.streams(), 12);
+        // The default lane (normal) is slot 0; high and low follow.
+        assert_eq!(laned.stream(1, 3), 3);
+        assert_eq!(laned.stream(0, 3), 7);
+        assert_eq!(laned.stream(2, 1), 9);
+        for (index, lane) in LANES.iter().enumerate() {
+            for partition in 0..4 {
+                let stream = laned.stream(index, partition);
+                assert_eq!(laned.partition_of_stream(stream), partition);
+                assert_eq!(laned.lane_of_stream(stream), Some(lane));
+            }
+        }
+        assert_eq!(laned.place(9), "partition 1 lane low");
+        // The default lane keeps the queue's unlaned keys.
+        assert_eq!(laned.ready_key(2), "work:{ocr-02}:ready");
+        assert_eq!(
+            laned.ready_key(laned.stream(0, 2)),
+            "work:lane-high:{ocr-02}:ready"
+        );
+        assert_eq!(
+            laned.marker_key(laned.stream(2, 0), MarkerKind::Retry, "5-1"),
+            "work:lane-low:{ocr-00}:marker:retry:5-1"
+        );
+        // One pause flag and one rate bucket for every lane.
+        assert_eq!(laned.paused_key(laned.stream(0, 2)), "work:{ocr-02}:paused");
+        assert_eq!(laned.paused_key(laned.stream(2, 2)), "work:{ocr-02}:paused");
+        assert_eq!(laned.streams_of(&[1]), vec![1, 5, 9]);
+        assert_eq!(laned.ready_keys().len(), 12);
+        // Without lanes a stream number is the partition number.
+        assert_eq!(OCR.streams(), 32);
+        assert_eq!(OCR.place(3), "partition 3");
+        assert_eq!(OCR.lane_of_stream(3), None);
     }
 
     #[test]

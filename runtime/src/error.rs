@@ -80,6 +80,16 @@ pub enum Error {
         position: usize,
     },
 
+    /// A job names a lane its queue does not have; nothing of its batch was sent.
+    #[error("queue {queue}: job {job_id:?} names lane {lane:?}, which is not one of the queue's lanes ({known})")]
+    UnknownLane {
+        queue: &'static str,
+        job_id: String,
+        lane: String,
+        /// The queue's lanes, comma-separated, or `none` when it has no lanes.
+        known: String,
+    },
+
     /// A job could not be encoded; nothing of its batch was sent.
     #[error("queue {queue}: job {job_id:?} is invalid: {source}")]
     InvalidJob {
@@ -154,13 +164,16 @@ pub enum Error {
     /// The producer refused to publish: the partition's oldest undelivered
     /// entry (for its slowest group) is older than `admission.max_oldest_ready_age`.
     #[error(
-        "queue {queue} partition {partition}: backpressure: the oldest undelivered entry is {}, above admission.max_oldest_ready_age = {}",
+        "queue {queue} partition {partition}{}: backpressure: the oldest undelivered entry is {}, above admission.max_oldest_ready_age = {}",
+        lane.map(|lane| format!(" lane {lane}")).unwrap_or_default(),
         humantime::format_duration(*oldest_ready_age),
         humantime::format_duration(*limit)
     )]
     Backpressure {
         queue: &'static str,
         partition: u16,
+        /// The lane, for a queue with lanes: each lane's stream is admitted on its own.
+        lane: Option<&'static str>,
         oldest_ready_age: std::time::Duration,
         limit: std::time::Duration,
     },

@@ -17,7 +17,9 @@ use crate::transitions::{self, Renewal};
 pub struct JobContext {
     pub(crate) header: Header,
     pub(crate) stream_id: String,
-    pub(crate) partition: u16,
+    /// The stream number of the job's lane and partition
+    /// ([`QueueConfig::streams`]); the partition's number without lanes.
+    pub(crate) stream: u16,
     pub(crate) queue: &'static str,
     /// The partition's claim epoch before this delivery's read (`None`:
     /// unknown); its ack carries it.
@@ -76,7 +78,16 @@ impl JobContext {
     }
 
     pub fn partition(&self) -> u16 {
-        self.partition
+        self.owner.config.partition_of_stream(self.stream)
+    }
+
+    /// The priority lane the job was published to (`lanes:`); `None` for a
+    /// queue without lanes. Its retries and replays stay in it.
+    pub fn lane(&self) -> Option<&'static str> {
+        self.owner
+            .config
+            .lane_of_stream(self.stream)
+            .map(|lane| lane.name)
     }
 
     pub fn queue(&self) -> &'static str {
@@ -101,7 +112,7 @@ impl JobContext {
         let owner = transitions::pending_owner(
             &mut self.owner.conn.clone(),
             &self.owner.config,
-            self.partition,
+            self.stream,
             &self.stream_id,
         )
         .await?;
@@ -122,7 +133,7 @@ impl JobContext {
         let renewal = transitions::renew(
             &mut self.owner.conn.clone(),
             &self.owner.config,
-            self.partition,
+            self.stream,
             self.consumer(),
             &self.stream_id,
         )
@@ -132,7 +143,8 @@ impl JobContext {
             Renewal::NotOwner { owner } => {
                 tracing::warn!(
                     queue = self.queue,
-                    partition = self.partition,
+                    partition = self.partition(),
+                    lane = self.lane(),
                     job_id = self.job_id(),
                     stream_id = %self.stream_id,
                     owner = owner.as_deref().unwrap_or("(none: no longer pending)"),

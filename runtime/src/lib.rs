@@ -29,7 +29,7 @@ pub mod transitions;
 pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
-pub use config::{Jitter, MarkerKind, QueueConfig, RateLimit};
+pub use config::{Jitter, Lane, MarkerKind, QueueConfig, RateLimit};
 pub use connect::{ConnectOptions, Connection, PasswordSource, Redis};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, NotOwner, Result};

@@ -25,6 +25,9 @@ pub struct NewJob<E> {
     pub tenant: String,
     /// Propagated trace; a random one is generated when `None`.
     pub trace_id: Option<String>,
+    /// The priority lane (`lanes:`) the job goes to; `None`: the queue's
+    /// default lane, or its only one.
+    pub lane: Option<String>,
     pub body: E,
 }
 
@@ -34,8 +37,16 @@ impl<E> NewJob<E> {
             job_id: job_id.into(),
             tenant: tenant.into(),
             trace_id: None,
+            lane: None,
             body,
         }
+    }
+
+    /// Publishes the job to the queue's lane `lane` (one of its `lanes:`);
+    /// a lane the queue does not have is refused when the job is encoded.
+    pub fn in_lane(mut self, lane: impl Into<String>) -> Self {
+        self.lane = Some(lane.into());
+        self
     }
 
     pub fn with_trace_id(mut self, trace_id: impl Into<String>) -> Self {
@@ -50,6 +61,8 @@ pub struct Published {
     /// The entry's stream ID (not the job's identity: that is `job_id`).
     pub stream_id: String,
     pub partition: u16,
+    /// The lane it went to; `None` for a queue without lanes.
+    pub lane: Option<&'static str>,
     /// With a [`Durability`] that asks for replicas: how many acknowledged
     /// the job within its timeout (`WAIT`'s answer, possibly fewer than
     /// asked). `None` when the publish did not wait.
@@ -63,6 +76,8 @@ pub struct Published {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delayed {
     pub partition: u16,
+    /// The lane it waits for; `None` for a queue without lanes.
+    pub lane: Option<&'static str>,
     /// When the scheduler appends it to the ready stream, in Unix ms.
     pub due_ms: u64,
     /// The job_id was already waiting: its first envelope and due time were
@@ -118,7 +133,8 @@ impl Durability {
 pub struct Producer<E: Envelope> {
     conn: Connection,
     config: QueueConfig,
-    /// The ready stream key of every partition, by partition: built once, not per job.
+    /// The ready stream key of every stream (lane and partition), by stream
+    /// number: built once, not per job.
     ready_keys: Arc<[String]>,
     /// `None` when the queue has no admission limit: publishing then takes
     /// no lock and reads no clock.
@@ -149,6 +165,8 @@ impl<E: Envelope> Clone for Producer<E> {
 
 /// A job that passed validation, ready to send.
 pub(crate) struct Encoded {
+    /// The stream number of its lane and partition ([`QueueConfig::streams`]);
+    /// its partition's number for a queue without lanes.
     pub(crate) partition: u16,
     pub(crate) pairs: Vec<(&'static str, String)>,
 }
@@ -160,12 +178,7 @@ impl<E: Envelope> Producer<E> {
         // request still refreshes each partition at most every `refresh`.
         let admission = config.admission_max_oldest_ready_age.map(|limit| {
             redis.admission(&config, limit, || {
-                Admission::new(
-                    config.queue,
-                    limit,
-                    config.admission_refresh,
-                    ready_keys.clone(),
-                )
+                Admission::new(&config, limit, ready_keys.clone())
             })
         });
         Producer {
@@ -207,16 +220,17 @@ impl<E: Envelope> Producer<E> {
 
     /// Counts `jobs` publishes to `partition`, of which `duplicates` wrote
     /// nothing (`dedup`).
-    fn appended(&self, partition: u16, jobs: u64, duplicates: u64) {
+    fn appended(&self, stream: u16, jobs: u64, duplicates: u64) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.metrics {
+            let partition = self.config.partition_of_stream(stream);
             metrics.published(self.config.queue, partition, jobs - duplicates);
             if duplicates > 0 {
                 metrics.duplicates(self.config.queue, partition, duplicates);
             }
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = (partition, jobs, duplicates);
+        let _ = (stream, jobs, duplicates);
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -254,7 +268,11 @@ impl<E: Envelope> Producer<E> {
         self.appended(job.partition, 1, u64::from(appended.duplicate));
         Ok(Published {
             stream_id: appended.stream_id,
-            partition: job.partition,
+            partition: self.config.partition_of_stream(job.partition),
+            lane: self
+                .config
+                .lane_of_stream(job.partition)
+                .map(|lane| lane.name),
             replicas,
             duplicate: appended.duplicate,
         })
@@ -301,7 +319,11 @@ impl<E: Envelope> Producer<E> {
             "accepted, delayed"
         );
         Ok(Delayed {
-            partition: job.partition,
+            partition: self.config.partition_of_stream(job.partition),
+            lane: self
+                .config
+                .lane_of_stream(job.partition)
+                .map(|lane| lane.name),
             due_ms: reply.due_ms,
             duplicate: reply.duplicate,
             replicas,
@@ -482,7 +504,7 @@ impl<E: Envelope> Producer<E> {
         let mut pipes = vec![
             redis::pipe();
             if per_partition {
-                usize::from(self.config.partitions)
+                usize::from(self.config.streams())
             } else {
                 1
             }
@@ -538,12 +560,11 @@ impl<E: Envelope> Producer<E> {
         let published: Vec<Published> = answers
             .into_iter()
             .zip(partitions)
-            .map(|(appended, partition)| Published {
+            .map(|(appended, stream)| Published {
                 stream_id: appended.stream_id,
-                partition,
-                replicas: replicas
-                    .as_ref()
-                    .map(|counts| counts[usize::from(partition)]),
+                partition: self.config.partition_of_stream(stream),
+                lane: self.config.lane_of_stream(stream).map(|lane| lane.name),
+                replicas: replicas.as_ref().map(|counts| counts[usize::from(stream)]),
                 duplicate: appended.duplicate,
             })
             .collect();
@@ -561,7 +582,9 @@ impl<E: Envelope> Producer<E> {
             // Runs of one partition count once: batches are usually sorted or small.
             for run in published.chunk_by(|a, b| a.partition == b.partition) {
                 let duplicates = run.iter().filter(|job| job.duplicate).count();
-                self.appended(run[0].partition, run.len() as u64, duplicates as u64);
+                // Counted per partition, all lanes together: the stream of its first job will do.
+                let stream = self.config.stream(0, run[0].partition);
+                self.appended(stream, run.len() as u64, duplicates as u64);
             }
         }
         Ok(published)
@@ -578,7 +601,7 @@ impl<E: Envelope> Producer<E> {
         let mut touched = partitions.to_vec();
         touched.sort_unstable();
         touched.dedup();
-        let mut counts = vec![0; usize::from(self.config.partitions)];
+        let mut counts = vec![0; usize::from(self.config.streams())];
         let mut conn = self.conn.clone();
         let mut waits = if conn.is_cluster() {
             touched.clone()
@@ -620,6 +643,22 @@ pub(crate) fn encode<E: Envelope>(
     if job.job_id.is_empty() {
         return Err(Error::EmptyJobId { queue, position });
     }
+    let lane = match &job.lane {
+        None => config.default_lane,
+        Some(name) => config.lane_index(name).ok_or_else(|| Error::UnknownLane {
+            queue,
+            job_id: job.job_id.clone(),
+            lane: name.clone(),
+            known: match config.lanes {
+                [] => "none".to_owned(),
+                lanes => lanes
+                    .iter()
+                    .map(|lane| lane.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            },
+        })?,
+    };
     let header = Header {
         job_id: job.job_id,
         envelope_type: E::TYPE.to_owned(),
@@ -645,7 +684,7 @@ pub(crate) fn encode<E: Envelope>(
             max: config.payload_max_bytes,
         });
     }
-    let partition = partition_of(config, &pairs);
+    let partition = config.stream(lane, partition_of(config, &pairs));
     Ok(Encoded { partition, pairs })
 }
 

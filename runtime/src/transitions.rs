@@ -215,7 +215,7 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key: config.ready_key(p),
-        partition: p,
+        partition: config.partition_of_stream(p),
         job: retry.job_id,
         entry: Some((retry.source_id, retry.consumer)),
     };
@@ -250,7 +250,7 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key: config.ready_key(p),
-        partition: p,
+        partition: config.partition_of_stream(p),
         job: dead.job_id.unwrap_or(dead.source_id),
         entry: Some((dead.source_id, dead.consumer)),
     };
@@ -420,7 +420,7 @@ pub async fn promote<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key: set.key(config, p),
-        partition: p,
+        partition: config.partition_of_stream(p),
         job: &job,
         entry: None,
     };
@@ -552,7 +552,7 @@ pub(crate) fn publish_error(
     Call {
         function: &function,
         key,
-        partition,
+        partition: config.partition_of_stream(partition),
         job: job_id,
         entry: None,
     }
@@ -586,7 +586,7 @@ pub async fn replay<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key: config.dead_key(p),
-        partition: p,
+        partition: config.partition_of_stream(p),
         job: new_job_id.unwrap_or(dead_id),
         entry: None,
     };
@@ -624,7 +624,7 @@ pub async fn schedule_tick<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key: config.ready_key(p),
-        partition: p,
+        partition: config.partition_of_stream(p),
         job: &job_id,
         entry: None,
     };
@@ -666,6 +666,8 @@ pub type AckAnswer = redis::RedisResult<(u64, Vec<String>, u64, u64)>;
 pub struct AckFunction {
     function: String,
     group: &'static str,
+    /// The queue's partition count: errors name the partition of a stream number.
+    partitions: u16,
 }
 
 impl AckFunction {
@@ -673,6 +675,7 @@ impl AckFunction {
         AckFunction {
             function: config.function("ack"),
             group: config.group,
+            partitions: config.partitions.max(1),
         }
     }
 
@@ -711,7 +714,7 @@ impl AckFunction {
         let call = Call {
             function: &self.function,
             key: ready_key.to_owned(),
-            partition,
+            partition: partition % self.partitions,
             job: "a batch of done jobs",
             entry: None,
         };
@@ -783,7 +786,7 @@ pub async fn renew<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key,
-        partition,
+        partition: config.partition_of_stream(partition),
         job: id,
         entry: Some((id, consumer)),
     };

@@ -214,13 +214,13 @@ pub async fn stream_entries(
         .collect()
 }
 
-/// The dead letters of every partition of `config`, as `(partition, id, fields)`.
+/// The dead letters of every stream of `config` (each lane of each partition), as `(stream, id, fields)`.
 pub async fn dead_letters(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
 ) -> Vec<(u16, String, HashMap<String, String>)> {
     let mut all = Vec::new();
-    for partition in 0..config.partitions {
+    for partition in 0..config.streams() {
         let key = config.dead_key(partition);
         for (id, fields) in stream_entries(conn, &key).await {
             all.push((partition, id, fields));
@@ -238,7 +238,7 @@ pub async fn delayed_jobs(
     scheduled_members(conn, config, DueSet::Delayed).await
 }
 
-/// Scheduled retries of every partition: `(partition, retry id, due ms, envelope fields)`.
+/// Scheduled retries of every stream (lane and partition): `(stream, retry id, due ms, envelope fields)`.
 pub async fn scheduled_retries(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
@@ -254,7 +254,7 @@ async fn scheduled_members(
     set: DueSet,
 ) -> Vec<(u16, String, u64, HashMap<String, String>)> {
     let mut all = Vec::new();
-    for partition in 0..config.partitions {
+    for partition in 0..config.streams() {
         // One MULTI/EXEC: a scheduler running meanwhile cannot come between the two reads.
         let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
             .atomic()

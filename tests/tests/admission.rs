@@ -146,6 +146,7 @@ fn backpressure<T: std::fmt::Debug>(
         Err(Error::Backpressure {
             queue,
             partition,
+            lane: None,
             oldest_ready_age,
             limit,
         }) => (queue, partition, oldest_ready_age, limit),
@@ -190,6 +191,7 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
     let message = Error::Backpressure {
         queue,
         partition,
+        lane: None,
         oldest_ready_age: Duration::from_secs(3600),
         limit,
     }

@@ -53,6 +53,10 @@ pub struct Selection {
     #[arg(long)]
     pub partition: Option<u16>,
 
+    /// Only this lane, for a queue with `lanes:`; default all.
+    #[arg(long)]
+    pub lane: Option<String>,
+
     /// Only the dead letter with this ID.
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
@@ -99,6 +103,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[derive(Debug, serde::Serialize)]
 struct DeadLetter {
     partition: u16,
+    /// The lane, for a queue with lanes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'static str>,
+    /// Its stream number (lane and partition), for the keys.
+    #[serde(skip)]
+    stream: u16,
     id: String,
     fields: BTreeMap<String, String>,
     /// The original envelope, decoded from the `envelope` field.
@@ -106,7 +116,7 @@ struct DeadLetter {
 }
 
 impl DeadLetter {
-    fn from_entry(partition: u16, entry: StreamId) -> Self {
+    fn from_entry(config: &QueueConfig, stream: u16, entry: StreamId) -> Self {
         let mut fields = BTreeMap::new();
         for (name, value) in entry.map {
             let text = match value {
@@ -121,10 +131,20 @@ impl DeadLetter {
             .map(|json| decode_envelope(json))
             .unwrap_or_default();
         DeadLetter {
-            partition,
+            partition: config.partition_of_stream(stream),
+            lane: config.lane_of_stream(stream).map(|lane| lane.name),
+            stream,
             id: entry.id,
             fields,
             envelope,
+        }
+    }
+
+    /// `3`, or `high/3` for a queue with lanes.
+    fn place(&self) -> String {
+        match self.lane {
+            Some(lane) => format!("{lane}/{}", self.partition),
+            None => self.partition.to_string(),
         }
     }
 
@@ -163,6 +183,25 @@ async fn open(selection: &Selection) -> anyhow::Result<Target> {
             );
         }
     }
+    if let Some(lane) = &selection.lane {
+        if !queue.lanes.iter().any(|l| &l.name == lane) {
+            bail!(
+                "queue {} has {}; there is no lane {lane:?}",
+                queue.name,
+                match queue.lanes.as_slice() {
+                    [] => "no lanes".to_owned(),
+                    lanes => format!(
+                        "lanes {}",
+                        lanes
+                            .iter()
+                            .map(|l| l.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
+            );
+        }
+    }
     let envelope = spec
         .envelope(&queue.envelope)
         .expect("a valid spec's queues name existing envelopes");
@@ -178,14 +217,22 @@ async fn open(selection: &Selection) -> anyhow::Result<Target> {
 
 /// Reads the selected dead letters: one ID, or the newest `limit` over the partitions.
 async fn select(target: &Target, selection: &Selection) -> anyhow::Result<Vec<DeadLetter>> {
+    let config = &target.config;
     let partitions: Vec<u16> = match selection.partition {
         Some(p) => vec![p],
-        None => (0..target.config.partitions).collect(),
+        None => (0..config.partitions).collect(),
+    };
+    let streams: Vec<u16> = match &selection.lane {
+        None => config.streams_of(&partitions),
+        Some(lane) => partitions
+            .iter()
+            .filter_map(|&p| config.stream_named(Some(lane), p))
+            .collect(),
     };
     let mut conn = target.redis.shared();
     let mut found = Vec::new();
-    for partition in partitions {
-        let key = target.config.dead_key(partition);
+    for stream in streams {
+        let key = config.dead_key(stream);
         // One ID, or the newest `limit` of the partition.
         let mut command = redis::cmd(match selection.id {
             Some(_) => "XRANGE",
@@ -204,7 +251,7 @@ async fn select(target: &Target, selection: &Selection) -> anyhow::Result<Vec<De
             reply
                 .ids
                 .into_iter()
-                .map(|entry| DeadLetter::from_entry(partition, entry)),
+                .map(|entry| DeadLetter::from_entry(config, stream, entry)),
         );
     }
     if let Some(id) = &selection.id {
@@ -239,7 +286,7 @@ async fn list(selection: Selection, full: bool) -> anyhow::Result<ExitCode> {
     }
     if full {
         for letter in &dead {
-            println!("dead letter {} (partition {})", letter.id, letter.partition);
+            println!("dead letter {} (partition {})", letter.id, letter.place());
             for (name, value) in &letter.fields {
                 if name != "envelope" {
                     println!("  {name:12} {value}");
@@ -300,13 +347,18 @@ fn print_table(dead: &[DeadLetter]) {
     };
     line(header, "PARTITION");
     for (row, letter) in rows.into_iter().zip(dead) {
-        line(row, &letter.partition.to_string());
+        line(row, &letter.place());
     }
 }
 
 #[derive(Debug, serde::Serialize)]
 struct Replayed {
     partition: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'static str>,
+    /// `3` or `high/3`, for the lines printed.
+    #[serde(skip)]
+    place: String,
     dead_id: String,
     job_id: String,
     /// The new ready entry, or `None` on a dry run.
@@ -343,6 +395,8 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         if args.dry_run {
             done.push(Replayed {
                 partition: letter.partition,
+                lane: letter.lane,
+                place: letter.place(),
                 dead_id: letter.id.clone(),
                 job_id,
                 ready_id: None,
@@ -354,7 +408,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         let moved = transitions::replay(
             &mut conn,
             &target.config,
-            letter.partition,
+            letter.stream,
             &letter.id,
             args.new_job_id.as_deref(),
             &target.accepted_schemas,
@@ -363,6 +417,8 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("replaying dead letter {} (job {job_id})", letter.id))?;
         done.push(Replayed {
             partition: letter.partition,
+            lane: letter.lane,
+            place: letter.place(),
             dead_id: letter.id.clone(),
             job_id: args.new_job_id.clone().unwrap_or(job_id),
             ready_id: Some(moved.id),
@@ -380,15 +436,15 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         match (&replayed.ready_id, replayed.already) {
             (None, _) => println!(
                 "would replay {} (partition {}, job {})",
-                replayed.dead_id, replayed.partition, replayed.job_id
+                replayed.dead_id, replayed.place, replayed.job_id
             ),
             (Some(ready_id), false) => println!(
                 "replayed {} (partition {}, job {}) as {ready_id}",
-                replayed.dead_id, replayed.partition, replayed.job_id
+                replayed.dead_id, replayed.place, replayed.job_id
             ),
             (Some(ready_id), true) => println!(
                 "already replayed {} (partition {}, job {}) as {ready_id}",
-                replayed.dead_id, replayed.partition, replayed.job_id
+                replayed.dead_id, replayed.place, replayed.job_id
             ),
         }
     }

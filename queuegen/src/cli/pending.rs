@@ -107,7 +107,13 @@ fn print_report(report: &PendingReport, args: &Args, colours: Colours) {
             (None, false) => ("(no job_id)".to_owned(), Paint::Yellow),
         };
         table.row(vec![
-            (row.partition.to_string(), Paint::Plain),
+            (
+                match row.lane {
+                    Some(lane) => format!("{lane}/{}", row.partition),
+                    None => row.partition.to_string(),
+                },
+                Paint::Plain,
+            ),
             (row.id.to_string(), Paint::Plain),
             job_id,
             (row.owner.clone(), Paint::Plain),
@@ -147,8 +153,14 @@ fn print_report(report: &PendingReport, args: &Args, colours: Colours) {
             "{}",
             colours.paint(
                 &format!(
-                    "partition {}: only the {} oldest of its {} pending entries were examined",
-                    partition.partition, partition.examined, partition.pending
+                    "partition {}{}: only the {} oldest of its {} pending entries were examined",
+                    partition.partition,
+                    partition
+                        .lane
+                        .map(|lane| format!(" lane {lane}"))
+                        .unwrap_or_default(),
+                    partition.examined,
+                    partition.pending
                 ),
                 Paint::Yellow
             )

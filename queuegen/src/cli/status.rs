@@ -10,8 +10,8 @@ use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
 use queuegen_runtime::ops::status::{
-    status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, QueueStatus, StatusReport,
-    WatchedQueue,
+    status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, PartitionStatus,
+    QueueStatus, StatusReport, WatchedQueue,
 };
 use queuegen_runtime::Redis;
 
@@ -191,20 +191,48 @@ fn library_line(library: &LibraryStatus, colours: Colours) -> String {
     )
 }
 
+/// The PART column: `3`, or `high/3` for a queue with lanes.
+fn part(partition: &PartitionStatus) -> String {
+    match partition.lane {
+        Some(lane) => format!("{lane}/{}", partition.partition),
+        None => partition.partition.to_string(),
+    }
+}
+
+/// `4 partition(s)`, or `4 partition(s) × 3 lanes`.
+fn stream_count(queue: &QueueStatus) -> String {
+    let lanes: std::collections::BTreeSet<&str> =
+        queue.partitions.iter().filter_map(|p| p.lane).collect();
+    if lanes.is_empty() {
+        format!("{} partition(s)", queue.partitions.len())
+    } else {
+        format!(
+            "{} partition(s) × {} lanes",
+            queue.partitions.len() / lanes.len(),
+            lanes.len()
+        )
+    }
+}
+
 fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colours) {
     println!(
         "{}",
         colours.paint(
             &format!(
-                "queue {} (group {}, {} partition(s))",
+                "queue {} (group {}, {})",
                 queue.queue,
                 queue.group,
-                queue.partitions.len()
+                stream_count(queue)
             ),
             Paint::Bold
         )
     );
+    // One flag per partition, shared by its lanes: said once.
+    let mut said = std::collections::BTreeSet::new();
     for partition in &queue.partitions {
+        if !said.insert(partition.partition) {
+            continue;
+        }
         if let Some(note) = &partition.paused {
             println!(
                 "{}",
@@ -219,9 +247,12 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
             );
         }
     }
-    let fires = |partition: u16, group: Option<&str>, kind: AlertKind| {
+    let fires = |partition: &PartitionStatus, group: Option<&str>, kind: AlertKind| {
         queue.alerts.iter().any(|alert| {
-            alert.alert == kind && alert.partition == partition && alert.group.as_deref() == group
+            alert.alert == kind
+                && alert.partition == partition.partition
+                && alert.lane == partition.lane
+                && alert.group.as_deref() == group
         })
     };
     let dash = || ("-".to_owned(), Paint::Plain);
@@ -245,9 +276,9 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
                 Some(lag) => (lag.to_string(), Paint::Plain),
                 None => {
                     notes.push(format!(
-                        "[{}] partition {} group {}: lag n/a: {}",
+                        "[{}] {} group {}: lag n/a: {}",
                         notes.len() + 1,
-                        partition.partition,
+                        partition.place(),
                         group.name,
                         group.lag_unavailable.as_deref().unwrap_or("")
                     ));
@@ -255,7 +286,7 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
                 }
             };
             let alert_paint = |kind| {
-                if fires(partition.partition, Some(&group.name), kind) {
+                if fires(partition, Some(&group.name), kind) {
                     Paint::Red
                 } else {
                     Paint::Plain
@@ -280,7 +311,7 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
                 None => (dash(), dash(), dash(), dash()),
             };
             groups.row(vec![
-                (partition.partition.to_string(), Paint::Plain),
+                (part(partition), Paint::Plain),
                 (group_name(group), Paint::Plain),
                 (
                     group
@@ -320,13 +351,13 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
                 Paint::Yellow,
             ),
         };
-        let dead_paint = if fires(partition.partition, None, AlertKind::DeadLetters) {
+        let dead_paint = if fires(partition, None, AlertKind::DeadLetters) {
             Paint::Red
         } else {
             Paint::Plain
         };
         partitions.row(vec![
-            (partition.partition.to_string(), Paint::Plain),
+            (part(partition), Paint::Plain),
             (partition.history.to_string(), Paint::Plain),
             (partition.retries.scheduled.to_string(), Paint::Plain),
             next_due(partition.retries.next_due_in_ms),
@@ -342,7 +373,7 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
         ]);
         for consumer in &partition.consumers {
             consumers.plain_row(vec![
-                partition.partition.to_string(),
+                part(partition),
                 consumer.name.clone(),
                 consumer.pending.to_string(),
                 short_duration(consumer.idle_ms),

@@ -108,7 +108,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(p) => vec![p],
                 None => (0..queue.partitions).collect(),
             };
-            partitions.into_iter().map(move |p| (config.clone(), p))
+            // Every lane's streams of those partitions.
+            config
+                .streams_of(&partitions)
+                .into_iter()
+                .map(move |stream| (config.clone(), stream))
         })
         .collect();
 
@@ -184,7 +188,13 @@ async fn trim_all(
     let mut rows = Vec::new();
     for (config, partition) in targets {
         progress.set_message(config.ready_key(*partition));
-        let where_ = || format!("queue {} partition {partition} on {server}", config.queue);
+        let where_ = || {
+            format!(
+                "queue {} {} on {server}",
+                config.queue,
+                config.place(*partition)
+            )
+        };
         if args.dry_run {
             let pairs = StreamRole::BOTH.map(|role| (*partition, role));
             let plans = trim::plan_streams(&mut conn, config, &pairs, trim::DEFAULT_COUNT_CAP)
@@ -242,7 +252,7 @@ async fn preflight<C: redis::aio::ConnectionLike>(
             (config.trim_lease_key(*partition), &["string", "none"][..]),
         ] {
             pipe.cmd("TYPE").arg(&key);
-            keys.push((config.queue, *partition, key, allowed));
+            keys.push((config.queue, config.place(*partition), key, allowed));
         }
     }
     let types: Vec<String> = pipe
@@ -256,11 +266,11 @@ async fn preflight<C: redis::aio::ConnectionLike>(
         }
         problems.push(if found == "none" {
             format!(
-                "queue {queue} partition {partition}: stream {key} does not exist on {server}: run `queuegen apply` to create it"
+                "queue {queue} {partition}: stream {key} does not exist on {server}: run `queuegen apply` to create it"
             )
         } else {
             format!(
-                "queue {queue} partition {partition}: key {key} on {server} is a {found}, not a {}",
+                "queue {queue} {partition}: key {key} on {server} is a {found}, not a {}",
                 allowed[0]
             )
         });
@@ -313,6 +323,9 @@ struct Totals {
 struct Row {
     queue: String,
     partition: u16,
+    /// The lane, for a queue with lanes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'static str>,
     stream: &'static str,
     key: String,
     exists: bool,
@@ -357,12 +370,14 @@ struct GroupRow {
 }
 
 impl Row {
-    fn base(config: &QueueConfig, partition: u16, role: StreamRole) -> Row {
+    /// `stream`: the stream number (lane and partition).
+    fn base(config: &QueueConfig, stream: u16, role: StreamRole) -> Row {
         Row {
             queue: config.queue.to_owned(),
-            partition,
+            partition: config.partition_of_stream(stream),
+            lane: config.lane_of_stream(stream).map(|lane| lane.name),
             stream: role.as_str(),
-            key: role.key(config, partition),
+            key: role.key(config, stream),
             exists: false,
             length: None,
             retention_setting: role.retention_setting(),

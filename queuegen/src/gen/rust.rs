@@ -265,6 +265,14 @@ pub(crate) struct QueueContext {
     wait_timeout: String,
     /// `Some(Duration::…)` or `None`.
     dedup_window: String,
+    /// `&[]`, or the lanes as a Rust slice of `Lane { … }`.
+    lanes: String,
+    default_lane: usize,
+    /// The lane names as consts (`pub const HIGH: &str = "high";`), one per line.
+    pub lane_consts: Vec<(String, String)>,
+    default_lane_name: String,
+    /// The `use queuegen_runtime::{…};` item, laid out as rustfmt would.
+    runtime_imports: String,
     /// `results: postgres`: the module has `results`, the stub works in a transaction.
     pub results_postgres: bool,
     /// `outbox: true`: the module has `outbox`.
@@ -374,6 +382,17 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             || "None".to_owned(),
             |dedup| format!("Some({})", duration_expr(dedup.window)),
         ),
+        lanes: lanes_expr(queue),
+        default_lane: queue.lanes.iter().position(|lane| lane.default).unwrap_or(0),
+        lane_consts: queue
+            .lanes
+            .iter()
+            .map(|lane| (lane.name.replace('-', "_").to_uppercase(), lane.name.clone()))
+            .collect(),
+        default_lane_name: queue
+            .default_lane()
+            .map_or_else(String::new, |lane| lane.name.clone()),
+        runtime_imports: runtime_imports(queue, !schedule_names.is_empty()),
         results_postgres,
         outbox: queue.outbox,
         postgres_imports: match postgres_imports.as_slice() {
@@ -382,6 +401,64 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             many => format!("{{{}}}", many.join(", ")),
         },
     }
+}
+
+/// What the queue's module uses of `queuegen_runtime`, as rustfmt lays out
+/// a `use` list: on one line when it fits in 100 columns, else as many
+/// items per indented line as fit.
+fn runtime_imports(queue: &Queue, schedules: bool) -> String {
+    let mut names = vec![
+        "Jitter",
+        "JobContext",
+        "JobError",
+        "Outcome",
+        "Producer",
+        "QueueConfig",
+        "Redis",
+        "Worker",
+    ];
+    if schedules {
+        names.extend(["Cadence", "Missed", "Schedule", "Scheduler"]);
+    }
+    if !queue.lanes.is_empty() {
+        names.push("Lane");
+    }
+    names.sort_unstable();
+    let one_line = format!("use queuegen_runtime::{{{}}};", names.join(", "));
+    if one_line.len() < 100 {
+        return one_line;
+    }
+    let mut lines = vec![String::from("use queuegen_runtime::{")];
+    let mut line = String::from("   ");
+    for name in names {
+        if line.len() + 1 + name.len() + 1 > 100 {
+            lines.push(std::mem::replace(&mut line, String::from("   ")));
+        }
+        line.push(' ');
+        line.push_str(name);
+        line.push(',');
+    }
+    lines.push(line);
+    lines.push("};".to_owned());
+    lines.join("\n")
+}
+
+/// `QueueConfig::lanes` as Rust: `&[]`, or one `Lane` per line as rustfmt lays them out.
+fn lanes_expr(queue: &Queue) -> String {
+    if queue.lanes.is_empty() {
+        return "&[]".to_owned();
+    }
+    let lanes: String = queue
+        .lanes
+        .iter()
+        .map(|lane| {
+            format!(
+                "        Lane {{\n            name: {:?},\n            weight: {},\n        }},\n",
+                lane.name, lane.weight
+            )
+        })
+        .collect();
+    format!("&[\n{lanes}    ]")
 }
 
 /// The const of one schedule (`pub const NIGHTLY_EXPORT: Schedule = ...;`),

@@ -247,7 +247,7 @@ impl Redis {
     ) -> Arc<Admission> {
         let key = (
             config.ready_key(0),
-            config.partitions,
+            config.streams(),
             limit,
             config.admission_refresh,
         );

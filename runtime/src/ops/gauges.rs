@@ -9,7 +9,7 @@
 //! better than old ones presented as current), counts the failure and makes
 //! `/readyz` answer 503 until a refresh succeeds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,15 +200,21 @@ impl QueueGauges {
                 }
             }
         }
-        self.oldest_ready_age.replace(ready);
-        self.oldest_pending_age.replace(pending_age);
-        self.pending.replace(pending);
-        self.lag.replace(lag);
-        self.history.replace(history);
-        self.dead_letters.replace(dead);
-        self.retries_scheduled.replace(retries);
-        self.delayed.replace(delayed);
-        self.paused.replace(paused);
+        // A queue with lanes has a status row per lane; the gauges stay per
+        // partition (labels bounded, alerts unchanged): counts add up, ages
+        // and the pause flag take the largest lane's.
+        let sum = |a: i64, b: i64| a.saturating_add(b);
+        self.oldest_ready_age
+            .replace(per_partition(ready, f64::max));
+        self.oldest_pending_age
+            .replace(per_partition(pending_age, f64::max));
+        self.pending.replace(per_partition(pending, sum));
+        self.lag.replace(per_partition(lag, sum));
+        self.history.replace(per_partition(history, sum));
+        self.dead_letters.replace(per_partition(dead, sum));
+        self.retries_scheduled.replace(per_partition(retries, sum));
+        self.delayed.replace(per_partition(delayed, sum));
+        self.paused.replace(per_partition(paused, i64::max));
         // On a Cluster a library is listed per primary: loaded means on every one.
         let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
         for library in &report.libraries {
@@ -244,6 +250,25 @@ impl QueueGauges {
         self.paused.replace(Vec::new());
         self.library_loaded.replace(Vec::new());
     }
+}
+
+/// Folds rows with the same labels (the lanes of one partition) into one with `fold`.
+fn per_partition<L: Hash + Eq + Clone, V: Copy>(
+    rows: Vec<(L, V)>,
+    fold: impl Fn(V, V) -> V,
+) -> Vec<(L, V)> {
+    let mut folded: Vec<(L, V)> = Vec::with_capacity(rows.len());
+    let mut index: HashMap<L, usize> = HashMap::new();
+    for (labels, value) in rows {
+        match index.get(&labels) {
+            Some(&at) => folded[at].1 = fold(folded[at].1, value),
+            None => {
+                index.insert(labels.clone(), folded.len());
+                folded.push((labels, value));
+            }
+        }
+    }
+    folded
 }
 
 fn to_i64(count: u64) -> i64 {

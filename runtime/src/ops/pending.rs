@@ -55,6 +55,8 @@ pub struct PendingReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionPending {
     pub partition: u16,
+    /// The lane, for a queue with lanes (a row per lane of each partition).
+    pub lane: Option<&'static str>,
     /// Every entry pending in the group on this partition (no filter).
     pub pending: u64,
     /// Entries matching the filters that were read and ordered.
@@ -66,6 +68,8 @@ pub struct PartitionPending {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PendingEntry {
     pub partition: u16,
+    /// The lane, for a queue with lanes.
+    pub lane: Option<&'static str>,
     pub id: StreamId,
     /// The entry's `job_id` field; `None` when the entry is gone.
     pub job_id: Option<String>,
@@ -100,8 +104,8 @@ pub async fn pending<C: ConnectionLike>(
                 partitions: config.partitions,
             })
         }
-        Some(partition) => vec![partition],
-        None => (0..config.partitions).collect(),
+        Some(partition) => config.streams_of(&[partition]),
+        None => (0..config.streams()).collect(),
     };
     let examine = query.limit.max(EXAMINED_PER_PARTITION);
     let idle_ms = query
@@ -167,14 +171,17 @@ pub async fn pending<C: ConnectionLike>(
             other => return Err(inventory::unexpected(&key, "XPENDING", &other)),
         };
         let found = pending_rows(&key, extended.map_err(xpending_error)?)?;
+        let lane = config.lane_of_stream(partition).map(|lane| lane.name);
         summaries.push(PartitionPending {
-            partition,
+            partition: config.partition_of_stream(partition),
+            lane,
             pending: total,
             examined: found.len() as u64,
             truncated: found.len() >= examine,
         });
         rows.extend(found.into_iter().map(|head| PendingEntry {
-            partition,
+            partition: config.partition_of_stream(partition),
+            lane,
             age_ms: u64::try_from(head.id.age(server_time_ms).as_millis()).unwrap_or(u64::MAX),
             id: head.id,
             job_id: None,
@@ -195,6 +202,15 @@ pub async fn pending<C: ConnectionLike>(
         rows,
         partitions: summaries,
     })
+}
+
+impl PendingEntry {
+    /// The stream number of the entry's lane and partition in `config`.
+    fn stream(&self, config: &QueueConfig) -> u16 {
+        config
+            .stream_named(self.lane, self.partition)
+            .unwrap_or(self.partition)
+    }
 }
 
 /// Most deliveries, then longest idle, then lowest ID (and partition).
@@ -222,7 +238,7 @@ async fn fill_job_ids<C: ConnectionLike>(
         let id = row.id.to_string();
         second
             .cmd("XRANGE")
-            .arg(config.ready_key(row.partition))
+            .arg(config.ready_key(row.stream(config)))
             .arg(&id)
             .arg(&id);
     }
@@ -238,7 +254,7 @@ async fn fill_job_ids<C: ConnectionLike>(
                 )
             })?;
     for (row, answer) in rows.iter_mut().zip(answers) {
-        let key = config.ready_key(row.partition);
+        let key = config.ready_key(row.stream(config));
         let reply =
             answer.map_err(|err| Error::redis(format!("XRANGE {key} {0} {0}", row.id), err))?;
         match entry_field(&key, reply, "job_id")? {
@@ -282,6 +298,7 @@ mod tests {
 
     fn row(partition: u16, ms: u64, idle_ms: u64, deliveries: u64) -> PendingEntry {
         PendingEntry {
+            lane: None,
             partition,
             id: StreamId::new(ms, 0),
             job_id: None,

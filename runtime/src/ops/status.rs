@@ -86,9 +86,13 @@ pub struct QueueStatus {
     pub alerts: Vec<FiringAlert>,
 }
 
+/// One stream of a queue: a partition, or one lane of a partition for a
+/// queue with lanes (then each partition has a row per lane).
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionStatus {
     pub partition: u16,
+    /// The lane (`lanes:`); `None` for a queue without lanes.
+    pub lane: Option<&'static str>,
     pub ready_key: String,
     /// `XLEN` of the ready stream: every entry still stored, acknowledged ones
     /// included, until the trimmer removes them. History, not depth: the
@@ -194,6 +198,8 @@ pub struct DeadLetterStatus {
 pub struct FiringAlert {
     pub alert: AlertKind,
     pub partition: u16,
+    /// The lane, for a queue with lanes.
+    pub lane: Option<&'static str>,
     /// The group it is about; `None` for `dead_letters`.
     pub group: Option<String>,
     /// What was read: milliseconds for ages, entries for `dead_letters`.
@@ -233,6 +239,14 @@ impl StatusReport {
 }
 
 impl PartitionStatus {
+    /// `partition 3`, or `partition 3 lane high` for a queue with lanes.
+    pub fn place(&self) -> String {
+        match self.lane {
+            Some(lane) => format!("partition {} lane {lane}", self.partition),
+            None => format!("partition {}", self.partition),
+        }
+    }
+
     /// The queue's own group on this partition.
     pub fn queue_group(&self) -> Option<&GroupStatus> {
         self.groups.iter().find(|group| group.queue_group)
@@ -297,7 +311,7 @@ pub async fn status<C: ConnectionLike>(
     }
     for queue in queues {
         let config = &queue.config;
-        for partition in 0..config.partitions {
+        for partition in 0..config.streams() {
             let ready = config.ready_key(partition);
             let retry = config.retry_key(partition);
             let dead = config.dead_key(partition);
@@ -335,12 +349,12 @@ pub async fn status<C: ConnectionLike>(
         .map(|library| library_status(library, answers.next()))
         .collect::<Result<Vec<_>>>()?;
 
-    // What the second pipeline needs, per partition in order.
+    // What the second pipeline needs, per stream (lane and partition) in order.
     let mut streams: Vec<Option<StreamInventory>> = Vec::new();
     let mut partial: Vec<Partial> = Vec::new();
     for queue in queues {
         let config = &queue.config;
-        for partition in 0..config.partitions {
+        for partition in 0..config.streams() {
             let ready = config.ready_key(partition);
             let stream = inventory::read_stream(&ready, &mut answers)?
                 .ok_or_else(|| Error::MissingStream { key: ready.clone() })?;
@@ -387,13 +401,14 @@ pub async fn status<C: ConnectionLike>(
     };
     for queue in queues {
         let config = &queue.config;
-        let mut partitions = Vec::with_capacity(usize::from(config.partitions));
-        for _ in 0..config.partitions {
+        let mut partitions = Vec::with_capacity(usize::from(config.streams()));
+        for _ in 0..config.streams() {
             let (Some(stream), Some(rest)) = (streams.next(), partial.next()) else {
-                unreachable!("one inventory and one partial status per partition");
+                unreachable!("one inventory and one partial status per stream");
             };
             partitions.push(PartitionStatus {
-                partition: rest.partition,
+                partition: config.partition_of_stream(rest.partition),
+                lane: config.lane_of_stream(rest.partition).map(|lane| lane.name),
                 history: stream.length,
                 groups: stream
                     .groups
@@ -412,11 +427,14 @@ pub async fn status<C: ConnectionLike>(
             .iter()
             .flat_map(|partition| firing(config.queue, partition, &queue.alerts))
             .collect();
-        let paused_partitions = partitions
+        // One flag per partition, shared by its lanes: listed once.
+        let mut paused_partitions: Vec<u16> = partitions
             .iter()
             .filter(|p| p.paused.is_some())
             .map(|p| p.partition)
             .collect();
+        paused_partitions.sort_unstable();
+        paused_partitions.dedup();
         report.queues.push(QueueStatus {
             queue: config.queue.to_owned(),
             group: config.group.to_owned(),
@@ -505,12 +523,13 @@ pub fn firing(
                 alerts.push(FiringAlert {
                     alert: AlertKind::OldestPendingAge,
                     partition: partition.partition,
+                    lane: partition.lane,
                     group: Some(group.name.clone()),
                     observed: pending.age_ms,
                     threshold: ms(limit),
                     message: format!(
-                        "queue {queue} partition {} group {}: entry {} held by {} is {} old, above alerts.oldest_pending_age = {}",
-                        partition.partition,
+                        "queue {queue} {} group {}: entry {} held by {} is {} old, above alerts.oldest_pending_age = {}",
+                        partition.place(),
                         group.name,
                         pending.id,
                         pending.owner,
@@ -526,12 +545,13 @@ pub fn firing(
                 alerts.push(FiringAlert {
                     alert: AlertKind::OldestReadyAge,
                     partition: partition.partition,
+                    lane: partition.lane,
                     group: Some(group.name.clone()),
                     observed: ready.age_ms,
                     threshold: ms(limit),
                     message: format!(
-                        "queue {queue} partition {} group {}: undelivered entry {} is {} old, above alerts.oldest_ready_age = {}",
-                        partition.partition,
+                        "queue {queue} {} group {}: undelivered entry {} is {} old, above alerts.oldest_ready_age = {}",
+                        partition.place(),
                         group.name,
                         ready.id,
                         human(ready.age_ms),
@@ -547,12 +567,13 @@ pub fn firing(
             alerts.push(FiringAlert {
                 alert: AlertKind::DeadLetters,
                 partition: partition.partition,
+                lane: partition.lane,
                 group: None,
                 observed: count,
                 threshold: limit,
                 message: format!(
-                    "queue {queue} partition {}: {count} dead letter(s) in {}, at or above alerts.dead_letters = {limit}",
-                    partition.partition, partition.dead_letters.key
+                    "queue {queue} {}: {count} dead letter(s) in {}, at or above alerts.dead_letters = {limit}",
+                    partition.place(), partition.dead_letters.key
                 ),
             });
         }
@@ -786,6 +807,7 @@ mod tests {
         });
         let partition = PartitionStatus {
             partition: 2,
+            lane: None,
             ready_key: "k".into(),
             history: 3,
             groups: vec![status],

@@ -100,7 +100,8 @@ impl OutboxPublisher {
             .iter()
             .flat_map(|config| {
                 let lock_name = format!("{outbox} {}", config.queue);
-                (0..config.partitions).map(move |partition| OutboxPartition {
+                // Rows hold the stream number (lane and partition) their job was encoded for.
+                (0..config.streams()).map(move |partition| OutboxPartition {
                     queue: config.queue,
                     partition,
                     stream: config.ready_key(partition),

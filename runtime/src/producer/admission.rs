@@ -16,17 +16,19 @@ use std::time::{Duration, Instant};
 
 use crate::connect::Connection;
 
+use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::ops::inventory::inventory;
 use crate::ops::stream_id::{now_ms, StreamId};
 
 /// The admission state of one queue, shared by every clone of its producer.
 pub(crate) struct Admission {
-    queue: &'static str,
+    /// The queue's settings: its name, and which lane and partition each stream is.
+    config: QueueConfig,
     limit: Duration,
     refresh: Duration,
     ready_keys: Arc<[String]>,
-    /// One gate per partition, by partition number.
+    /// One gate per stream (a lane's partition), by stream number.
     gates: Box<[Gate]>,
 }
 
@@ -77,16 +79,15 @@ impl Reading {
 
 impl Admission {
     pub(crate) fn new(
-        queue: &'static str,
+        config: &QueueConfig,
         limit: Duration,
-        refresh: Duration,
         ready_keys: Arc<[String]>,
     ) -> Admission {
         let gates = ready_keys.iter().map(|_| Gate::default()).collect();
         Admission {
-            queue,
+            config: config.clone(),
             limit,
-            refresh,
+            refresh: config.admission_refresh,
             ready_keys,
             gates,
         }
@@ -164,7 +165,7 @@ impl Admission {
                 })
             });
             tracing::trace!(
-                queue = self.queue,
+                queue = self.config.queue,
                 partition,
                 oldest_undelivered = ?oldest,
                 "admission reading refreshed"
@@ -197,7 +198,7 @@ impl Admission {
         let oldest = reading.oldest.as_ref().expect("an age comes from an entry");
         if std::mem::replace(&mut reading.warned, true) {
             tracing::debug!(
-                queue = self.queue,
+                queue = self.config.queue,
                 partition,
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
@@ -207,7 +208,7 @@ impl Admission {
             );
         } else {
             tracing::warn!(
-                queue = self.queue,
+                queue = self.config.queue,
                 partition,
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
@@ -217,8 +218,9 @@ impl Admission {
             );
         }
         Err(Error::Backpressure {
-            queue: self.queue,
-            partition,
+            queue: self.config.queue,
+            partition: self.config.partition_of_stream(partition),
+            lane: self.config.lane_of_stream(partition).map(|lane| lane.name),
             oldest_ready_age: age,
             limit: self.limit,
         })

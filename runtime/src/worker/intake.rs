@@ -45,6 +45,7 @@ use redis::cluster_routing::Slot;
 use crate::connect::Connection;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::lanes::LaneShares;
 use super::reply::{self, Entry, ReadReply};
 use super::wake::Wakers;
 use super::{classify, Counters, Delivery, Failure, Shared};
@@ -96,6 +97,8 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     let mut start = rand::random_range(0..streams.len());
     // Whether the last round found the streams drained: block, skip the sweep.
     let mut drained = false;
+    // With lanes: which lane each round reads first (`lanes.rs`).
+    let mut shares = LaneShares::new(&shared.config);
     loop {
         // The partitions not paused (`pause.rs`), as last read: only they are read.
         let generation = shared.paused.generation();
@@ -179,17 +182,25 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                 }
             }
         }
+        let order = sweep_order(&shared.config, &active, shares.as_ref(), start);
+        let slots = shared.config.lanes.len().max(1);
         let round = Round {
             shared,
-            streams: &active,
+            streams: &order,
             block,
             wakers: wakers.as_ref().map(|(_, wakers)| wakers),
             drained,
             delivered: AtomicUsize::new(0),
+            by_lane: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
+            empty: std::sync::Mutex::new(Vec::new()),
         };
-        let result = round.read(reader, start % active.len(), &mut permits).await;
+        let result = round.read(reader, &mut permits).await;
         if let (Some(limiter), Some(granted)) = (limiter.as_mut(), granted) {
             limiter.settle(granted, round.delivered.load(Ordering::Relaxed));
+        }
+        if let Some(shares) = shares.as_mut() {
+            let (delivered, empty) = round.lane_tally();
+            shares.record(&delivered, &empty);
         }
         drained = matches!(result, Ok(Ended::Drained));
         // Permits not used by this round go back before the next one.
@@ -229,6 +240,39 @@ async fn pause<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, backoff: &mut 
     slept
 }
 
+/// The order a round sweeps `active` streams in: from the rotating `start`;
+/// with lanes, lane by lane (the lane furthest behind its share first, see
+/// `lanes.rs`), each lane's streams from the rotating start.
+fn sweep_order(
+    config: &crate::config::QueueConfig,
+    active: &[(u16, String)],
+    shares: Option<&LaneShares>,
+    start: usize,
+) -> Vec<(u16, String)> {
+    let rotated = |streams: Vec<&(u16, String)>| {
+        let len = streams.len().max(1);
+        let mut streams: Vec<(u16, String)> = streams.into_iter().cloned().collect();
+        streams.rotate_left(start % len);
+        streams
+    };
+    let Some(shares) = shares else {
+        return rotated(active.iter().collect());
+    };
+    let partitions = config.partitions.max(1);
+    shares
+        .order()
+        .into_iter()
+        .flat_map(|slot| {
+            rotated(
+                active
+                    .iter()
+                    .filter(|(stream, _)| usize::from(stream / partitions) == slot)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// Whether the streams' keys hash to more than one Cluster slot.
 fn spans_slots(streams: &[(u16, String)]) -> bool {
     let mut slots = streams.iter().map(|(_, key)| Slot::for_key(key));
@@ -247,6 +291,10 @@ struct Round<'a, E, H> {
     drained: bool,
     /// Entries this round handed to job tasks (settled against the rate grant).
     delivered: AtomicUsize,
+    /// Of those, per lane slot (one slot without lanes).
+    by_lane: Vec<AtomicUsize>,
+    /// Streams read with permits to spare that answered nothing.
+    empty: std::sync::Mutex<Vec<u16>>,
 }
 
 /// How a round ended.
@@ -259,25 +307,28 @@ enum Ended {
 }
 
 impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
+    /// Reads the round's streams: a sweep in their order (unless the last
+    /// round found them drained), then, if it found nothing, one blocking read.
     async fn read(
         &self,
         conn: &mut Connection,
-        start: usize,
         permits: &mut Vec<OwnedSemaphorePermit>,
     ) -> Result<Ended, Failure> {
         let shared = self.shared;
         let held = permits.len();
         let mut delivered = false;
         let sweep = if self.drained { 0 } else { self.streams.len() };
-        for i in 0..sweep {
+        for (partition, key) in &self.streams[..sweep] {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
             }
-            let (partition, key) = &self.streams[(start + i) % self.streams.len()];
             let epoch = shared.epochs.current(*partition);
             let reply = self
                 .xreadgroup(conn, &[key.as_str()], permits.len(), None)
                 .await?;
+            if reply.streams.iter().all(|(_, entries)| entries.is_empty()) {
+                self.found_empty([*partition]);
+            }
             for entry in reply.streams.into_iter().flat_map(|(_, entries)| entries) {
                 let permit = permits
                     .pop()
@@ -321,6 +372,19 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let reply = self
             .xreadgroup(conn, &keys, permits.len(), Some(self.block))
             .await?;
+        if !reply.streams.is_empty() {
+            // Woken by some streams: the others had nothing.
+            self.found_empty(
+                self.streams
+                    .iter()
+                    .map(|(stream, _)| *stream)
+                    .filter(|stream| {
+                        !reply.streams.iter().any(|(key, entries)| {
+                            !entries.is_empty() && *key == shared.ready_keys[usize::from(*stream)]
+                        })
+                    }),
+            );
+        }
         let entries: Vec<(u16, Option<u64>, Entry)> = reply
             .streams
             .into_iter()
@@ -406,6 +470,39 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         }
     }
 
+    fn found_empty(&self, streams: impl IntoIterator<Item = u16>) {
+        if self.by_lane.len() > 1 {
+            self.empty
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .extend(streams);
+        }
+    }
+
+    /// Entries delivered per lane slot, and whether each lane was found
+    /// empty: every one of its streams in this round answered nothing.
+    fn lane_tally(&self) -> (Vec<usize>, Vec<bool>) {
+        let partitions = self.shared.config.partitions.max(1);
+        let empty = self
+            .empty
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lane_empty = (0..self.by_lane.len())
+            .map(|slot| {
+                self.streams
+                    .iter()
+                    .filter(|(stream, _)| usize::from(stream / partitions) == slot)
+                    .all(|(stream, _)| empty.contains(stream))
+            })
+            .collect();
+        let delivered = self
+            .by_lane
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .collect();
+        (delivered, lane_empty)
+    }
+
     fn dispatch(
         &self,
         partition: u16,
@@ -414,6 +511,10 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         permit: OwnedSemaphorePermit,
     ) {
         self.delivered.fetch_add(1, Ordering::Relaxed);
+        let slot = usize::from(partition / self.shared.config.partitions.max(1));
+        if let Some(count) = self.by_lane.get(slot) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
         let delivery = Delivery {
             partition,
             entry,

@@ -97,7 +97,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         parent: &parent,
         "job",
         queue = shared.config.queue,
-        partition = delivery.partition,
+        partition = shared.config.partition_of_stream(delivery.partition),
+        lane = shared.config.lane_of_stream(delivery.partition).map(|lane| lane.name),
         stream_id = %delivery.entry.id,
         claimed = delivery.claimed,
         job_id = header.job_id.as_str(),
@@ -108,7 +109,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         header,
         // The context owns the ID from here on: no copy per job.
         stream_id: delivery.entry.id,
-        partition: delivery.partition,
+        stream: delivery.partition,
         queue: shared.config.queue,
         claim_epoch: delivery.claim_epoch,
         owner: shared.ownership.clone(),
@@ -168,7 +169,7 @@ async fn work<E: Envelope, H: Handler<E>>(
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
             Counters::add(&counters.left_pending, 1);
-            shared.meter.left_pending(ctx.partition, 1);
+            shared.meter.left_pending(ctx.stream, 1);
             tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
             return;
         }
@@ -176,7 +177,7 @@ async fn work<E: Envelope, H: Handler<E>>(
     held.handler_ended();
     Counters::add(&counters.handled, 1);
     let (outcome, settle) = decide(finished, timeout);
-    shared.meter.handled(ctx.partition, outcome, started);
+    shared.meter.handled(ctx.stream, outcome, started);
     tracing::debug!(outcome = outcome.as_str(), "handler ended");
     match settle {
         Settle::Ack => ack(shared, ctx, held),
@@ -186,7 +187,7 @@ async fn work<E: Envelope, H: Handler<E>>(
             detail,
         } => Box::pin(schedule_retry(shared, &ctx, after, &reason, &detail)).await,
         Settle::DeadLetter { reason, detail } => {
-            let source = (ctx.partition, ctx.stream_id());
+            let source = (ctx.stream, ctx.stream_id());
             Box::pin(dead_letter(
                 shared,
                 source,
@@ -327,7 +328,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         );
         dead_letter(
             shared,
-            (ctx.partition, ctx.stream_id()),
+            (ctx.stream, ctx.stream_id()),
             Some(ctx.job_id()),
             DeadReason::RetriesExhausted,
             &detail,
@@ -342,7 +343,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     let due_ms = due_ms(delay);
     let reason = truncate(reason, REASON_MAX_BYTES);
     let request = transitions::ScheduleRetry {
-        partition: ctx.partition,
+        partition: ctx.stream,
         consumer: &shared.consumer,
         source_id: ctx.stream_id(),
         job_id: ctx.job_id(),
@@ -361,7 +362,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         Ok(moved) => {
             failpoint("after_retry_schedule");
             Counters::add(&shared.counters.retried, 1);
-            shared.meter.retry_scheduled(ctx.partition);
+            shared.meter.retry_scheduled(ctx.stream);
             // Info, not debug: only a failed attempt gets here, and when it
             // runs again is what an operator looks for.
             tracing::info!(
@@ -376,7 +377,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         }
         Err(err) => transition_failed(
             shared,
-            ctx.partition,
+            ctx.stream,
             (FailedTransition::Retry, Settlement::Retry),
             "scheduling the retry",
             err,
@@ -581,10 +582,10 @@ where
 /// job done and releases what it held once Redis has the ack.
 fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
-    let partition = ctx.partition;
+    let partition = ctx.stream;
     // The context ends here: its IDs move to the acker, no copy.
     let request = AckRequest {
-        partition: ctx.partition,
+        partition: ctx.stream,
         id: ctx.stream_id,
         job_id: ctx.header.job_id,
         claim_epoch: ctx.claim_epoch,

@@ -41,10 +41,11 @@ impl Meter {
         config: &crate::config::QueueConfig,
         partitions: &[u16],
     ) -> Meter {
-        let mut table: Vec<Option<PartitionMeters>> =
-            (0..config.partitions).map(|_| None).collect();
-        for &partition in partitions {
-            if let Some(slot) = table.get_mut(usize::from(partition)) {
+        // By stream number; a partition's lanes share its series.
+        let mut table: Vec<Option<PartitionMeters>> = (0..config.streams()).map(|_| None).collect();
+        for &stream in partitions {
+            if let Some(slot) = table.get_mut(usize::from(stream)) {
+                let partition = config.partition_of_stream(stream);
                 *slot = Some(metrics.partition(config.queue, config.group, partition));
             }
         }

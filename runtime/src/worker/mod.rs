@@ -33,6 +33,7 @@ mod epochs;
 mod in_flight;
 mod intake;
 mod job;
+mod lanes;
 mod leadership;
 mod meter;
 mod pause;
@@ -296,7 +297,8 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<WorkerReport> {
-        let partitions = self.checked_partitions()?;
+        // Every loop works streams: each chosen partition in every lane.
+        let partitions = self.checked_streams()?;
         let reading = Arc::new(AtomicBool::new(false));
         #[cfg(feature = "metrics")]
         let (meter, endpoint) = {
@@ -346,18 +348,18 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             consumer = %self.consumer,
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
-        let claims_keys: Arc<[String]> = (0..self.config.partitions)
-            .map(|partition| self.config.claims_key(partition))
+        let claims_keys: Arc<[String]> = (0..self.config.streams())
+            .map(|stream| self.config.claims_key(stream))
             .collect();
-        let epochs = Arc::new(Epochs::new(self.config.partitions));
+        let epochs = Arc::new(Epochs::new(self.config.streams()));
         read_epochs(&self.redis, &claims_keys, &epochs).await;
         let counters = Arc::new(Counters::default());
         let meter = Arc::new(meter);
         let consumer: Arc<str> = Arc::from(self.consumer);
-        let leadership = leadership::Leadership::new(self.config.partitions, &consumer);
+        let leadership = leadership::Leadership::new(self.config.streams(), &consumer);
         let handling = Arc::new(acks::Handling::default());
         // The pause flags as they are now, before the first read.
-        let paused = Arc::new(pause::Paused::new(self.config.partitions));
+        let paused = Arc::new(pause::Paused::new(self.config.streams()));
         if let Err(err) = pause::refresh(
             &mut self.redis.shared(),
             &self.config,
@@ -436,7 +438,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         .await
     }
 
-    fn checked_partitions(&self) -> Result<Vec<u16>> {
+    /// The stream numbers this worker works (see [`QueueConfig::streams`]):
+    /// its partitions, each in every lane.
+    fn checked_streams(&self) -> Result<Vec<u16>> {
         let invalid = |problem: String| Error::InvalidWorker {
             queue: self.config.queue,
             problem,
@@ -480,7 +484,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 self.config.partitions
             )));
         }
-        Ok(partitions)
+        Ok(self.config.streams_of(&partitions))
     }
 }
 
@@ -497,9 +501,11 @@ struct Shared<E, H> {
     handling: Arc<acks::Handling>,
     /// What every job's context shares to check and renew its ownership.
     ownership: Arc<Ownership>,
-    /// The ready stream key of every partition of the queue, by partition.
+    /// The ready stream key of every stream of the queue (a lane's
+    /// partition), by stream number. Without lanes a stream is a partition;
+    /// the loops' `partition` arguments are stream numbers throughout.
     ready_keys: Arc<[String]>,
-    /// The claim epoch key of every partition (see `epochs`), by partition.
+    /// The claim epoch key of every stream (see `epochs`), by stream number.
     claims_keys: Arc<[String]>,
     /// Each partition's claim epoch as last seen; reads stamp their entries with it.
     epochs: Arc<Epochs>,

@@ -50,6 +50,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     wait_replicas: 0,
     wait_timeout: Duration::from_secs(1),
     dedup_window: None,
+    lanes: &[],
+    default_lane: 0,
 };
 
 /// A producer of [`EvolvedJob`] jobs for the `evolving` queue.

@@ -12,4 +12,5 @@ pub mod defaults;
 pub mod envelopes;
 pub mod evolving;
 pub mod jobs;
+pub mod laned;
 pub mod retrying;

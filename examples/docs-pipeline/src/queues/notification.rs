@@ -55,6 +55,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     wait_replicas: 0,
     wait_timeout: Duration::from_secs(1),
     dedup_window: Some(Duration::from_secs(3600)),
+    lanes: &[],
+    default_lane: 0,
 };
 
 /// Schedule `daily-digest`: cron `0 8 * * 1-5` in Europe/Berlin, missed ticks run once.

@@ -51,6 +51,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     wait_replicas: 0,
     wait_timeout: Duration::from_secs(1),
     dedup_window: None,
+    lanes: &[],
+    default_lane: 0,
 };
 
 /// Schedule `ocr-canary`: every 10m, missed ticks skipped.

@@ -848,6 +848,20 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
         .or(Vec::new())?;
     if let Some(partitions) = partitions.filter(|_| !lanes.is_empty()) {
         let streams = partitions * lanes.len() as u64;
+        if streams > MAX_STREAMS {
+            // The runtime numbers a queue's streams (lane × partition) in 16 bits.
+            ctx.error(
+                &q.at("lanes"),
+                format!(
+                    "{partitions} partitions × {} lanes = {streams} streams, more than {MAX_STREAMS}",
+                    lanes.len()
+                ),
+                format!(
+                    "keep partitions × lanes at most {MAX_STREAMS}: use fewer partitions or fewer lanes"
+                ),
+            );
+            return None;
+        }
         if streams > MANY_PARTITIONS {
             ctx.warning(
                 &q.at("lanes"),
@@ -864,6 +878,9 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
     }
     Some(lanes)
 }
+
+/// Most streams (partitions × lanes) a queue may have: as many as partitions.
+const MAX_STREAMS: u64 = 16384;
 
 /// "line 12" for where `first` is, with the column when `here` is on the same line.
 fn first_at(first: Pos, here: Pos) -> String {
