@@ -107,7 +107,7 @@ pub struct Args {
     /// Run only these variants (repeatable): base, qg8, qg8l, qg8d, qg8m, qg8mt,
     /// base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l: qg8 with a
     /// handler.rate far above what it reaches, the rate limiter's cost;
-    /// qg8d: qg8 on a queue with dedup, publish_once per job). Default: all but trim, baseP and
+    /// qg8d: qg8 on a queue with dedup, publish_once per job; qg8n: qg8 on a queue with two lanes). Default: all but trim, baseP and
     /// qg8p (with --rate: base, qg8, base1, qg1); --postgres adds baseP and
     /// qg8p. Each queuegen ratio is against its own baseline: qg1's against
     /// base1 (one consumer), qg8r's against baseR (8 consumers + one result
@@ -221,6 +221,34 @@ pub const LIMITER_RATE: queuegen_runtime::RateLimit = queuegen_runtime::RateLimi
 /// duplicate and the variant measures what the marker check costs.
 pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// What a queuegen variant's queue has beyond the plain `jobs` queue: each
+/// is measured against the same baseline, so its ratio is its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    Plain,
+    /// A `handler.rate` far above what the workers reach ([`LIMITER_RATE`]),
+    /// so every read round also asks the token bucket (qg8l).
+    RateLimit,
+    /// `dedup` ([`DEDUP_WINDOW`]): every publish is one `publish_once`
+    /// Function call in place of an `XADD` (qg8d).
+    Dedup,
+    /// Two lanes of equal weight ([`TWO_LANES`]), jobs alternating between
+    /// them: twice the streams, read by weight (qg8n).
+    TwoLanes,
+}
+
+/// qg8n's lanes.
+pub const TWO_LANES: &[queuegen_runtime::Lane] = &[
+    queuegen_runtime::Lane {
+        name: "first",
+        weight: 1,
+    },
+    queuegen_runtime::Lane {
+        name: "second",
+        weight: 1,
+    },
+];
+
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -230,19 +258,14 @@ pub enum Variant {
     /// `store`: what each job commits before the handler reports `Done`.
     /// `telemetry`: each worker records its metrics into a registry of its
     /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
-    /// a sink) is on at `info`, so the per-job span is built. `limited`:
-    /// the queue has a `handler.rate` far above what the workers reach
-    /// ([`LIMITER_RATE`]), so every read round also asks the token bucket:
-    /// the limiter's cost.
+    /// a sink) is on at `info`, so the per-job span is built. `feature`:
+    /// what the queue has beyond the plain `jobs` queue.
     Queuegen {
         workers: usize,
         store: Store,
         telemetry: bool,
         tracing: bool,
-        limited: bool,
-        /// The queue has `dedup` ([`DEDUP_WINDOW`]): every publish is one
-        /// `publish_once` Function call in place of an `XADD`.
-        dedup: bool,
+        feature: Feature,
     },
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
@@ -270,16 +293,14 @@ impl Variant {
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
-        limited: false,
-        dedup: false,
+        feature: Feature::Plain,
     };
     pub const QG8: Variant = Variant::Queuegen {
         workers: 8,
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
-        limited: false,
-        dedup: false,
+        feature: Feature::Plain,
     };
 
     /// qg8 with a rate limit it never reaches (qg8l).
@@ -288,8 +309,7 @@ impl Variant {
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
-        limited: true,
-        dedup: false,
+        feature: Feature::RateLimit,
     };
 
     /// qg8 on a queue with `dedup` (qg8d): publish_once per job.
@@ -298,32 +318,39 @@ impl Variant {
         store: Store::Nothing,
         telemetry: false,
         tracing: false,
-        limited: false,
-        dedup: true,
+        feature: Feature::Dedup,
+    };
+
+    /// qg8 on a queue with two lanes (qg8n): jobs alternate between them.
+    pub const QG8_LANES: Variant = Variant::Queuegen {
+        workers: 8,
+        store: Store::Nothing,
+        telemetry: false,
+        tracing: false,
+        feature: Feature::TwoLanes,
     };
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 12] = [
+    pub const ALL: [Variant; 13] = [
         Variant::BASE,
         Variant::QG8,
         Variant::QG8_LIMITED,
         Variant::QG8_DEDUP,
+        Variant::QG8_LANES,
         Variant::Queuegen {
             workers: 8,
             store: Store::Nothing,
             telemetry: true,
             tracing: false,
-            limited: false,
-            dedup: false,
+            feature: Feature::Plain,
         },
         Variant::Queuegen {
             workers: 8,
             store: Store::Nothing,
             telemetry: true,
             tracing: true,
-            limited: false,
-            dedup: false,
+            feature: Feature::Plain,
         },
         Variant::BASE1,
         Variant::QG1,
@@ -333,8 +360,7 @@ impl Variant {
             store: Store::Redis,
             telemetry: false,
             tracing: false,
-            limited: false,
-            dedup: false,
+            feature: Feature::Plain,
         },
         Variant::BASE_PG,
         Variant::Queuegen {
@@ -342,8 +368,7 @@ impl Variant {
             store: Store::Postgres,
             telemetry: false,
             tracing: false,
-            limited: false,
-            dedup: false,
+            feature: Feature::Plain,
         },
     ];
 
@@ -407,15 +432,14 @@ impl Variant {
                 store,
                 telemetry,
                 tracing,
-                limited,
-                dedup,
+                feature,
             } => {
-                let limited = if limited {
-                    " + rate limit (never reached)"
-                } else {
-                    ""
+                let feature = match feature {
+                    Feature::Plain => "",
+                    Feature::RateLimit => " + rate limit (never reached)",
+                    Feature::Dedup => " + dedup (publish_once)",
+                    Feature::TwoLanes => " + two lanes",
                 };
-                let dedup = if dedup { " + dedup (publish_once)" } else { "" };
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
@@ -431,7 +455,7 @@ impl Variant {
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
-                format!("queuegen, {workers}{store}{telemetry}{limited}{dedup}")
+                format!("queuegen, {workers}{store}{telemetry}{feature}")
             }
         }
     }
@@ -469,10 +493,9 @@ impl Variant {
                 store,
                 telemetry,
                 tracing,
-                limited,
-                dedup,
+                feature,
             } => format!(
-                "qg{workers}{}{}{}{}{}",
+                "qg{workers}{}{}{}{}",
                 match store {
                     Store::Nothing => "",
                     Store::Redis => "r",
@@ -480,8 +503,12 @@ impl Variant {
                 },
                 if telemetry { "m" } else { "" },
                 if tracing { "t" } else { "" },
-                if limited { "l" } else { "" },
-                if dedup { "d" } else { "" }
+                match feature {
+                    Feature::Plain => "",
+                    Feature::RateLimit => "l",
+                    Feature::Dedup => "d",
+                    Feature::TwoLanes => "n",
+                }
             ),
         }
     }
@@ -784,13 +811,17 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                     store,
                     telemetry,
                     tracing,
-                    limited,
-                    dedup,
+                    feature,
                 } => {
                     let _tracing = tracing.then(telemetry::TracingOn::start);
                     let options = queuegen::QueueOptions {
-                        rate: limited.then_some(LIMITER_RATE),
-                        dedup_window: dedup.then_some(DEDUP_WINDOW),
+                        rate: (feature == Feature::RateLimit).then_some(LIMITER_RATE),
+                        dedup_window: (feature == Feature::Dedup).then_some(DEDUP_WINDOW),
+                        lanes: if feature == Feature::TwoLanes {
+                            TWO_LANES
+                        } else {
+                            &[]
+                        },
                     };
                     queuegen::run(args, url, &prefix, workers, sink(store), telemetry, options)
                         .await

@@ -97,6 +97,8 @@ pub struct QueueOptions {
     pub rate: Option<queuegen_runtime::RateLimit>,
     /// `dedup.window` (qg8d).
     pub dedup_window: Option<std::time::Duration>,
+    /// `lanes` (qg8n): jobs are published to them in turn.
+    pub lanes: &'static [queuegen_runtime::Lane],
 }
 
 pub async fn run(
@@ -116,6 +118,7 @@ pub async fn run(
         concurrency: args.concurrency,
         rate: options.rate,
         dedup_window: options.dedup_window,
+        lanes: options.lanes,
         ..jobs::CONFIG
     };
     let redis = Redis::connect(url)
@@ -184,8 +187,13 @@ pub async fn run(
     }
     let publish_start = Instant::now();
     let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        let batch =
-            range.map(|n| NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n)));
+        let batch = range.map(|n| {
+            let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
+            match options.lanes {
+                [] => job,
+                lanes => job.in_lane(lanes[n as usize % lanes.len()].name),
+            }
+        });
         let producer = &producer;
         async move {
             producer.publish_many(batch).await.context("publish_many")?;
