@@ -48,6 +48,7 @@ pub async fn run(
     prefix: &str,
     single: bool,
     sink: Sink<'_>,
+    dedup: bool,
 ) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
     let mut conn = client
@@ -96,11 +97,25 @@ pub async fn run(
         // Steady state: the consumers wait for jobs as they arrive.
         consumers = start(std::mem::take(&mut idle));
     }
+    if dedup {
+        // Loaded before the clock starts: the pipeline sends EVALSHA only.
+        redis::Script::new(PUBLISH_ONCE)
+            .prepare_invoke()
+            .load_async(&mut conn)
+            .await
+            .context("SCRIPT LOAD of the dedup script")?;
+    }
     let publish_start = Instant::now();
     let publishing = probe::publish(args, schedule.as_ref(), |range| {
         let mut conn = conn.clone();
         let key = key.clone();
-        async move { publish(&mut conn, &key, range, schedule.as_ref()).await }
+        async move {
+            if dedup {
+                publish_once(&mut conn, &key, range, schedule.as_ref()).await
+            } else {
+                publish(&mut conn, &key, range, schedule.as_ref()).await
+            }
+        }
     });
     let publisher_late = tokio::time::timeout(args.timeout(), publishing)
         .await
@@ -223,6 +238,42 @@ async fn publish(
             .arg(&entry(n, schedule)?[..]);
     }
     pipe.query_async::<()>(conn).await.context("pipelined XADD")
+}
+
+/// baseD's check-and-append: the shortest atomic dedup at publish by hand.
+const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
+    if first then return first end \
+    local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2)) \
+    redis.call('SET', KEYS[2], id, 'PX', ARGV[1]) \
+    return id";
+
+/// baseD: jobs `range` as one pipeline of `EVALSHA`s of [`PUBLISH_ONCE`],
+/// each with its job's marker key (an hour's window).
+async fn publish_once(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    range: Range<u64>,
+    schedule: Option<&Schedule>,
+) -> Result<()> {
+    let script = redis::Script::new(PUBLISH_ONCE);
+    let mut pipe = redis::pipe();
+    for n in range {
+        let entry = entry(n, schedule)?;
+        let job_id = entry
+            .iter()
+            .find(|(name, _)| *name == header_fields::JOB_ID)
+            .map_or("", |(_, value)| value.as_str());
+        pipe.invoke_script(
+            script
+                .key(key)
+                .key(format!("{key}:marker:{job_id}"))
+                .arg(3_600_000)
+                .arg(&entry[..]),
+        );
+    }
+    pipe.query_async::<()>(conn)
+        .await
+        .context("pipelined dedup script")
 }
 
 /// The stream entry of job `n`: its header and body pairs, exactly as the

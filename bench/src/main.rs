@@ -104,17 +104,19 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg8, qg8l, qg8d, qg8m, qg8mt,
-    /// base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l: qg8 with a
-    /// handler.rate far above what it reaches, the rate limiter's cost;
-    /// qg8d: qg8 on a queue with dedup, publish_once per job; qg8n: qg8 on a queue with two lanes). Default: all but trim, baseP and
-    /// qg8p (with --rate: base, qg8, base1, qg1); --postgres adds baseP and
-    /// qg8p. Each queuegen ratio is against its own baseline: qg1's against
-    /// base1 (one consumer), qg8r's against baseR (8 consumers + one result
-    /// SET per job), qg8p's against baseP (8 consumers + one tokio-postgres
-    /// transaction per job: a documents row and the marker row), the others'
-    /// against base; without it, no ratio. `trim` measures the commands of
-    /// one trim pass per --trim-entries length.
+    /// Run only these variants (repeatable): base, qg8, qg8l, baseD, qg8d,
+    /// qg8n, qg8m, qg8mt, base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l:
+    /// qg8 with a handler.rate far above what it reaches, the rate limiter's
+    /// cost; qg8d: qg8 on a queue with dedup, publish_once per job; qg8n:
+    /// qg8 on a queue with two lanes, jobs alternating). Default: all but
+    /// trim, baseP and qg8p (with --rate: base, qg8, base1, qg1); --postgres
+    /// adds baseP and qg8p. Each queuegen ratio is against its own baseline:
+    /// qg1's against base1 (one consumer), qg8r's against baseR (8 consumers
+    /// and one result SET per job), qg8d's against baseD (base publishing each
+    /// job through a hand-written GET/XADD/SET script), qg8p's against baseP
+    /// (8 consumers and one tokio-postgres transaction per job: a documents row
+    /// and the marker row), the others' against base; without it, no ratio.
+    /// `trim` measures the commands of one trim pass per --trim-entries length.
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
     /// Ready-stream lengths the trim variant measures a pass at (repeatable).
@@ -253,8 +255,14 @@ pub const TWO_LANES: &[queuegen_runtime::Lane] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
-    /// partition, at least 8) or one (`single`), committing `store` per job.
-    Baseline { single: bool, store: Store },
+    /// partition, at least 8) or one (`single`), committing `store` per job;
+    /// with `dedup`, publishing each job through a check-and-append script
+    /// (marker GET, XADD, marker SET) as a user would write dedup by hand.
+    Baseline {
+        single: bool,
+        store: Store,
+        dedup: bool,
+    },
     /// `store`: what each job commits before the handler reports `Done`.
     /// `telemetry`: each worker records its metrics into a registry of its
     /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
@@ -275,18 +283,29 @@ impl Variant {
     pub const BASE: Variant = Variant::Baseline {
         single: false,
         store: Store::Nothing,
+        dedup: false,
     };
     pub const BASE1: Variant = Variant::Baseline {
         single: true,
         store: Store::Nothing,
+        dedup: false,
     };
     pub const BASE_RESULTS: Variant = Variant::Baseline {
         single: false,
         store: Store::Redis,
+        dedup: false,
     };
     pub const BASE_PG: Variant = Variant::Baseline {
         single: false,
         store: Store::Postgres,
+        dedup: false,
+    };
+    /// `base` publishing through a hand-written dedup script (baseD): what
+    /// qg8d's dedup is compared with, apart from what dedup itself costs.
+    pub const BASE_DEDUP: Variant = Variant::Baseline {
+        single: false,
+        store: Store::Nothing,
+        dedup: true,
     };
     pub const QG1: Variant = Variant::Queuegen {
         workers: 1,
@@ -332,10 +351,11 @@ impl Variant {
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 14] = [
         Variant::BASE,
         Variant::QG8,
         Variant::QG8_LIMITED,
+        Variant::BASE_DEDUP,
         Variant::QG8_DEDUP,
         Variant::QG8_LANES,
         Variant::Queuegen {
@@ -387,6 +407,10 @@ impl Variant {
                 store: Store::Postgres,
                 ..
             } => Some(Variant::BASE_PG),
+            Variant::Queuegen {
+                feature: Feature::Dedup,
+                ..
+            } => Some(Variant::BASE_DEDUP),
             Variant::Queuegen { workers: 1, .. } => Some(Variant::BASE1),
             Variant::Queuegen { .. } => Some(Variant::BASE),
         }
@@ -413,8 +437,12 @@ impl Variant {
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
-            Variant::Baseline { single, store } => format!(
-                "baseline ({}, {}{})",
+            Variant::Baseline {
+                single,
+                store,
+                dedup,
+            } => format!(
+                "baseline ({}, {}{}{})",
                 if store == Store::Postgres {
                     "redis-rs + tokio-postgres"
                 } else {
@@ -425,6 +453,11 @@ impl Variant {
                     Store::Nothing => "",
                     Store::Redis => " + result SET",
                     Store::Postgres => " + documents row and marker, one transaction per job",
+                },
+                if dedup {
+                    " + dedup script per publish"
+                } else {
+                    ""
                 }
             ),
             Variant::Queuegen {
@@ -479,14 +512,19 @@ impl Variant {
     pub fn slug(self) -> String {
         match self {
             Variant::Trim => "trim".to_owned(),
-            Variant::Baseline { single, store } => format!(
-                "base{}{}",
+            Variant::Baseline {
+                single,
+                store,
+                dedup,
+            } => format!(
+                "base{}{}{}",
                 if single { "1" } else { "" },
                 match store {
                     Store::Nothing => "",
                     Store::Redis => "R",
                     Store::Postgres => "P",
-                }
+                },
+                if dedup { "D" } else { "" }
             ),
             Variant::Queuegen {
                 workers,
@@ -800,12 +838,17 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                 (Store::Postgres, None) => unreachable!("a PostgreSQL variant has its schema"),
             };
             let outcome = match variant {
-                Variant::Baseline { single, store } if redis.is_cluster() => {
+                Variant::Baseline { dedup: true, .. } if redis.is_cluster() => Err(
+                    anyhow::anyhow!("baseD runs on one server only (its script names two keys)"),
+                ),
+                Variant::Baseline { single, store, .. } if redis.is_cluster() => {
                     cluster_baseline::run(args, url, &redis, &prefix, single, sink(store)).await
                 }
-                Variant::Baseline { single, store } => {
-                    baseline::run(args, url, &prefix, single, sink(store)).await
-                }
+                Variant::Baseline {
+                    single,
+                    store,
+                    dedup,
+                } => baseline::run(args, url, &prefix, single, sink(store), dedup).await,
                 Variant::Queuegen {
                     workers,
                     store,
