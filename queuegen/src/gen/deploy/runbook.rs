@@ -155,6 +155,8 @@ struct QueueContext {
     group: String,
     partitions: u16,
     last_partition: u16,
+    /// `high (weight 6), normal (weight 3, default)`; empty without lanes.
+    lanes: String,
     handler_timeout: String,
     concurrency: u32,
     claim_min_idle: String,
@@ -194,6 +196,19 @@ impl QueueContext {
             group: queue.group.name.clone(),
             partitions: queue.partitions,
             last_partition: queue.partitions.saturating_sub(1),
+            lanes: queue
+                .lanes
+                .iter()
+                .map(|lane| {
+                    format!(
+                        "`{}` (weight {}{})",
+                        lane.name,
+                        lane.weight,
+                        if lane.default { ", default" } else { "" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             handler_timeout: format_duration(queue.handler.timeout),
             concurrency: queue.handler.concurrency,
             claim_min_idle: format_duration(queue.claim.min_idle),
