@@ -410,3 +410,33 @@ pub async fn last_delivered(
         .map(|group| group.last_delivered_id)
         .unwrap_or_default()
 }
+
+/// A worker running in a task of its own until [`RunningWorker::stop`].
+pub struct RunningWorker {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
+}
+
+/// Runs `worker` (`run_until` a stop) in a task.
+pub fn spawn_worker<E, H>(worker: queuegen_runtime::Worker<E, H>) -> RunningWorker
+where
+    E: queuegen_runtime::Envelope,
+    H: queuegen_runtime::Handler<E>,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run_until(async {
+        let _ = stopped.await;
+    }));
+    RunningWorker { stop, task }
+}
+
+impl RunningWorker {
+    /// Stops the worker and returns its report; panics if it failed.
+    pub async fn stop(self) -> queuegen_runtime::WorkerReport {
+        let _ = self.stop.send(());
+        self.task
+            .await
+            .expect("the worker task ends without panicking")
+            .unwrap_or_else(|err| panic!("the worker failed: {err}"))
+    }
+}

@@ -12,7 +12,8 @@ use queuegen_runtime::{
 use queuegen_tests::fixtures::{leak, TestJob};
 use queuegen_tests::queues::laned;
 use queuegen_tests::support::{
-    applied, dead_letters, delayed_jobs, init_tracing, stream_entries, unique_prefix, wait_until,
+    applied, dead_letters, delayed_jobs, init_tracing, spawn_worker, stream_entries, unique_prefix,
+    wait_until, RunningWorker,
 };
 use queuegen_tests::RedisServer;
 
@@ -78,23 +79,12 @@ impl Lanes {
     }
 }
 
-fn start_worker(
-    redis: &Redis,
-    config: &QueueConfig,
-    handler: Lanes,
-    name: &str,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::worker::WorkerReport>>,
-) {
-    let worker = Worker::new(redis, config.clone(), handler)
-        .consumer_name(name)
-        .read_block(Duration::from_millis(100));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    (stop, task)
+fn start_worker(redis: &Redis, config: &QueueConfig, handler: Lanes, name: &str) -> RunningWorker {
+    spawn_worker(
+        Worker::new(redis, config.clone(), handler)
+            .consumer_name(name)
+            .read_block(Duration::from_millis(100)),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,9 +130,8 @@ async fn a_backlog_in_every_lane_is_handled_in_the_mix_of_the_weights() {
         .iter()
         .map(|(_, lane, _)| *lane)
         .collect();
-    for (stop, task) in running {
-        let _ = stop.send(());
-        task.await.unwrap().unwrap();
+    for worker in running {
+        worker.stop().await;
     }
 
     let mut mix: HashMap<&str, usize> = HashMap::new();
@@ -200,7 +189,7 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
         fail_first: true,
         ..Lanes::default()
     };
-    let (stop, task) = start_worker(&redis, &config, handler.clone(), "lanes-keep");
+    let worker = start_worker(&redis, &config, handler.clone(), "lanes-keep");
     wait_until(
         Duration::from_secs(10),
         "the retried and the delayed job are done",
@@ -234,8 +223,7 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
         || async { handler.count() >= 3 },
     )
     .await;
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 
     let handled = handler.handled.lock().unwrap().clone();
     let lane_of = |job_id: &str| {
@@ -369,13 +357,12 @@ async fn lanes_work_on_a_cluster_each_in_its_partition_s_slot() {
     producer.publish_many(jobs).await.unwrap();
 
     let handler = Lanes::default();
-    let (stop, task) = start_worker(&redis, &config, handler.clone(), "lanes-cluster");
+    let worker = start_worker(&redis, &config, handler.clone(), "lanes-cluster");
     wait_until(Duration::from_secs(20), "60 jobs are handled", || async {
         handler.count() >= 60
     })
     .await;
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    worker.stop().await;
     let handled = handler.handled.lock().unwrap().clone();
     assert_eq!(handled.len(), 60, "each once: {handled:?}");
     for (job_id, lane, _) in handled {

@@ -10,26 +10,19 @@ use queuegen_tests::pg_app::{
     SERIALIZATION_ONCE, VIOLATES_CHECK,
 };
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, last_delivered, unique_prefix, wait_until,
+    all_pending, dead_letters, init_tracing, last_delivered, spawn_worker, unique_prefix,
+    wait_until, RunningWorker,
 };
 use queuegen_tests::PostgresServer;
 
 /// Runs a worker in this process until the returned sender fires.
-fn spawn_worker(
+fn start_worker(
     redis: &Redis,
     config: &QueueConfig,
     handler: DocumentsHandler,
     consumer: &str,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
-) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = Worker::new(redis, config.clone(), handler).consumer_name(consumer);
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    (stop, running)
+) -> RunningWorker {
+    spawn_worker(Worker::new(redis, config.clone(), handler).consumer_name(consumer))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +41,7 @@ async fn a_job_commits_its_row_and_marker_together_and_a_duplicate_finds_the_mar
         .publish(NewJob::new("doc-1", "acme", TestJob::new("a.pdf", None)))
         .await
         .unwrap();
-    let (stop, running) = spawn_worker(
+    let running = start_worker(
         &s.redis,
         &config,
         DocumentsHandler {
@@ -72,8 +65,7 @@ async fn a_job_commits_its_row_and_marker_together_and_a_duplicate_finds_the_mar
         },
     )
     .await;
-    stop.send(()).unwrap();
-    let report = running.await.unwrap().unwrap();
+    let report = running.stop().await;
     assert_eq!(report.done, 2, "both deliveries are done: {report:?}");
 
     assert_eq!(
@@ -178,7 +170,7 @@ async fn kill_9_after_commit_before_xack_leaves_exactly_one_business_row() {
     assert_eq!(pending.len(), 1, "not acked: the crash came first");
 
     let results = PgResults::start(&s.pg, &config).await.unwrap();
-    let (stop, running) = spawn_worker(&s.redis, &config, DocumentsHandler { results }, "w2");
+    let running = start_worker(&s.redis, &config, DocumentsHandler { results }, "w2");
     let watched = config.clone();
     wait_until(
         Duration::from_secs(15),
@@ -190,8 +182,7 @@ async fn kill_9_after_commit_before_xack_leaves_exactly_one_business_row() {
         },
     )
     .await;
-    stop.send(()).unwrap();
-    let report = running.await.unwrap().unwrap();
+    let report = running.stop().await;
     assert_eq!(report.claimed, 1, "{report:?}");
     assert_eq!(report.done, 1, "{report:?}");
     assert_eq!(
@@ -232,7 +223,7 @@ async fn a_failed_transaction_is_retried_or_dead_lettered_by_class_and_leaves_no
         ))
         .await
         .unwrap();
-    let (stop, running) = spawn_worker(&s.redis, &config, DocumentsHandler { results }, "w1");
+    let running = start_worker(&s.redis, &config, DocumentsHandler { results }, "w1");
     let mut conn = s.conn.clone();
     let db = &s.db;
     wait_until(
@@ -248,8 +239,7 @@ async fn a_failed_transaction_is_retried_or_dead_lettered_by_class_and_leaves_no
         },
     )
     .await;
-    stop.send(()).unwrap();
-    let report = running.await.unwrap().unwrap();
+    let report = running.stop().await;
     assert_eq!(report.retried, 1, "{report:?}");
 
     let row =
