@@ -4,11 +4,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
 use queuegen_runtime::{
     transitions, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
     Redis, Worker,
 };
+use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{leak, TestJob};
 use queuegen_tests::queues::laned;
 use queuegen_tests::support::{
@@ -110,14 +112,17 @@ async fn a_backlog_in_every_lane_is_handled_in_the_mix_of_the_weights() {
         work: Duration::from_millis(2),
         ..Lanes::default()
     };
+    let metrics = WorkerMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
     let mut running = Vec::new();
     for n in 0..2 {
         let redis = Redis::connect(server.url()).await.unwrap();
-        running.push(start_worker(
-            &redis,
-            &config,
-            handler.clone(),
-            &format!("lanes-{n}"),
+        running.push(spawn_worker(
+            Worker::new(&redis, config.clone(), handler.clone())
+                .consumer_name(format!("lanes-{n}"))
+                .read_block(Duration::from_millis(100))
+                .with_metrics(metrics.clone()),
         ));
     }
     wait_until(
@@ -157,6 +162,26 @@ async fn a_backlog_in_every_lane_is_handled_in_the_mix_of_the_weights() {
         );
     }
     println!("handled mix of the first 3,000: {}", report.join(", "));
+
+    // The workers' per-lane counter shows the same mix of what they read.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let exposition = parse(&text).unwrap();
+    let read = |lane: &str| {
+        exposition.sum(
+            "queuegen_lane_deliveries_total",
+            &[("queue", "laned"), ("lane", lane)],
+        )
+    };
+    let all = read("high") + read("normal") + read("low");
+    assert!(all >= HANDLED as f64, "read {all}");
+    for (lane, weight) in [("high", 0.6), ("normal", 0.3), ("low", 0.1)] {
+        let share = read(lane) / all;
+        assert!(
+            (share - weight).abs() <= weight * 0.10,
+            "lane {lane}: {share:.3} of the {all} entries read"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

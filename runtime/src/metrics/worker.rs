@@ -67,6 +67,13 @@ struct QueueLabels {
     group: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LaneLabels {
+    queue: &'static str,
+    group: &'static str,
+    lane: &'static str,
+}
+
 type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
 /// A counter of seconds, which are not whole.
@@ -104,6 +111,7 @@ pub struct WorkerMetrics {
     loops_leader: Family<PartitionLabels, Gauge>,
     intake_paused: Family<PartitionLabels, Gauge>,
     rate_limited: Family<QueueLabels, SecondsCounter>,
+    lane_deliveries: Family<LaneLabels, Counter>,
     trim: TrimMetrics,
 }
 
@@ -128,6 +136,7 @@ impl Default for WorkerMetrics {
             loops_leader: Family::default(),
             intake_paused: Family::default(),
             rate_limited: Family::default(),
+            lane_deliveries: Family::default(),
             trim: TrimMetrics::default(),
         }
     }
@@ -168,6 +177,11 @@ impl WorkerMetrics {
             "Time the intake waited, holding no permit, because the queue's handler.rate bucket was empty: jobs being held back by the rate limit (only for queues with a rate)",
             Unit::Seconds,
             self.rate_limited.clone(),
+        );
+        registry.register(
+            "queuegen_lane_deliveries",
+            "New entries the intake read, by priority lane (only for queues with lanes): under a backlog in every lane their shares follow the lanes' weights",
+            self.lane_deliveries.clone(),
         );
         registry.register(
             "queuegen_claims",
@@ -305,6 +319,17 @@ impl WorkerMetrics {
             .get_or_create_owned(&QueueLabels { queue, group })
     }
 
+    /// The counter of entries the intake read from `lane`.
+    pub(crate) fn lane_deliveries(
+        &self,
+        queue: &'static str,
+        group: &'static str,
+        lane: &'static str,
+    ) -> Counter {
+        self.lane_deliveries
+            .get_or_create_owned(&LaneLabels { queue, group, lane })
+    }
+
     /// The handler duration and publish→start histograms of one queue and group.
     pub(crate) fn histograms(
         &self,
@@ -421,6 +446,7 @@ mod tests {
         let _meters = metrics.partition("ocr", "workers", 0);
         let _histograms = metrics.histograms("ocr", "workers");
         let _rate_limited = metrics.rate_limited("ocr", "workers");
+        let _lane = metrics.lane_deliveries("ocr", "workers", "high");
         metrics
             .trim()
             .removed("ocr", 0, super::super::StreamRole::Dead, 1);
@@ -442,6 +468,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 20, "{names:?}");
+        assert_eq!(names.len(), 21, "{names:?}");
     }
 }

@@ -200,6 +200,9 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         }
         if let Some(shares) = shares.as_mut() {
             let (delivered, empty) = round.lane_tally();
+            for (slot, &entries) in delivered.iter().enumerate() {
+                shared.meter.lane_delivered(slot, entries as u64);
+            }
             shares.record(&delivered, &empty);
         }
         drained = matches!(result, Ok(Ended::Drained));

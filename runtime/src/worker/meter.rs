@@ -30,6 +30,8 @@ struct Installed {
     publish_to_start: prometheus_client::metrics::histogram::Histogram,
     /// Only for a queue with `handler.rate`.
     rate_limited: Option<crate::metrics::SecondsCounter>,
+    /// By lane slot (stream number / partitions); empty without lanes.
+    lane_deliveries: Vec<prometheus_client::metrics::counter::Counter>,
     trim: TrimMetrics,
 }
 
@@ -59,6 +61,10 @@ impl Meter {
                 rate_limited: config
                     .rate
                     .map(|_| metrics.rate_limited(config.queue, config.group)),
+                lane_deliveries: (0..config.lanes.len() as u16)
+                    .filter_map(|slot| config.lane_of_stream(slot * config.partitions))
+                    .map(|lane| metrics.lane_deliveries(config.queue, config.group, lane.name))
+                    .collect(),
                 trim: metrics.trim().clone(),
             }),
         }
@@ -183,6 +189,18 @@ impl Meter {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.ownership_lost[settlement.index()].inc_by(entries);
+        }
+    }
+
+    /// The intake read `entries` new entries from the lane in `slot`.
+    pub(super) fn lane_delivered(&self, slot: usize, entries: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(counter) = self
+            .installed
+            .as_ref()
+            .and_then(|installed| installed.lane_deliveries.get(slot))
+        {
+            counter.inc_by(entries);
         }
     }
 
