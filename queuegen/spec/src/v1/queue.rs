@@ -497,8 +497,9 @@ fn tenant_rate_never_applies(ctx: &mut Ctx<'_>, at: &At, queue: Rate, tenant: Te
     ctx.warning(
         at,
         format!(
-            "each tenant may start {} jobs per {}, but the whole queue only {} per {} (handler.rate): the queue's limit binds first, so the per-tenant limit never applies",
+            "each tenant may start {} {} per {}, but the whole queue only {} per {} (handler.rate): the queue's limit binds first, so the per-tenant limit never applies",
             tenant.limit,
+            if tenant.limit == 1 { "job" } else { "jobs" },
             format_duration(tenant.per),
             queue.limit,
             format_duration(queue.per),
