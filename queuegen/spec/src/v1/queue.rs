@@ -491,7 +491,7 @@ fn tenant_rate_never_applies(ctx: &mut Ctx<'_>, at: &At, queue: Rate, tenant: Te
     } else {
         format!(
             "give a tenant less than the queue: 1 job per more than {per}, e.g. `limit: 1, per: {}`",
-            format_duration(queue.per * 2),
+            format_duration(queue.per.saturating_mul(2)),
         )
     };
     ctx.warning(
