@@ -315,6 +315,43 @@ fn rate_of_zero() {
 }
 
 #[test]
+fn tenant_rate_zero() {
+    let queue = "    handler:
+      tenant_rate: { limit: 0, per: 1s, classes: 5000, burst: 20 }
+  per_zero:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+    handler: { tenant_rate: { limit: 10, per: 0s, classes: 0 } }
+";
+    case("tenant_rate_zero", &spec("", queue), Expect::Errors);
+}
+
+#[test]
+fn tenant_rate_above_queue_rate() {
+    let queue = "    handler:
+      rate: { limit: 5, per: 1s }
+      tenant_rate: { limit: 10, per: 1s }
+  per_minute:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+    handler:
+      rate: { limit: 1, per: 1m }
+      tenant_rate: { limit: 1, per: 1m, classes: 8 }
+  binds_in_bursts:
+    envelope: OrderPlaced
+    dead_letter: { owner: shop-oncall }
+    handler:
+      rate: { limit: 6000, per: 1m }
+      tenant_rate: { limit: 150, per: 1s }
+";
+    case(
+        "tenant_rate_above_queue_rate",
+        &spec("", queue),
+        Expect::WarningsOnly,
+    );
+}
+
+#[test]
 fn missing_and_unused_envelopes() {
     let source = spec("", "").replace("envelope: OrderPlaced", "envelope: OrderPlace");
     case("envelopes_missing_and_unused", &source, Expect::Errors);

@@ -257,6 +257,18 @@ fn malformed_specs_are_rejected() {
             format!("{BASE}    lanes: [{{ name: high, priority: 1 }}, {{ name: low }}]\n"),
         ),
         (
+            "tenant_rate limit 0",
+            format!("{BASE}    handler: {{ tenant_rate: {{ limit: 0, per: 1s }} }}\n"),
+        ),
+        (
+            "tenant_rate classes above 4096",
+            format!("{BASE}    handler: {{ tenant_rate: {{ limit: 10, per: 1s, classes: 4097 }} }}\n"),
+        ),
+        (
+            "unknown key under tenant_rate",
+            format!("{BASE}    handler: {{ tenant_rate: {{ limit: 10, per: 1s, burst: 20 }} }}\n"),
+        ),
+        (
             "unquoted min_version",
             BASE.replace(
                 "service: shop",

@@ -393,6 +393,8 @@ pub struct HandlerSettings {
     pub shutdown_budget: Duration,
     /// `handler.rate`: default none (no limit).
     pub rate: Option<Rate>,
+    /// `handler.tenant_rate`: default none (no per-tenant limit).
+    pub tenant_rate: Option<TenantRate>,
 }
 
 /// A rate limit shared by all workers of a queue: a token bucket of
@@ -403,6 +405,18 @@ pub struct Rate {
     pub limit: u32,
     /// Above zero.
     pub per: Duration,
+}
+
+/// A rate limit per tenant, shared by all workers of a queue: one token
+/// bucket per tenant class, `classes` classes, tenants hashed into them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantRate {
+    /// At least 1.
+    pub limit: u32,
+    /// Above zero.
+    pub per: Duration,
+    /// 1 to 4096; default 64.
+    pub classes: u16,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -410,6 +410,8 @@ pub static HANDLER: Obj = Obj {
             "How long shutdown waits for jobs in flight before leaving them pending."),
         prop!("rate", Ty::Object(&RATE), default = Some("none (no limit)"),
             "Most jobs all workers of the queue start together: `limit` jobs per `per`, a token bucket in Redis shared by every worker (one call per intake round). Jobs over the limit wait, undelivered; they never fail."),
+        prop!("tenant_rate", Ty::Object(&TENANT_RATE), default = Some("none (no per-tenant limit)"),
+            "Most jobs each tenant starts: `limit` jobs per `per`, a token bucket in Redis per tenant class shared by every worker, tenants hashed into `classes` classes. A job over its tenant's limit is set aside (moved to the delayed set, keeping its attempt, due when its class has a token), not failed. Independent of `rate`."),
     ],
 };
 
@@ -421,6 +423,19 @@ pub static RATE: Obj = Obj {
             "Jobs started per `per`, by all workers together; also the largest burst after an idle period."),
         prop!("per", Ty::Duration, required,
             "The period `limit` applies to, e.g. 1s or 1m."),
+    ],
+};
+
+pub static TENANT_RATE: Obj = Obj {
+    name: "TenantRate",
+    doc: "A rate limit per tenant, shared by all workers of a queue: tenants are hashed into `classes` classes, each a token bucket in Redis holding at most `limit` tokens, refilled at `limit` per `per`. Tenants sharing a class share its bucket.",
+    props: &[
+        prop!("limit", Ty::Int { min: 1, max: U32_MAX }, required,
+            "Jobs one tenant (one class) starts per `per`, by all workers together; also its largest burst after an idle period."),
+        prop!("per", Ty::Duration, required,
+            "The period `limit` applies to, e.g. 1s or 1m."),
+        prop!("classes", Ty::Int { min: 1, max: 4096 }, default = Some("64"),
+            "How many buckets tenants are hashed into (1 to 4096): it bounds the Redis keys and metric series whatever the number of tenants. Two tenants in one class share its bucket; more classes, fewer collisions."),
     ],
 };
 
@@ -626,6 +641,7 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &GROUP,
         &HANDLER,
         &RATE,
+        &TENANT_RATE,
         &CLAIM,
         &RETRY,
         &BACKOFF,

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
-    Jitter, Lane, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TrimMode,
+    Jitter, Lane, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TenantRate,
+    TrimMode,
 };
 use crate::suggest;
 use crate::units::{self, format_duration, format_size, round_up_duration};
@@ -15,12 +16,12 @@ use crate::yaml::{Node, Pos};
 use super::envelope::EnvelopeDef;
 use super::format::{
     ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, PAYLOAD,
-    POISON, QUEUE, RATE, RETENTION, RETRY, TRIM_MODES,
+    POISON, QUEUE, RATE, RETENTION, RETRY, TENANT_RATE, TRIM_MODES,
 };
 use super::kubernetes;
 use super::names;
 use super::postgres;
-use super::read::{object, Ctx, Item, Object, Read};
+use super::read::{object, At, Ctx, Item, Object, Read};
 use super::values;
 
 const U32_MAX: u64 = u32::MAX as u64;
@@ -32,6 +33,10 @@ const MANY_CONCURRENT: u64 = 1024;
 const MAX_LANES: usize = 16;
 /// The largest lane weight: weights are relative, so 1000 is fine-grained enough.
 const MAX_LANE_WEIGHT: u64 = 1000;
+/// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless
+/// told, and at most (each is a Redis key and a metric series).
+const TENANT_CLASSES: u16 = 64;
+const MAX_TENANT_CLASSES: u64 = 4096;
 
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -357,15 +362,21 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
         .read(ctx, "shutdown_budget", values::duration)
         .or(secs(10));
     let rate = rate(ctx, &h);
-    let settings = match (timeout, concurrency, shutdown_budget, rate) {
-        (Some(timeout), Some(concurrency), Some(shutdown_budget), Some(rate)) => {
-            Some(HandlerSettings {
-                timeout,
-                concurrency: concurrency as u32,
-                shutdown_budget,
-                rate,
-            })
-        }
+    let tenant_rate = tenant_rate(ctx, &h, rate.flatten());
+    let settings = match (timeout, concurrency, shutdown_budget, rate, tenant_rate) {
+        (
+            Some(timeout),
+            Some(concurrency),
+            Some(shutdown_budget),
+            Some(rate),
+            Some(tenant_rate),
+        ) => Some(HandlerSettings {
+            timeout,
+            concurrency: concurrency as u32,
+            shutdown_budget,
+            rate,
+            tenant_rate,
+        }),
         _ => None,
     };
     (timeout, settings)
@@ -386,19 +397,7 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
             "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
         )
     });
-    let per = r.read(ctx, "per", |ctx, it| {
-        if let Node::Str(text) = it.node {
-            if units::parse_duration(text).is_ok_and(|d| d.is_zero()) {
-                ctx.error(
-                    &it.value(),
-                    "a rate per 0s is not a rate: the limit would apply to no time at all",
-                    "write the period the limit applies to, e.g. `per: 1s` or `per: 1m`",
-                );
-                return None;
-            }
-        }
-        values::duration(ctx, it)
-    });
+    let per = r.read(ctx, "per", rate_per);
     match (limit, per) {
         (Read::Ok(limit), Read::Ok(per)) => Some(Some(Rate {
             limit: limit as u32,
@@ -407,6 +406,106 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
         // A missing `limit` or `per` was reported as a required key.
         _ => None,
     }
+}
+
+/// The `per` of `handler.rate` or `handler.tenant_rate`: a duration above zero.
+fn rate_per(ctx: &mut Ctx<'_>, it: &Item<'_>) -> Option<Duration> {
+    if let Node::Str(text) = it.node {
+        if units::parse_duration(text).is_ok_and(|d| d.is_zero()) {
+            ctx.error(
+                &it.value(),
+                "a rate per 0s is not a rate: the limit would apply to no time at all",
+                "write the period the limit applies to, e.g. `per: 1s` or `per: 1m`",
+            );
+            return None;
+        }
+    }
+    values::duration(ctx, it)
+}
+
+/// `handler.tenant_rate`: `Some(None)` when absent (no per-tenant limit),
+/// `None` when invalid. `queue` is the valid `handler.rate`, if any.
+fn tenant_rate(
+    ctx: &mut Ctx<'_>,
+    h: &Object<'_>,
+    queue: Option<Rate>,
+) -> Option<Option<TenantRate>> {
+    if h.get("tenant_rate").is_none() {
+        return Some(None);
+    }
+    let r = h.child(ctx, "tenant_rate", &TENANT_RATE);
+    let limit = r.read(ctx, "limit", |ctx, it| {
+        values::count(
+            ctx,
+            it,
+            1,
+            U32_MAX,
+            "a tenant rate of 0 would never start a job of any tenant: to stop a queue's intake for a while use `queuegen pause`; for no per-tenant limit, remove handler.tenant_rate",
+        )
+    });
+    let per = r.read(ctx, "per", rate_per);
+    let classes = r
+        .read(ctx, "classes", |ctx, it| {
+            values::count(
+                ctx,
+                it,
+                1,
+                MAX_TENANT_CLASSES,
+                "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key and a metric series), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
+            )
+        })
+        .or(u64::from(TENANT_CLASSES));
+    let tenant = match (limit, per, classes) {
+        (Read::Ok(limit), Read::Ok(per), Some(classes)) => TenantRate {
+            limit: limit as u32,
+            per,
+            classes: classes as u16,
+        },
+        // A missing `limit` or `per` was reported as a required key.
+        _ => return None,
+    };
+    if let Some(queue) = queue.filter(|queue| never_binds(*queue, tenant)) {
+        tenant_rate_never_applies(ctx, &r.at("limit"), queue, tenant);
+    }
+    Some(Some(tenant))
+}
+
+/// Whether `tenant` allows one tenant at least what `queue` allows the
+/// whole queue, in rate and in burst: then the queue's bucket always empties
+/// first, and the tenant's never holds a job back.
+fn never_binds(queue: Rate, tenant: TenantRate) -> bool {
+    // tenant.limit / tenant.per >= queue.limit / queue.per, without division.
+    let at_least_as_fast = u128::from(tenant.limit) * queue.per.as_nanos()
+        >= u128::from(queue.limit) * tenant.per.as_nanos();
+    at_least_as_fast && tenant.limit >= queue.limit
+}
+
+fn tenant_rate_never_applies(ctx: &mut Ctx<'_>, at: &At, queue: Rate, tenant: TenantRate) {
+    let per = format_duration(queue.per);
+    let fix = if queue.limit > 1 {
+        format!(
+            "give a tenant less than the queue: a limit below {} per {per}, e.g. `limit: {}, per: {per}`",
+            queue.limit,
+            (queue.limit / 10).max(1),
+        )
+    } else {
+        format!(
+            "give a tenant less than the queue: 1 job per more than {per}, e.g. `limit: 1, per: {}`",
+            format_duration(queue.per.saturating_mul(2)),
+        )
+    };
+    ctx.warning(
+        at,
+        format!(
+            "each tenant may start {} {} per {}, but the whole queue only {} per {} (handler.rate): the queue's limit binds first, so the per-tenant limit never applies",
+            tenant.limit,
+            if tenant.limit == 1 { "job" } else { "jobs" },
+            format_duration(tenant.per),
+            queue.limit,
+            format_duration(queue.per),
+        ),
+        format!("{fix}; or remove handler.tenant_rate if the queue's limit is enough"),
+    );
 }
 
 /// `min_idle` on its own (for the retention check), and the whole section.
@@ -1123,6 +1222,94 @@ mod tests {
             "q.yaml",
         );
         assert!(quiet.diagnostics.is_empty(), "{:#?}", quiet.diagnostics);
+    }
+
+    fn handler_of(queue: &str) -> HandlerSettings {
+        let checked = crate::check_str(&orders(queue), "q.yaml");
+        assert!(checked.diagnostics.is_empty(), "{:#?}", checked.diagnostics);
+        let spec = checked.spec.expect("valid");
+        spec.queues[0].handler.clone()
+    }
+
+    #[test]
+    fn tenant_rate_is_none_unless_given() {
+        let handler = handler_of("    handler: { rate: { limit: 100, per: 1s } }\n");
+        assert_eq!(handler.tenant_rate, None);
+        assert_eq!(handler_of("").tenant_rate, None);
+    }
+
+    #[test]
+    fn tenant_rate_has_64_classes_unless_told() {
+        let handler = handler_of("    handler:\n      tenant_rate: { limit: 10, per: 1s }\n");
+        assert_eq!(
+            handler.tenant_rate,
+            Some(TenantRate {
+                limit: 10,
+                per: secs(1),
+                classes: 64
+            })
+        );
+        assert_eq!(handler.rate, None);
+        let both = handler_of(
+            "    handler:\n      rate: { limit: 100, per: 1s }\n      tenant_rate: { limit: 10, per: 1m, classes: 4096 }\n",
+        );
+        assert_eq!(
+            both.tenant_rate,
+            Some(TenantRate {
+                limit: 10,
+                per: secs(60),
+                classes: 4096
+            })
+        );
+        assert_eq!(
+            both.rate,
+            Some(Rate {
+                limit: 100,
+                per: secs(1)
+            })
+        );
+        let one = handler_of("    handler: { tenant_rate: { limit: 1, per: 1s, classes: 1 } }\n");
+        assert_eq!(one.tenant_rate.map(|t| t.classes), Some(1));
+    }
+
+    #[test]
+    fn a_tenant_rate_binds_unless_it_allows_the_queues_rate_and_burst() {
+        let queue = |limit, per| Rate {
+            limit,
+            per: secs(per),
+        };
+        let tenant = |limit, per| TenantRate {
+            limit,
+            per: secs(per),
+            classes: 64,
+        };
+        // Faster and a larger burst, or the same: never binds.
+        assert!(never_binds(queue(5, 1), tenant(10, 1)));
+        assert!(never_binds(queue(100, 1), tenant(100, 1)));
+        assert!(never_binds(queue(100, 1), tenant(6000, 60)));
+        // Slower: binds.
+        assert!(!never_binds(queue(100, 1), tenant(10, 1)));
+        assert!(!never_binds(queue(100, 1), tenant(100, 2)));
+        // Faster, but a smaller burst: binds after a quiet period.
+        assert!(!never_binds(queue(6000, 60), tenant(150, 1)));
+    }
+
+    #[test]
+    fn tenant_rate_problems_are_all_reported_at_their_token() {
+        // Line 10 is the first line after `dead_letter`.
+        let found = problems(
+            "    handler:\n      tenant_rate: { limit: 0, per: 0s, classes: 0, burst: 5 }\n",
+        );
+        let at: Vec<(usize, usize)> = found.iter().map(|f| (f.0, f.1)).collect();
+        assert_eq!(at, [(11, 29), (11, 37), (11, 50), (11, 53)], "{found:#?}");
+        assert_eq!(found[0].2, "must be at least 1, found 0");
+        assert!(found[1].2.starts_with("a rate per 0s is not a rate"));
+        assert_eq!(found[2].2, "must be at least 1, found 0");
+        assert_eq!(found[3].2, "unknown key");
+        let found = problems("    handler: { tenant_rate: { per: 1s, classes: 4097 } }\n");
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(found[0].2.contains("missing required key `limit`"));
+        assert_eq!(found[1].2, "must be at most 4096, found 4097");
     }
 
     #[test]
