@@ -37,6 +37,14 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
             limit: rate.limit,
             per: rate.per,
         }),
+        tenant_rate: queue
+            .handler
+            .tenant_rate
+            .map(|rate| runtime::TenantRateLimit {
+                limit: rate.limit,
+                per: rate.per,
+                classes: rate.classes,
+            }),
         claim_min_idle: queue.claim.min_idle,
         claim_every: queue.claim.every,
         claim_batch: queue.claim.batch as usize,

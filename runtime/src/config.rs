@@ -29,6 +29,9 @@ pub struct QueueConfig {
     /// The queue's rate limit (`handler.rate`), shared by all its workers
     /// through a token bucket in Redis ([`QueueConfig::rate_key`]); `None`: no limit.
     pub rate: Option<RateLimit>,
+    /// The queue's per-tenant rate limit (`handler.tenant_rate`): one bucket
+    /// per tenant class ([`QueueConfig::tenant_rate_key`]); `None`: no limit.
+    pub tenant_rate: Option<TenantRateLimit>,
     /// Pending entries idle longer than this are claimed by another consumer.
     pub claim_min_idle: Duration,
     /// How often the recovery loop looks for idle pending entries.
@@ -115,6 +118,17 @@ pub struct RateLimit {
     pub per: Duration,
 }
 
+/// A rate limit per tenant (`handler.tenant_rate`): each tenant starts at
+/// most `limit` jobs per `per`. Tenants are hashed into `classes` buckets, so
+/// the buckets stay bounded however many tenants there are; tenants that
+/// share a class share its bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TenantRateLimit {
+    pub limit: u32,
+    pub per: Duration,
+    pub classes: u16,
+}
+
 /// How a retry's backoff is randomised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Jitter {
@@ -129,6 +143,9 @@ pub enum Jitter {
 pub enum MarkerKind {
     /// A ready entry was rescheduled into the retry set.
     Retry,
+    /// A ready entry was set aside into the retry set before it ran, its
+    /// attempt kept (`handler.tenant_rate`).
+    Defer,
     /// A ready entry was dead-lettered.
     Dead,
     /// A retry was promoted back to the ready stream.
@@ -147,6 +164,7 @@ impl MarkerKind {
     pub fn as_str(self) -> &'static str {
         match self {
             MarkerKind::Retry => "retry",
+            MarkerKind::Defer => "defer",
             MarkerKind::Dead => "dead",
             MarkerKind::Promote => "promote",
             MarkerKind::Replay => "replay",
@@ -328,6 +346,19 @@ impl QueueConfig {
         format!("{}:{{{}}}:rate", self.key_prefix, self.queue)
     }
 
+    /// The bucket of tenant class `class` (`handler.tenant_rate`):
+    /// `{prefix}:tenant-NN:{queue}:rate`, in the queue's own hash tag like
+    /// [`QueueConfig::rate_key`], and shaped like it for the library's
+    /// `rate_take`.
+    pub fn tenant_rate_key(&self, class: u16) -> String {
+        let classes = self.tenant_rate.map_or(1, |rate| rate.classes);
+        let width = partition_digits(classes);
+        format!(
+            "{}:tenant-{class:0width$}:{{{}}}:rate",
+            self.key_prefix, self.queue
+        )
+    }
+
     /// The full name of one function of the library: `{functions}_{name}`.
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.functions)
@@ -376,6 +407,7 @@ pub(crate) mod tests {
         concurrency: 16,
         shutdown_budget: Duration::from_secs(20),
         rate: None,
+        tenant_rate: None,
         claim_min_idle: Duration::from_secs(120),
         claim_every: Duration::from_secs(10),
         claim_batch: 50,
@@ -435,6 +467,15 @@ pub(crate) mod tests {
         assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
         assert_eq!(OCR.paused_key(3), "work:{ocr-03}:paused");
         assert_eq!(OCR.rate_key(), "work:{ocr}:rate");
+        let per_tenant = QueueConfig {
+            tenant_rate: Some(TenantRateLimit {
+                limit: 10,
+                per: Duration::from_secs(1),
+                classes: 64,
+            }),
+            ..OCR
+        };
+        assert_eq!(per_tenant.tenant_rate_key(7), "work:tenant-07:{ocr}:rate");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"

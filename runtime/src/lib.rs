@@ -29,14 +29,14 @@ pub mod transitions;
 pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
-pub use config::{Jitter, Lane, MarkerKind, QueueConfig, RateLimit};
+pub use config::{Jitter, Lane, MarkerKind, QueueConfig, RateLimit, TenantRateLimit};
 pub use connect::{ConnectOptions, Connection, PasswordSource, Redis};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, NotOwner, Result};
 pub use field::{FieldValue, Timestamp};
 pub use handler::{Handler, JobContext};
 pub use outcome::{ErrorKind, JobError, Outcome};
-pub use partition::partition_of;
+pub use partition::{partition_of, tenant_class};
 pub use producer::{Delayed, Durability, NewJob, Producer, Published};
 pub use queuegen_macros::{Envelope, FieldEnum};
 pub use results::{Committed, RedisResults, Results};

@@ -33,6 +33,12 @@ pub fn partition_of(config: &QueueConfig, fields: &[(&str, String)]) -> u16 {
     (hash % u64::from(config.partitions.max(1))) as u16
 }
 
+/// The class of `tenant` among `classes` (`handler.tenant_rate`): the same
+/// FNV-1a hash, modulo the class count.
+pub fn tenant_class(tenant: &str, classes: u16) -> u16 {
+    (fnv1a_values([tenant]) % u64::from(classes.max(1))) as u16
+}
+
 /// FNV-1a 64 over each value followed by the separator.
 fn fnv1a_values<'a>(values: impl IntoIterator<Item = &'a str>) -> u64 {
     let mut hash = FNV_OFFSET_BASIS;

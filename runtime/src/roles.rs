@@ -100,6 +100,7 @@ impl Role {
                 "renew",
                 "rate_take",
                 "retry_schedule",
+                "defer",
                 "retry_promote",
                 "delayed_promote",
                 // Handlers publish follow-up jobs, and the outbox publisher

@@ -194,15 +194,39 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
     config: &QueueConfig,
     retry: &ScheduleRetry<'_>,
 ) -> Result<Moved> {
+    schedule_again(conn, config, retry, MarkerKind::Retry).await
+}
+
+/// Calls `defer`: as [`retry_schedule`], with the attempt kept, for a job set
+/// aside before it ran (its tenant's rate was spent); it waits in the retry
+/// set until `due_ms`. [`Error::NotOwner`] as for a retry.
+pub async fn defer<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    deferral: &ScheduleRetry<'_>,
+) -> Result<Moved> {
+    schedule_again(conn, config, deferral, MarkerKind::Defer).await
+}
+
+/// `retry_schedule` (marker kind `Retry`) or `defer` (`Defer`).
+async fn schedule_again<C: ConnectionLike + Send>(
+    conn: &mut C,
+    config: &QueueConfig,
+    retry: &ScheduleRetry<'_>,
+    kind: MarkerKind,
+) -> Result<Moved> {
     let p = retry.partition;
-    let function = config.function("retry_schedule");
+    let function = config.function(match kind {
+        MarkerKind::Defer => "defer",
+        _ => "retry_schedule",
+    });
     let mut cmd = fcall(
         &function,
         &[
             config.ready_key(p),
             config.retry_key(p),
             config.retry_jobs_key(p),
-            config.marker_key(p, MarkerKind::Retry, retry.source_id),
+            config.marker_key(p, kind, retry.source_id),
         ],
     );
     cmd.arg(config.group)
@@ -467,11 +491,17 @@ pub fn delay_schedule_command(
     due_ms: u64,
     pairs: &[(&str, String)],
 ) -> redis::Cmd {
+    let job_id = pairs
+        .iter()
+        .find(|(name, _)| *name == crate::envelope::header_fields::JOB_ID)
+        .map_or("", |(_, value)| value.as_str());
     let mut cmd = fcall(
         &config.function("delay_schedule"),
         &[
             config.delayed_key(partition),
             config.delayed_jobs_key(partition),
+            // Its promotion's marker: a job_id promoted lately is a duplicate.
+            config.marker_key(partition, MarkerKind::Delayed, job_id),
         ],
     );
     cmd.arg(due_ms).arg(pairs);

@@ -12,7 +12,9 @@ use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{applied, delayed_jobs, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    applied, delayed_jobs, init_tracing, spawn_worker, unique_prefix, wait_until,
+};
 use queuegen_tests::RedisServer;
 
 const PROMOTE_EVERY: Duration = Duration::from_millis(100);
@@ -167,6 +169,43 @@ async fn a_job_id_waits_once_and_status_counts_the_waiting() {
     for partition in partitions {
         assert_eq!(partition.retries.scheduled, 0, "retries are counted apart");
     }
+}
+
+/// A job_id delayed again after its promotion is a duplicate answered with
+/// when it was appended: accepted, its promotion would find the first
+/// promotion's marker and append nothing (library v5 lost it that way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_id_delayed_again_after_its_promotion_is_a_duplicate_not_a_lost_job() {
+    init_tracing();
+    let server = RedisServer::start();
+    let config = config("delayed-again");
+    let (redis, mut conn) = applied(&server, &config).await;
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+    let first = producer
+        .publish_after(job("again"), Duration::from_millis(50))
+        .await
+        .unwrap();
+    let starts = Starts::default();
+    let worker = spawn_worker(Worker::new(&redis, config.clone(), starts.clone()));
+    wait_until(Duration::from_secs(10), "the first is handled", || async {
+        starts.0.lock().unwrap().contains_key("again")
+    })
+    .await;
+    let second = producer
+        .publish_after(job("again"), Duration::from_millis(50))
+        .await
+        .unwrap();
+    worker.stop().await;
+    assert!(!first.duplicate);
+    assert!(second.duplicate, "{second:?}");
+    assert!(
+        second.due_ms >= first.due_ms && second.due_ms <= now_ms(),
+        "answered with when it was appended: {second:?} after {first:?}"
+    );
+    assert!(
+        delayed_jobs(&mut conn, &config).await.is_empty(),
+        "nothing waits"
+    );
 }
 
 #[tokio::test]

@@ -422,6 +422,48 @@ async fn retry_schedule_keeps_a_later_attempts_order_and_replaces_its_reason() {
     assert_eq!(pairs(&stored), owned(&expected));
 }
 
+/// `defer` is `retry_schedule` with the attempt kept, under its own marker kind.
+#[tokio::test]
+async fn defer_sets_a_pending_entry_aside_with_its_attempt_kept_once() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    let due = (now_ms() + 2_000).to_string();
+    let args = [
+        GROUP,
+        ME,
+        id.as_str(),
+        due.as_str(),
+        "tenant_rate",
+        "60000",
+        ACCEPTED,
+    ];
+    let mut keys = p.schedule_keys(&id);
+    // A retry marker in defer's place is refused: each kind has its own.
+    let wrong = f.call("defer", &keys, &args).await;
+    assert!(format!("{wrong:?}").contains("QG_BADARG"), "{wrong:?}");
+    keys[3] = p.marker("defer", &id);
+
+    let first = moved(f.call("defer", &keys, &args).await);
+    assert_eq!(first, ("scheduled".to_owned(), id.clone()));
+    let stored: String = f.cmd(&["HGET", &p.retry_jobs(), &id]).await;
+    let stored: Vec<String> = serde_json::from_str(&stored).unwrap();
+    let mut expected = job_fields("job-1", "2", "1");
+    expected.insert(7, ("prev_id", &id));
+    expected.insert(8, ("reason", "tenant_rate"));
+    assert_eq!(pairs(&stored), owned(&expected), "attempt 1 kept");
+    let score: String = f.cmd(&["ZSCORE", &p.retry(), &id]).await;
+    assert_eq!(score, due);
+    assert_eq!(f.pending_ids(&p.ready()).await, Vec::<String>::new());
+    assert_eq!(f.marker(&p.marker("defer", &id)).await, id);
+
+    let after_first = f.dump().await;
+    let second = moved(f.call("defer", &keys, &args).await);
+    assert_eq!(second, ("already".to_owned(), id.clone()));
+    assert_keyspace_eq(&after_first, &f.dump().await, "the re-run");
+}
+
 #[tokio::test]
 async fn a_retry_schedule_rerun_finds_the_marker_and_only_acks() {
     let mut f = Fixture::start().await;

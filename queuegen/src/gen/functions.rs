@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 5;
+pub const LIBRARY_VERSION: u32 = 6;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -108,7 +108,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x93b6_6ebf_8e31_e006;
+    const PINNED_HASH: u64 = 0x7ccb_367a_076a_80fe;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -158,7 +158,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v5"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v6"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -167,7 +167,7 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v5");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v6");
     }
 
     #[test]
@@ -184,6 +184,7 @@ queues:
             registered,
             [
                 "retry_schedule",
+                "defer",
                 "retry_promote",
                 "delayed_promote",
                 "publish_once",
@@ -202,12 +203,12 @@ queues:
             ]
         );
         // Only `version` is read-only: the rest are refused on replicas.
-        // The transitions, the publish functions and schedule_tick are
+        // The transitions (defer among them), the publish functions and schedule_tick are
         // refused past maxmemory too; the trim, the lease functions, claim,
         // ack, renew and rate_take run there (they add no memory beyond a
         // few bytes).
         assert_eq!(library.matches("flags = {'no-writes'}").count(), 1);
-        assert_eq!(library.matches("flags = {},").count(), 8);
+        assert_eq!(library.matches("flags = {},").count(), 9);
         assert_eq!(library.matches("flags = {'allow-oom'},").count(), 7);
     }
 

@@ -260,6 +260,8 @@ pub(crate) struct QueueContext {
     /// `Some(Duration::…)` or `None`.
     admission_max_oldest_ready_age: String,
     rate: String,
+    /// `None` or `Some(queuegen_runtime::TenantRateLimit { … })`.
+    tenant_rate: String,
     admission_refresh: String,
     wait_replicas: u32,
     wait_timeout: String,
@@ -360,6 +362,17 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
             "false"
         },
         dead_letter_retention: duration_expr(queue.dead_letter.retention),
+        tenant_rate: queue.handler.tenant_rate.map_or_else(
+            || "None".to_owned(),
+            |rate| {
+                format!(
+                    "Some(queuegen_runtime::TenantRateLimit {{\n        limit: {},\n        per: {},\n        classes: {},\n    }})",
+                    rate.limit,
+                    duration_expr(rate.per),
+                    rate.classes
+                )
+            },
+        ),
         rate: queue.handler.rate.map_or_else(
             || "None".to_owned(),
             |rate| {

@@ -47,12 +47,14 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::lanes::LaneShares;
 use super::reply::{self, Entry, ReadReply};
+use super::tenant_rate::TenantGate;
 use super::wake::Wakers;
 use super::{classify, Counters, Delivery, Failure, Shared};
 use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::handler::Handler;
+use crate::transitions;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -99,6 +101,8 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     let mut drained = false;
     // With lanes: which lane each round reads first (`lanes.rs`).
     let mut shares = LaneShares::new(&shared.config);
+    // With `handler.tenant_rate`: each read's entries pass their tenant's bucket.
+    let gate = TenantGate::new(&shared.config);
     loop {
         // The partitions not paused (`pause.rs`), as last read: only they are read.
         let generation = shared.paused.generation();
@@ -193,6 +197,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             delivered: AtomicUsize::new(0),
             by_lane: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
             empty: std::sync::Mutex::new(Vec::new()),
+            gate: gate.as_ref(),
         };
         let result = round.read(reader, &mut permits).await;
         if let (Some(limiter), Some(granted)) = (limiter.as_mut(), granted) {
@@ -298,6 +303,8 @@ struct Round<'a, E, H> {
     by_lane: Vec<AtomicUsize>,
     /// Streams read with permits to spare that answered nothing.
     empty: std::sync::Mutex<Vec<u16>>,
+    /// With `handler.tenant_rate`: which entries of a read start now.
+    gate: Option<&'a TenantGate>,
 }
 
 /// How a round ended.
@@ -332,7 +339,18 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             if reply.streams.iter().all(|(_, entries)| entries.is_empty()) {
                 self.found_empty([*partition]);
             }
-            for entry in reply.streams.into_iter().flat_map(|(_, entries)| entries) {
+            let entries: Vec<Entry> = reply
+                .streams
+                .into_iter()
+                .flat_map(|(_, entries)| entries)
+                .collect();
+            let decisions = self.admit(entries.iter().collect()).await;
+            for (entry, deferral) in entries.into_iter().zip(decisions) {
+                if let Some(due_ms) = deferral {
+                    // Over its tenant's rate: set aside, no permit taken.
+                    self.defer(*partition, entry, due_ms);
+                    continue;
+                }
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
@@ -408,7 +426,21 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         } else {
             Ended::Full
         };
-        let mut entries = entries.into_iter();
+        let decisions = self
+            .admit(entries.iter().map(|(_, _, entry)| entry).collect())
+            .await;
+        let mut entries = entries
+            .into_iter()
+            .zip(decisions)
+            .filter_map(|((partition, epoch, entry), deferral)| match deferral {
+                Some(due_ms) => {
+                    self.defer(partition, entry, due_ms);
+                    None
+                }
+                None => Some((partition, epoch, entry)),
+            })
+            .collect::<Vec<_>>()
+            .into_iter();
         while let Some((partition, epoch, entry)) = entries.next() {
             let permit = match permits.pop() {
                 Some(permit) => permit,
@@ -471,6 +503,59 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             Some(Ok(reply)) => Ok(reply),
             Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
         }
+    }
+
+    /// For each entry: `None` to start it, or when to set it aside until
+    /// (`handler.tenant_rate`); all `None` without a per-tenant limit.
+    async fn admit(&self, entries: Vec<&Entry>) -> Vec<Option<u64>> {
+        match self.gate {
+            Some(gate) if !entries.is_empty() => {
+                gate.admit(&mut self.shared.acks.clone(), &entries).await
+            }
+            _ => vec![None; entries.len()],
+        }
+    }
+
+    /// Sets `entry` of stream `partition` aside until `due_ms` with the
+    /// library's `defer` (its attempt kept), in a task of its own. Should the
+    /// call fail, the entry stays pending and recovery claims it later.
+    fn defer(&self, partition: u16, entry: Entry, due_ms: u64) {
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let job_id = entry
+                .fields
+                .iter()
+                .find(|(name, _)| name == crate::envelope::header_fields::JOB_ID)
+                .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+                .unwrap_or_default();
+            let request = transitions::ScheduleRetry {
+                partition,
+                consumer: &shared.consumer,
+                source_id: &entry.id,
+                job_id: &job_id,
+                due_ms,
+                reason: "tenant_rate",
+                accepted_schemas: E::ACCEPTS,
+            };
+            let deferred = super::job::with_retries("defer", || {
+                let mut conn = shared.acks.clone();
+                let (config, request) = (&shared.config, &request);
+                async move { transitions::defer(&mut conn, config, request).await }
+            })
+            .await;
+            match deferred {
+                Ok(_) => {
+                    Counters::add(&shared.counters.deferred, 1);
+                    tracing::debug!(job_id, stream_id = %entry.id, due_ms, "over its tenant's rate: deferred");
+                }
+                Err(err) => tracing::warn!(
+                    error = %err,
+                    job_id,
+                    stream_id = %entry.id,
+                    "deferring a job over its tenant's rate failed; it stays pending for recovery"
+                ),
+            }
+        });
     }
 
     fn found_empty(&self, streams: impl IntoIterator<Item = u16>) {

@@ -43,6 +43,7 @@ mod reply;
 mod scheduler;
 mod shutdown;
 mod start_checks;
+mod tenant_rate;
 mod trimmer;
 mod wake;
 
@@ -117,6 +118,9 @@ pub struct WorkerReport {
     /// Times this worker took a partition's loops lease, and with it the
     /// partition's recovery and retry scheduler (renewals not counted).
     pub loops_leases_taken: u64,
+    /// Jobs read over their tenant's rate (`handler.tenant_rate`) and set
+    /// aside into the retry set with their attempt kept, to be read again.
+    pub deferred: u64,
 }
 
 /// The variable the generated Kubernetes Deployments name the pod's queue
@@ -723,6 +727,7 @@ struct Counters {
     trim_aborts: AtomicU64,
     ownership_lost: AtomicU64,
     loops_leases_taken: AtomicU64,
+    deferred: AtomicU64,
 }
 
 impl Counters {
@@ -749,6 +754,7 @@ impl Counters {
             trim_aborts: get(&self.trim_aborts),
             ownership_lost: get(&self.ownership_lost),
             loops_leases_taken: get(&self.loops_leases_taken),
+            deferred: get(&self.deferred),
         }
     }
 }

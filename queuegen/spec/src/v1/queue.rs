@@ -34,7 +34,7 @@ const MAX_LANES: usize = 16;
 /// The largest lane weight: weights are relative, so 1000 is fine-grained enough.
 const MAX_LANE_WEIGHT: u64 = 1000;
 /// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless
-/// told, and at most (each is a Redis key and a metric series).
+/// told, and at most (each is a Redis key).
 const TENANT_CLASSES: u16 = 64;
 const MAX_TENANT_CLASSES: u64 = 4096;
 
@@ -451,7 +451,7 @@ fn tenant_rate(
                 it,
                 1,
                 MAX_TENANT_CLASSES,
-                "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key and a metric series), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
+                "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
             )
         })
         .or(u64::from(TENANT_CLASSES));
