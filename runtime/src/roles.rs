@@ -133,15 +133,22 @@ impl Role {
 
 impl Role {
     /// The key patterns of this role: the producer touches only the ready
-    /// streams, the publish markers of `dedup` and the delayed sets, the
+    /// streams, the publish markers of `dedup`, the delayed sets and the
+    /// delayed jobs' promotion markers (`delay_schedule` reads them), the
     /// monitor reads everything of the service and writes nothing, the
     /// others own every key under the prefix (results and leases included).
     pub fn key_patterns(self, key_prefix: &str) -> Vec<String> {
         match self {
-            Role::Producer => ["ready", "marker:publish:*", "delayed", "delayed-jobs"]
-                .iter()
-                .map(|suffix| format!("~{key_prefix}:*:{suffix}"))
-                .collect(),
+            Role::Producer => [
+                "ready",
+                "marker:publish:*",
+                "delayed",
+                "delayed-jobs",
+                "marker:delayed:*",
+            ]
+            .iter()
+            .map(|suffix| format!("~{key_prefix}:*:{suffix}"))
+            .collect(),
             Role::Monitor => vec![format!("%R~{key_prefix}:*")],
             Role::Worker | Role::Operator => vec![format!("~{key_prefix}:*")],
         }
