@@ -157,6 +157,24 @@ pub enum Error {
         partitions: u16,
     },
 
+    /// An operator named a lane the queue does not have.
+    #[error("queue {queue} has {known}; there is no lane {lane:?}")]
+    NoSuchLane {
+        queue: &'static str,
+        lane: String,
+        /// `lanes high, normal` or `no lanes`.
+        known: String,
+    },
+
+    /// An operator named a dead letter that is not (or no longer) stored.
+    #[error("queue {queue}: no dead letter with ID {id} in {place}")]
+    NoSuchDeadLetter {
+        queue: &'static str,
+        id: String,
+        /// `partition 3`, `lane high, partition 3` or `any partition`.
+        place: String,
+    },
+
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]
     Inventory { key: String, problem: String },

@@ -1,14 +1,13 @@
 //! `queuegen dlq list|show|replay`: inspect a queue's dead letters and replay them.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use queuegen::runtime_config::queue_config;
+use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
 use queuegen_runtime::{transitions, QueueConfig, Redis};
-use redis::streams::{StreamId, StreamRangeReply};
 
 use super::common;
 
@@ -99,69 +98,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// One dead letter as read from a partition's dead-letter stream.
-#[derive(Debug, serde::Serialize)]
-struct DeadLetter {
-    partition: u16,
-    /// The lane, for a queue with lanes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lane: Option<&'static str>,
-    /// Its stream number (lane and partition), for the keys.
-    #[serde(skip)]
-    stream: u16,
-    id: String,
-    fields: BTreeMap<String, String>,
-    /// The original envelope, decoded from the `envelope` field.
-    envelope: Vec<(String, String)>,
-}
-
-impl DeadLetter {
-    fn from_entry(config: &QueueConfig, stream: u16, entry: StreamId) -> Self {
-        let mut fields = BTreeMap::new();
-        for (name, value) in entry.map {
-            let text = match value {
-                redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                redis::Value::SimpleString(text) => text,
-                other => format!("{other:?}"),
-            };
-            fields.insert(name, text);
-        }
-        let envelope = fields
-            .get("envelope")
-            .map(|json| decode_envelope(json))
-            .unwrap_or_default();
-        DeadLetter {
-            partition: config.partition_of_stream(stream),
-            lane: config.lane_of_stream(stream).map(|lane| lane.name),
-            stream,
-            id: entry.id,
-            fields,
-            envelope,
-        }
-    }
-
-    /// `3`, or `high/3` for a queue with lanes.
-    fn place(&self) -> String {
-        match self.lane {
-            Some(lane) => format!("{lane}/{}", self.partition),
-            None => self.partition.to_string(),
-        }
-    }
-
-    fn field(&self, name: &str) -> &str {
-        self.fields.get(name).map(String::as_str).unwrap_or("")
-    }
-}
-
-/// The `envelope` field is a JSON array `[field, value, field, value, ...]`.
-fn decode_envelope(json: &str) -> Vec<(String, String)> {
-    let values: Vec<String> = serde_json::from_str(json).unwrap_or_default();
-    values
-        .chunks_exact(2)
-        .map(|pair| (pair[0].clone(), pair[1].clone()))
-        .collect()
-}
-
 struct Target {
     config: QueueConfig,
     /// Schema versions of the queue's envelope that a replay may put back.
@@ -174,34 +110,6 @@ async fn open(selection: &Selection) -> anyhow::Result<Target> {
         bail!("{}: the spec has errors", selection.spec.display());
     };
     let queue = common::queue(&spec, &selection.spec, &selection.queue)?;
-    if let Some(partition) = selection.partition {
-        if partition >= queue.partitions {
-            bail!(
-                "queue {} has partitions 0..{}; there is no partition {partition}",
-                queue.name,
-                queue.partitions - 1
-            );
-        }
-    }
-    if let Some(lane) = &selection.lane {
-        if !queue.lanes.iter().any(|l| &l.name == lane) {
-            bail!(
-                "queue {} has {}; there is no lane {lane:?}",
-                queue.name,
-                match queue.lanes.as_slice() {
-                    [] => "no lanes".to_owned(),
-                    lanes => format!(
-                        "lanes {}",
-                        lanes
-                            .iter()
-                            .map(|l| l.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                }
-            );
-        }
-    }
     let envelope = spec
         .envelope(&queue.envelope)
         .expect("a valid spec's queues name existing envelopes");
@@ -217,64 +125,13 @@ async fn open(selection: &Selection) -> anyhow::Result<Target> {
 
 /// Reads the selected dead letters: one ID, or the newest `limit` over the partitions.
 async fn select(target: &Target, selection: &Selection) -> anyhow::Result<Vec<DeadLetter>> {
-    let config = &target.config;
-    let partitions: Vec<u16> = match selection.partition {
-        Some(p) => vec![p],
-        None => (0..config.partitions).collect(),
+    let query = DeadLetterQuery {
+        partition: selection.partition,
+        lane: selection.lane.clone(),
+        id: selection.id.clone(),
+        limit: selection.limit,
     };
-    let streams: Vec<u16> = match &selection.lane {
-        None => config.streams_of(&partitions),
-        Some(lane) => partitions
-            .iter()
-            .filter_map(|&p| config.stream_named(Some(lane), p))
-            .collect(),
-    };
-    let mut conn = target.redis.shared();
-    let mut found = Vec::new();
-    for stream in streams {
-        let key = config.dead_key(stream);
-        // One ID, or the newest `limit` of the partition.
-        let mut command = redis::cmd(match selection.id {
-            Some(_) => "XRANGE",
-            None => "XREVRANGE",
-        });
-        command.arg(&key);
-        match &selection.id {
-            Some(id) => command.arg(id).arg(id),
-            None => command.arg("+").arg("-").arg("COUNT").arg(selection.limit),
-        };
-        let reply: StreamRangeReply = command
-            .query_async(&mut conn)
-            .await
-            .with_context(|| format!("reading {key}"))?;
-        found.extend(
-            reply
-                .ids
-                .into_iter()
-                .map(|entry| DeadLetter::from_entry(config, stream, entry)),
-        );
-    }
-    if let Some(id) = &selection.id {
-        if found.is_empty() {
-            bail!(
-                "queue {}: no dead letter with ID {id}{}",
-                target.config.queue,
-                selection
-                    .partition
-                    .map(|p| format!(" in partition {p}"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    // Newest first across partitions: stream IDs start with their Unix ms.
-    found.sort_by_key(|dead| std::cmp::Reverse(id_order(&dead.id)));
-    found.truncate(selection.limit);
-    Ok(found)
-}
-
-fn id_order(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+    Ok(dead_letters(&mut target.redis.shared(), &target.config, &query).await?)
 }
 
 async fn list(selection: Selection, full: bool) -> anyhow::Result<ExitCode> {
