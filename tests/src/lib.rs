@@ -1,6 +1,7 @@
 //! Shared test support: the harness that starts private servers (standalone, primary+replica, a 6-node cluster, TLS; Redis or Valkey) and a private PostgreSQL, the Function library, fixtures, helpers, and metrics read back.
 
 pub mod acl;
+pub mod browser;
 pub mod evolved;
 pub mod exposition;
 pub mod fixtures;

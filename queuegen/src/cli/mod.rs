@@ -9,6 +9,8 @@ pub mod apply;
 pub mod check;
 mod common;
 mod connection;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod diff_spec;
 pub mod dlq;
 pub mod generate;
@@ -51,6 +53,8 @@ pub enum Subcommands {
     Resume(resume::Args),
     Acl(acl::Args),
     Schedules(schedules::Args),
+    #[cfg(feature = "dashboard")]
+    Dashboard(dashboard::Args),
 }
 
 /// Runs one subcommand. Exit codes: 0 success, 1 the spec or the generated
@@ -73,5 +77,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Resume(args) => resume::run(args),
         Subcommands::Acl(args) => acl::run(args),
         Subcommands::Schedules(args) => schedules::run(args),
+        #[cfg(feature = "dashboard")]
+        Subcommands::Dashboard(args) => dashboard::run(args),
     }
 }

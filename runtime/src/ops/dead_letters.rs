@@ -11,9 +11,9 @@ use redis::streams::{StreamId as Entry, StreamRangeReply};
 use redis::Value;
 use serde::Serialize;
 
+use crate::config::MarkerKind;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::config::MarkerKind;
 
 /// Which dead letters to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,11 +119,7 @@ pub fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result
                 [] => "no lanes".to_owned(),
                 lanes => format!(
                     "lanes {}",
-                    lanes
-                        .iter()
-                        .map(|l| l.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    lanes.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
                 ),
             },
         }),

@@ -5,9 +5,9 @@
 //! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`, `HMGET`, `GET`…), except the
 //! trimmer and its lease, and the pause flags' `pause`/`resume`, which also write.
 
+pub mod dead_letters;
 #[cfg(feature = "metrics")]
 pub mod gauges;
-pub mod dead_letters;
 pub mod inventory;
 pub mod lease;
 pub mod pause;
@@ -17,9 +17,9 @@ pub mod status;
 pub mod stream_id;
 pub mod trim;
 
+pub use dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
 #[cfg(feature = "metrics")]
 pub use gauges::{QueueGauges, QueueMonitor};
-pub use dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
 pub use inventory::{inventory, GroupInventory, PendingHead, StreamInventory};
 pub use lease::Lease;
 pub use pause::{PauseChange, PauseNote};

@@ -1,0 +1,240 @@
+//! The operator dashboard: the `status` model, an hour of history sampled in
+//! process, per-partition drill-down and the operator's actions (replay,
+//! pause, resume), as server-rendered pages an axum app can mount.
+//!
+//! Pages read with the same calls as `queuegen status`, `pending` and `dlq`
+//! (`queuegen_runtime::ops`), so the page and the CLI never disagree. The
+//! actions need the operator token ([`DashboardOptions::operator_token`]);
+//! without one the dashboard is read-only.
+
+mod actions;
+mod assets;
+mod auth;
+mod history;
+mod pages;
+mod render;
+mod view;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use queuegen_runtime::envelope::header_fields;
+use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
+use queuegen_runtime::{QueueConfig, Redis};
+
+use crate::runtime_config::queue_config;
+use crate::spec::model::Spec;
+
+pub use actions::ActionRecord;
+pub use history::Sample;
+
+/// The environment variable `queuegen dashboard` reads the operator token from.
+pub const TOKEN_ENV: &str = "QUEUEGEN_DASHBOARD_TOKEN";
+
+/// How a dashboard behaves; [`DashboardOptions::default`] is read-only.
+#[derive(Debug, Clone)]
+pub struct DashboardOptions {
+    /// The operator token: with it, a signed-in operator (or a request with
+    /// `Authorization: Bearer <token>`) may replay, pause and resume.
+    /// `None`: read-only, no action is offered or accepted.
+    pub operator_token: Option<String>,
+    /// How often the history is sampled.
+    pub sample_every: Duration,
+    /// How much history is kept (and charted).
+    pub history: Duration,
+    /// The path the router is nested at in the host app (`/ops/queues`),
+    /// so its links and cookies point there; empty at the root.
+    pub mounted_at: String,
+}
+
+impl Default for DashboardOptions {
+    fn default() -> Self {
+        DashboardOptions {
+            operator_token: None,
+            sample_every: Duration::from_secs(10),
+            history: Duration::from_secs(3_600),
+            mounted_at: String::new(),
+        }
+    }
+}
+
+/// One queue as the dashboard shows it.
+#[derive(Debug, Clone)]
+pub struct DashboardQueue {
+    pub watched: WatchedQueue,
+    /// Envelope schema versions a replay may put back (the spec's `accepts`).
+    pub accepted_schemas: Vec<u32>,
+    /// The envelope fields a page may show: the header and every field the
+    /// spec declares in any accepted version. Any other field of a stored
+    /// entry is withheld, since the spec cannot say what it holds.
+    pub shown_fields: BTreeSet<String>,
+}
+
+impl DashboardQueue {
+    fn config(&self) -> &QueueConfig {
+        &self.watched.config
+    }
+}
+
+/// A dashboard over one Redis (standalone or Cluster) and a spec's queues.
+/// Cheap to clone; clones share the history, sessions and action log.
+#[derive(Clone)]
+pub struct Dashboard {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    redis: Redis,
+    queues: Vec<DashboardQueue>,
+    options: DashboardOptions,
+    history: history::History,
+    sessions: auth::Sessions,
+    actions: actions::ActionLog,
+    pages: render::Pages,
+}
+
+impl Dashboard {
+    /// A dashboard of every queue of a valid `spec`.
+    pub fn from_spec(spec: &Spec, redis: Redis, options: DashboardOptions) -> Dashboard {
+        Dashboard::new(queues_of(spec), redis, options)
+    }
+
+    pub fn new(queues: Vec<DashboardQueue>, redis: Redis, options: DashboardOptions) -> Dashboard {
+        let keep = (options.history.as_millis() / options.sample_every.as_millis().max(1)) as usize;
+        Dashboard {
+            inner: Arc::new(Inner {
+                history: history::History::new(keep.max(2) + 1),
+                sessions: auth::Sessions::default(),
+                actions: actions::ActionLog::default(),
+                pages: render::Pages::new(),
+                redis,
+                queues,
+                options,
+            }),
+        }
+    }
+
+    /// The pages and endpoints; nest them at [`DashboardOptions::mounted_at`].
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/", get(pages::overview))
+            .route("/fragment/overview", get(pages::overview_fragment))
+            .route("/queues/{queue}", get(pages::queue))
+            .route(
+                "/queues/{queue}/partitions/{partition}",
+                get(pages::partition),
+            )
+            .route(
+                "/queues/{queue}/replay",
+                get(actions::confirm_replay).post(actions::replay),
+            )
+            .route(
+                "/queues/{queue}/pause",
+                get(actions::confirm_pause).post(actions::pause),
+            )
+            .route(
+                "/queues/{queue}/resume",
+                get(actions::confirm_resume).post(actions::resume),
+            )
+            .route("/actions", get(actions::log_page))
+            .route("/login", get(auth::login_page).post(auth::login))
+            .route("/logout", post(auth::logout))
+            .route("/api/status", get(pages::status_json))
+            .route("/api/series", get(pages::series_json))
+            .route("/assets/{name}", get(assets::asset))
+            .with_state(self.clone())
+    }
+
+    /// Samples every queue each `sample_every` until the returned task is
+    /// aborted (or the runtime stops). A failed sample is logged and skipped.
+    pub fn spawn_sampler(&self) -> tokio::task::JoinHandle<()> {
+        let dashboard = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(dashboard.inner.options.sample_every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(err) = dashboard.sample().await {
+                    tracing::warn!(error = %err, "dashboard: sampling the queues failed; the charts skip this sample");
+                }
+            }
+        })
+    }
+
+    /// Takes one history sample now (the sampler's step; tests call it).
+    pub async fn sample(&self) -> crate::Result<()> {
+        let report = self.status().await?;
+        self.inner.history.record(&report);
+        Ok(())
+    }
+
+    /// Every action taken through this dashboard, newest first.
+    pub fn actions(&self) -> Vec<ActionRecord> {
+        self.inner.actions.newest_first()
+    }
+
+    async fn status(&self) -> crate::Result<queuegen_runtime::ops::StatusReport> {
+        let watched: Vec<WatchedQueue> = self
+            .inner
+            .queues
+            .iter()
+            .map(|queue| queue.watched.clone())
+            .collect();
+        Ok(queuegen_runtime::ops::status::status_of(&self.inner.redis, &watched).await?)
+    }
+
+    fn queue(&self, name: &str) -> crate::Result<&DashboardQueue> {
+        self.inner
+            .queues
+            .iter()
+            .find(|queue| queue.watched.config.queue == name)
+            .ok_or_else(|| {
+                crate::Error::NotFound(format!(
+                    "the spec has no queue {name:?} (queues: {})",
+                    self.inner
+                        .queues
+                        .iter()
+                        .map(|queue| queue.watched.config.queue)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+}
+
+/// The dashboard's view of every queue of a valid spec.
+pub fn queues_of(spec: &Spec) -> Vec<DashboardQueue> {
+    spec.queues
+        .iter()
+        .map(|queue| {
+            let envelope = spec
+                .envelope(&queue.envelope)
+                .expect("a valid spec's queues name existing envelopes");
+            let mut shown_fields: BTreeSet<String> = header_fields::ALL
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect();
+            shown_fields.insert("replay_of".to_owned());
+            shown_fields.extend(envelope.fields.iter().map(|field| field.name.clone()));
+            for change in &envelope.changes {
+                shown_fields.extend(change.removed.iter().map(|field| field.name.clone()));
+                shown_fields.extend(change.renamed.iter().map(|rename| rename.from.clone()));
+            }
+            DashboardQueue {
+                watched: WatchedQueue {
+                    config: queue_config(spec, queue),
+                    alerts: AlertThresholds {
+                        oldest_pending_age: queue.alerts.oldest_pending_age,
+                        oldest_ready_age: queue.alerts.oldest_ready_age,
+                        dead_letters: queue.alerts.dead_letters,
+                    },
+                },
+                accepted_schemas: envelope.accepts.clone(),
+                shown_fields,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,563 @@
+//! The dashboard's handlers, driven with `tower::ServiceExt::oneshot` against
+//! a private redis-server holding a state the test built (dashboard_state):
+//! exact numbers, the drill-down, and every way an action is refused or done.
+
+mod dashboard_state;
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use dashboard_state::{build, keyspace, xlen, EXAMPLE, OCR_READY};
+use http_body_util::BodyExt;
+use queuegen::dashboard::{Dashboard, DashboardOptions};
+use queuegen_runtime::Redis;
+use queuegen_tests::RedisServer;
+use tower::ServiceExt;
+
+const TOKEN: &str = "operator-token-for-tests-0123456789";
+
+async fn dashboard(server: &RedisServer, token: Option<&str>) -> Dashboard {
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .expect("the example reads")
+        .spec
+        .expect("the example spec is valid");
+    let redis = Redis::connect(server.url()).await.expect("connects");
+    Dashboard::from_spec(
+        &spec,
+        redis,
+        DashboardOptions {
+            operator_token: token.map(str::to_owned),
+            sample_every: Duration::from_secs(1),
+            ..DashboardOptions::default()
+        },
+    )
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+async fn send(router: &Router, request: Request<Body>) -> Answer {
+    let response = router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("the router answers");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+async fn get(router: &Router, uri: &str, cookie: Option<&str>) -> Answer {
+    let mut request = Request::get(uri);
+    if let Some(cookie) = cookie {
+        request = request.header(header::COOKIE, cookie);
+    }
+    send(router, request.body(Body::empty()).unwrap()).await
+}
+
+async fn post(router: &Router, uri: &str, form: &str, auth: Auth<'_>) -> Answer {
+    let mut request =
+        Request::post(uri).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    request = match auth {
+        Auth::None => request,
+        Auth::Cookie(cookie) => request.header(header::COOKIE, cookie),
+        Auth::Bearer(token) => request.header(header::AUTHORIZATION, format!("Bearer {token}")),
+    };
+    send(router, request.body(Body::from(form.to_owned())).unwrap()).await
+}
+
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    Cookie(&'a str),
+    Bearer(&'a str),
+}
+
+/// The text of `<td data-field="FIELD">` in the row `<tr id="ROW">`.
+fn cell(html: &str, row: &str, field: &str) -> String {
+    let start = html
+        .find(&format!("id=\"{row}\""))
+        .unwrap_or_else(|| panic!("no row {row} in {html}"));
+    let row_html = &html[start..start + html[start..].find("</tr>").expect("the row ends")];
+    let marker = format!("data-field=\"{field}\">");
+    let at = row_html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no cell {field} in row {row}: {row_html}"))
+        + marker.len();
+    row_html[at..at + row_html[at..].find("</td>").expect("the cell ends")].to_owned()
+}
+
+/// Signs in; returns the session cookie and the CSRF token of its forms.
+async fn sign_in(router: &Router, who: &str) -> (String, String) {
+    let answer = post(
+        router,
+        "/login",
+        &format!("who={who}&token={TOKEN}&next=/"),
+        Auth::None,
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let set_cookie = answer.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let page = get(router, "/", Some(&cookie)).await;
+    let at = page
+        .body
+        .find("name=\"csrf\" value=\"")
+        .expect("the sign-out form carries the CSRF token")
+        + 19;
+    let csrf = page.body[at..at + 64].to_owned();
+    (cookie, csrf)
+}
+
+#[tokio::test]
+async fn the_overview_shows_the_exact_numbers_of_the_status_model() {
+    let server = RedisServer::start();
+    build(&server);
+    let router = dashboard(&server, None).await.router();
+
+    let page = get(&router, "/", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let html = &page.body;
+    for (field, expected) in [
+        ("partitions", "8"),
+        ("undelivered", "2"),
+        ("pending", "1"),
+        ("retries", "1"),
+        ("delayed", "0"),
+        ("dead-letters", "1"),
+        ("consumers", "1"),
+        ("lag", "2"),
+    ] {
+        assert_eq!(cell(html, "queue-ocr", field), expected, "ocr {field}");
+    }
+    assert_eq!(cell(html, "queue-notification", "undelivered"), "2");
+    assert_eq!(cell(html, "queue-notification", "pending"), "0");
+    assert!(
+        html.contains("qg_docs_pipeline_v"),
+        "the library is named: {html}"
+    );
+    assert!(html.contains("state-loaded"), "and loaded");
+    assert!(html.contains("read-only"), "no token: read-only");
+    assert!(
+        !html.contains("Sign in to act"),
+        "read-only offers no sign-in"
+    );
+
+    // The fragment the page refreshes from holds the same table.
+    let fragment = get(&router, "/fragment/overview", None).await;
+    assert_eq!(cell(&fragment.body, "queue-ocr", "dead-letters"), "1");
+    assert!(!fragment.body.contains("<html"), "a fragment, not a page");
+
+    // The JSON is the `status --json` model.
+    let json: serde_json::Value =
+        serde_json::from_str(&get(&router, "/api/status", None).await.body).unwrap();
+    let ocr = json["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "ocr")
+        .unwrap();
+    assert_eq!(ocr["partitions"][3]["dead_letters"]["count"], 1);
+}
+
+#[tokio::test]
+async fn the_partition_page_lists_pending_dead_letters_and_retries_without_undeclared_fields() {
+    let server = RedisServer::start();
+    let built = build(&server);
+    let router = dashboard(&server, None).await.router();
+
+    let page = get(&router, "/queues/ocr/partitions/3", None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let html = &page.body;
+    // Pending: job-2, held by worker-a, delivered once.
+    let pending = &html[html.find("id=\"pending\"").unwrap()..html.find("Dead letters").unwrap()];
+    assert!(
+        pending.contains("job-2") && pending.contains("worker-a"),
+        "{pending}"
+    );
+    // The dead letter with its reason and detail, and the spec's fields.
+    assert!(
+        html.contains(&format!("id=\"dead-{}\"", built.dead_id)),
+        "{html}"
+    );
+    assert!(html.contains("scan is not a PDF") && html.contains("permanent"));
+    assert!(html.contains("scan-job-0.pdf"), "a declared field is shown");
+    assert!(
+        !html.contains("hunter2-secret"),
+        "an undeclared field is never shown"
+    );
+    assert!(html.contains("1 field(s) not in the spec withheld"));
+    // The scheduled retry: job-1, attempt 2, due in about an hour.
+    let retries = &html[html.find("id=\"retries\"").unwrap()..];
+    assert!(
+        retries.contains("job-1") && retries.contains("transient"),
+        "{retries}"
+    );
+    assert!(retries.contains(">2<"), "attempt 2: {retries}");
+    assert!(
+        retries.contains("in 59m") || retries.contains("in 1h00m"),
+        "{retries}"
+    );
+    // Read-only: no replay link.
+    assert!(!html.contains("replay…"), "no actions without the token");
+
+    // The queue page has a row per partition; partition 3 has the numbers.
+    let queue = get(&router, "/queues/ocr", None).await;
+    assert_eq!(cell(&queue.body, "partition-3", "dead-letters"), "1");
+    assert_eq!(cell(&queue.body, "partition-3", "undelivered"), "2");
+    assert_eq!(cell(&queue.body, "partition-0", "undelivered"), "0");
+}
+
+#[tokio::test]
+async fn unknown_queues_and_partitions_are_named_in_a_404() {
+    let server = RedisServer::start();
+    build(&server);
+    let router = dashboard(&server, None).await.router();
+    let page = get(&router, "/queues/nope", None).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        page.body.contains("the spec has no queue &quot;nope&quot;") && page.body.contains("ocr"),
+        "{}",
+        page.body
+    );
+    let page = get(&router, "/queues/ocr/partitions/8", None).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        page.body
+            .contains("queue ocr has partitions 0..7; there is no partition 8"),
+        "{}",
+        page.body
+    );
+    let series = get(&router, "/api/series?queue=nope", None).await;
+    assert_eq!(series.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn without_the_token_no_action_is_offered_or_accepted() {
+    let server = RedisServer::start();
+    let built = build(&server);
+    let before = keyspace(&server);
+
+    // Read-only: nothing offered, every action refused with 403.
+    let read_only = dashboard(&server, None).await.router();
+    let form = format!("id={}&partition=3", built.dead_id);
+    let refused = post(
+        &read_only,
+        "/queues/ocr/replay",
+        &form,
+        Auth::Bearer("anything"),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(refused.body.contains("read-only"));
+    assert_eq!(
+        get(&read_only, "/queues/ocr/replay?all=1", None)
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+
+    // With a token: no credentials → 401; a wrong bearer → 401; a session
+    // without (or with another) CSRF token → 403. Nothing changes.
+    let guarded = dashboard(&server, Some(TOKEN)).await.router();
+    let page = get(&guarded, "/queues/ocr/partitions/3", None).await;
+    assert!(
+        !page.body.contains("replay…") && page.body.contains("Sign in to act"),
+        "no button before sign-in"
+    );
+    for (uri, form) in [
+        ("/queues/ocr/replay", form.as_str()),
+        ("/queues/ocr/pause", "partition=3"),
+        ("/queues/ocr/resume", ""),
+    ] {
+        let answer = post(&guarded, uri, form, Auth::None).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNAUTHORIZED,
+            "{uri}: {}",
+            answer.body
+        );
+        assert!(answer.headers.contains_key(header::WWW_AUTHENTICATE));
+        let answer = post(&guarded, uri, form, Auth::Bearer("not-the-token")).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{uri}");
+    }
+    let (cookie, csrf) = sign_in(&guarded, "alice").await;
+    let forged = post(&guarded, "/queues/ocr/replay", &form, Auth::Cookie(&cookie)).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    assert!(forged.body.contains("CSRF"));
+    let wrong = format!("{form}&csrf={}", "0".repeat(64));
+    assert_eq!(
+        post(
+            &guarded,
+            "/queues/ocr/replay",
+            &wrong,
+            Auth::Cookie(&cookie)
+        )
+        .await
+        .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_ne!(csrf, "0".repeat(64));
+    // A wrong token at sign-in is refused too.
+    let bad = post(
+        &guarded,
+        "/login",
+        "who=mallory&token=guess&next=/",
+        Auth::None,
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNAUTHORIZED);
+    assert!(!bad.headers.contains_key(header::SET_COOKIE));
+
+    assert_eq!(
+        keyspace(&server),
+        before,
+        "every refused request changed nothing"
+    );
+    assert!(dashboard(&server, Some(TOKEN)).await.actions().is_empty());
+}
+
+#[tokio::test]
+async fn a_replay_is_confirmed_then_done_once_and_logged_with_who() {
+    let server = RedisServer::start();
+    let built = build(&server);
+    let dashboard = dashboard(&server, Some(TOKEN)).await;
+    let router = dashboard.router();
+    let (cookie, csrf) = sign_in(&router, "alice").await;
+
+    // The partition page offers the replay; the confirmation is a dry run.
+    let page = get(&router, "/queues/ocr/partitions/3", Some(&cookie)).await;
+    assert!(
+        page.body.contains("replay…"),
+        "signed in: the replay is offered"
+    );
+    let before = keyspace(&server);
+    let confirm = get(
+        &router,
+        &format!("/queues/ocr/replay?id={}&partition=3", built.dead_id),
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
+    assert!(
+        confirm
+            .body
+            .contains("Replay 1 dead letter(s) of queue ocr?"),
+        "{}",
+        confirm.body
+    );
+    assert!(
+        confirm
+            .body
+            .contains("append to work:{ocr-03}:ready as attempt 1"),
+        "{}",
+        confirm.body
+    );
+    assert!(
+        confirm.body.contains(&format!("value=\"{csrf}\"")),
+        "the form carries the CSRF token"
+    );
+    assert_eq!(keyspace(&server), before, "the confirmation writes nothing");
+
+    let ready_before = xlen(&server, OCR_READY);
+    let form = format!("csrf={csrf}&id={}&partition=3", built.dead_id);
+    let done = post(&router, "/queues/ocr/replay", &form, Auth::Cookie(&cookie)).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(done.headers[header::LOCATION], "/queues/ocr/partitions/3");
+    assert_eq!(
+        xlen(&server, OCR_READY),
+        ready_before + 1,
+        "the job is back on the ready stream"
+    );
+    let back = get(&router, "/queues/ocr/partitions/3", Some(&cookie)).await;
+    assert!(
+        back.body.contains("id=\"flash\""),
+        "the page says what was done"
+    );
+    assert!(
+        back.body.contains("replayed 1: job job-0 as ready entry"),
+        "{}",
+        back.body
+    );
+    assert!(
+        back.body.contains("replayed as "),
+        "the dead letter shows its replay"
+    );
+    let overview = get(&router, "/", Some(&cookie)).await;
+    assert_eq!(cell(&overview.body, "queue-ocr", "undelivered"), "3");
+
+    // Again: found replayed already, nothing appended.
+    let again = post(&router, "/queues/ocr/replay", &form, Auth::Cookie(&cookie)).await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        xlen(&server, OCR_READY),
+        ready_before + 1,
+        "a second replay appends nothing"
+    );
+
+    let log = dashboard.actions();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[1].who, "alice");
+    assert_eq!(log[1].action, "replay");
+    assert_eq!(log[1].target, format!("dead letter {}", built.dead_id));
+    assert!(
+        log[0].outcome.contains("1 replayed already"),
+        "{:?}",
+        log[0]
+    );
+    let page = get(&router, "/actions", None).await;
+    assert!(
+        page.body.contains("alice") && page.body.contains(&built.dead_id),
+        "{}",
+        page.body
+    );
+}
+
+#[tokio::test]
+async fn a_script_pauses_and_resumes_with_the_bearer_token() {
+    let server = RedisServer::start();
+    build(&server);
+    let dashboard = dashboard(&server, Some(TOKEN)).await;
+    let router = dashboard.router();
+
+    let paused = post(
+        &router,
+        "/queues/ocr/pause",
+        "partition=3&reason=db+migration",
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
+    let changes: serde_json::Value = serde_json::from_str(&paused.body).unwrap();
+    assert_eq!(changes[0]["partition"], 3);
+    let flag: Option<String> = redis::cmd("GET")
+        .arg("work:{ocr-03}:paused")
+        .query(&mut server.connection())
+        .unwrap();
+    let flag = flag.expect("the pause flag is set");
+    assert!(
+        flag.contains("by=bearer token") && flag.contains("reason=db migration"),
+        "{flag}"
+    );
+    let queue = get(&router, "/queues/ocr", None).await;
+    assert!(cell(&queue.body, "partition-3", "state").contains("paused"));
+    assert!(cell(&get(&router, "/", None).await.body, "queue-ocr", "paused").contains("1 paused"));
+
+    let resumed = post(
+        &router,
+        "/queues/ocr/resume",
+        "partition=3",
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
+    let flag: Option<String> = redis::cmd("GET")
+        .arg("work:{ocr-03}:paused")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(flag, None);
+    let log = dashboard.actions();
+    assert_eq!((log[0].action, log[1].action), ("resume", "pause"));
+    assert_eq!(log[1].outcome, "paused 1 partition(s)");
+
+    // A partition the queue does not have: named, nothing written.
+    let bad = post(
+        &router,
+        "/queues/ocr/pause",
+        "partition=99",
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::NOT_FOUND, "{}", bad.body);
+    assert!(bad.body.contains("no partition 99"));
+}
+
+#[tokio::test]
+async fn the_history_charts_deliveries_from_the_samples() {
+    let server = RedisServer::start();
+    build(&server);
+    let dashboard = dashboard(&server, None).await;
+    let router = dashboard.router();
+    dashboard.sample().await.unwrap();
+    // Two more deliveries on ocr partition 3 between the samples.
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg(&[
+            "GROUP",
+            "ocr-workers",
+            "worker-b",
+            "COUNT",
+            "2",
+            "STREAMS",
+            OCR_READY,
+            ">",
+        ])
+        .query(&mut server.connection())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    dashboard.sample().await.unwrap();
+
+    let series: serde_json::Value =
+        serde_json::from_str(&get(&router, "/api/series?queue=ocr", None).await.body).unwrap();
+    assert_eq!(series["t"].as_array().unwrap().len(), 2);
+    assert_eq!(series["undelivered"], serde_json::json!([2, 0]));
+    assert_eq!(series["pending"], serde_json::json!([1, 3]));
+    assert!(
+        series["delivered"][0].is_null(),
+        "no rate before the second sample"
+    );
+    assert!(series["delivered"][1].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        series["acknowledged"][1], 0.0,
+        "delivered, none acknowledged"
+    );
+    let all: serde_json::Value =
+        serde_json::from_str(&get(&router, "/api/series", None).await.body).unwrap();
+    assert_eq!(
+        all["undelivered"],
+        serde_json::json!([4, 2]),
+        "all queues summed"
+    );
+}
+
+#[tokio::test]
+async fn assets_are_served_from_the_binary() {
+    let server = RedisServer::start();
+    let router = dashboard(&server, None).await.router();
+    let js = get(&router, "/assets/uPlot.iife.min.js", None).await;
+    assert_eq!(js.status, StatusCode::OK);
+    assert!(js.headers[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(js.body.contains("uPlot"));
+    assert!(get(&router, "/assets/uPlot.LICENSE", None)
+        .await
+        .body
+        .contains("MIT License"));
+    assert_eq!(
+        get(&router, "/assets/../Cargo.toml", None).await.status,
+        StatusCode::NOT_FOUND
+    );
+}

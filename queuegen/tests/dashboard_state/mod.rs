@@ -1,0 +1,160 @@
+//! The state the dashboard tests build on a private redis-server, with
+//! exact numbers to find on the pages: the example spec applied, then on
+//! queue `ocr` partition 3 five jobs published, three delivered to
+//! `worker-a`, one of those dead-lettered and one scheduled for retry; and
+//! two jobs published on queue `notification` partition 1.
+//!
+//! So `ocr` shows undelivered 2, pending 1, retries 1, dead letters 1,
+//! consumers 1; `notification` undelivered 2 and nothing else.
+
+use std::process::Command;
+
+use queuegen_tests::RedisServer;
+
+pub const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../examples/docs-pipeline/queues.yaml"
+);
+pub const OCR_READY: &str = "work:{ocr-03}:ready";
+pub const OCR_DEAD: &str = "work:{ocr-03}:dead";
+const OCR_RETRY: &str = "work:{ocr-03}:retry";
+const OCR_RETRY_JOBS: &str = "work:{ocr-03}:retry-jobs";
+const NOTIFICATION_READY: &str = "work:{notification-01}:ready";
+
+/// What the state holds, for the assertions.
+pub struct Built {
+    /// The dead letter of `job-0`.
+    pub dead_id: String,
+}
+
+pub fn apply(server: &RedisServer) {
+    let out = Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .args(["apply", EXAMPLE, "--redis", &server.url()])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("queuegen runs");
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn library() -> String {
+    queuegen::gen::functions::library_name("docs-pipeline")
+}
+
+fn publish(
+    conn: &mut redis::Connection,
+    ready: &str,
+    job_id: &str,
+    extra: &[(&str, &str)],
+) -> String {
+    let mut fields: Vec<(&str, String)> = vec![
+        ("job_id", job_id.to_owned()),
+        ("type", "OcrRequested".to_owned()),
+        ("tenant", "acme".to_owned()),
+        ("schema", "1".to_owned()),
+        ("created_at", "2026-12-02T11:51:41.123Z".to_owned()),
+        ("trace_id", "0123456789abcdef0123456789abcdef".to_owned()),
+        ("attempt", "1".to_owned()),
+        ("subject_ref", format!("scan-{job_id}.pdf")),
+        ("priority", "high".to_owned()),
+    ];
+    fields.extend(
+        extra
+            .iter()
+            .map(|(name, value)| (*name, (*value).to_owned())),
+    );
+    redis::cmd("XADD")
+        .arg(ready)
+        .arg("*")
+        .arg(&fields)
+        .query(conn)
+        .expect("XADD")
+}
+
+/// Applies the example spec and builds the state described above.
+pub fn build(server: &RedisServer) -> Built {
+    apply(server);
+    let mut conn = server.connection();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        // job-0 carries a field the spec does not declare: pages must withhold it.
+        let extra: &[(&str, &str)] = if n == 0 {
+            &[("api_token", "hunter2-secret")]
+        } else {
+            &[]
+        };
+        ids.push(publish(&mut conn, OCR_READY, &format!("job-{n}"), extra));
+    }
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg(&[
+            "GROUP",
+            "ocr-workers",
+            "worker-a",
+            "COUNT",
+            "3",
+            "STREAMS",
+            OCR_READY,
+            ">",
+        ])
+        .query(&mut conn)
+        .expect("XREADGROUP");
+    let marker = format!("work:{{ocr-03}}:marker:dead:{}", ids[0]);
+    let (_, dead_id): (String, String) = redis::cmd("FCALL")
+        .arg(format!("{}_dead_letter", library()))
+        .arg(3)
+        .arg(&[OCR_READY, OCR_DEAD, marker.as_str()])
+        .arg(&[
+            "ocr-workers",
+            "worker-a",
+            &ids[0],
+            "permanent",
+            "scan is not a PDF",
+            "1",
+            "600000",
+            "1000",
+        ])
+        .query(&mut conn)
+        .expect("FCALL dead_letter");
+    let (seconds, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+    let due_ms = (seconds + 3_600) * 1_000;
+    let marker = format!("work:{{ocr-03}}:marker:retry:{}", ids[1]);
+    let _: (String, String) = redis::cmd("FCALL")
+        .arg(format!("{}_retry_schedule", library()))
+        .arg(4)
+        .arg(&[OCR_READY, OCR_RETRY, OCR_RETRY_JOBS, marker.as_str()])
+        .arg(&[
+            "ocr-workers",
+            "worker-a",
+            &ids[1],
+            &due_ms.to_string(),
+            "transient",
+            "600000",
+            "1",
+        ])
+        .query(&mut conn)
+        .expect("FCALL retry_schedule");
+    for n in 0..2 {
+        publish(&mut conn, NOTIFICATION_READY, &format!("note-{n}"), &[]);
+    }
+    Built { dead_id }
+}
+
+/// XLEN of a stream.
+pub fn xlen(server: &RedisServer, key: &str) -> u64 {
+    redis::cmd("XLEN")
+        .arg(key)
+        .query(&mut server.connection())
+        .expect("XLEN")
+}
+
+/// Every key with its contents, to prove a refused request wrote nothing.
+pub fn keyspace(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
+    let mut conn = server.connection();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+    keys.sort();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut conn).expect("DUMP");
+            (key, dump)
+        })
+        .collect()
+}
