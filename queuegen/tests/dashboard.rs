@@ -561,3 +561,138 @@ async fn assets_are_served_from_the_binary() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_actions() {
+    use queuegen_runtime::roles::Role;
+    let library = queuegen::gen::functions::library_name("docs-pipeline");
+    let user = |role: Role| {
+        let rules = role.acl_rules("work", std::slice::from_ref(&library));
+        let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+        queuegen_tests::AclUser::with_rules(role.name(), "rolepass", &rules)
+    };
+    let (monitor, operator) = (user(Role::Monitor), user(Role::Operator));
+    let server = RedisServer::start();
+    let built = build(&server);
+    let mut conn = server.connection();
+    monitor.create(&mut conn, &server.addr());
+    operator.create(&mut conn, &server.addr());
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .unwrap()
+        .spec
+        .unwrap();
+
+    // Read-only as the monitor: every page and the sampler.
+    let redis = Redis::connect(monitor.url_for(server.port()))
+        .await
+        .unwrap();
+    let read_only = Dashboard::from_spec(&spec, redis, DashboardOptions::default());
+    read_only.sample().await.expect("the monitor may sample");
+    let router = read_only.router();
+    for uri in [
+        "/",
+        "/queues/ocr",
+        "/queues/ocr/partitions/3",
+        "/api/status",
+    ] {
+        let page = get(&router, uri, None).await;
+        assert_eq!(
+            page.status,
+            StatusCode::OK,
+            "{uri} as monitor: {}",
+            page.body
+        );
+    }
+    let partition = get(&router, "/queues/ocr/partitions/3", None).await.body;
+    assert!(partition.contains("job-1") && partition.contains(&built.dead_id));
+
+    // Acting as the operator: replay, pause, resume.
+    let redis = Redis::connect(operator.url_for(server.port()))
+        .await
+        .unwrap();
+    let acting = Dashboard::from_spec(
+        &spec,
+        redis,
+        DashboardOptions {
+            operator_token: Some(TOKEN.to_owned()),
+            ..DashboardOptions::default()
+        },
+    );
+    let router = acting.router();
+    let form = format!("id={}&partition=3", built.dead_id);
+    for (uri, form) in [
+        ("/queues/ocr/replay", form.as_str()),
+        ("/queues/ocr/pause", "partition=3"),
+        ("/queues/ocr/resume", "partition=3"),
+    ] {
+        let answer = post(&router, uri, form, Auth::Bearer(TOKEN)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "{uri} as operator: {}",
+            answer.body
+        );
+    }
+    assert_eq!(
+        get(&router, "/queues/ocr/partitions/3", None).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() {
+    let server = RedisServer::start();
+    build(&server);
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .unwrap()
+        .spec
+        .unwrap();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let dashboard = Dashboard::from_spec(
+        &spec,
+        redis,
+        DashboardOptions {
+            operator_token: Some(TOKEN.to_owned()),
+            mounted_at: "/ops/queues".to_owned(),
+            ..DashboardOptions::default()
+        },
+    );
+    let app = Router::new()
+        .route("/", axum::routing::get(|| async { "the team's own app" }))
+        .nest("/ops/queues", dashboard.router());
+
+    let page = get(&app, "/ops/queues", None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("href=\"/ops/queues/queues/ocr\""),
+        "{}",
+        page.body
+    );
+    assert!(page
+        .body
+        .contains("src=\"/ops/queues/assets/dashboard.js\""));
+    assert_eq!(get(&app, "/", None).await.body, "the team's own app");
+
+    let login = post(
+        &app,
+        "/ops/queues/login",
+        &format!("who=bob&token={TOKEN}&next=/ops/queues/queues/ocr"),
+        Auth::None,
+    )
+    .await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert_eq!(login.headers[header::LOCATION], "/ops/queues/queues/ocr");
+    assert!(login.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .contains("Path=/ops/queues;"));
+    // A sign-in link cannot send the operator off the dashboard.
+    let away = post(
+        &app,
+        "/ops/queues/login",
+        &format!("who=bob&token={TOKEN}&next=//evil.example/"),
+        Auth::None,
+    )
+    .await;
+    assert_eq!(away.headers[header::LOCATION], "/ops/queues");
+}

@@ -48,9 +48,9 @@ impl Role {
                 "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
             }
             Role::Operator => {
-                "apply (load the library, create groups), trim, dlq replay, pause and resume, and every read"
+                "apply (load the library, create groups), trim, dlq replay, pause and resume (CLI or dashboard), and every read"
             }
-            Role::Monitor => "read-only: status, pending, dlq list and the monitor's exporter",
+            Role::Monitor => "read-only: status, pending, dlq list, the monitor's exporter and a read-only dashboard",
         }
     }
 
@@ -253,10 +253,13 @@ const APPLY: &[&str] = &[
 /// flag with the server's clock (`TIME`, `SET … GET`), delete it (`GETDEL`).
 const PAUSE: &[&str] = &["time", "set", "getdel"];
 
-/// `status`, `pending`, `dlq list` and the monitor: the newest entries,
-/// consumers, retry sets, the pause flags (`GET`) and the server clock.
+/// `status`, `pending`, `dlq list`, the monitor and the dashboard: the newest
+/// entries, consumers, retry sets and the envelopes of the jobs in them
+/// (`HMGET`, `ops::scheduled`), the pause flags and replay markers (`GET`)
+/// and the server clock.
 const READS: &[&str] = &[
     "get",
+    "hmget",
     "xrevrange",
     "xinfo|consumers",
     "xinfo|stream",

@@ -2,11 +2,13 @@
 //! chromedriver on a free loopback port, driven over WebDriver (fantoccini).
 //! scripts/test installs Debian's `chromium` and `chromium-driver`.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::ClientBuilder;
+pub use fantoccini::{Client, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use crate::redis_server::free_port;
@@ -30,8 +32,11 @@ impl Browser {
             );
         }
         let port = free_port();
+        // Its own process group, so that Drop ends Chromium with it even when
+        // a failed test never closes the session.
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -82,16 +87,18 @@ impl Browser {
     }
 
     /// Ends the session (Chromium exits) and stops chromedriver.
-    pub async fn close(mut self) {
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        // Drop stops chromedriver and anything Chromium left in its group.
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // SAFETY: killpg only sends a signal to the group chromedriver leads.
+        unsafe {
+            libc::killpg(self.driver.id() as libc::pid_t, libc::SIGKILL);
+        }
         let _ = self.driver.wait();
     }
 }

@@ -303,13 +303,12 @@ pub(super) async fn login(
     }
     tracing::info!(target: "queuegen::dashboard::actions", who = %who, "signed in");
     let id = dashboard.inner.sessions.start(who);
-    let base = &dashboard.inner.options.mounted_at;
+    let home = dashboard.home();
     let cookie = format!(
-        "{COOKIE_NAME}={id}; Path={}/; HttpOnly; SameSite=Strict; Max-Age={}",
-        base,
+        "{COOKIE_NAME}={id}; Path={home}; HttpOnly; SameSite=Strict; Max-Age={}",
         SESSION_LIFETIME.as_secs()
     );
-    let next = local_path(base, &form.next);
+    let next = local_path(&dashboard.inner.options.mounted_at, &form.next);
     let mut response = Redirect::to(&next).into_response();
     response.headers_mut().insert(
         SET_COOKIE,
@@ -340,12 +339,12 @@ pub(super) async fn logout(
     if let Some((id, _)) = &operator.session {
         dashboard.inner.sessions.end(id);
     }
-    let base = &dashboard.inner.options.mounted_at;
-    let mut response = Redirect::to(&format!("{base}/")).into_response();
+    let home = dashboard.home();
+    let mut response = Redirect::to(&home).into_response();
     response.headers_mut().insert(
         SET_COOKIE,
         HeaderValue::from_str(&format!(
-            "{COOKIE_NAME}=; Path={base}/; HttpOnly; SameSite=Strict; Max-Age=0"
+            "{COOKIE_NAME}=; Path={home}; HttpOnly; SameSite=Strict; Max-Age=0"
         ))
         .expect("an ASCII cookie is a valid header"),
     );
@@ -355,14 +354,31 @@ pub(super) async fn logout(
 /// `next` if it is a path of this dashboard, else the overview: a sign-in
 /// link must not send the operator to another site.
 pub(super) fn local_path(base: &str, next: &str) -> String {
-    let inside = next.starts_with(&format!("{base}/"))
+    let inside = (next == base || next.starts_with(&format!("{base}/")))
+        && !next.is_empty()
         && !next.starts_with("//")
         && !next.contains("://")
         && !next.contains('\\');
     if inside {
         next.to_owned()
     } else {
-        format!("{base}/")
+        home_of(base)
+    }
+}
+
+/// The overview's path: `/` at the root, else the mount point itself (a
+/// router nested at `/ops` answers `/ops`, not `/ops/`).
+pub(super) fn home_of(base: &str) -> String {
+    if base.is_empty() {
+        "/".to_owned()
+    } else {
+        base.to_owned()
+    }
+}
+
+impl Dashboard {
+    pub(super) fn home(&self) -> String {
+        home_of(&self.inner.options.mounted_at)
     }
 }
 
@@ -382,7 +398,8 @@ mod tests {
         assert_eq!(local_path("", "/queues/ocr"), "/queues/ocr");
         assert_eq!(local_path("", "//evil.example/x"), "/");
         assert_eq!(local_path("", "https://evil.example/"), "/");
-        assert_eq!(local_path("/ops", "/queues/ocr"), "/ops/");
+        assert_eq!(local_path("/ops", "/queues/ocr"), "/ops");
+        assert_eq!(local_path("/ops", "/ops"), "/ops");
         assert_eq!(local_path("/ops", "/ops/queues/ocr"), "/ops/queues/ocr");
     }
 

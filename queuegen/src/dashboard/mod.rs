@@ -102,7 +102,18 @@ impl Dashboard {
         Dashboard::new(queues_of(spec), redis, options)
     }
 
-    pub fn new(queues: Vec<DashboardQueue>, redis: Redis, options: DashboardOptions) -> Dashboard {
+    pub fn new(
+        queues: Vec<DashboardQueue>,
+        redis: Redis,
+        mut options: DashboardOptions,
+    ) -> Dashboard {
+        // `/ops/queues/` and `ops/queues` mean `/ops/queues`; `/` means the root.
+        let trimmed = options.mounted_at.trim_matches('/');
+        options.mounted_at = if trimmed.is_empty() {
+            String::new()
+        } else {
+            format!("/{trimmed}")
+        };
         let keep = (options.history.as_millis() / options.sample_every.as_millis().max(1)) as usize;
         Dashboard {
             inner: Arc::new(Inner {

@@ -52,7 +52,8 @@ impl Dashboard {
     pub(super) fn render_page(&self, headers: &HeaderMap, name: &str, page: Value) -> Response {
         let operator = self.operator(headers);
         let common = context! {
-            base => self.inner.options.mounted_at,
+            base => path_value(&self.inner.options.mounted_at),
+            home => path_value(&self.home()),
             operator => operator.as_ref().map(|operator| operator.who.clone()),
             csrf => operator.as_ref().map_or("", |operator| operator.csrf()),
             read_only => self.inner.options.operator_token.is_none(),
@@ -95,6 +96,19 @@ impl Dashboard {
         );
         *page.status_mut() = status;
         page
+    }
+}
+
+/// A path of the app's own configuration, unescaped when it is plainly a
+/// path (the HTML escaper would write `/` as `&#x2f;`, correct but unreadable).
+fn path_value(path: &str) -> Value {
+    let plain = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'));
+    if plain {
+        Value::from_safe_string(path.to_owned())
+    } else {
+        Value::from(path)
     }
 }
 

@@ -158,3 +158,9 @@ pub fn keyspace(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
         })
         .collect()
 }
+
+/// Publishes one more job on `notification` partition 1.
+#[allow(dead_code)] // used by the browser test only
+pub fn publish_notification(server: &RedisServer, job_id: &str) {
+    publish(&mut server.connection(), NOTIFICATION_READY, job_id, &[]);
+}
