@@ -102,15 +102,35 @@ fn cell(html: &str, row: &str, field: &str) -> String {
     row_html[at..at + row_html[at..].find("</td>").expect("the cell ends")].to_owned()
 }
 
+/// The sign-in form's CSRF cookie and token (`GET {base}/login`).
+async fn login_form(router: &Router, base: &str) -> (String, String) {
+    let page = get(router, &format!("{base}/login"), None).await;
+    let cookie = page.headers[header::SET_COOKIE].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let at = page
+        .body
+        .find("name=\"csrf\" value=\"")
+        .expect("the form carries a CSRF token")
+        + 19;
+    (cookie, page.body[at..at + 64].to_owned())
+}
+
+/// Posts the sign-in form as a browser would: with its CSRF cookie and field.
+async fn post_login(router: &Router, base: &str, fields: &str) -> Answer {
+    let (cookie, csrf) = login_form(router, base).await;
+    let form = format!("csrf={csrf}&{fields}");
+    post(
+        router,
+        &format!("{base}/login"),
+        &form,
+        Auth::Cookie(&cookie),
+    )
+    .await
+}
+
 /// Signs in; returns the session cookie and the CSRF token of its forms.
 async fn sign_in(router: &Router, who: &str) -> (String, String) {
-    let answer = post(
-        router,
-        "/login",
-        &format!("who={who}&token={TOKEN}&next=/"),
-        Auth::None,
-    )
-    .await;
+    let answer = post_login(router, "", &format!("who={who}&token={TOKEN}&next=/")).await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let set_cookie = answer.headers[header::SET_COOKIE]
         .to_str()
@@ -321,15 +341,30 @@ async fn without_the_token_no_action_is_offered_or_accepted() {
     );
     assert_ne!(csrf, "0".repeat(64));
     // A wrong token at sign-in is refused too.
-    let bad = post(
+    let bad = post_login(&guarded, "", "who=mallory&token=guess&next=/").await;
+    assert_eq!(bad.status, StatusCode::UNAUTHORIZED);
+    let cookies: Vec<&str> = bad
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert!(
+        cookies
+            .iter()
+            .all(|c| !c.starts_with("queuegen_dashboard=")),
+        "no session: {cookies:?}"
+    );
+    // The sign-in form itself is CSRF-checked: a cross-site sign-in is refused.
+    let forged = post(
         &guarded,
         "/login",
-        "who=mallory&token=guess&next=/",
+        &format!("who=mallory&token={TOKEN}&next=/"),
         Auth::None,
     )
     .await;
-    assert_eq!(bad.status, StatusCode::UNAUTHORIZED);
-    assert!(!bad.headers.contains_key(header::SET_COOKIE));
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert!(!forged.headers.contains_key(header::SET_COOKIE));
 
     assert_eq!(
         keyspace(&server),
@@ -673,11 +708,10 @@ async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() 
         .contains("src=\"/ops/queues/assets/dashboard.js\""));
     assert_eq!(get(&app, "/", None).await.body, "the team's own app");
 
-    let login = post(
+    let login = post_login(
         &app,
-        "/ops/queues/login",
+        "/ops/queues",
         &format!("who=bob&token={TOKEN}&next=/ops/queues/queues/ocr"),
-        Auth::None,
     )
     .await;
     assert_eq!(login.status, StatusCode::SEE_OTHER);
@@ -687,12 +721,246 @@ async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() 
         .unwrap()
         .contains("Path=/ops/queues;"));
     // A sign-in link cannot send the operator off the dashboard.
-    let away = post(
+    let away = post_login(
         &app,
-        "/ops/queues/login",
+        "/ops/queues",
         &format!("who=bob&token={TOKEN}&next=//evil.example/"),
-        Auth::None,
     )
     .await;
     assert_eq!(away.headers[header::LOCATION], "/ops/queues");
+}
+
+/// `XADD key * job_id <id>` plus a header, through any connection.
+async fn xadd(conn: &mut queuegen_runtime::Connection, key: &str, job_id: &str) -> String {
+    redis::cmd("XADD")
+        .arg(key)
+        .arg("*")
+        .arg(&[
+            ("job_id", job_id),
+            ("type", "TestJob"),
+            ("tenant", "acme"),
+            ("schema", "1"),
+            ("attempt", "1"),
+        ])
+        .query_async(conn)
+        .await
+        .expect("XADD")
+}
+
+/// Delivers one entry of `ready` to `worker-a` and dead-letters it.
+async fn dead_letter_one(
+    conn: &mut queuegen_runtime::Connection,
+    library: &str,
+    group: &str,
+    ready: &str,
+    dead: &str,
+    marker_prefix: &str,
+) -> String {
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg(&[
+            "GROUP", group, "worker-a", "COUNT", "1", "STREAMS", ready, ">",
+        ])
+        .query_async(conn)
+        .await
+        .expect("XREADGROUP");
+    let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+        .arg(&[ready, group, "-", "+", "1"])
+        .query_async(conn)
+        .await
+        .expect("XPENDING");
+    let source = &pending[0].0;
+    let marker = format!("{marker_prefix}:marker:dead:{source}");
+    let (_, dead_id): (String, String) = redis::cmd("FCALL")
+        .arg(format!("{library}_dead_letter"))
+        .arg(3)
+        .arg(&[ready, dead, marker.as_str()])
+        .arg(&[
+            group,
+            "worker-a",
+            source,
+            "permanent",
+            "bad input",
+            "1",
+            "600000",
+            "1000",
+        ])
+        .query_async(conn)
+        .await
+        .expect("FCALL dead_letter");
+    dead_id
+}
+
+#[tokio::test]
+async fn a_queue_with_lanes_has_a_row_per_lane_and_replays_within_its_lane() {
+    const TESTS_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/queues.yaml");
+    let server = RedisServer::start();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .args(["apply", TESTS_SPEC, "--redis", &server.url()])
+        .env_remove("REDIS_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let mut conn = redis.shared();
+    let high = "qgtest:lane-high:{laned-00}:ready";
+    let normal = "qgtest:{laned-00}:ready";
+    let low = "qgtest:lane-low:{laned-00}:ready";
+    xadd(&mut conn, high, "h-1").await;
+    xadd(&mut conn, normal, "n-1").await;
+    xadd(&mut conn, normal, "n-2").await;
+    xadd(&mut conn, low, "l-1").await;
+    let library = queuegen::gen::functions::library_name("queuegen-tests");
+    let dead_id = dead_letter_one(
+        &mut conn,
+        &library,
+        "laned-workers",
+        low,
+        "qgtest:lane-low:{laned-00}:dead",
+        "qgtest:lane-low:{laned-00}",
+    )
+    .await;
+
+    let spec = queuegen::spec::check_file(std::path::Path::new(TESTS_SPEC))
+        .unwrap()
+        .spec
+        .unwrap();
+    let router = Dashboard::from_spec(
+        &spec,
+        redis.clone(),
+        DashboardOptions {
+            operator_token: Some(TOKEN.to_owned()),
+            ..DashboardOptions::default()
+        },
+    )
+    .router();
+    let overview = get(&router, "/", None).await.body;
+    assert_eq!(cell(&overview, "queue-laned", "partitions"), "2 × 3 lanes");
+    assert_eq!(cell(&overview, "queue-laned", "undelivered"), "3");
+    assert_eq!(cell(&overview, "queue-laned", "dead-letters"), "1");
+    let queue = get(&router, "/queues/laned", None).await.body;
+    assert_eq!(cell(&queue, "partition-high-0", "undelivered"), "1");
+    assert_eq!(cell(&queue, "partition-normal-0", "undelivered"), "2");
+    assert_eq!(cell(&queue, "partition-low-0", "dead-letters"), "1");
+
+    // The partition page shows the lane and the replay names it; the replay stays in the lane.
+    let (cookie, _) = sign_in(&router, "carol").await;
+    let page = get(&router, "/queues/laned/partitions/0", Some(&cookie))
+        .await
+        .body;
+    assert!(
+        page.contains(&format!("replay?id={dead_id}&amp;partition=0&amp;lane=low")),
+        "{page}"
+    );
+    let before = redis::cmd("XLEN")
+        .arg(low)
+        .query_async::<u64>(&mut conn)
+        .await
+        .unwrap();
+    let form = format!("id={dead_id}&partition=0&lane=low");
+    let done = post(&router, "/queues/laned/replay", &form, Auth::Bearer(TOKEN)).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    let outcomes: serde_json::Value = serde_json::from_str(&done.body).unwrap();
+    assert_eq!(outcomes[0]["lane"], "low");
+    let after = redis::cmd("XLEN")
+        .arg(low)
+        .query_async::<u64>(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(after, before + 1, "replayed into the low lane");
+    // A lane the queue does not have is named.
+    let bad = post(
+        &router,
+        "/queues/laned/replay",
+        "all=1&lane=urgent",
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::NOT_FOUND, "{}", bad.body);
+    assert!(
+        bad.body.contains("there is no lane &quot;urgent&quot;"),
+        "{}",
+        bad.body
+    );
+}
+
+#[tokio::test]
+async fn on_a_cluster_every_primary_is_listed_and_a_replay_works() {
+    let cluster = queuegen_tests::RedisCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = dir.path().join("queues.yaml");
+    let text = std::fs::read_to_string(EXAMPLE)
+        .unwrap()
+        .replace("deployment: standalone", "deployment: cluster");
+    std::fs::write(&spec_path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .args([
+            "apply",
+            spec_path.to_str().unwrap(),
+            "--redis",
+            &cluster.url(),
+        ])
+        .env_remove("REDIS_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let redis = Redis::connect(cluster.url()).await.unwrap();
+    let mut conn = redis.shared();
+    for n in 0..3 {
+        xadd(&mut conn, OCR_READY, &format!("c-{n}")).await;
+    }
+    let library = queuegen::gen::functions::library_name("docs-pipeline");
+    let dead_id = dead_letter_one(
+        &mut conn,
+        &library,
+        "ocr-workers",
+        OCR_READY,
+        "work:{ocr-03}:dead",
+        "work:{ocr-03}",
+    )
+    .await;
+
+    let spec = queuegen::spec::check_file(&spec_path)
+        .unwrap()
+        .spec
+        .unwrap();
+    let dashboard = Dashboard::from_spec(
+        &spec,
+        redis.clone(),
+        DashboardOptions {
+            operator_token: Some(TOKEN.to_owned()),
+            ..DashboardOptions::default()
+        },
+    );
+    dashboard.sample().await.expect("samples on a cluster");
+    let router = dashboard.router();
+    let overview = get(&router, "/", None).await.body;
+    assert_eq!(cell(&overview, "queue-ocr", "undelivered"), "2");
+    assert_eq!(cell(&overview, "queue-ocr", "dead-letters"), "1");
+    assert_eq!(
+        overview.matches("state-loaded").count(),
+        3,
+        "the library on each of the 3 primaries: {overview}"
+    );
+    let page = get(&router, "/queues/ocr/partitions/3", None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains(&dead_id));
+
+    let done = post(
+        &router,
+        "/queues/ocr/replay",
+        &format!("id={dead_id}&partition=3"),
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    let overview = get(&router, "/", None).await.body;
+    assert_eq!(cell(&overview, "queue-ocr", "undelivered"), "3");
+    let paused = post(&router, "/queues/ocr/pause", "", Auth::Bearer(TOKEN)).await;
+    assert_eq!(
+        paused.status,
+        StatusCode::OK,
+        "pauses every partition, across slots: {}",
+        paused.body
+    );
+    assert!(cell(&get(&router, "/", None).await.body, "queue-ocr", "paused").contains("8 paused"));
 }

@@ -23,6 +23,9 @@ use sha2::{Digest, Sha256};
 use super::Dashboard;
 
 const COOKIE_NAME: &str = "queuegen_dashboard";
+/// The sign-in form's CSRF token, before there is a session to hold it
+/// (double submit: the cookie and the form field must match).
+const LOGIN_COOKIE: &str = "queuegen_login";
 /// A session ends after this long; the operator signs in again.
 const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3_600);
 
@@ -249,6 +252,8 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[derive(Debug, Deserialize)]
 struct LoginForm {
     #[serde(default)]
+    csrf: String,
+    #[serde(default)]
     who: String,
     #[serde(default)]
     token: String,
@@ -258,11 +263,26 @@ struct LoginForm {
 
 /// `GET /login`: the sign-in form (or, read-only, why there is none).
 pub(super) async fn login_page(State(dashboard): State<Dashboard>, headers: HeaderMap) -> Response {
-    dashboard.render_page(
-        &headers,
+    login_form(&dashboard, &headers, "", "")
+}
+
+/// The sign-in form with a fresh CSRF token, in the form and in a cookie.
+fn login_form(dashboard: &Dashboard, headers: &HeaderMap, problem: &str, who: &str) -> Response {
+    let token = random_token();
+    let mut page = dashboard.render_page(
+        headers,
         "login.html",
-        minijinja::context! { problem => "", who => "" },
-    )
+        minijinja::context! { problem => problem, who => who, login_csrf => token },
+    );
+    let cookie = format!(
+        "{LOGIN_COOKIE}={token}; Path={}; HttpOnly; SameSite=Strict; Max-Age=600",
+        dashboard.home()
+    );
+    page.headers_mut().append(
+        SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("a cookie of hex and ASCII is a valid header"),
+    );
+    page
 }
 
 /// `POST /login`: checks the token and starts a session.
@@ -284,6 +304,11 @@ pub(super) async fn login(
                 .into_response()
         }
     };
+    let same_form =
+        cookie(&headers, LOGIN_COOKIE).is_some_and(|expected| same_secret(&form.csrf, expected));
+    if !same_form {
+        return Refusal::BadCsrf.into_response();
+    }
     let who = form.who.trim().to_owned();
     let problem = if who.is_empty() || who.len() > 64 || who.chars().any(char::is_control) {
         Some("give your name (up to 64 characters): the action log records who did what")
@@ -293,11 +318,7 @@ pub(super) async fn login(
         None
     };
     if let Some(problem) = problem {
-        let mut page = dashboard.render_page(
-            &headers,
-            "login.html",
-            minijinja::context! { problem => problem, who => who },
-        );
+        let mut page = login_form(&dashboard, &headers, problem, &who);
         *page.status_mut() = StatusCode::UNAUTHORIZED;
         return page;
     }
