@@ -1,8 +1,6 @@
 //! queuegen as a library: the spec model and validation, and the generators.
 //! The `queuegen` binary (src/main.rs, src/cli/) is a thin layer over this.
 
-#[cfg(feature = "dashboard")]
-pub mod dashboard;
 pub mod error;
 pub mod gen;
 pub mod runtime_config;

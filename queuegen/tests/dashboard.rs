@@ -9,9 +9,10 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
+use dashboard_state::dashboard_of;
 use dashboard_state::{build, keyspace, xlen, EXAMPLE, OCR_READY};
 use http_body_util::BodyExt;
-use queuegen::dashboard::{Dashboard, DashboardOptions};
+use queuegen_dashboard::{Dashboard, DashboardOptions};
 use queuegen_runtime::Redis;
 use queuegen_tests::RedisServer;
 use tower::ServiceExt;
@@ -24,7 +25,7 @@ async fn dashboard(server: &RedisServer, token: Option<&str>) -> Dashboard {
         .spec
         .expect("the example spec is valid");
     let redis = Redis::connect(server.url()).await.expect("connects");
-    Dashboard::from_spec(
+    dashboard_of(
         &spec,
         redis,
         DashboardOptions {
@@ -621,7 +622,7 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
     let redis = Redis::connect(monitor.url_for(server.port()))
         .await
         .unwrap();
-    let read_only = Dashboard::from_spec(&spec, redis, DashboardOptions::default());
+    let read_only = dashboard_of(&spec, redis, DashboardOptions::default());
     read_only.sample().await.expect("the monitor may sample");
     let router = read_only.router();
     for uri in [
@@ -645,7 +646,7 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
     let redis = Redis::connect(operator.url_for(server.port()))
         .await
         .unwrap();
-    let acting = Dashboard::from_spec(
+    let acting = dashboard_of(
         &spec,
         redis,
         DashboardOptions {
@@ -683,7 +684,7 @@ async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() 
         .spec
         .unwrap();
     let redis = Redis::connect(server.url()).await.unwrap();
-    let dashboard = Dashboard::from_spec(
+    let dashboard = dashboard_of(
         &spec,
         redis,
         DashboardOptions {
@@ -824,7 +825,7 @@ async fn a_queue_with_lanes_has_a_row_per_lane_and_replays_within_its_lane() {
         .unwrap()
         .spec
         .unwrap();
-    let router = Dashboard::from_spec(
+    let router = dashboard_of(
         &spec,
         redis.clone(),
         DashboardOptions {
@@ -923,7 +924,7 @@ async fn on_a_cluster_every_primary_is_listed_and_a_replay_works() {
         .unwrap()
         .spec
         .unwrap();
-    let dashboard = Dashboard::from_spec(
+    let dashboard = dashboard_of(
         &spec,
         redis.clone(),
         DashboardOptions {

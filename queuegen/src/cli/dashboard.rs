@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use queuegen::dashboard::{queues_of, Dashboard, DashboardOptions, TOKEN_ENV};
+use queuegen::runtime_config::queue_config;
+use queuegen_dashboard::{Dashboard, DashboardOptions, DashboardQueue, TOKEN_ENV};
 
 use super::common;
 use super::status::server_addr;
@@ -78,9 +79,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let redis = args.redis.connect().await?;
         let server = server_addr(&redis);
-        let queues = queues_of(&spec)
-            .into_iter()
-            .filter(|queue| args.queues.is_empty() || args.queues.iter().any(|name| name == queue.watched.config.queue))
+        let queues = spec
+            .queues
+            .iter()
+            .filter(|queue| args.queues.is_empty() || args.queues.contains(&queue.name))
+            .map(|queue| {
+                DashboardQueue::new(&spec, queue_config(&spec, queue))
+                    .expect("a valid spec's queue is in the spec")
+            })
             .collect();
         let read_only = operator_token.is_none();
         let dashboard = Dashboard::new(

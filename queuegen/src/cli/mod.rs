@@ -9,7 +9,6 @@ pub mod apply;
 pub mod check;
 mod common;
 mod connection;
-#[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod diff_spec;
 pub mod dlq;
@@ -53,7 +52,6 @@ pub enum Subcommands {
     Resume(resume::Args),
     Acl(acl::Args),
     Schedules(schedules::Args),
-    #[cfg(feature = "dashboard")]
     Dashboard(dashboard::Args),
 }
 
@@ -77,7 +75,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Resume(args) => resume::run(args),
         Subcommands::Acl(args) => acl::run(args),
         Subcommands::Schedules(args) => schedules::run(args),
-        #[cfg(feature = "dashboard")]
         Subcommands::Dashboard(args) => dashboard::run(args),
     }
 }

@@ -164,3 +164,21 @@ pub fn keyspace(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
 pub fn publish_notification(server: &RedisServer, job_id: &str) {
     publish(&mut server.connection(), NOTIFICATION_READY, job_id, &[]);
 }
+
+/// A dashboard of every queue of `spec`, as `queuegen dashboard` builds it.
+#[allow(dead_code)] // used by the handler tests only
+pub fn dashboard_of(
+    spec: &queuegen::spec::model::Spec,
+    redis: queuegen_runtime::Redis,
+    options: queuegen_dashboard::DashboardOptions,
+) -> queuegen_dashboard::Dashboard {
+    let queues = spec
+        .queues
+        .iter()
+        .map(|queue| {
+            let config = queuegen::runtime_config::queue_config(spec, queue);
+            queuegen_dashboard::DashboardQueue::new(spec, config).expect("the queue is in the spec")
+        })
+        .collect();
+    queuegen_dashboard::Dashboard::new(queues, redis, options)
+}

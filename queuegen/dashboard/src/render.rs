@@ -87,7 +87,6 @@ impl Dashboard {
             ) => StatusCode::NOT_FOUND,
             // Redis refused or could not be reached: the dashboard is a gateway to it.
             crate::Error::Runtime(_) => StatusCode::BAD_GATEWAY,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut page = self.render_page(
             headers,

@@ -10,6 +10,7 @@
 mod actions;
 mod assets;
 mod auth;
+mod error;
 mod history;
 mod pages;
 mod render;
@@ -25,10 +26,10 @@ use queuegen_runtime::envelope::header_fields;
 use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
 use queuegen_runtime::{QueueConfig, Redis};
 
-use crate::runtime_config::queue_config;
-use crate::spec::model::Spec;
+use queuegen_spec::model::Spec;
 
 pub use actions::ActionRecord;
+pub use error::{Error, Result};
 pub use history::Sample;
 
 /// The environment variable `queuegen dashboard` reads the operator token from.
@@ -74,6 +75,41 @@ pub struct DashboardQueue {
 }
 
 impl DashboardQueue {
+    /// `config`'s queue as `spec` describes it: its alerts, the schema
+    /// versions a replay may put back, and the fields a page may show.
+    /// `config` is the generated `CONFIG` of the queue's module (or
+    /// `queuegen::runtime_config::queue_config`); `None` when the spec has
+    /// no queue of its name.
+    pub fn new(spec: &Spec, config: QueueConfig) -> Option<DashboardQueue> {
+        let queue = spec
+            .queues
+            .iter()
+            .find(|queue| queue.name == config.queue)?;
+        let envelope = spec.envelope(&queue.envelope)?;
+        let mut shown_fields: BTreeSet<String> = header_fields::ALL
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
+        shown_fields.insert("replay_of".to_owned());
+        shown_fields.extend(envelope.fields.iter().map(|field| field.name.clone()));
+        for change in &envelope.changes {
+            shown_fields.extend(change.removed.iter().map(|field| field.name.clone()));
+            shown_fields.extend(change.renamed.iter().map(|rename| rename.from.clone()));
+        }
+        Some(DashboardQueue {
+            watched: WatchedQueue {
+                config,
+                alerts: AlertThresholds {
+                    oldest_pending_age: queue.alerts.oldest_pending_age,
+                    oldest_ready_age: queue.alerts.oldest_ready_age,
+                    dead_letters: queue.alerts.dead_letters,
+                },
+            },
+            accepted_schemas: envelope.accepts.clone(),
+            shown_fields,
+        })
+    }
+
     fn config(&self) -> &QueueConfig {
         &self.watched.config
     }
@@ -97,11 +133,7 @@ struct Inner {
 }
 
 impl Dashboard {
-    /// A dashboard of every queue of a valid `spec`.
-    pub fn from_spec(spec: &Spec, redis: Redis, options: DashboardOptions) -> Dashboard {
-        Dashboard::new(queues_of(spec), redis, options)
-    }
-
+    /// A dashboard of `queues` (a [`DashboardQueue`] per queue to show).
     pub fn new(
         queues: Vec<DashboardQueue>,
         redis: Redis,
@@ -176,7 +208,7 @@ impl Dashboard {
     }
 
     /// Takes one history sample now (the sampler's step; tests call it).
-    pub async fn sample(&self) -> crate::Result<()> {
+    pub async fn sample(&self) -> Result<()> {
         let report = self.status().await?;
         self.inner.history.record(&report);
         Ok(())
@@ -187,7 +219,7 @@ impl Dashboard {
         self.inner.actions.newest_first()
     }
 
-    async fn status(&self) -> crate::Result<queuegen_runtime::ops::StatusReport> {
+    async fn status(&self) -> Result<queuegen_runtime::ops::StatusReport> {
         let watched: Vec<WatchedQueue> = self
             .inner
             .queues
@@ -197,13 +229,13 @@ impl Dashboard {
         Ok(queuegen_runtime::ops::status::status_of(&self.inner.redis, &watched).await?)
     }
 
-    fn queue(&self, name: &str) -> crate::Result<&DashboardQueue> {
+    fn queue(&self, name: &str) -> Result<&DashboardQueue> {
         self.inner
             .queues
             .iter()
             .find(|queue| queue.watched.config.queue == name)
             .ok_or_else(|| {
-                crate::Error::NotFound(format!(
+                Error::NotFound(format!(
                     "the spec has no queue {name:?} (queues: {})",
                     self.inner
                         .queues
@@ -214,38 +246,4 @@ impl Dashboard {
                 ))
             })
     }
-}
-
-/// The dashboard's view of every queue of a valid spec.
-pub fn queues_of(spec: &Spec) -> Vec<DashboardQueue> {
-    spec.queues
-        .iter()
-        .map(|queue| {
-            let envelope = spec
-                .envelope(&queue.envelope)
-                .expect("a valid spec's queues name existing envelopes");
-            let mut shown_fields: BTreeSet<String> = header_fields::ALL
-                .iter()
-                .map(|name| (*name).to_owned())
-                .collect();
-            shown_fields.insert("replay_of".to_owned());
-            shown_fields.extend(envelope.fields.iter().map(|field| field.name.clone()));
-            for change in &envelope.changes {
-                shown_fields.extend(change.removed.iter().map(|field| field.name.clone()));
-                shown_fields.extend(change.renamed.iter().map(|rename| rename.from.clone()));
-            }
-            DashboardQueue {
-                watched: WatchedQueue {
-                    config: queue_config(spec, queue),
-                    alerts: AlertThresholds {
-                        oldest_pending_age: queue.alerts.oldest_pending_age,
-                        oldest_ready_age: queue.alerts.oldest_ready_age,
-                        dead_letters: queue.alerts.dead_letters,
-                    },
-                },
-                accepted_schemas: envelope.accepts.clone(),
-                shown_fields,
-            }
-        })
-        .collect()
 }
