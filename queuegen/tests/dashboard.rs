@@ -878,7 +878,7 @@ async fn a_queue_with_lanes_has_a_row_per_lane_and_replays_within_its_lane() {
     .await;
     assert_eq!(bad.status, StatusCode::NOT_FOUND, "{}", bad.body);
     assert!(
-        bad.body.contains("there is no lane &quot;urgent&quot;"),
+        bad.body.contains("there is no lane \\\"urgent\\\""),
         "{}",
         bad.body
     );

@@ -347,7 +347,6 @@ pub(super) async fn replay(
     });
     finish(
         &dashboard,
-        &headers,
         &operator,
         &back,
         format!("{target}: {outcome}"),
@@ -357,10 +356,9 @@ pub(super) async fn replay(
 }
 
 /// Answers a finished action: a browser goes back with a message; a script
-/// gets JSON (or the error page).
+/// gets JSON (the outcome, or `{"error": …}`).
 fn finish(
     dashboard: &Dashboard,
-    headers: &HeaderMap,
     operator: &Operator,
     back: &str,
     message: String,
@@ -372,7 +370,7 @@ fn finish(
         return Redirect::to(back).into_response();
     }
     match failure {
-        Some(err) => dashboard.error_page(headers, &err),
+        Some(err) => err.json(),
         None => json.into_response(),
     }
 }
@@ -613,7 +611,6 @@ async fn switch(
     let back = back_to(&dashboard, &queue, None);
     finish(
         &dashboard,
-        &headers,
         &operator,
         &back,
         format!("{target}: {outcome}"),

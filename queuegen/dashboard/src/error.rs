@@ -18,4 +18,29 @@ pub enum Error {
     BadRequest(String),
 }
 
+impl Error {
+    /// The HTTP status a page or JSON answer of this error carries.
+    pub fn status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Runtime(
+                queuegen_runtime::Error::NoSuchPartition { .. }
+                | queuegen_runtime::Error::NoSuchLane { .. }
+                | queuegen_runtime::Error::NoSuchDeadLetter { .. },
+            ) => StatusCode::NOT_FOUND,
+            // Redis refused or could not be reached: the dashboard is a gateway to it.
+            Error::Runtime(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// The error as JSON (`{"error": "..."}`) for scripts and the charts.
+    pub(crate) fn json(&self) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let body = axum::Json(serde_json::json!({ "error": format!("{self:#}") }));
+        (self.status(), body).into_response()
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -210,13 +210,10 @@ pub(super) async fn partition(
 }
 
 /// `GET /api/status`: the `status` model as `queuegen status --json` prints it.
-pub(super) async fn status_json(
-    State(dashboard): State<Dashboard>,
-    headers: HeaderMap,
-) -> Response {
+pub(super) async fn status_json(State(dashboard): State<Dashboard>) -> Response {
     match dashboard.status().await {
         Ok(report) => Json(report).into_response(),
-        Err(err) => dashboard.error_page(&headers, &err),
+        Err(err) => err.json(),
     }
 }
 
@@ -229,13 +226,12 @@ pub(super) struct SeriesQuery {
 /// one queue or all summed.
 pub(super) async fn series_json(
     State(dashboard): State<Dashboard>,
-    headers: HeaderMap,
     Query(query): Query<SeriesQuery>,
 ) -> Response {
     let queue = query.queue.filter(|queue| !queue.is_empty());
     if let Some(name) = &queue {
         if let Err(err) = dashboard.queue(name) {
-            return dashboard.error_page(&headers, &err);
+            return err.json();
         }
     }
     Json(dashboard.inner.history.series(queue.as_deref())).into_response()

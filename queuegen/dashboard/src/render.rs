@@ -77,17 +77,7 @@ impl Dashboard {
 
     /// An error page: what failed, naming the queue and key.
     pub(super) fn error_page(&self, headers: &HeaderMap, error: &crate::Error) -> Response {
-        let status = match error {
-            crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
-            crate::Error::BadRequest(_) => StatusCode::BAD_REQUEST,
-            crate::Error::Runtime(
-                queuegen_runtime::Error::NoSuchPartition { .. }
-                | queuegen_runtime::Error::NoSuchLane { .. }
-                | queuegen_runtime::Error::NoSuchDeadLetter { .. },
-            ) => StatusCode::NOT_FOUND,
-            // Redis refused or could not be reached: the dashboard is a gateway to it.
-            crate::Error::Runtime(_) => StatusCode::BAD_GATEWAY,
-        };
+        let status = error.status();
         let mut page = self.render_page(
             headers,
             "error.html",
