@@ -238,6 +238,15 @@ async fn an_operator_sees_the_numbers_and_replays_a_dead_letter_in_chromium() {
         .goto(&format!("{}/queues/ocr/partitions/3", served.url))
         .await
         .unwrap();
+    // Opened, each dead letter shows its fields: the screenshot shows them.
+    client
+        .execute(
+            "document.querySelectorAll('details.dead-letter').forEach((d) => { d.open = true; });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    browser.screenshot("dashboard-partition").await;
     client
         .find(Locator::Css("a.replay"))
         .await
@@ -246,6 +255,7 @@ async fn an_operator_sees_the_numbers_and_replays_a_dead_letter_in_chromium() {
         .await
         .unwrap();
     let summary = text(client, "#summary").await;
+    browser.screenshot("dashboard-confirm").await;
     assert!(summary.contains("1 job(s) will be appended"), "{summary}");
     assert!(text(client, "#plan").await.contains("job-0"));
     assert_eq!(
