@@ -230,7 +230,10 @@ async fn the_partition_page_lists_pending_dead_letters_and_retries_without_undec
         "an undeclared field is never shown"
     );
     assert!(html.contains("1 field(s) not in the spec withheld"));
-    assert!(html.contains(" UTC <small>"), "dead_at reads as a time: {html}");
+    assert!(
+        html.contains(" UTC <small>"),
+        "dead_at reads as a time: {html}"
+    );
     // The scheduled retry: job-1, attempt 2, due in about an hour.
     let retries = &html[html.find("id=\"retries\"").unwrap()..];
     assert!(
