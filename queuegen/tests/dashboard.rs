@@ -181,6 +181,11 @@ async fn the_overview_shows_the_exact_numbers_of_the_status_model() {
     );
     assert!(html.contains("state-loaded"), "and loaded");
     assert!(html.contains("read-only"), "no token: read-only");
+    // The dead-letter alert fires and links to its partition.
+    assert!(
+        html.contains("<a href=\"/queues/ocr/partitions/3\">ocr 3</a>: queue ocr partition 3: 1 dead letter(s)"),
+        "{html}"
+    );
     assert!(
         !html.contains("Sign in to act"),
         "read-only offers no sign-in"
@@ -968,4 +973,42 @@ async fn on_a_cluster_every_primary_is_listed_and_a_replay_works() {
         paused.body
     );
     assert!(cell(&get(&router, "/", None).await.body, "queue-ocr", "paused").contains("8 paused"));
+}
+
+#[tokio::test]
+async fn with_redis_gone_the_pages_say_so_with_a_502_and_the_history_keeps_its_samples() {
+    let mut server = RedisServer::start();
+    build(&server);
+    let dashboard = dashboard(&server, None).await;
+    dashboard.sample().await.unwrap();
+    let router = dashboard.router();
+    let addr = server.addr();
+    server.kill9();
+
+    let page = get(&router, "/", None).await;
+    assert_eq!(page.status, StatusCode::BAD_GATEWAY, "{}", page.body);
+    assert!(page.body.contains("redis"), "{}", page.body);
+    assert!(
+        page.body.contains(&format!("Redis {addr}")),
+        "names the server: {}",
+        page.body
+    );
+    let json = get(&router, "/api/status", None).await;
+    assert_eq!(json.status, StatusCode::BAD_GATEWAY);
+    let error: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("redis"),
+        "{error}"
+    );
+    assert!(
+        dashboard.sample().await.is_err(),
+        "a failed sample is an error, not a zero"
+    );
+    let series: serde_json::Value =
+        serde_json::from_str(&get(&router, "/api/series", None).await.body).unwrap();
+    assert_eq!(
+        series["t"].as_array().unwrap().len(),
+        1,
+        "the sample taken before stays; {addr} is down"
+    );
 }

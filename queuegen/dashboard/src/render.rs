@@ -81,7 +81,11 @@ impl Dashboard {
         let mut page = self.render_page(
             headers,
             "error.html",
-            context! { status => status.as_u16(), problem => format!("{error:#}") },
+            context! {
+                status => status.as_u16(),
+                problem => format!("{error:#}"),
+                server => self.inner.redis.addr(),
+            },
         );
         *page.status_mut() = status;
         page

@@ -40,6 +40,7 @@ impl LibraryRow {
 #[derive(Debug, Serialize)]
 pub(super) struct AlertRow {
     pub queue: String,
+    pub partition: u16,
     pub alert: &'static str,
     pub place: String,
     pub message: String,
@@ -214,6 +215,7 @@ pub(super) fn alert_rows(queues: &[QueueStatus]) -> Vec<AlertRow> {
         .flat_map(|queue| {
             queue.alerts.iter().map(|alert| AlertRow {
                 queue: queue.queue.clone(),
+                partition: alert.partition,
                 alert: alert.alert.as_str(),
                 place: match alert.lane {
                     Some(lane) => format!("{lane}/{}", alert.partition),
