@@ -1012,3 +1012,25 @@ async fn with_redis_gone_the_pages_say_so_with_a_502_and_the_history_keeps_its_s
         "the sample taken before stays; {addr} is down"
     );
 }
+
+#[tokio::test]
+async fn behind_a_tls_proxy_the_cookies_are_secure() {
+    let server = RedisServer::start();
+    build(&server);
+    let router = dashboard(&server, Some(TOKEN)).await.router();
+    let page = send(
+        &router,
+        Request::get("/login")
+            .header("x-forwarded-proto", "https")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    let cookie = page.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+    let plain = get(&router, "/login", None).await;
+    assert!(!plain.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .contains("Secure"));
+}

@@ -211,6 +211,21 @@ impl Sessions {
     }
 }
 
+/// `; Secure` behind a TLS proxy (`X-Forwarded-Proto: https`), so the
+/// browser never sends the cookie over plain HTTP; nothing on plain HTTP,
+/// where a Secure cookie would not be stored at all.
+fn secure(headers: &HeaderMap) -> &'static str {
+    let behind_tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
+    if behind_tls {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
 /// 32 random bytes, hex: a session id or CSRF token nobody can guess.
 fn random_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
@@ -275,8 +290,9 @@ fn login_form(dashboard: &Dashboard, headers: &HeaderMap, problem: &str, who: &s
         minijinja::context! { problem => problem, who => who, login_csrf => token },
     );
     let cookie = format!(
-        "{LOGIN_COOKIE}={token}; Path={}; HttpOnly; SameSite=Strict; Max-Age=600",
-        dashboard.home()
+        "{LOGIN_COOKIE}={token}; Path={}; HttpOnly; SameSite=Strict; Max-Age=600{}",
+        dashboard.home(),
+        secure(headers)
     );
     page.headers_mut().append(
         SET_COOKIE,
@@ -326,8 +342,9 @@ pub(super) async fn login(
     let id = dashboard.inner.sessions.start(who);
     let home = dashboard.home();
     let cookie = format!(
-        "{COOKIE_NAME}={id}; Path={home}; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_LIFETIME.as_secs()
+        "{COOKIE_NAME}={id}; Path={home}; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_LIFETIME.as_secs(),
+        secure(&headers)
     );
     let next = local_path(&dashboard.inner.options.mounted_at, &form.next);
     let mut response = Redirect::to(&next).into_response();
