@@ -112,6 +112,9 @@ pub(super) struct Acker {
     pub conn: Connection,
     pub function: AckFunction,
     pub queue: &'static str,
+    /// The queue's partition count: a stream number modulo it is the
+    /// partition the logs name (the key names the lane).
+    pub partitions: u16,
     /// This worker's consumer: only entries pending for it are acknowledged.
     pub consumer: Arc<str>,
     /// The ready stream key of every partition of the queue, by partition.
@@ -241,11 +244,13 @@ impl Acker {
     /// Counts one partition's answered requests: done, or refused (logged).
     fn settled(&self, requests: &[AckRequest], acked: Acked, retried: bool) {
         let partition = requests[0].partition;
+        // For the logs: the partition, and the key, which names the lane.
+        let (shown, key) = (partition % self.partitions.max(1), self.key(partition));
         let mut lost = 0;
         for refused in &acked.refused {
             if refused.owner.is_none() && retried {
                 // Most likely acknowledged by the attempt whose reply was lost.
-                tracing::debug!(partition, stream_id = %refused.id, "already acknowledged");
+                tracing::debug!(partition = shown, key, stream_id = %refused.id, "already acknowledged");
                 continue;
             }
             lost += 1;
@@ -255,7 +260,8 @@ impl Acker {
                 .map_or("(unknown)", |request| request.job_id.as_str());
             tracing::warn!(
                 queue = self.queue,
-                partition,
+                partition = shown,
+                key,
                 job_id = %job_id,
                 stream_id = %refused.id,
                 owner = refused.owner.as_deref().unwrap_or("(none: no longer pending)"),
@@ -265,7 +271,8 @@ impl Acker {
         if acked.unaccounted > 0 {
             if retried {
                 tracing::debug!(
-                    partition,
+                    partition = shown,
+                    key,
                     entries = acked.unaccounted,
                     "already acknowledged"
                 );
@@ -273,7 +280,8 @@ impl Acker {
                 lost += acked.unaccounted;
                 tracing::warn!(
                     queue = self.queue,
-                    partition,
+                    partition = shown,
+                    key,
                     entries = acked.unaccounted,
                     "ack found entries no longer pending: acknowledged or removed by someone other than this worker (an XACK, XGROUP DELCONSUMER or XCLAIM outside queuegen)",
                 );
@@ -285,7 +293,7 @@ impl Acker {
             Counters::add(&self.counters.ownership_lost, lost);
             self.meter.ownership_lost(partition, Settlement::Ack, lost);
         }
-        tracing::debug!(partition, done, "acknowledged");
+        tracing::debug!(partition = shown, done, key, "acknowledged");
     }
 
     /// Counts one partition's requests as failed: they stay pending.

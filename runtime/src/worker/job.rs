@@ -78,7 +78,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 parent: &parent,
                 "job",
                 queue = shared.config.queue,
-                partition = delivery.partition,
+                partition = shared.config.partition_of_stream(delivery.partition),
+                lane = shared.config.lane_of_stream(delivery.partition).map(|lane| lane.name),
                 stream_id = %delivery.entry.id,
                 claimed = delivery.claimed,
             );
@@ -289,7 +290,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
         .ok();
     tracing::error!(
         queue = shared.config.queue,
-        partition = delivery.partition,
+        partition = shared.config.partition_of_stream(delivery.partition),
         key = shared.ready_key(delivery.partition),
         stream_id = %delivery.entry.id,
         job_id = job_id.as_deref(),

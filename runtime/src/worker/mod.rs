@@ -384,6 +384,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 conn: self.redis.shared(),
                 function: AckFunction::new(&self.config),
                 queue: self.config.queue,
+                partitions: self.config.partitions,
                 consumer: consumer.clone(),
                 keys: ready_keys.clone(),
                 claims_keys: claims_keys.clone(),
@@ -575,7 +576,8 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
             // Recovery claimed an entry whose task is still running here: that
             // task keeps it (and acks it); a second run would only duplicate work.
             tracing::debug!(
-                partition = delivery.partition,
+                partition = self.config.partition_of_stream(delivery.partition),
+                key = self.ready_key(delivery.partition),
                 stream_id = %delivery.entry.id,
                 "claimed an entry already running here"
             );

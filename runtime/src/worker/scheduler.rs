@@ -125,7 +125,8 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
         }
         shared.meter.promoted(partition, set, promoted.promoted);
         tracing::debug!(
-            partition,
+            partition = config.partition_of_stream(partition),
+            lane = config.lane_of_stream(partition).map(|lane| lane.name),
             ?set,
             due = due.len(),
             promoted = promoted.promoted,
