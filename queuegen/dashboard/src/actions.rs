@@ -84,7 +84,7 @@ impl ActionLog {
 
 /// The fields of an action's query string or form, as text: parsed after
 /// the request is authorized, with errors that name the field.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Fields {
     #[serde(default)]
     csrf: String,
@@ -257,14 +257,9 @@ pub(super) async fn replay(
     Path(queue): Path<String>,
     body: Bytes,
 ) -> Response {
-    let fields = Fields::parse(&body).unwrap_or_default();
-    let operator = match dashboard.authorize(&headers, Some(&fields.csrf)) {
-        Ok(operator) => operator,
-        Err(refusal) => return refusal.into_response(),
-    };
-    let fields = match Fields::parse(&body) {
-        Ok(fields) => fields,
-        Err(err) => return dashboard.error_page(&headers, &err),
+    let (operator, fields) = match authorized_form(&dashboard, &headers, &body) {
+        Ok(authorized) => authorized,
+        Err(answer) => return *answer,
     };
     let done = async {
         let nothing = |err: crate::Error| (Vec::new(), err);
@@ -353,6 +348,25 @@ pub(super) async fn replay(
         failure,
         Json(outcomes),
     )
+}
+
+/// Authorizes a POST, then reads its form: a refused request gets the
+/// refusal whatever its body holds; an authorized one that is malformed, a 400.
+fn authorized_form(
+    dashboard: &Dashboard,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Operator, Fields), Box<Response>> {
+    let parsed = Fields::parse(body);
+    let csrf = parsed.as_ref().map_or("", |fields| fields.csrf.as_str());
+    let operator = dashboard
+        .authorize(headers, Some(csrf))
+        .map_err(|refusal| Box::new(refusal.into_response()))?;
+    match parsed {
+        Ok(fields) => Ok((operator, fields)),
+        Err(err) if operator.is_browser() => Err(Box::new(dashboard.error_page(headers, &err))),
+        Err(err) => Err(Box::new(err.json())),
+    }
 }
 
 /// Answers a finished action: a browser goes back with a message; a script
@@ -545,13 +559,11 @@ async fn switch(
     Path(queue): Path<String>,
     body: Bytes,
 ) -> Response {
-    let fields = Fields::parse(&body).unwrap_or_default();
-    let operator = match dashboard.authorize(&headers, Some(&fields.csrf)) {
-        Ok(operator) => operator,
-        Err(refusal) => return refusal.into_response(),
+    let (operator, fields) = match authorized_form(&dashboard, &headers, &body) {
+        Ok(authorized) => authorized,
+        Err(answer) => return *answer,
     };
     let done = async {
-        let fields = Fields::parse(&body)?;
         let target = dashboard.queue(&queue)?;
         let config = target.config();
         let partitions = selected_partitions(config, fields.partition()?)?;
