@@ -30,7 +30,6 @@ use queuegen_spec::model::Spec;
 
 pub use actions::ActionRecord;
 pub use error::{Error, Result};
-pub use history::Sample;
 
 /// The environment variable `queuegen dashboard` reads the operator token from.
 pub const TOKEN_ENV: &str = "QUEUEGEN_DASHBOARD_TOKEN";
