@@ -4,8 +4,8 @@ use syn::ext::IdentExt;
 use syn::{Data, DataStruct, DeriveInput, Fields, Ident, Type};
 
 use crate::attr::{self, FieldDefault, Setting};
-use crate::case::snake_case;
 use crate::errors::Errors;
+use queuegen_spec::naming::snake_case;
 
 /// A struct deriving `Envelope`.
 pub(crate) struct Envelope<'a> {

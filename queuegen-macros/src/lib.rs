@@ -14,7 +14,6 @@ use syn::{parse_macro_input, DeriveInput};
 
 mod ast;
 mod attr;
-mod case;
 mod drift;
 mod envelope;
 mod errors;

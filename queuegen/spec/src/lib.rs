@@ -15,6 +15,7 @@ pub mod json_schema;
 pub mod limits;
 pub mod lock;
 pub mod model;
+pub mod naming;
 pub mod suggest;
 pub mod units;
 pub mod v1;

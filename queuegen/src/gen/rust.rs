@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::naming::{field_name, module_name, snake_case, upper_camel};
+use super::naming::{field_name, module_name, upper_camel, variant_rename};
 use super::templates::render;
 use super::upcast;
 use super::{header, GeneratedFile};
@@ -198,6 +198,9 @@ pub(super) struct FieldContext {
 pub(super) struct EnumContext {
     name: String,
     field: String,
+    /// The spec's values as a Rust array literal, for the compile-time check
+    /// that the derive writes exactly these.
+    wire_values: String,
     has_default: bool,
     variants: Vec<VariantContext>,
 }
@@ -538,6 +541,33 @@ fn schedules_array(names: &[String]) -> String {
     }
 }
 
+/// `["a", "b"]` laid out as rustfmt lays out an argument at indent 4: on
+/// one line when it fits, several short items a line, or one item a line.
+fn wire_values_array(values: &[String]) -> String {
+    const SHORT_ITEM: usize = 10;
+    let items: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    let one_line = format!("[{}]", items.join(", "));
+    if one_line.len() <= RUSTFMT_ARRAY_WIDTH && 4 + 1 + one_line.len() + 1 <= 100 {
+        return one_line;
+    }
+    if items.iter().all(|item| item.len() <= SHORT_ITEM) {
+        let mut lines: Vec<String> = Vec::new();
+        for item in &items {
+            match lines.last_mut() {
+                Some(line) if line.len() + 1 + item.len() + 1 <= 100 => {
+                    line.push(' ');
+                    line.push_str(item);
+                    line.push(',');
+                }
+                _ => lines.push(format!("        {item},")),
+            }
+        }
+        return format!("[\n{}\n    ]", lines.join("\n"));
+    }
+    let lines: String = items.iter().map(|i| format!("        {i},\n")).collect();
+    format!("[\n{lines}    ]")
+}
+
 /// The shortest exact `Duration` constructor for `d`.
 fn duration_expr(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
@@ -640,13 +670,14 @@ pub(super) fn field_context(
             enum_context = Some(EnumContext {
                 name: name.clone(),
                 field: field.name.clone(),
+                wire_values: wire_values_array(values),
                 has_default: field.default.is_some(),
                 variants: values
                     .iter()
                     .map(|value| {
                         let ident = upper_camel(value);
                         VariantContext {
-                            rename: (snake_case(&ident) != *value).then(|| value.clone()),
+                            rename: variant_rename(value).map(str::to_owned),
                             is_default: field.default.as_deref() == Some(value.as_str()),
                             ident,
                         }

@@ -75,6 +75,14 @@ pub enum EvolvedJobMode {
     Thorough,
 }
 
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <EvolvedJobMode as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["fast", "thorough"],
+) {
+    panic!("the wire values of EvolvedJobMode are not the spec's");
+};
+
 /// `EvolvedJob` as schema 2 defined it: a step between accepted versions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvolvedJobV2 {
@@ -100,6 +108,14 @@ pub enum EvolvedJobV1LegacyMode {
     Quick,
     Careful,
 }
+
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <EvolvedJobV1LegacyMode as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["quick", "careful"],
+) {
+    panic!("the wire values of EvolvedJobV1LegacyMode are not the spec's");
+};
 
 /// Schema 2 added `mode` and removed `legacy_mode`.
 impl From<EvolvedJobV1> for EvolvedJobV2 {
@@ -154,3 +170,41 @@ pub struct DefaultsJob {
     #[envelope(default = "2026-01-01T00:00:00.000Z")]
     pub not_before: Timestamp,
 }
+
+/// The `WireNamesJob` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "WireNamesJob", schema = 1, accepts = [1])]
+pub struct WireNamesJob {
+    pub level: WireNamesJobLevel,
+}
+
+/// Values of `WireNamesJob.level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, FieldEnum)]
+pub enum WireNamesJobLevel {
+    #[field(rename = "a_b")]
+    AB,
+    #[field(rename = "level_a_b")]
+    LevelAB,
+    #[field(rename = "a_b_c")]
+    ABC,
+    #[field(rename = "a_b_cd")]
+    ABCd,
+    #[field(rename = "v2_a_b")]
+    V2AB,
+    HighPriority,
+}
+
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <WireNamesJobLevel as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &[
+        "a_b",
+        "level_a_b",
+        "a_b_c",
+        "a_b_cd",
+        "v2_a_b",
+        "high_priority",
+    ],
+) {
+    panic!("the wire values of WireNamesJobLevel are not the spec's");
+};

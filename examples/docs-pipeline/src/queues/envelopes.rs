@@ -33,6 +33,14 @@ pub enum OcrRequestedPriority {
     High,
 }
 
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <OcrRequestedPriority as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["low", "normal", "high"],
+) {
+    panic!("the wire values of OcrRequestedPriority are not the spec's");
+};
+
 /// Values of `OcrRequested.engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FieldEnum)]
 pub enum OcrRequestedEngine {
@@ -40,6 +48,14 @@ pub enum OcrRequestedEngine {
     Tesseract,
     CloudVision,
 }
+
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <OcrRequestedEngine as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["tesseract", "cloud_vision"],
+) {
+    panic!("the wire values of OcrRequestedEngine are not the spec's");
+};
 
 /// `OcrRequested` as schema 1 wrote it; workers decode it and convert it up.
 #[derive(Debug, Clone, PartialEq, Envelope)]
@@ -106,6 +122,14 @@ pub enum NotificationRequestedChannel {
     Push,
 }
 
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <NotificationRequestedChannel as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["email", "sms", "push"],
+) {
+    panic!("the wire values of NotificationRequestedChannel are not the spec's");
+};
+
 /// The `ExportRequested` envelope, written with schema version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
 #[envelope(name = "ExportRequested", schema = 1, accepts = [1])]
@@ -128,6 +152,14 @@ pub enum ExportRequestedFormat {
     Json,
     Parquet,
 }
+
+// The derive's wire values are the spec's, or this does not compile.
+const _: () = if !queuegen_runtime::__private::same_values(
+    <ExportRequestedFormat as queuegen_runtime::__private::FieldEnumValues>::VALUES,
+    &["csv", "json", "parquet"],
+) {
+    panic!("the wire values of ExportRequestedFormat are not the spec's");
+};
 
 /// The `ReconciliationRequested` envelope, written with schema version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
