@@ -1,6 +1,6 @@
 //! The queues.yaml spec: the normalized model, parsing of format v1, and validation.
 //!
-//! [`check_str`] and [`check_file`] read a spec and report every problem at
+//! [`check_str`], [`check_bytes`] and [`check_file`] read a spec and report every problem at
 //! once as positioned [`Diagnostic`]s; the model ([`model::Spec`]) is handed
 //! out only when there is no error. [`check_str_with_lock`] also compares the
 //! spec with its lock file ([`lock`]), the schema versions already published;
@@ -16,6 +16,7 @@ pub mod limits;
 pub mod lock;
 pub mod model;
 pub mod naming;
+pub mod source;
 pub mod suggest;
 pub mod units;
 pub mod v1;
@@ -75,6 +76,8 @@ pub fn check_str_with_lock(source: &str, file: &str, lock: Option<(&Lock, &str)>
             let pos = err.pos.unwrap_or(yaml::Pos { line: 1, column: 1 });
             let (message, help) = if err.is_tag() {
                 (err.message, "remove the tag and write the plain value")
+            } else if let Some(help) = err.help {
+                (format!("YAML syntax error: {}", err.message), help)
             } else if err.message.contains("more than one document") {
                 (
                     format!("YAML syntax error: {}", err.message),
@@ -106,8 +109,26 @@ pub fn check_str_with_lock(source: &str, file: &str, lock: Option<(&Lock, &str)>
     }
 }
 
-/// Reads and checks a spec file; diagnostics carry the path as given.
+/// Checks a spec read as bytes: one that is not UTF-8 is an error at its
+/// first invalid byte ([`source::decode`]), like any other spec error.
+pub fn check_bytes(bytes: Vec<u8>, file: &str) -> Checked {
+    check_bytes_with_lock(bytes, file, None)
+}
+
+/// [`check_bytes`], then [`check_str_with_lock`].
+pub fn check_bytes_with_lock(bytes: Vec<u8>, file: &str, lock: Option<(&Lock, &str)>) -> Checked {
+    match source::decode(bytes, file) {
+        Ok(text) => check_str_with_lock(&text, file, lock),
+        Err(diagnostic) => Checked {
+            spec: None,
+            diagnostics: vec![*diagnostic],
+        },
+    }
+}
+
+/// Reads and checks a spec file; diagnostics carry the path as given. Only
+/// a file that cannot be read is an `Err`; one that is not UTF-8 is a diagnostic.
 pub fn check_file(path: &Path) -> std::io::Result<Checked> {
-    let source = std::fs::read_to_string(path)?;
-    Ok(check_str(&source, &path.display().to_string()))
+    let bytes = std::fs::read(path)?;
+    Ok(check_bytes(bytes, &path.display().to_string()))
 }

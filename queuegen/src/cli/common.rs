@@ -56,23 +56,24 @@ pub fn lock_path(spec: &Path, given: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// malformed lock is reported as an error diagnostic in the lock file; a
 /// `--lock` file that does not exist is an error.
 pub fn check_with_lock(path: &Path, lock: Option<&Path>) -> anyhow::Result<Checked> {
-    let source =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Bytes, not a String: a spec that is not UTF-8 is a positioned error
+    // (exit 1, like any spec error), not an unreadable file (exit 2).
+    let source = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let file = path.display().to_string();
     let lock_path = lock_path(path, lock)?;
     let lock_file = lock_path.display().to_string();
     match Lock::read(&lock_path) {
-        Ok(Some(lock)) => Ok(spec::check_str_with_lock(
-            &source,
+        Ok(Some(lock)) => Ok(spec::check_bytes_with_lock(
+            source,
             &file,
             Some((&lock, &lock_file)),
         )),
         Ok(None) if lock.is_some() => {
             anyhow::bail!("cannot read {lock_file}: no such file (given with --lock)")
         }
-        Ok(None) => Ok(spec::check_str(&source, &file)),
+        Ok(None) => Ok(spec::check_bytes(source, &file)),
         Err(err @ LockError::Malformed { .. }) => {
-            let mut checked = spec::check_str(&source, &file);
+            let mut checked = spec::check_bytes(source, &file);
             checked.diagnostics.extend(err.to_diagnostic());
             checked.spec = None;
             Ok(checked)

@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn check(path: &Path) -> anyhow::Result<Checked> {
-    let source =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(spec::check_str(&source, &path.display().to_string()))
+    // A side that is not UTF-8 is a positioned spec error, not an unreadable file.
+    let source = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(spec::check_bytes(source, &path.display().to_string()))
 }

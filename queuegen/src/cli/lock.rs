@@ -53,7 +53,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let source = std::fs::read_to_string(&args.spec)
+    // Bytes: a spec that is not UTF-8 is a positioned spec error.
+    let source = std::fs::read(&args.spec)
         .with_context(|| format!("cannot read {}", args.spec.display()))?;
     let file = args.spec.display().to_string();
     let lock_path = common::lock_path(&args.spec, args.lock.as_deref())?;
@@ -83,9 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     // --force records the spec as it is, so only the spec's own errors stop it.
     let checked = if args.force {
-        spec::check_str(&source, &file)
+        spec::check_bytes(source, &file)
     } else {
-        spec::check_str_with_lock(&source, &file, existing.as_ref().map(|l| (l, &*lock_file)))
+        spec::check_bytes_with_lock(source, &file, existing.as_ref().map(|l| (l, &*lock_file)))
     };
     let Some(valid) = checked.spec.as_ref() else {
         let errors: Vec<Diagnostic> = checked
