@@ -226,3 +226,62 @@ fn init_offers_cluster_and_check_accepts_it() {
         "cluster.yaml: ok, 1 queue and 1 envelope\n"
     );
 }
+
+/// Runs `queuegen check FILE` in `dir`, where `FILE` holds `bytes`.
+fn check_bytes_in(dir: &Path, file: &str, bytes: &[u8]) -> Output {
+    std::fs::write(dir.join(file), bytes).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .args(["check", file])
+        .current_dir(dir)
+        .output()
+        .expect("queuegen runs")
+}
+
+#[test]
+fn a_spec_that_is_not_utf8_names_the_first_bad_byte_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(workspace().join("examples/docs-pipeline/queues.yaml"))
+        .expect("the example reads");
+    // A comment with `é` written as Latin-1, as an editor set to it saves it.
+    let mut bytes = b"# caf".to_vec();
+    bytes.push(0xE9);
+    bytes.extend_from_slice(b" menu\n");
+    bytes.extend_from_slice(example.as_bytes());
+    let output = check_bytes_in(dir.path(), "latin1.yaml", &bytes);
+    let text = stdout(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a spec error, not an unreadable file: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("latin1.yaml:1:6: error: ") && first.contains("0xE9"),
+        "{text}"
+    );
+    assert!(text.contains("help: save the file as UTF-8"), "{text}");
+    assert!(text.contains("latin1.yaml: 1 error"), "{text}");
+}
+
+#[test]
+fn an_unclosed_flow_sequence_points_at_its_bracket() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(workspace().join("examples/docs-pipeline/queues.yaml"))
+        .expect("the example reads");
+    let (line, text) = example
+        .lines()
+        .enumerate()
+        .find(|(_, line)| line.trim_start().starts_with("partition_by: ["))
+        .expect("the example partitions a queue by a flow sequence");
+    let column = text.find('[').unwrap() + 1;
+    let open = text.replace(']', "");
+    let broken = example.replacen(text, &open, 1);
+    let output = check_bytes_in(dir.path(), "queues.yaml", broken.as_bytes());
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    let at = format!("queues.yaml:{}:{column}: error: ", line + 1);
+    assert!(out.starts_with(&at), "expected {at}…, got:\n{out}");
+    assert!(out.contains("the parser gave up at line"), "{out}");
+    assert!(out.contains("help: close the sequence with `]`"), "{out}");
+}

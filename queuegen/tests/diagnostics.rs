@@ -876,3 +876,118 @@ fn the_postgres_secret_errors_name_the_key_position_and_fix() {
         "add `results: postgres` or `outbox: true` to a queue, or remove `postgres_secret`"
     ));
 }
+
+/// The only diagnostic of `checked`, as `(line, column, message, help)`.
+fn only(checked: &Checked) -> (usize, usize, String, String) {
+    assert_eq!(checked.diagnostics.len(), 1, "{:#?}", checked.diagnostics);
+    let d = &checked.diagnostics[0];
+    (
+        d.line,
+        d.column,
+        d.message.clone(),
+        d.help.clone().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn an_unclosed_flow_sequence_is_reported_at_its_bracket() {
+    // Line 12 opens `[` at column 19 and never closes it; the parser only
+    // gives up at line 14's `:`.
+    let source = spec(
+        "",
+        "    partition_by: [order_ref, tenant\n    partitions: 8\n    retention: { min_age: 1h }\n",
+    );
+    let checked = check_str(&source, "queues.yaml");
+    let (line, column, message, help) = only(&checked);
+    assert_eq!((line, column), (12, 19), "{message}");
+    assert!(
+        message.contains("flow sequence `[` is never closed")
+            && message.contains("the parser gave up at line 13 column 15"),
+        "{message}"
+    );
+    assert!(help.contains("close the sequence with `]`"), "{help}");
+}
+
+#[test]
+fn an_unclosed_flow_mapping_and_quote_are_reported_where_they_open() {
+    let source = spec(
+        "",
+        "    claim: { min_idle: 2m, max_idle: 5m\n    partitions: 8\n",
+    );
+    let (line, column, message, help) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (12, 12), "{message}");
+    assert!(
+        message.contains("flow mapping `{` is never closed")
+            && message.contains("the parser gave up at line 13"),
+        "{message}"
+    );
+    assert!(help.contains("close the mapping with `}`"), "{help}");
+
+    let source = spec("", "").replace("service: shop", "service: \"shop");
+    let (line, column, message, help) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (2, 10), "{message}");
+    assert!(
+        message.contains("double-quoted string is never closed")
+            && message.contains("end of the file"),
+        "{message}"
+    );
+    assert!(help.contains("close the string with `\"`"), "{help}");
+
+    let source = spec("", "").replace("service: shop", "service: 'shop\n---");
+    let (line, column, message, help) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (2, 10), "{message}");
+    assert!(
+        message.contains("single-quoted string is never closed")
+            && message.contains("the parser gave up at line 3 column 1"),
+        "{message}"
+    );
+    assert!(help.contains("close the string with `'`"), "{help}");
+}
+
+#[test]
+fn a_missing_comma_in_a_closed_sequence_stays_where_the_parser_stopped() {
+    // The sequence is closed: the mistake is at the second item, not the bracket.
+    let source = spec("", "    partition_by: [\"order_ref\" \"tenant\"]\n");
+    let (line, column, message, help) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (12, 32), "{message}");
+    assert!(message.contains("at line 12 column 19"), "{message}");
+    assert!(help.contains("separate the items with `,`"), "{help}");
+}
+
+#[test]
+fn a_closed_inner_sequence_does_not_hide_an_unclosed_mapping() {
+    // An inner sequence that is closed does not hide the outer one that is not.
+    let source = spec(
+        "",
+        "    claim: { min_idle: 2m, lanes: [a, b]\n    partitions: 8\n",
+    );
+    let (line, column, message, _) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (12, 12), "{message}");
+    // A sequence closed by the wrong bracket is unclosed too.
+    let source = spec("", "    partition_by: [order_ref}\n");
+    let (line, column, message, help) = only(&check_str(&source, "queues.yaml"));
+    assert_eq!((line, column), (12, 19), "{message}");
+    assert!(help.contains("close the sequence with `]`"), "{help}");
+}
+
+#[test]
+fn a_spec_that_is_not_utf8_is_reported_at_the_first_invalid_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queues.yaml");
+    // `é` saved as Latin-1: one byte 0xE9 on line 2, after `service: caf`.
+    let mut bytes = spec("", "")
+        .replace("service: shop", "service: cafX")
+        .into_bytes();
+    let at = bytes.iter().position(|&b| b == b'X').unwrap();
+    bytes[at] = 0xE9;
+    std::fs::write(&path, &bytes).unwrap();
+    let checked = queuegen::spec::check_file(&path).expect("a file that exists is checked");
+    let (line, column, message, help) = only(&checked);
+    assert_eq!((line, column), (2, 13), "{message}");
+    assert!(checked.has_errors() && checked.spec.is_none());
+    assert!(
+        message.contains("not UTF-8") && message.contains("byte 0xE9"),
+        "{message}"
+    );
+    assert!(help.contains("save the file as UTF-8"), "{help}");
+}

@@ -7,6 +7,7 @@
 
 mod locate;
 mod node;
+mod unclosed;
 
 pub use locate::{locate, Pos, Seg, Target};
 pub use node::{parse, Node, SyntaxError};

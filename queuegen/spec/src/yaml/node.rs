@@ -5,6 +5,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor};
 
 use super::locate::Pos;
+use super::unclosed;
 
 /// One YAML node. Mappings are a list of entries in source order, so a
 /// duplicate key is kept and can be reported instead of silently replacing
@@ -60,8 +61,11 @@ impl Node {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {
     pub message: String,
-    /// Where the parser stopped; `None` for errors about the whole stream.
+    /// Where the mistake is: the bracket or quote that is never closed, else
+    /// where the parser stopped; `None` for errors about the whole stream.
     pub pos: Option<Pos>,
+    /// How to fix it, when the error says more than "fix the YAML".
+    pub help: Option<&'static str>,
 }
 
 impl SyntaxError {
@@ -85,7 +89,20 @@ pub fn parse(source: &str) -> Result<Node, SyntaxError> {
         } else {
             strip_first_position(&text)
         };
-        SyntaxError { message, pos }
+        // An unclosed `[`, `{` or quote is reported where the parser gave up,
+        // often lines below: point at the opener instead.
+        match pos.and_then(|gave_up| unclosed::explain(source, &message, gave_up)) {
+            Some(explained) => SyntaxError {
+                message: explained.message,
+                pos: Some(explained.pos),
+                help: Some(explained.help),
+            },
+            None => SyntaxError {
+                message,
+                pos,
+                help: None,
+            },
+        }
     })
 }
 
@@ -236,12 +253,27 @@ mod tests {
 
     #[test]
     fn syntax_errors_carry_a_position() {
-        let err = parse("a: 1\nb: [1, 2\nc: 3\n").unwrap_err();
-        // The problem is where the parser stopped; the context keeps its own position.
-        assert_eq!(err.pos, Some(Pos { line: 3, column: 2 }));
+        let err = parse("a: 1\n  b: 2\n").unwrap_err();
+        assert_eq!(err.pos, Some(Pos { line: 2, column: 4 }));
         assert_eq!(
             err.message,
-            "did not find expected ',' or ']', while parsing a flow sequence at line 2 column 4"
+            "mapping values are not allowed in this context"
+        );
+        assert_eq!(err.help, None);
+    }
+
+    #[test]
+    fn an_unclosed_sequence_is_reported_at_its_bracket() {
+        let err = parse("a: 1\nb: [1, 2\nc: 3\n").unwrap_err();
+        // The parser stopped at line 3; the mistake is the `[` of line 2.
+        assert_eq!(err.pos, Some(Pos { line: 2, column: 4 }));
+        assert_eq!(
+            err.message,
+            "this flow sequence `[` is never closed (the parser gave up at line 3 column 2: did not find expected ',' or ']')"
+        );
+        assert_eq!(
+            err.help,
+            Some("close the sequence with `]` after its last item")
         );
     }
 
