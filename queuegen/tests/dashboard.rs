@@ -612,7 +612,11 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
     use queuegen_runtime::roles::Role;
     let library = queuegen::gen::functions::library_name("docs-pipeline");
     let user = |role: Role| {
-        let rules = role.acl_rules("work", std::slice::from_ref(&library));
+        let rules = role.acl_rules(
+            "work",
+            std::slice::from_ref(&library),
+            queuegen_tests::acl::server_commands(),
+        );
         let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
         queuegen_tests::AclUser::with_rules(role.name(), "rolepass", &rules)
     };
@@ -1033,4 +1037,255 @@ async fn behind_a_tls_proxy_the_cookies_are_secure() {
         .to_str()
         .unwrap()
         .contains("Secure"));
+}
+
+/// The headers every answer carries, whatever the route or status.
+fn assert_secured(what: &str, answer: &Answer) {
+    let header = |name: &str| {
+        answer
+            .headers
+            .get(name)
+            .unwrap_or_else(|| panic!("{what} ({}): no {name} header", answer.status))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let csp = header("content-security-policy");
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{what}: {directive} in {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{what}: {csp}");
+    assert_eq!(header("x-frame-options"), "DENY", "{what}");
+    assert_eq!(header("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(header("referrer-policy"), "same-origin", "{what}");
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers_error_pages_and_404s_included() {
+    let server = RedisServer::start();
+    let built = build(&server);
+    let router = dashboard(&server, Some(TOKEN)).await.router();
+    let (cookie, _) = sign_in(&router, "alice").await;
+    let dead = format!("/queues/ocr/replay?id={}&partition=3", built.dead_id);
+    for (uri, status) in [
+        ("/", StatusCode::OK),
+        ("/fragment/overview", StatusCode::OK),
+        ("/queues/ocr", StatusCode::OK),
+        ("/queues/ocr/partitions/3", StatusCode::OK),
+        (dead.as_str(), StatusCode::OK),
+        ("/actions", StatusCode::OK),
+        ("/login", StatusCode::OK),
+        ("/api/status", StatusCode::OK),
+        ("/api/series", StatusCode::OK),
+        ("/assets/dashboard.js", StatusCode::OK),
+        ("/assets/uPlot.min.css", StatusCode::OK),
+        ("/assets/nope.js", StatusCode::NOT_FOUND),
+        ("/queues/nope", StatusCode::NOT_FOUND),
+        ("/queues/ocr/partitions/8", StatusCode::NOT_FOUND),
+        ("/no/such/page", StatusCode::NOT_FOUND),
+        ("/api/series?queue=nope", StatusCode::NOT_FOUND),
+    ] {
+        let answer = get(&router, uri, Some(&cookie)).await;
+        assert_eq!(answer.status, status, "GET {uri}: {}", answer.body);
+        assert_secured(&format!("GET {uri}"), &answer);
+    }
+    // Refused, malformed and wrong-method requests too.
+    let refused = post(&router, "/queues/ocr/pause", "partition=1", Auth::None).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    assert_secured("POST without a token", &refused);
+    let wrong_method = post(&router, "/api/status", "", Auth::None).await;
+    assert_eq!(wrong_method.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_secured("POST /api/status", &wrong_method);
+    let confirm = get(&router, "/queues/ocr/pause", None).await;
+    assert_secured("a confirmation without a session", &confirm);
+
+    // Redis gone: the 502 error page is secured as well.
+    let mut server = server;
+    server.kill9();
+    let gone = get(&router, "/", None).await;
+    assert_eq!(gone.status, StatusCode::BAD_GATEWAY);
+    assert_secured("GET / with Redis gone", &gone);
+}
+
+#[tokio::test]
+async fn nested_in_a_host_app_its_answers_and_404s_carry_the_security_headers() {
+    let server = RedisServer::start();
+    build(&server);
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .unwrap()
+        .spec
+        .unwrap();
+    let redis = Redis::connect(server.url()).await.unwrap();
+    let dashboard = dashboard_of(
+        &spec,
+        redis,
+        DashboardOptions {
+            mounted_at: "/ops/queues".to_owned(),
+            ..DashboardOptions::default()
+        },
+    );
+    let app = Router::new()
+        .route("/", axum::routing::get(|| async { "the team's own app" }))
+        .nest("/ops/queues", dashboard.router());
+    for (uri, status) in [
+        ("/ops/queues", StatusCode::OK),
+        ("/ops/queues/queues/ocr", StatusCode::OK),
+        ("/ops/queues/assets/dashboard.css", StatusCode::OK),
+        ("/ops/queues/queues/nope", StatusCode::NOT_FOUND),
+        ("/ops/queues/no/such/page", StatusCode::NOT_FOUND),
+    ] {
+        let answer = get(&app, uri, None).await;
+        assert_eq!(answer.status, status, "GET {uri}: {}", answer.body);
+        assert_secured(&format!("GET {uri}"), &answer);
+    }
+    let missing = get(&app, "/ops/queues/no/such/page", None).await;
+    assert!(
+        missing
+            .body
+            .replace("&#x2f;", "/")
+            .contains("no page /ops/queues/no/such/page"),
+        "the 404 names the path asked for: {}",
+        missing.body
+    );
+    // The host app's own routes are the host's business.
+    let own = get(&app, "/", None).await;
+    assert!(own.headers.get("content-security-policy").is_none());
+}
+
+#[tokio::test]
+async fn pages_hold_no_inline_script_or_style_so_the_policy_needs_no_unsafe_inline() {
+    let server = RedisServer::start();
+    let built = build(&server);
+    let router = dashboard(&server, Some(TOKEN)).await.router();
+    let (cookie, _) = sign_in(&router, "alice").await;
+    let dead = format!("/queues/ocr/replay?id={}&partition=3", built.dead_id);
+    for uri in [
+        "/",
+        "/queues/ocr",
+        "/queues/ocr/partitions/3",
+        dead.as_str(),
+        "/queues/ocr/pause",
+        "/actions",
+        "/queues/nope",
+    ] {
+        let page = get(&router, uri, Some(&cookie)).await;
+        let html = page.body.to_ascii_lowercase();
+        for script in html.match_indices("<script").map(|(at, _)| &html[at..]) {
+            let tag = &script[..script.find('>').unwrap()];
+            assert!(tag.contains(" src="), "{uri}: an inline script: {tag}");
+        }
+        assert!(!html.contains("<style"), "{uri}: an inline <style>");
+        assert!(!html.contains(" style="), "{uri}: a style attribute");
+        assert!(!html.contains("javascript:"), "{uri}: a javascript: URL");
+        for handler in [" onclick=", " onload=", " onchange=", " onsubmit="] {
+            assert!(
+                !html.contains(handler),
+                "{uri}: an inline handler {handler}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_dead_letter_id_is_a_400_naming_it_and_redis_is_never_asked() {
+    let mut server = RedisServer::start();
+    build(&server);
+    let dashboard = dashboard(&server, Some(TOKEN)).await;
+    let router = dashboard.router();
+    let (cookie, csrf) = sign_in(&router, "alice").await;
+    // With Redis gone, anything sent to it would answer 502: a 400 shows
+    // that the ID was refused first.
+    server.kill9();
+
+    for id in [
+        "not-an-id",
+        "1700000000000",
+        "1700000000000-x",
+        "-1-0",
+        "99999999999999999999-0",
+    ] {
+        let query = format!("id={}&partition=3", id.replace('-', "%2D"));
+        let confirm = get(
+            &router,
+            &format!("/queues/ocr/replay?{query}"),
+            Some(&cookie),
+        )
+        .await;
+        assert_eq!(
+            confirm.status,
+            StatusCode::BAD_REQUEST,
+            "{id}: {}",
+            confirm.body
+        );
+        assert!(
+            confirm
+                .body
+                .contains(&format!("dead letter ID &quot;{id}&quot;"))
+                && confirm.body.contains("&lt;unix ms&gt;-&lt;sequence&gt;"),
+            "{id}: {}",
+            confirm.body
+        );
+
+        let form = format!("csrf={csrf}&{query}");
+        let browser = post(&router, "/queues/ocr/replay", &form, Auth::Cookie(&cookie)).await;
+        assert_eq!(
+            browser.status,
+            StatusCode::BAD_REQUEST,
+            "{id}: {}",
+            browser.body
+        );
+        assert!(
+            browser.body.contains("is not a stream ID"),
+            "{}",
+            browser.body
+        );
+
+        let script = post(&router, "/queues/ocr/replay", &query, Auth::Bearer(TOKEN)).await;
+        assert_eq!(
+            script.status,
+            StatusCode::BAD_REQUEST,
+            "{id}: {}",
+            script.body
+        );
+        let error: serde_json::Value = serde_json::from_str(&script.body).unwrap();
+        let message = error["error"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("dead letter ID {id:?} is not a stream ID"))
+                && message.contains("<unix ms>-<sequence>"),
+            "{message}"
+        );
+    }
+    assert!(
+        dashboard.actions().is_empty(),
+        "a malformed request is not an action"
+    );
+
+    // Every other number the dashboard takes from a request is checked the same way.
+    let page = get(&router, "/queues/ocr/partitions/x", None).await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(
+        page.body.contains("partition &quot;x&quot;") && page.body.contains("0..7"),
+        "{}",
+        page.body
+    );
+    let pause = post(
+        &router,
+        "/queues/ocr/pause",
+        "partition=x",
+        Auth::Bearer(TOKEN),
+    )
+    .await;
+    assert_eq!(pause.status, StatusCode::BAD_REQUEST, "{}", pause.body);
+    assert!(
+        pause.body.contains("partition must be a partition number"),
+        "{}",
+        pause.body
+    );
 }

@@ -173,6 +173,29 @@ async fn an_operator_sees_the_numbers_and_replays_a_dead_letter_in_chromium() {
     let shot = browser.screenshot("dashboard-overview").await;
     println!("screenshot of the overview: {}", shot.display());
 
+    // The Content-Security-Policy is on and enforced (the charts above drew
+    // under it): an inline script injected now is refused, and nothing the
+    // page does itself (refreshes, redraws) is, as the violations show.
+    let inline_ran = client
+        .execute(
+            "window.__violations = [];
+             document.addEventListener('securitypolicyviolation',
+               (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));
+             window.__inlineRan = false;
+             const probe = document.createElement('script');
+             probe.textContent = 'window.__inlineRan = true;';
+             document.head.appendChild(probe);
+             return window.__inlineRan;",
+            vec![],
+        )
+        .await
+        .expect("the probe ran");
+    assert_eq!(
+        inline_ran,
+        serde_json::Value::Bool(false),
+        "an injected inline script ran: the page has no Content-Security-Policy"
+    );
+
     // The overview refreshes itself: a job published now shows within a refresh.
     dashboard_state::publish_notification(&server, "note-live");
     let seen = eventually_text(
@@ -183,6 +206,15 @@ async fn an_operator_sees_the_numbers_and_replays_a_dead_letter_in_chromium() {
     )
     .await;
     assert_eq!(seen, "3", "the overview refreshed");
+    let violations = client
+        .execute("return window.__violations;", vec![])
+        .await
+        .expect("the violations");
+    let violations: Vec<String> = serde_json::from_value(violations).expect("a list");
+    assert!(
+        violations.len() == 1 && violations[0].ends_with(" inline"),
+        "only the probe is refused, not the page's own scripts, styles or fetches: {violations:?}"
+    );
 
     // Not signed in: no replay button, and a forged POST is refused, changing nothing.
     client

@@ -22,6 +22,7 @@ use queuegen_runtime::transitions;
 use serde::{Deserialize, Serialize};
 
 use super::auth::Operator;
+use super::ids;
 use super::Dashboard;
 
 /// Dead letters one "replay all" takes at most (newest first); the
@@ -101,20 +102,38 @@ struct Fields {
 }
 
 impl Fields {
+    /// The fields as text, not yet checked (the CSRF token is read from
+    /// them before the request is authorized).
     fn parse(bytes: &[u8]) -> Result<Fields, crate::Error> {
         serde_urlencoded::from_bytes(bytes)
             .map_err(|err| crate::Error::BadRequest(format!("the action's fields: {err}")))
     }
 
+    /// Parsed and checked: a malformed partition or dead-letter ID is a 400
+    /// that names it, before anything is read from or sent to Redis.
+    fn read(bytes: &[u8]) -> Result<Fields, crate::Error> {
+        let fields = Fields::parse(bytes)?;
+        fields.check()?;
+        Ok(fields)
+    }
+
+    fn check(&self) -> Result<(), crate::Error> {
+        self.partition()?;
+        if let Some(id) = self.id() {
+            ids::dead_letter_id(id)?;
+        }
+        Ok(())
+    }
+
     fn partition(&self) -> Result<Option<u16>, crate::Error> {
         match self.partition.trim() {
             "" => Ok(None),
-            text => text.parse().map(Some).map_err(|_| {
-                crate::Error::BadRequest(format!(
-                    "partition must be a partition number, got {text:?}"
-                ))
-            }),
+            text => ids::partition_field(text).map(Some),
         }
+    }
+
+    fn id(&self) -> Option<&str> {
+        Some(self.id.trim()).filter(|id| !id.is_empty())
     }
 
     fn lane(&self) -> Option<String> {
@@ -122,7 +141,7 @@ impl Fields {
     }
 
     fn dead_letter_query(&self) -> Result<DeadLetterQuery, crate::Error> {
-        let id = Some(self.id.trim().to_owned()).filter(|id| !id.is_empty());
+        let id = self.id().map(str::to_owned);
         if id.is_none() && self.all != "1" {
             return Err(crate::Error::BadRequest(
                 "say which dead letters to replay: id=<dead letter ID>, or all=1".to_owned(),
@@ -188,7 +207,7 @@ pub(super) async fn confirm_replay(
         return refusal.into_response();
     }
     let page = async {
-        let fields = Fields::parse(query.unwrap_or_default().as_bytes())?;
+        let fields = Fields::read(query.unwrap_or_default().as_bytes())?;
         let target = dashboard.queue(&queue)?;
         let config = target.config();
         let selection = fields.dead_letter_query()?;
@@ -362,7 +381,8 @@ fn authorized_form(
     let operator = dashboard
         .authorize(headers, Some(csrf))
         .map_err(|refusal| Box::new(refusal.into_response()))?;
-    match parsed {
+    let checked = parsed.and_then(|fields| fields.check().map(|()| fields));
+    match checked {
         Ok(fields) => Ok((operator, fields)),
         Err(err) if operator.is_browser() => Err(Box::new(dashboard.error_page(headers, &err))),
         Err(err) => Err(Box::new(err.json())),
@@ -449,7 +469,7 @@ async fn confirm_switch(
         return refusal.into_response();
     }
     let page = async {
-        let fields = Fields::parse(query.unwrap_or_default().as_bytes())?;
+        let fields = Fields::read(query.unwrap_or_default().as_bytes())?;
         let target = dashboard.queue(&queue)?;
         let partitions = selected_partitions(target.config(), fields.partition()?)?;
         let report = status_of(

@@ -11,7 +11,9 @@ mod actions;
 mod assets;
 mod auth;
 mod error;
+mod headers;
 mod history;
+mod ids;
 mod pages;
 mod render;
 mod view;
@@ -160,6 +162,9 @@ impl Dashboard {
     }
 
     /// The pages and endpoints; nest them at [`DashboardOptions::mounted_at`].
+    /// Every answer under it, 404s and error pages included, carries a
+    /// same-origin Content-Security-Policy, `X-Frame-Options: DENY`,
+    /// `X-Content-Type-Options: nosniff` and `Referrer-Policy: same-origin`.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(pages::overview))
@@ -187,6 +192,10 @@ impl Dashboard {
             .route("/api/status", get(pages::status_json))
             .route("/api/series", get(pages::series_json))
             .route("/assets/{name}", get(assets::asset))
+            .fallback(pages::not_found)
+            // After every route and the fallback, so that each answer gets
+            // the headers, error pages, refusals and 404s included.
+            .layer(axum::middleware::map_response(headers::secure))
             .with_state(self.clone())
     }
 

@@ -2,7 +2,7 @@
 //! drill-down, and the status and history the charts and scripts read.
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use minijinja::context;
 use queuegen_runtime::ops::dead_letters::{dead_letters, replayed_as, DeadLetterQuery};
@@ -11,6 +11,7 @@ use queuegen_runtime::ops::scheduled::{scheduled, HeldFor};
 use queuegen_runtime::ops::status::status_of;
 use serde::{Deserialize, Serialize};
 
+use super::ids;
 use super::view::{alert_rows, LibraryRow, PartitionRow, QueueRow};
 use super::Dashboard;
 
@@ -106,11 +107,14 @@ struct DeadLetterRow {
 pub(super) async fn partition(
     State(dashboard): State<Dashboard>,
     headers: HeaderMap,
-    Path((name, partition)): Path<(String, u16)>,
+    Path((name, partition)): Path<(String, String)>,
 ) -> Response {
     let page = async {
         let queue = dashboard.queue(&name)?;
         let config = queue.config();
+        // Parsed here, not by the extractor, so a malformed one gets the
+        // dashboard's error page naming it and the queue's partitions.
+        let partition = ids::partition_path(config, &partition)?;
         let mut conn = dashboard.inner.redis.shared();
         let pending = pending(
             &mut conn,
@@ -207,6 +211,22 @@ pub(super) async fn partition(
         Ok(page) => dashboard.render_page(&headers, "partition.html", page),
         Err(err) => dashboard.error_page(&headers, &err),
     }
+}
+
+/// Any path the dashboard has no page for: its error page (with the
+/// security headers), naming the path as the browser asked for it (a
+/// nesting app strips the mount point from `uri`).
+pub(super) async fn not_found(
+    State(dashboard): State<Dashboard>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let err = crate::Error::NotFound(format!(
+        "the dashboard has no page {}{}",
+        dashboard.inner.options.mounted_at,
+        uri.path()
+    ));
+    dashboard.error_page(&headers, &err)
 }
 
 /// `GET /api/status`: the `status` model as `queuegen status --json` prints it.
