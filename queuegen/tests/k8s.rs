@@ -455,7 +455,7 @@ fn postgres_queues_get_the_database_url_a_publisher_and_the_migration_job() {
         ]
     );
     let database = "secret shop-postgres:database-url";
-    let redis = "secret shop-redis:url";
+    let redis = "secret shop-redis:worker-url";
 
     // DATABASE_URL exactly in the workers of `results: postgres` queues.
     for (queue, wanted) in [

@@ -158,11 +158,21 @@ impl Role {
     /// `resetkeys`, the key pattern, no channels, `-@all`, then each
     /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
     /// each library in `libraries` (`qg_<service>_v<N>`).
-    pub fn acl_rules(self, key_prefix: &str, libraries: &[String]) -> Vec<String> {
+    /// Commands `server` lacks are left out: an ACL rule naming a command
+    /// the server does not know makes it refuse the rule (and a whole file).
+    pub fn acl_rules(
+        self,
+        key_prefix: &str,
+        libraries: &[String],
+        server: ServerCommands,
+    ) -> Vec<String> {
         let mut rules = vec!["resetkeys".to_owned()];
         rules.extend(self.key_patterns(key_prefix));
         rules.extend(["resetchannels".to_owned(), "-@all".to_owned()]);
         for command in self.commands() {
+            if !server.has(command) {
+                continue;
+            }
             if command == "fcall" || command == "fcall_ro" {
                 for library in libraries {
                     for function in self.functions() {
@@ -177,12 +187,41 @@ impl Role {
     }
 }
 
+/// Which of the commands a role's rules may name the server has, where
+/// servers differ: asked of the server (`connect::server_has_command`),
+/// never inferred from a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerCommands {
+    /// `CLIENT SETINFO`: Redis 7.2 and later, Valkey; not Redis 7.0.
+    pub client_setinfo: bool,
+}
+
+impl ServerCommands {
+    /// A server with every command the roles name (the generated users
+    /// file; `queuegen acl render` drops what the target server lacks).
+    pub const ALL: ServerCommands = ServerCommands {
+        client_setinfo: true,
+    };
+
+    /// The commands that are not on every supported server.
+    pub const OPTIONAL: &'static [&'static str] = &["client|setinfo"];
+
+    /// Whether the server has `command` (an ACL name, `client|setinfo`).
+    pub fn has(self, command: &str) -> bool {
+        match command {
+            "client|setinfo" => self.client_setinfo,
+            _ => true,
+        }
+    }
+}
+
 /// Every connection: the deployment probe (`INFO cluster`), the Cluster
-/// client's slot map (`CLUSTER SLOTS`, again after a MOVED) and `ASKING`
-/// during a slot migration. Not `CLIENT SETINFO`, which the redis crate sends
-/// on connecting and ignores a refusal of: Redis 7.0 does not know it, and
-/// an ACL file naming it would not load there.
-const CONNECT: &[&str] = &["ping", "info", "cluster|slots", "asking"];
+/// client's slot map (`CLUSTER SLOTS`, again after a MOVED), `ASKING`
+/// during a slot migration, and `CLIENT SETINFO`, which the redis crate (and
+/// KEDA's go-redis) send on connecting. Redis 7.0 does not know that command
+/// and refuses an ACL file naming it, so `queuegen acl render` keeps the rule
+/// only for a server that has it (it asks the server).
+const CONNECT: &[&str] = &["ping", "info", "cluster|slots", "asking", "client|setinfo"];
 
 /// `Producer::publish` and `publish_many`: the append, and `WAIT` when the
 /// spec sets `redis.wait_replicas` or a publish asks for durability.
@@ -230,10 +269,12 @@ const INVENTORY: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange", "type
 /// bounds of what it may trim, and the memory estimate it reports.
 const TRIM_DIRECT: &[&str] = &["time", "info", "xrange", "xrevrange", "memory|usage"];
 
-/// `ops::lease` (trim leases and the loops leases): take with `SET NX PX`,
-/// renew with `GET` + `PEXPIRE` in `MULTI`, and the `EVAL` release used
-/// while an older library without `lease_release` is still loaded.
-const LEASES: &[&str] = &["set", "get", "pexpire", "multi", "exec", "eval"];
+/// `ops::lease` (trim leases and the loops leases): take with `SET NX PX`
+/// (while an older library without `lease_acquire` is loaded), renew with
+/// `GET` + `PEXPIRE` in `MULTI`, release with the library's `lease_release`.
+/// No `EVAL`: a role runs the library's reviewed functions, never a script
+/// of its own.
+const LEASES: &[&str] = &["set", "get", "pexpire", "multi", "exec"];
 
 /// `RedisResults`: the stored result of a job, written once (`SET NX GET PX`)
 /// and read back on redelivery; `WAIT` for its durability.
@@ -322,6 +363,10 @@ mod tests {
             "replicaof",
             "migrate",
             "client|kill",
+            "eval",
+            "evalsha",
+            "eval_ro",
+            "script|load",
         ];
         for role in Role::ALL {
             for command in role.commands() {

@@ -77,3 +77,28 @@ impl AclUser {
             .unwrap_or_else(|err| panic!("ACL SETUSER {} on {addr}: {err}", self.name));
     }
 }
+
+/// Which of the commands the roles may name (`roles::ServerCommands`) the
+/// test's server binary has: asked once of a throwaway instance, as
+/// `queuegen acl render --server` asks a deployment's server.
+pub fn server_commands() -> queuegen_runtime::roles::ServerCommands {
+    static ASKED: std::sync::OnceLock<queuegen_runtime::roles::ServerCommands> =
+        std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let server = crate::RedisServer::start();
+        let mut conn = server.connection();
+        let mut has = |command: &str| {
+            let reply: Vec<redis::Value> = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(command)
+                .query(&mut conn)
+                .unwrap_or_else(|err| panic!("COMMAND INFO {command}: {err}"));
+            reply
+                .first()
+                .is_some_and(|value| *value != redis::Value::Nil)
+        };
+        queuegen_runtime::roles::ServerCommands {
+            client_setinfo: has("client|setinfo"),
+        }
+    })
+}

@@ -29,12 +29,20 @@ Drops the comments (Redis refuses them in an ACL file) and replaces each
 environment variable. A variable holding several lines gives its user
 several passwords: add the new one beside the old, roll the clients over,
 then render again with the new one alone. Nothing secret is written but
-hashes; the output file is created readable by its owner only.",
+hashes; the output file is created readable by its owner only.
+
+Every role may run CLIENT SETINFO, which the redis crate and KEDA's client
+send on connecting, but Redis 7.0 refuses an ACL file that names a command it
+does not know: say which server the file is for. --server asks it (COMMAND
+INFO CLIENT|SETINFO, as any user allowed to, e.g. an administrator or the
+default user before the file is installed); --client-setinfo says it.",
     after_help = "Examples:
   DOCS_PIPELINE_PRODUCER_PASSWORD=... DOCS_PIPELINE_WORKER_PASSWORD=... \\
   DOCS_PIPELINE_OPERATOR_PASSWORD=... DOCS_PIPELINE_MONITOR_PASSWORD=... \\
-    queuegen acl render deploy/redis/users.acl --extra admins.acl --out /etc/redis/users.acl
-  redis-cli ACL LOAD     # on a server started with `aclfile /etc/redis/users.acl`"
+    queuegen acl render deploy/redis/users.acl --server redis://admin@redis:6379 \\
+      --extra admins.acl --out /etc/redis/users.acl
+  redis-cli ACL LOAD     # on a server started with `aclfile /etc/redis/users.acl`
+  queuegen acl render deploy/redis/users.acl --client-setinfo no   # for Redis 7.0"
 )]
 pub struct RenderArgs {
     /// The generated users file (deploy/redis/users.acl).
@@ -48,6 +56,22 @@ pub struct RenderArgs {
     /// append; the generated file switches the default user off.
     #[arg(long, value_name = "FILE")]
     pub extra: Vec<PathBuf>,
+
+    /// The server (or any node of the Cluster) the file is for: asked which
+    /// commands it has. A password may come from REDIS_PASSWORD.
+    #[arg(long, value_name = "URL", required_unless_present = "client_setinfo")]
+    pub server: Option<String>,
+
+    /// Say instead of asking whether the server has CLIENT SETINFO (Redis
+    /// 7.2+ and Valkey do, Redis 7.0 does not).
+    #[arg(long, value_name = "yes|no", conflicts_with = "server")]
+    pub client_setinfo: Option<YesNo>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum YesNo {
+    Yes,
+    No,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -66,8 +90,19 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let rendered = acl::render(&generated, &extra, |variable| std::env::var(variable).ok())
-        .with_context(|| format!("rendering {}", args.file.display()))?;
+    let server = match (args.client_setinfo, &args.server) {
+        (Some(answer), _) => acl::ServerCommands {
+            client_setinfo: matches!(answer, YesNo::Yes),
+        },
+        (None, Some(url)) => ask_server(url)?,
+        (None, None) => anyhow::bail!(
+            "say which server the file is for: --server URL or --client-setinfo yes|no"
+        ),
+    };
+    let rendered = acl::render(&generated, &extra, server, |variable| {
+        std::env::var(variable).ok()
+    })
+    .with_context(|| format!("rendering {}", args.file.display()))?;
     match &args.out {
         None => std::io::stdout().write_all(rendered.as_bytes())?,
         Some(path) => {
@@ -75,6 +110,26 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the server at `url` has, asked with `COMMAND INFO`.
+fn ask_server(url: &str) -> anyhow::Result<acl::ServerCommands> {
+    let shown = super::connection::redacted(url);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut options = queuegen_runtime::ConnectOptions::new();
+        if let Ok(password) = std::env::var("REDIS_PASSWORD") {
+            options = options.password(password);
+        }
+        let redis = queuegen_runtime::Redis::connect_with(url, options)
+            .await
+            .with_context(|| format!("connecting to {shown} to ask which commands it has"))?;
+        let client_setinfo =
+            queuegen_runtime::connect::server_has_command(&mut redis.shared(), "client|setinfo")
+                .await
+                .with_context(|| format!("asking {shown} for COMMAND INFO CLIENT|SETINFO"))?;
+        Ok(acl::ServerCommands { client_setinfo })
+    })
 }
 
 /// Writes `contents` to `path`, created (or truncated) readable by its owner

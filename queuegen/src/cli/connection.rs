@@ -90,7 +90,7 @@ impl RedisArgs {
 }
 
 /// `url` with the user-information part (`user:password@`) replaced by `***@`.
-fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

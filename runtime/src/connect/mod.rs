@@ -365,3 +365,19 @@ mod tests {
         assert!(!cluster_enabled("# Cluster\r\ncluster_enabled:0\r\n"));
     }
 }
+
+/// Whether the server knows `command` (`xackdel`, or `client|setinfo` for a
+/// subcommand), from `COMMAND INFO`: asked, never inferred from a version.
+/// `COMMAND INFO` answers nil for a command it does not know.
+pub async fn server_has_command<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    command: &str,
+) -> Result<bool> {
+    let reply: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(command)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("COMMAND INFO {command}"), err))?;
+    Ok(matches!(reply.first(), Some(value) if *value != redis::Value::Nil))
+}

@@ -19,12 +19,6 @@ use crate::error::{Error, Result};
 /// How long [`acquire_waiting`] sleeps between two attempts.
 const RETRY_PAUSE: Duration = Duration::from_millis(25);
 
-/// The library's `lease_release`, sent as a script when the library is not
-/// loaded yet (a server being set up by `ensure_groups` before `apply`
-/// loads it). Same compare-and-delete; keep the two in step.
-const RELEASE_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-     redis.call('DEL', KEYS[1]) return 1 end return 0";
-
 /// A lease this process holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -162,14 +156,11 @@ pub async fn release<C: ConnectionLike>(
         .query_async(conn)
         .await;
     let released = match reply {
-        Err(err) if is_function_not_found(&err) => redis::cmd("EVAL")
-            .arg(RELEASE_SCRIPT)
-            .arg(1)
-            .arg(&lease.key)
-            .arg(&lease.holder)
-            .query_async(conn)
-            .await
-            .map_err(|err| Error::redis(format!("EVAL lease release {}", lease.key), err))?,
+        // A server being set up before `apply` loads the library (the lease
+        // was taken with `SET NX PX`): no compare-and-delete without a
+        // script, and no role may send scripts of its own (roles.rs), so the
+        // lease is left to expire with its TTL.
+        Err(err) if is_function_not_found(&err) => 0,
         other => {
             other.map_err(|err| Error::redis(format!("FCALL {function} {}", lease.key), err))?
         }

@@ -52,7 +52,7 @@ const WORKER_PASSWORD: &str = "worker-secret";
 /// the worker role's commands cover.
 fn worker_rules(key_prefix: &str) -> Vec<String> {
     let libraries = [crate::queues::jobs::CONFIG.functions.to_owned()];
-    let mut rules = Role::Worker.acl_rules(key_prefix, &libraries);
+    let mut rules = Role::Worker.acl_rules(key_prefix, &libraries, crate::acl::server_commands());
     rules.extend(["+hincrby", "+hgetall"].map(str::to_owned));
     rules
 }

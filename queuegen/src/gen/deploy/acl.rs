@@ -56,7 +56,11 @@ pub fn libraries(service: &str) -> Vec<String> {
 
 /// The ACL rules of `role` for `spec`, after the name and password.
 pub fn rules(spec: &Spec, role: Role) -> Vec<String> {
-    role.acl_rules(&spec.redis.key_prefix, &libraries(&spec.service))
+    role.acl_rules(
+        &spec.redis.key_prefix,
+        &libraries(&spec.service),
+        ServerCommands::ALL,
+    )
 }
 
 pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
@@ -99,13 +103,18 @@ pub enum RenderError {
     BadPlaceholder { line: usize, text: String },
 }
 
+/// What the target server has, where a rule depends on it.
+pub use queuegen_runtime::roles::ServerCommands;
+
 /// The loadable ACL file: comment and blank lines dropped, each
 /// `#<sha256:VARIABLE>` replaced by `#<hex sha256>` of each line of the
 /// variable's value (from `lookup`), then `extra`'s lines (your own users,
-/// e.g. an administrator), also without comments.
+/// e.g. an administrator), also without comments. Rules that need a command
+/// `features` says the server lacks are left out.
 pub fn render(
     generated: &str,
     extra: &[String],
+    server: ServerCommands,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, RenderError> {
     let mut out = String::new();
@@ -116,6 +125,12 @@ pub fn render(
         }
         let mut rendered = Vec::new();
         for word in trimmed.split_whitespace() {
+            if word
+                .strip_prefix('+')
+                .is_some_and(|command| !server.has(command))
+            {
+                continue;
+            }
             let Some(rest) = word.strip_prefix(PLACEHOLDER_OPEN) else {
                 rendered.push(word.to_owned());
                 continue;
@@ -259,6 +274,7 @@ mod tests {
         let rendered = render(
             generated,
             &["# mine\nuser admin on >x +@all ~*".into()],
+            SETINFO,
             |v| (v == "A_PASSWORD").then(|| "old\nnew\n".to_owned()),
         )
         .unwrap();
@@ -276,25 +292,53 @@ mod tests {
         );
     }
 
+    const SETINFO: ServerCommands = ServerCommands {
+        client_setinfo: true,
+    };
+
+    /// Redis 7.0 refuses a file naming `client|setinfo`; 7.2+ needs the rule.
+    #[test]
+    fn render_keeps_client_setinfo_only_for_a_server_that_has_it() {
+        let generated = "user a on nopass -@all +ping +client|setinfo +get\n";
+        let without = ServerCommands {
+            client_setinfo: false,
+        };
+        assert_eq!(
+            render(generated, &[], without, |_| None).unwrap(),
+            "user a on nopass -@all +ping +get\n"
+        );
+        assert_eq!(
+            render(generated, &[], SETINFO, |_| None).unwrap(),
+            generated
+        );
+        let file = generate(&spec(), "../queues.yaml").unwrap().contents;
+        for line in file
+            .lines()
+            .filter(|l| l.starts_with("user ") && !l.contains(" off "))
+        {
+            assert!(line.contains(" +client|setinfo "), "{line}");
+        }
+    }
+
     #[test]
     fn render_names_the_missing_or_empty_variable_and_its_line() {
         let generated = "# h\nuser a on #<sha256:A_PASSWORD> +get\n";
         assert_eq!(
-            render(generated, &[], |_| None),
+            render(generated, &[], SETINFO, |_| None),
             Err(RenderError::MissingPassword {
                 line: 2,
                 variable: "A_PASSWORD".into()
             })
         );
         assert_eq!(
-            render(generated, &[], |_| Some("\n".into())),
+            render(generated, &[], SETINFO, |_| Some("\n".into())),
             Err(RenderError::EmptyPassword {
                 line: 2,
                 variable: "A_PASSWORD".into()
             })
         );
         assert_eq!(
-            render("user a on #<sha256:A +get", &[], |_| None),
+            render("user a on #<sha256:A +get", &[], SETINFO, |_| None),
             Err(RenderError::BadPlaceholder {
                 line: 1,
                 text: "#<sha256:A".into()

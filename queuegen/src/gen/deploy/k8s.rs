@@ -28,6 +28,7 @@ pub const SPEC_MOUNT: &str = "/etc/queuegen";
 /// The pod-template annotation holding the spec's SHA-256: a changed spec
 /// changes every pod template, so the Deployments roll.
 pub const SPEC_HASH_ANNOTATION: &str = "queuegen.dev/spec-sha256";
+use queuegen_runtime::roles::Role;
 /// Environment the worker Deployment sets (docs/deploy.md): the runtime's
 /// names, so the manifests and `Worker::with_env` cannot disagree.
 use queuegen_runtime::{CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
@@ -35,6 +36,32 @@ use queuegen_runtime::{CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
 /// `kubernetes.postgres_secret`.
 pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
 pub const DATABASE_URL_KEY: &str = "database-url";
+/// The keys of the Secret `kubernetes.redis_secret`: one URL per role, so
+/// each component logs in as the ACL user of its role (`redis/users.acl`),
+/// and the address and the monitor's password for KEDA's lag trigger.
+pub fn redis_url_key(role: Role) -> String {
+    format!("{}-url", role.name())
+}
+pub const REDIS_ADDRESS_KEY: &str = "address";
+/// KEDA's lag trigger reads as the read-only monitor user: it runs
+/// `XINFO GROUPS`, `XPENDING` and `XLEN`, all of them the monitor's.
+pub const KEDA_ROLE: Role = Role::Monitor;
+pub fn redis_password_key(role: Role) -> String {
+    format!("{}-password", role.name())
+}
+/// The variables of the worker container that KEDA's lag trigger resolves
+/// (`*FromEnv` reads the scale target's container): never read by the worker.
+pub const KEDA_USERNAME_ENV: &str = "KEDA_REDIS_USERNAME";
+pub const KEDA_PASSWORD_ENV: &str = "KEDA_REDIS_PASSWORD";
+/// The role each generated component connects as.
+pub const WORKER_ROLE: Role = Role::Worker;
+pub const MONITOR_ROLE: Role = Role::Monitor;
+/// `queuegen trim` is an operator's command (`Role::Operator`).
+pub const TRIM_ROLE: Role = Role::Operator;
+/// The outbox publisher runs in the worker image with the worker's user,
+/// whose functions include the producer's (`Role::functions`).
+pub const OUTBOX_PUBLISHER_ROLE: Role = Role::Worker;
+
 /// What the outbox publisher's pods set: the worker binary then runs the
 /// publisher (`true`) and no queue worker (`QUEUEGEN_QUEUE=none`).
 pub const OUTBOX_PUBLISHER_ENV: &str = "QUEUEGEN_OUTBOX_PUBLISHER";
@@ -304,6 +331,12 @@ struct Common {
     image: String,
     monitor_image: String,
     redis_secret: String,
+    /// The Secret's key of each component's `REDIS_URL`.
+    worker_url_key: String,
+    monitor_url_key: String,
+    trim_url_key: String,
+    publisher_url_key: String,
+    address_key: &'static str,
     /// Set when the manifests carry PostgreSQL (see [`postgres_secret`]).
     postgres_secret: Option<String>,
     psql_image: String,
@@ -330,6 +363,11 @@ impl Common {
             image: quoted(&k.image),
             monitor_image: quoted(&k.monitor_image),
             redis_secret: quoted(&k.redis_secret),
+            worker_url_key: redis_url_key(WORKER_ROLE),
+            monitor_url_key: redis_url_key(MONITOR_ROLE),
+            trim_url_key: redis_url_key(TRIM_ROLE),
+            publisher_url_key: redis_url_key(OUTBOX_PUBLISHER_ROLE),
+            address_key: REDIS_ADDRESS_KEY,
             postgres_secret: postgres_secret(spec).map(quoted),
             psql_image: quoted(&k.psql_image),
             database_env: DATABASE_URL_ENV,
@@ -363,8 +401,13 @@ struct QueueContext {
     memory: String,
     cpu_limit: Option<String>,
     memory_limit: String,
-    /// The worker needs REDIS_ADDRESS / REDIS_PASSWORD for KEDA's lag trigger.
+    /// The worker container carries the address and KEDA's user and
+    /// password for KEDA's lag trigger.
     lag_env: bool,
+    keda_username_env: &'static str,
+    keda_username: String,
+    keda_password_env: &'static str,
+    keda_password_key: String,
     /// The worker needs DATABASE_URL: `results: postgres`.
     database: bool,
     address_env: &'static str,
@@ -394,6 +437,10 @@ impl QueueContext {
             cpu_limit: queue.pods.cpu_limit.as_deref().map(quoted),
             memory_limit: quoted(&queue.pods.memory_limit),
             lag_env: queue.autoscale.as_ref().is_some_and(|a| a.lag.is_some()),
+            keda_username_env: KEDA_USERNAME_ENV,
+            keda_username: quoted(&super::acl::user_name(&spec.service, KEDA_ROLE)),
+            keda_password_env: KEDA_PASSWORD_ENV,
+            keda_password_key: redis_password_key(KEDA_ROLE),
             database: postgres_secret(spec).is_some()
                 && queue.results == Some(ResultStore::Postgres),
             address_env: address_env(spec),
@@ -585,6 +632,8 @@ struct ScaledContext {
     lag_type: &'static str,
     address_key: &'static str,
     address_env: &'static str,
+    username_env: &'static str,
+    password_env: &'static str,
     streams: Vec<String>,
     group: String,
 }
@@ -620,6 +669,8 @@ impl ScaledContext {
             lag_type,
             address_key,
             address_env: address_env(spec),
+            username_env: KEDA_USERNAME_ENV,
+            password_env: KEDA_PASSWORD_ENV,
             streams: config.ready_keys().iter().map(|k| quoted(k)).collect(),
             group: quoted(&queue.group.name),
         })
