@@ -150,6 +150,10 @@ pub struct Promoted {
     pub already: u64,
     /// Members no longer scheduled (another scheduler took them) or not yet due.
     pub skipped: u64,
+    /// Due members that could never be promoted (an envelope missing, not
+    /// decodable, or over the library's field limit), moved to the
+    /// dead-letter stream (reason `decode_error`) so they do not stall the set.
+    pub dead_lettered: u64,
 }
 
 /// `retry_schedule`: move a pending ready entry to the retry set as its next attempt.
@@ -424,6 +428,8 @@ pub async fn promote<C: ConnectionLike + Send>(
         set.key(config, p),
         set.jobs_key(config, p),
         config.ready_key(p),
+        // Where a member that can never be promoted goes.
+        config.dead_key(p),
     ];
     keys.extend(
         members
@@ -434,6 +440,7 @@ pub async fn promote<C: ConnectionLike + Send>(
     cmd.arg(now_ms)
         .arg(config.retry_promote_batch)
         .arg(marker_ttl_ms(config))
+        .arg(config.dead_letter_max_len)
         .arg(members);
     let (one, many) = set.what();
     let job = match members {
@@ -450,10 +457,11 @@ pub async fn promote<C: ConnectionLike + Send>(
     };
     let counts: Vec<u64> = cmd.query_async(conn).await.map_err(|err| call.error(err))?;
     match counts[..] {
-        [promoted, already, skipped] => Ok(Promoted {
+        [promoted, already, skipped, dead_lettered] => Ok(Promoted {
             promoted,
             already,
             skipped,
+            dead_lettered,
         }),
         _ => Err(call.unexpected(format!("{counts:?}"))),
     }
@@ -462,7 +470,8 @@ pub async fn promote<C: ConnectionLike + Send>(
 /// `FCALL publish_once`: append `pairs` (an encoded envelope with `job_id`)
 /// to the partition's ready stream unless a publish of `job_id` did within
 /// `window`. Answers [`Appended`]. The caller sends it (alone, or in a
-/// pipeline with others).
+/// pipeline with others). The function refuses an envelope over the queue's
+/// `payload.max_bytes`, which it is told here.
 pub fn publish_once_command(
     config: &QueueConfig,
     partition: u16,
@@ -479,12 +488,14 @@ pub fn publish_once_command(
     );
     // A zero window would make SET ... PX fail; the spec never gives one.
     cmd.arg(u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1))
+        .arg(config.payload_max_bytes)
         .arg(pairs);
     cmd
 }
 
 /// `FCALL delay_schedule`: keep `pairs` in the partition's delayed set until
-/// `due_ms`. Answers [`DelayedReply`].
+/// `due_ms`. Answers [`DelayedReply`]. The function refuses an envelope over
+/// the queue's `payload.max_bytes`, which it is told here.
 pub fn delay_schedule_command(
     config: &QueueConfig,
     partition: u16,
@@ -504,7 +515,7 @@ pub fn delay_schedule_command(
             config.marker_key(partition, MarkerKind::Delayed, job_id),
         ],
     );
-    cmd.arg(due_ms).arg(pairs);
+    cmd.arg(due_ms).arg(config.payload_max_bytes).arg(pairs);
     cmd
 }
 

@@ -143,8 +143,10 @@ async fn the_function_refuses_a_malformed_call_and_writes_nothing() {
         .into_iter()
         .flat_map(|(name, value)| [name.to_owned(), value])
         .collect();
+    // ARGV = [window_ms, max_bytes (the queue's payload.max_bytes), fields...].
     let with = |window: &str, fields: &[String]| {
-        std::iter::once(window.to_owned())
+        [window.to_owned(), config.payload_max_bytes.to_string()]
+            .into_iter()
             .chain(fields.iter().cloned())
             .collect::<Vec<_>>()
     };

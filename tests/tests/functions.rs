@@ -222,7 +222,7 @@ impl Part {
         ]
     }
     fn promote_keys(&self, members: &[&str]) -> Vec<String> {
-        let mut keys = vec![self.retry(), self.retry_jobs(), self.ready()];
+        let mut keys = vec![self.retry(), self.retry_jobs(), self.ready(), self.dead()];
         keys.extend(members.iter().map(|m| self.marker("promote", m)));
         keys
     }
@@ -292,9 +292,9 @@ fn moved(reply: Reply) -> (String, String) {
     redis::from_redis_value(value).expect("a [status, id] reply")
 }
 
-fn counts(reply: Reply) -> (u64, u64, u64) {
+fn counts(reply: Reply) -> (u64, u64, u64, u64) {
     let value = reply.unwrap_or_else(|err| panic!("the call failed: {err}"));
-    redis::from_redis_value(value).expect("a [promoted, already, skipped] reply")
+    redis::from_redis_value(value).expect("a [promoted, already, skipped, dead_lettered] reply")
 }
 
 fn now_ms() -> u64 {
@@ -686,7 +686,7 @@ async fn retry_promote_moves_due_retries_to_ready_and_skips_the_rest() {
     let later = scheduled(&mut f, &p, 1, now + 60_000).await;
     let members: Vec<&str> = due.iter().chain(&later).map(String::as_str).collect();
     let now_arg = now.to_string();
-    let mut args = vec![now_arg.as_str(), "10", "60000"];
+    let mut args = vec![now_arg.as_str(), "10", "60000", "1000"];
     args.extend(&members);
 
     let ready_before = f.entries(&p.ready()).await.len();
@@ -694,7 +694,7 @@ async fn retry_promote_moves_due_retries_to_ready_and_skips_the_rest() {
         f.call("retry_promote", &p.promote_keys(&members), &args)
             .await,
     );
-    assert_eq!(first, (2, 0, 1));
+    assert_eq!(first, (2, 0, 1, 0));
     let entries = f.entries(&p.ready()).await;
     assert_eq!(entries.len(), ready_before + 2);
     for (source, (ready_id, fields)) in due.iter().zip(&entries[ready_before..]) {
@@ -715,7 +715,7 @@ async fn retry_promote_moves_due_retries_to_ready_and_skips_the_rest() {
         f.call("retry_promote", &p.promote_keys(&members), &args)
             .await,
     );
-    assert_eq!(second, (0, 2, 1));
+    assert_eq!(second, (0, 2, 1, 0));
     assert_keyspace_eq(&after_first, &f.dump().await, "the second promote");
 }
 
@@ -733,11 +733,11 @@ async fn a_retry_promote_rerun_finds_the_marker_and_only_cleans_up() {
         f.call(
             "retry_promote",
             &p.promote_keys(&[&ids[0]]),
-            &["2", "10", "60000", &ids[0]],
+            &["2", "10", "60000", "1000", &ids[0]],
         )
         .await,
     );
-    assert_eq!(reply, (0, 1, 0));
+    assert_eq!(reply, (0, 1, 0, 0));
     assert_eq!(f.entries(&p.ready()).await.len(), ready_before);
     let exists: u64 = f.cmd(&["EXISTS", &p.retry(), &p.retry_jobs()]).await;
     assert_eq!(exists, 0);
@@ -751,7 +751,7 @@ async fn retry_promote_enforces_its_batch_bound() {
     let ids = scheduled(&mut f, &p, 3, 1).await;
     let members: Vec<&str> = ids.iter().map(String::as_str).collect();
 
-    let mut args = vec!["2", "2", "60000"];
+    let mut args = vec!["2", "2", "60000", "1000"];
     args.extend(&members);
     let detail = f
         .assert_refused(
@@ -763,18 +763,22 @@ async fn retry_promote_enforces_its_batch_bound() {
         .await;
     assert_eq!(detail, "3 > 2");
 
-    let mut args = vec!["2", "2", "60000"];
+    let mut args = vec!["2", "2", "60000", "1000"];
     args.extend(&members[..2]);
     let reply = counts(
         f.call("retry_promote", &p.promote_keys(&members[..2]), &args)
             .await,
     );
-    assert_eq!(reply, (2, 0, 0));
+    assert_eq!(reply, (2, 0, 0, 0));
     let reply = counts(
-        f.call("retry_promote", &p.promote_keys(&[]), &["2", "2", "60000"])
-            .await,
+        f.call(
+            "retry_promote",
+            &p.promote_keys(&[]),
+            &["2", "2", "60000", "1000"],
+        )
+        .await,
     );
-    assert_eq!(reply, (0, 0, 0));
+    assert_eq!(reply, (0, 0, 0, 0));
 }
 
 #[tokio::test]
@@ -816,7 +820,7 @@ async fn concurrent_promoters_promote_each_retry_once() {
                     return promoted;
                 }
                 let members: Vec<&str> = due.iter().map(String::as_str).collect();
-                let mut args = vec!["2", "7", "60000"];
+                let mut args = vec!["2", "7", "60000", "1000"];
                 args.extend(&members);
                 let reply = fcall(&mut conn, &function, &part.promote_keys(&members), &args).await;
                 promoted += counts(reply).0;
@@ -843,8 +847,8 @@ async fn concurrent_promoters_promote_each_retry_once() {
 #[tokio::test]
 async fn retry_promote_refuses_wrong_types_and_bad_arguments_without_writing() {
     let mut f = Fixture::start().await;
-    // Wrong types, one partition per KEYS position (3 = the first marker).
-    for position in 0..4 {
+    // Wrong types, one partition per KEYS position (4 = the first marker).
+    for position in 0..5 {
         let p = f.part(position as u16);
         f.group(&p.ready()).await;
         let ids = scheduled(&mut f, &p, 1, 1).await;
@@ -859,18 +863,18 @@ async fn retry_promote_refuses_wrong_types_and_bad_arguments_without_writing() {
                 .await;
             squat(&mut f, &keys[position], false).await
         } else {
-            squat(&mut f, &keys[position], true).await
+            squat(&mut f, &keys[position], position == 4).await
         };
-        let args = ["2", "10", "60000", ids[0].as_str()];
+        let args = ["2", "10", "60000", "1000", ids[0].as_str()];
         let detail = f
             .assert_refused("retry_promote", &keys, &args, "QG_WRONGTYPE")
             .await;
         assert_eq!(detail, format!("{} {}", squatted.0, squatted.1));
-        if position == 3 {
-            let () = f.cmd(&["DEL", &keys[3]]).await;
+        if position >= 3 {
+            let () = f.cmd(&["DEL", &keys[position]]).await;
             assert_eq!(
                 counts(f.call("retry_promote", &keys, &args).await),
-                (1, 0, 0)
+                (1, 0, 0, 0)
             );
         }
     }
@@ -880,46 +884,104 @@ async fn retry_promote_refuses_wrong_types_and_bad_arguments_without_writing() {
     let ids = scheduled(&mut f, &p, 2, 1).await;
     let (a, b) = (ids[0].as_str(), ids[1].as_str());
     let keys = p.promote_keys(&[a, b]);
-    let bad: [(Vec<&str>, &str); 9] = [
-        (vec!["now", "10", "60000", a, b], "QG_BADARG"),
-        (vec!["-1", "10", "60000", a, b], "QG_BADARG"),
-        (vec!["2", "0", "60000", a, b], "QG_BADARG"),
-        (vec!["2", "many", "60000", a, b], "QG_BADARG"),
-        (vec!["2", "10", "0", a, b], "QG_BADARG"),
-        (vec!["2", "10", "60000", a, "member"], "QG_BADARG"),
-        (vec!["2", "10", "60000", b, a], "QG_BADARG"),
-        (vec!["2", "10", "60000", a], "QG_BADARG"),
-        (vec!["2", "10"], "QG_BADARG"),
+    let bad: [(Vec<&str>, &str); 12] = [
+        (vec!["now", "10", "60000", "1000", a, b], "QG_BADARG"),
+        (vec!["-1", "10", "60000", "1000", a, b], "QG_BADARG"),
+        (vec!["2", "0", "60000", "1000", a, b], "QG_BADARG"),
+        (vec!["2", "many", "60000", "1000", a, b], "QG_BADARG"),
+        (vec!["2", "10", "0", "1000", a, b], "QG_BADARG"),
+        (vec!["2", "10", "60000", "0", a, b], "QG_BADARG"),
+        (vec!["2", "10", "60000", "all", a, b], "QG_BADARG"),
+        (vec!["2", "10", "60000", "1000", a, "member"], "QG_BADARG"),
+        // A bare `<ms>` is not a retry id.
+        (
+            vec!["2", "10", "60000", "1000", a, "1700000000000"],
+            "QG_BADARG",
+        ),
+        (vec!["2", "10", "60000", "1000", b, a], "QG_BADARG"),
+        (vec!["2", "10", "60000", "1000", a], "QG_BADARG"),
+        (vec!["2", "10", "60000"], "QG_BADARG"),
     ];
     for (args, code) in &bad {
         f.assert_refused("retry_promote", &keys, args, code).await;
     }
     let mut other_partition = keys.clone();
-    other_partition[4] = f.part(11).marker("promote", b);
+    other_partition[5] = f.part(11).marker("promote", b);
     f.assert_refused(
         "retry_promote",
         &other_partition,
-        &["2", "10", "60000", a, b],
+        &["2", "10", "60000", "1000", a, b],
         "QG_BADARG",
     )
     .await;
-
-    // A due member whose envelope is missing or not an envelope.
-    let args = ["2", "10", "60000", a, b];
-    let saved: String = f.cmd(&["HGET", &p.retry_jobs(), b]).await;
-    for broken in ["not json", "[]", "[\"odd\"]", "{\"a\":1}", "[1,2]"] {
-        let () = f.cmd(&["HSET", &p.retry_jobs(), b, broken]).await;
-        f.assert_refused("retry_promote", &keys, &args, "QG_BADENVELOPE")
-            .await;
-    }
-    let () = f.cmd(&["HDEL", &p.retry_jobs(), b]).await;
-    f.assert_refused("retry_promote", &keys, &args, "QG_BADENVELOPE")
-        .await;
-    let () = f.cmd(&["HSET", &p.retry_jobs(), b, &saved]).await;
+    let mut other_dead = keys.clone();
+    other_dead[3] = f.part(11).dead();
+    f.assert_refused(
+        "retry_promote",
+        &other_dead,
+        &["2", "10", "60000", "1000", a, b],
+        "QG_BADARG",
+    )
+    .await;
     assert_eq!(
-        counts(f.call("retry_promote", &keys, &args).await),
-        (2, 0, 0)
+        counts(
+            f.call("retry_promote", &keys, &["2", "10", "60000", "1000", a, b])
+                .await
+        ),
+        (2, 0, 0, 0)
     );
+}
+
+#[tokio::test]
+async fn retry_promote_dead_letters_a_member_whose_envelope_is_missing_or_broken() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let broken = ["not json", "[]", "[\"odd\"]", "{\"a\":1}", "[1,2]"];
+    // One good member first and last, a broken one between, per call.
+    for (n, envelope) in broken.iter().map(Some).chain([None]).enumerate() {
+        let ids = scheduled(&mut f, &p, 3, 1).await;
+        match envelope {
+            Some(text) => {
+                let () = f.cmd(&["HSET", &p.retry_jobs(), &ids[1], text]).await;
+            }
+            None => {
+                let _: u64 = f.cmd(&["HDEL", &p.retry_jobs(), &ids[1]]).await;
+            }
+        }
+        let members: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut args = vec!["2", "10", "60000", "1000"];
+        args.extend(&members);
+        let reply = call_atomic(&mut f, "retry_promote", &p.promote_keys(&members), &args).await;
+        assert_eq!(counts(reply), (2, 0, 0, 1), "{envelope:?}");
+
+        let dead = f.entries(&p.dead()).await;
+        assert_eq!(dead.len(), n + 1);
+        let (_, letter) = dead.last().unwrap();
+        assert_eq!(field(letter, "reason"), Some("decode_error"));
+        assert_eq!(field(letter, "source_id"), Some(ids[1].as_str()));
+        assert_eq!(
+            field(letter, "envelope"),
+            Some(envelope.copied().unwrap_or(""))
+        );
+        let detail = field(letter, "detail").unwrap();
+        assert!(
+            detail.starts_with(&format!(
+                "{} member {} cannot be promoted: its ",
+                p.retry(),
+                ids[1]
+            )),
+            "{detail}"
+        );
+        // Nothing is left to fail the next call.
+        let left: u64 = f.cmd(&["ZCARD", &p.retry()]).await;
+        assert_eq!(left, 0);
+        let no_marker: u64 = f.cmd(&["EXISTS", &p.marker("promote", &ids[1])]).await;
+        assert_eq!(
+            no_marker, 0,
+            "a dead-lettered member leaves no promotion marker"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -2051,4 +2113,450 @@ async fn rate_take_refuses_bad_arguments_and_keys_without_writing() {
         )
         .await;
     assert!(detail.contains("not a token bucket"), "{detail}");
+}
+
+// ---------------------------------------------------------------------------
+// One input never stalls a partition; sizes and counts are checked first (issue 26, item 5)
+
+/// An envelope of `fields` field/value pairs in all (headers included), as
+/// the runtime's pairs: more than the library's limit, and more than Lua's
+/// `unpack` could pass to one XADD (about 8,000 items).
+fn envelope_of(job_id: &str, fields: usize) -> Vec<String> {
+    let mut flat: Vec<String> = job_fields(job_id, "2", "1")
+        .into_iter()
+        .flat_map(|(name, value)| [name.to_owned(), value.to_owned()])
+        .collect();
+    let mut n = 0;
+    while flat.len() < 2 * fields {
+        flat.extend([format!("extra_{n}"), "x".to_owned()]);
+        n += 1;
+    }
+    flat
+}
+
+/// 4,500 fields: 9,000 items, past `unpack`'s limit.
+const HUGE_FIELDS: usize = 4_500;
+
+/// `envelope` as the promote functions store it: a cjson array.
+fn stored(envelope: &[String]) -> String {
+    serde_json::to_string(envelope).unwrap()
+}
+
+/// Calls `function`, and if it failed, asserts it wrote nothing: no call
+/// may fail after its first write.
+async fn call_atomic(f: &mut Fixture, function: &str, keys: &[String], args: &[&str]) -> Reply {
+    let before = f.dump().await;
+    let reply = f.call(function, keys, args).await;
+    if let Err(err) = &reply {
+        assert_keyspace_eq(
+            &before,
+            &f.dump().await,
+            &format!("{function} failed ({err}) and"),
+        );
+    }
+    reply
+}
+
+impl Part {
+    fn delayed(&self) -> String {
+        format!("{}:delayed", self.base)
+    }
+    fn delayed_jobs(&self) -> String {
+        format!("{}:delayed-jobs", self.base)
+    }
+}
+
+#[tokio::test]
+async fn retry_promote_moves_an_unpromotable_member_aside_and_promotes_the_rest() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let ids = scheduled(&mut f, &p, 3, 1).await;
+    // The middle one's envelope was stored before the library had a limit
+    // (v6 promoted the first, then failed on it: a write before a failure).
+    let huge = stored(&envelope_of("job-1", HUGE_FIELDS));
+    let () = f.cmd(&["HSET", &p.retry_jobs(), &ids[1], &huge]).await;
+    let members: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut args = vec!["2", "10", "60000", "1000"];
+    args.extend(&members);
+
+    let reply = call_atomic(&mut f, "retry_promote", &p.promote_keys(&members), &args).await;
+    assert_eq!(counts(reply), (2, 0, 0, 1));
+    let promoted: Vec<String> = f
+        .entries(&p.ready())
+        .await
+        .iter()
+        .filter_map(|(_, fields)| field(fields, "prev_id").map(str::to_owned))
+        .collect();
+    assert_eq!(promoted, [ids[0].clone(), ids[2].clone()]);
+    let dead = f.entries(&p.dead()).await;
+    assert_eq!(dead.len(), 1);
+    let letter = &dead[0].1;
+    assert_eq!(field(letter, "reason"), Some("decode_error"));
+    assert_eq!(field(letter, "job_id"), Some("job-1"));
+    assert_eq!(field(letter, "source_id"), Some(ids[1].as_str()));
+    assert_eq!(field(letter, "deliveries"), Some("0"));
+    assert_eq!(field(letter, "envelope"), Some(huge.as_str()));
+    let detail = field(letter, "detail").unwrap();
+    assert!(
+        detail.ends_with(
+            "envelope has 4500 fields, more than the library allows (MAX_ENVELOPE_FIELDS 1000)"
+        ),
+        "{detail}"
+    );
+    let exists: u64 = f.cmd(&["EXISTS", &p.retry(), &p.retry_jobs()]).await;
+    assert_eq!(exists, 0, "nothing is left to stall the partition");
+    // Its replay is refused, naming the limit, rather than failing in XADD.
+    let detail = f
+        .assert_refused(
+            "replay",
+            &p.replay_keys(&dead[0].0),
+            &[&dead[0].0, "", "60000", ACCEPTED],
+            "QG_BADENVELOPE",
+        )
+        .await;
+    assert!(detail.contains("MAX_ENVELOPE_FIELDS 1000"), "{detail}");
+}
+
+/// The KEYS and ARGV of `delay_schedule` for `envelope` (job_id among its
+/// fields) due at `due`, under `max_bytes`.
+fn delay_call(
+    p: &Part,
+    job_id: &str,
+    due: &str,
+    max_bytes: &str,
+    envelope: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let keys = vec![p.delayed(), p.delayed_jobs(), p.marker("delayed", job_id)];
+    let mut args = vec![due.to_owned(), max_bytes.to_owned()];
+    args.extend(envelope.iter().cloned());
+    (keys, args)
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[tokio::test]
+async fn delay_schedule_refuses_an_envelope_over_the_field_limit_or_max_bytes() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    let huge = envelope_of("job-big", HUGE_FIELDS);
+    let (keys, args) = delay_call(&p, "job-big", "1", "100000000", &huge);
+    let detail = f
+        .assert_refused("delay_schedule", &keys, &strs(&args), "QG_BADENVELOPE")
+        .await;
+    assert_eq!(
+        detail,
+        "the envelope has 4500 fields, more than the library allows (MAX_ENVELOPE_FIELDS 1000)"
+    );
+    // At the limit it is accepted, and promotes.
+    let most = envelope_of("job-most", 1000);
+    let (keys, args) = delay_call(&p, "job-most", "1", "100000000", &most);
+    assert_eq!(
+        moved(f.call("delay_schedule", &keys, &strs(&args)).await).0,
+        "scheduled"
+    );
+
+    // max_bytes counts field names and values, as the runtime does.
+    let small = envelope_of("job-small", 9);
+    let bytes: usize = small.iter().map(String::len).sum();
+    let (keys, args) = delay_call(&p, "job-small", "1", &(bytes - 1).to_string(), &small);
+    let detail = f
+        .assert_refused("delay_schedule", &keys, &strs(&args), "QG_BADENVELOPE")
+        .await;
+    assert_eq!(
+        detail,
+        format!("the envelope has {bytes} bytes (field names and values), more than max_bytes {} (the queue's payload.max_bytes)", bytes - 1)
+    );
+    for bad_max in ["0", "big", ""] {
+        let (keys, args) = delay_call(&p, "job-small", "1", bad_max, &small);
+        f.assert_refused("delay_schedule", &keys, &strs(&args), "QG_BADARG")
+            .await;
+    }
+    let (keys, args) = delay_call(&p, "job-small", "1", &bytes.to_string(), &small);
+    assert_eq!(
+        moved(f.call("delay_schedule", &keys, &strs(&args)).await).0,
+        "scheduled"
+    );
+
+    f.group(&p.ready()).await;
+    let keys = vec![
+        p.delayed(),
+        p.delayed_jobs(),
+        p.ready(),
+        p.dead(),
+        p.marker("delayed", "job-most"),
+        p.marker("delayed", "job-small"),
+    ];
+    let reply = call_atomic(
+        &mut f,
+        "delayed_promote",
+        &keys,
+        &["2", "10", "60000", "1000", "job-most", "job-small"],
+    )
+    .await;
+    assert_eq!(counts(reply), (2, 0, 0, 0));
+}
+
+#[tokio::test]
+async fn delayed_promote_dead_letters_a_member_stored_over_the_limit_and_promotes_the_rest() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    // Stored by v6's delay_schedule, which had no limit: v6's delayed_promote
+    // then failed on every call, and the partition's delayed jobs never ran.
+    let huge = stored(&envelope_of("job-big", HUGE_FIELDS));
+    let () = f.cmd(&["HSET", &p.delayed_jobs(), "job-big", &huge]).await;
+    let _: u64 = f.cmd(&["ZADD", &p.delayed(), "1", "job-big"]).await;
+    let small = stored(&envelope_of("job-small", 9));
+    let () = f
+        .cmd(&["HSET", &p.delayed_jobs(), "job-small", &small])
+        .await;
+    let _: u64 = f.cmd(&["ZADD", &p.delayed(), "1", "job-small"]).await;
+    let keys = vec![
+        p.delayed(),
+        p.delayed_jobs(),
+        p.ready(),
+        p.dead(),
+        p.marker("delayed", "job-big"),
+        p.marker("delayed", "job-small"),
+    ];
+    let args = ["2", "10", "60000", "1000", "job-big", "job-small"];
+    let reply = call_atomic(&mut f, "delayed_promote", &keys, &args).await;
+    assert_eq!(counts(reply), (1, 0, 0, 1));
+    let ready = f.entries(&p.ready()).await;
+    assert_eq!(ready.len(), 1);
+    assert_eq!(field(&ready[0].1, "job_id"), Some("job-small"));
+    let dead = f.entries(&p.dead()).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(field(&dead[0].1, "job_id"), Some("job-big"));
+    assert_eq!(field(&dead[0].1, "source_id"), Some(""));
+    assert_eq!(field(&dead[0].1, "reason"), Some("decode_error"));
+    // No promotion marker: the job_id may be delayed again, corrected.
+    let marker: u64 = f.cmd(&["EXISTS", &p.marker("delayed", "job-big")]).await;
+    assert_eq!(marker, 0);
+    let after = f.dump().await;
+    assert_eq!(
+        counts(f.call("delayed_promote", &keys, &args).await),
+        (0, 1, 1, 0)
+    );
+    assert_keyspace_eq(&after, &f.dump().await, "the re-run");
+}
+
+/// The KEYS and ARGV of `publish_once` for `envelope` under `max_bytes`.
+fn publish_call(
+    p: &Part,
+    job_id: &str,
+    max_bytes: &str,
+    envelope: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let keys = vec![p.ready(), p.marker("publish", job_id)];
+    let mut args = vec!["60000".to_owned(), max_bytes.to_owned()];
+    args.extend(envelope.iter().cloned());
+    (keys, args)
+}
+
+#[tokio::test]
+async fn publish_once_refuses_a_payload_over_the_queues_limit() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    let mut envelope = envelope_of("job-1", 9);
+    envelope.extend(["body".to_owned(), "x".repeat(1 << 20)]);
+    let (keys, args) = publish_call(&p, "job-1", "1024", &envelope);
+    let detail = f
+        .assert_refused("publish_once", &keys, &strs(&args), "QG_BADENVELOPE")
+        .await;
+    assert!(
+        detail.ends_with("more than max_bytes 1024 (the queue's payload.max_bytes)"),
+        "{detail}"
+    );
+
+    let huge = envelope_of("job-1", HUGE_FIELDS);
+    let (keys, args) = publish_call(&p, "job-1", "100000000", &huge);
+    let detail = f
+        .assert_refused("publish_once", &keys, &strs(&args), "QG_BADENVELOPE")
+        .await;
+    assert!(detail.contains("MAX_ENVELOPE_FIELDS 1000"), "{detail}");
+
+    let small = envelope_of("job-1", 9);
+    let bytes: usize = small.iter().map(String::len).sum();
+    let (keys, args) = publish_call(&p, "job-1", &(bytes - 1).to_string(), &small);
+    f.assert_refused("publish_once", &keys, &strs(&args), "QG_BADENVELOPE")
+        .await;
+    let (keys, args) = publish_call(&p, "job-1", "0", &small);
+    f.assert_refused("publish_once", &keys, &strs(&args), "QG_BADARG")
+        .await;
+    let (keys, args) = publish_call(&p, "job-1", &bytes.to_string(), &small);
+    assert_eq!(
+        moved(f.call("publish_once", &keys, &strs(&args)).await).0,
+        "published"
+    );
+}
+
+#[tokio::test]
+async fn schedule_tick_and_retry_schedule_refuse_an_envelope_over_the_field_limit() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let huge = envelope_of("daily@1", HUGE_FIELDS);
+    let keys = vec![p.ready(), p.marker("tick", "daily:1")];
+    let mut args = vec!["daily", "1", "60000"];
+    args.extend(strs(&huge));
+    let detail = f
+        .assert_refused("schedule_tick", &keys, &args, "QG_BADENVELOPE")
+        .await;
+    assert!(detail.contains("MAX_ENVELOPE_FIELDS 1000"), "{detail}");
+
+    // An entry appended by hand past the limit: its retry would store what
+    // no promotion could append.
+    let fields: Vec<(&str, &str)> = huge
+        .chunks(2)
+        .map(|pair| (pair[0].as_str(), pair[1].as_str()))
+        .collect();
+    let id = f.pending(&p.ready(), &fields).await;
+    let detail = f
+        .assert_refused(
+            "retry_schedule",
+            &p.schedule_keys(&id),
+            &[GROUP, ME, &id, "1", "later", "60000", ACCEPTED],
+            "QG_BADENVELOPE",
+        )
+        .await;
+    assert!(
+        detail.starts_with(&format!(
+            "entry {id} (with prev_id and reason) has 4502 fields"
+        )),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn dead_letter_and_retry_schedule_cut_long_text_with_a_marker() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    // Multi-byte characters, so a cut must not split one.
+    let long = "é".repeat(1 << 19);
+    moved(
+        f.call(
+            "dead_letter",
+            &p.dead_keys(&id),
+            &[GROUP, ME, &id, "handler", &long, "1", "60000", "1000"],
+        )
+        .await,
+    );
+    let entries = f.entries(&p.dead()).await;
+    let recorded = field(&entries[0].1, "detail").unwrap();
+    assert!(recorded.len() <= 1024, "{} bytes of detail", recorded.len());
+    let kept = recorded.strip_suffix("...[truncated]").expect("the marker");
+    assert!(
+        kept.chars().all(|c| c == 'é') && kept.len() >= 1000,
+        "{kept}"
+    );
+    // A short one is kept as it is.
+    let id = f.pending_job(&p.ready(), "job-2", "1").await;
+    moved(
+        f.call(
+            "dead_letter",
+            &p.dead_keys(&id),
+            &[GROUP, ME, &id, "handler", "short", "1", "60000", "1000"],
+        )
+        .await,
+    );
+    assert_eq!(
+        field(&f.entries(&p.dead()).await[1].1, "detail"),
+        Some("short")
+    );
+
+    let id = f.pending_job(&p.ready(), "job-3", "1").await;
+    moved(
+        f.call(
+            "retry_schedule",
+            &p.schedule_keys(&id),
+            &[GROUP, ME, &id, "1", &long, "60000", ACCEPTED],
+        )
+        .await,
+    );
+    let stored: String = f.cmd(&["HGET", &p.retry_jobs(), &id]).await;
+    let fields: Vec<String> = serde_json::from_str(&stored).unwrap();
+    let reason = fields
+        .chunks(2)
+        .find(|pair| pair[0] == "reason")
+        .map(|pair| pair[1].clone())
+        .unwrap();
+    assert!(
+        reason.len() <= 1024 && reason.ends_with("...[truncated]"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn ack_refuses_an_id_without_its_sequence_on_both_paths() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = f.pending_job(&p.ready(), "job-1", "1").await;
+    // v6's checked path answered [1, ["1700000000000", ""], 0, 0]: as if
+    // the ID named an entry no longer pending.
+    for epoch in ["-", "0"] {
+        for bad in [
+            "1700000000000",
+            "1-2-3",
+            "99999999999999999999-0",
+            "1-18446744073709551616",
+        ] {
+            let detail = f
+                .assert_refused(
+                    "ack",
+                    &p.ack_keys(),
+                    &[GROUP, ME, epoch, &id, bad],
+                    "QG_BADARG",
+                )
+                .await;
+            assert_eq!(
+                detail,
+                format!("id 2 must be a stream ID like 1700000000000-0, got \"{bad}\"")
+            );
+        }
+    }
+    let reply = ack_reply(
+        f.call(
+            "ack",
+            &p.ack_keys(),
+            &[GROUP, ME, "-", &id, "18446744073709551615-0"],
+        )
+        .await,
+    );
+    assert_eq!(reply.0, 1);
+}
+
+#[tokio::test]
+async fn claim_refuses_an_out_of_range_count_naming_it() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    f.pending_job(&p.ready(), "job-1", "1").await;
+    // v6 answered "group "workers" is not a consumer group of ...".
+    for count in ["999999999999999", "100001"] {
+        let detail = f
+            .assert_refused(
+                "claim",
+                &p.ack_keys(),
+                &[GROUP, ME, "0", "0-0", count],
+                "QG_BADARG",
+            )
+            .await;
+        assert_eq!(detail, format!("count must be 1 to 100000, got {count}"));
+    }
+    let (_, taken, _, _) = claimed(
+        f.call(
+            "claim",
+            &p.ack_keys(),
+            &[GROUP, "consumer-2", "0", "0-0", "100000"],
+        )
+        .await,
+    );
+    assert_eq!(taken.len(), 1);
 }

@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 6;
+pub const LIBRARY_VERSION: u32 = 7;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -108,7 +108,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x7ccb_367a_076a_80fe;
+    const PINNED_HASH: u64 = 0x8137_f465_2e66_d058;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -158,7 +158,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v6"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v7"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -167,7 +167,7 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v6");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v7");
     }
 
     #[test]
@@ -227,7 +227,7 @@ queues:
             "local set_key = KEYS[1]",
             "local delayed_key = KEYS[1]",
             "local dead_key = KEYS[1]",
-            "local marker_key = KEYS[3 + i]",
+            "local marker_key = KEYS[4 + i]",
             "local stream_key = KEYS[1]",
             "local lease_key = KEYS[1]",
         ] {

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
 use crate::handler::Handler;
 use crate::metrics::FailedTransition;
-use crate::transitions::{self, DueSet};
+use crate::transitions::{self, DeadReason, DueSet};
 
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
@@ -91,6 +91,31 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     }
 }
 
+/// Reports members of `set` that the promote function dead-lettered because
+/// they could never be promoted (an envelope missing, not decodable, or over
+/// the library's field limit): counted as `decode_error` dead letters, and
+/// logged as a warning, since a producer or a hand edit wrote them.
+fn unpromotable<E: Envelope, H: Handler<E>>(
+    shared: &Shared<E, H>,
+    set: DueSet,
+    partition: u16,
+    count: u64,
+) {
+    for _ in 0..count {
+        shared
+            .meter
+            .dead_lettered(partition, DeadReason::DecodeError);
+    }
+    tracing::warn!(
+        partition = shared.config.partition_of_stream(partition),
+        lane = shared.config.lane_of_stream(partition).map(|lane| lane.name),
+        ?set,
+        dead_lettered = count,
+        reason = %DeadReason::DecodeError,
+        "due members that could never be promoted were dead-lettered (see the dead letters' detail)",
+    );
+}
+
 /// Promotes every due member of `set` in one partition, a batch per call,
 /// starting with `due` (read at `now`); `Ok(false)` if stop was raised
 /// meanwhile.
@@ -124,6 +149,9 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
             }
         }
         shared.meter.promoted(partition, set, promoted.promoted);
+        if promoted.dead_lettered > 0 {
+            unpromotable(shared, set, partition, promoted.dead_lettered);
+        }
         tracing::debug!(
             partition = config.partition_of_stream(partition),
             lane = config.lane_of_stream(partition).map(|lane| lane.name),
@@ -132,11 +160,13 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
             promoted = promoted.promoted,
             already = promoted.already,
             skipped = promoted.skipped,
+            dead_lettered = promoted.dead_lettered,
             "promoted due members",
         );
         // A short batch was everything due. A full one where nothing moved
         // (every member skipped) would only read the same members again.
-        if due.len() < batch || promoted.promoted + promoted.already == 0 {
+        let moved = promoted.promoted + promoted.already + promoted.dead_lettered;
+        if due.len() < batch || moved == 0 {
             return Ok(true);
         }
         if shared.stop.is_raised() {

@@ -32,7 +32,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_batch: 16,
     claim_rate: 1000,
     payload_max_bytes: 1024,
-    functions: "qg_queuegen_tests_v6",
+    functions: "qg_queuegen_tests_v7",
     retry_max_attempts: 3,
     retry_initial: Duration::from_secs(1),
     retry_max: Duration::from_secs(10),

@@ -32,7 +32,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_batch: 50,
     claim_rate: 1000,
     payload_max_bytes: 2048,
-    functions: "qg_docs_pipeline_v6",
+    functions: "qg_docs_pipeline_v7",
     retry_max_attempts: 5,
     retry_initial: Duration::from_secs(2),
     retry_max: Duration::from_secs(600),

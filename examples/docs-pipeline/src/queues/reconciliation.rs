@@ -32,7 +32,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     claim_batch: 10,
     claim_rate: 1000,
     payload_max_bytes: 1024,
-    functions: "qg_docs_pipeline_v6",
+    functions: "qg_docs_pipeline_v7",
     retry_max_attempts: 10,
     retry_initial: Duration::from_secs(30),
     retry_max: Duration::from_secs(3600),
