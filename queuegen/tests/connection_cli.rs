@@ -41,6 +41,9 @@ fn path(path: &Path) -> &str {
 
 #[test]
 fn apply_and_status_run_over_mutual_tls_with_the_password_out_of_the_command_line() {
+    if queuegen_tests::tls::skip_without_tls() {
+        return;
+    }
     let ca = TestCa::new("queuegen CLI test CA");
     let tls = TlsServer::start(&ca, ClientAuth::Required);
     tls.server.add_user(&AclUser::new("ops", "pass1"));

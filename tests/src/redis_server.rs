@@ -351,6 +351,29 @@ impl RedisServer {
             .unwrap_or_else(|err| panic!("INFO {section} on {}: {err}", self.addr()))
     }
 
+    /// Whether the server knows the command `args` (a feature check that asks
+    /// the server instead of assuming by version, e.g. `["XTRIM", "probe",
+    /// "MINID", "0", "ACKED"]`): any reply is yes; an `unknown command`,
+    /// `unknown subcommand` or `syntax error` reply is no; any other error
+    /// fails the test. Run it on a key the test does not use.
+    pub fn accepts(&self, args: &[&str]) -> bool {
+        let reply: redis::RedisResult<redis::Value> = redis::cmd(args[0])
+            .arg(&args[1..])
+            .query(&mut self.connection());
+        match reply {
+            Ok(_) => true,
+            Err(err) => {
+                let text = err.to_string().to_ascii_lowercase();
+                let unknown = ["unknown command", "unknown subcommand", "syntax error"];
+                if unknown.iter().any(|phrase| text.contains(phrase)) {
+                    false
+                } else {
+                    panic!("{args:?} on {}: {err}", self.addr())
+                }
+            }
+        }
+    }
+
     /// Which implementation and version this is, e.g. `valkey 8.0.1`.
     pub fn describe(&self) -> String {
         server_kind::describe(&self.info("server"))

@@ -6,7 +6,11 @@
 //! code under test gets only the `rediss://` URL of the TLS port, and
 //! [`TlsServer::tls_clients`] tells the two kinds of client apart by the
 //! port they came in on.
+//!
+//! Not every build has TLS (the PyPI builds of Redis 8.2 and Valkey 9.1 have
+//! none): a test that needs it starts with [`skip_without_tls`].
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
@@ -15,6 +19,37 @@ use rcgen::{
 };
 
 use crate::redis_server::{free_port, RedisServer};
+
+/// The line a test prints where it cannot run for want of TLS; `scripts/test`
+/// counts these lines as skipped tests (and not as passed ones).
+pub const SKIPPED_WITHOUT_TLS: &str = "skipped: server built without TLS";
+
+/// Whether the calling test must stop here because the server binary has no
+/// TLS ([`crate::server_kind::tls_support`], asked of the binary). When it
+/// has none, this writes `skipped: server built without TLS: <test> (<what
+/// the binary said>)` on the test's stderr and returns true; the test then
+/// returns at once (cargo test has no run-time skip, so it shows as passed
+/// there; `scripts/test` subtracts these lines from the passed count and adds
+/// them to the skipped one):
+///
+/// ```ignore
+/// if queuegen_tests::tls::skip_without_tls() {
+///     return;
+/// }
+/// ```
+pub fn skip_without_tls() -> bool {
+    let Err(why) = crate::server_kind::tls_support() else {
+        return false;
+    };
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    // Straight to the process's stderr, past the test harness's capture
+    // (which takes only `print!`/`eprint!`), so the line shows for a test
+    // that passes too; one write, so it is not interleaved with other output.
+    let line = format!("{SKIPPED_WITHOUT_TLS}: {test} ({why})\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    true
+}
 
 /// A certificate authority of its own, made fresh for one test.
 pub struct TestCa {
@@ -149,6 +184,12 @@ impl TlsServer {
     /// Starts a server whose TLS port presents a certificate of `ca` and
     /// trusts `ca` for client certificates.
     pub fn start(ca: &TestCa, client_auth: ClientAuth) -> TlsServer {
+        if let Err(why) = crate::server_kind::tls_support() {
+            panic!(
+                "a TlsServer on a server without TLS ({why}): a test that starts \
+                 one calls queuegen_tests::tls::skip_without_tls() first"
+            );
+        }
         let dir = tempfile::Builder::new()
             .prefix("queuegen-tls-")
             .tempdir()

@@ -146,6 +146,9 @@ fn write(path: &Path, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_job() {
+    if queuegen_tests::tls::skip_without_tls() {
+        return;
+    }
     init_tracing();
     let ca = TestCa::new("queuegen test CA");
     let tls = TlsServer::start(&ca, ClientAuth::None);
@@ -202,6 +205,9 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_by_the_next_connection(
 ) {
+    if queuegen_tests::tls::skip_without_tls() {
+        return;
+    }
     init_tracing();
     let old_ca = TestCa::new("old CA");
     let new_ca = TestCa::new("new CA");
@@ -335,6 +341,9 @@ async fn a_password_rotated_while_workers_run_is_read_from_the_file_at_reconnect
 
 #[tokio::test]
 async fn bad_connection_input_is_an_error_naming_what_and_where() {
+    if queuegen_tests::tls::skip_without_tls() {
+        return;
+    }
     let ca = TestCa::new("queuegen test CA");
     let other_ca = TestCa::new("someone else's CA");
     let tls = TlsServer::start(&ca, ClientAuth::None);
