@@ -172,9 +172,12 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
     let mut admin = server.connection();
     let config = config();
 
-    // Operator: apply (library and groups).
+    // Deployer: apply (library and groups).
+    succeeds(
+        &url(&server, Role::Deployer),
+        &["apply", SPEC, "--queue", "retrying"],
+    );
     let operator = url(&server, Role::Operator);
-    succeeds(&operator, &["apply", SPEC, "--queue", "retrying"]);
 
     // Producer: publish, one by one and a batch, through admission.
     let producer_redis = Redis::connect(url(&server, Role::Producer)).await.unwrap();
@@ -332,8 +335,12 @@ async fn producer_redis_partition(redis: &Redis, config: &QueueConfig, job_id: &
     panic!("{job_id} is in no partition of {}", config.queue);
 }
 
+fn strings(words: &[&str]) -> Vec<String> {
+    words.iter().map(|word| (*word).to_owned()).collect()
+}
+
 /// What no role may do: administration, other services' keys, functions
-/// outside the role.
+/// outside the role, scripts, loading code, replacing or removing a stream.
 #[test]
 fn every_role_is_refused_what_it_is_not_for() {
     let dir = tempfile::tempdir().unwrap();
@@ -375,6 +382,28 @@ fn every_role_is_refused_what_it_is_not_for() {
         .into_iter()
         .map(|words| words.into_iter().map(str::to_owned).collect())
         .collect();
+        // Nobody runs a script of its own, and nobody but the deployer
+        // loads code every worker then runs.
+        let mut attempts = attempts;
+        attempts.push(strings(&["EVAL", "return 1", "0"]));
+        if role != Role::Deployer {
+            attempts.push(strings(&[
+                "FUNCTION",
+                "LOAD",
+                "REPLACE",
+                "#!lua name=mallory\nredis.register_function('x', function() return 1 end)",
+            ]));
+        }
+        // No role may replace or remove a stream or a retry set: SET, DEL,
+        // GETDEL and PEXPIRE reach only markers, leases, results and flags.
+        let ready = format!("{PREFIX}:{{retrying-00}}:ready");
+        let retry = format!("{PREFIX}:{{retrying-00}}:retry");
+        for key in [&ready, &retry] {
+            attempts.push(strings(&["SET", key, "x"]));
+            attempts.push(strings(&["DEL", key]));
+            attempts.push(strings(&["GETDEL", key]));
+            attempts.push(strings(&["PEXPIRE", key, "1"]));
+        }
         for words in attempts {
             let reply: redis::RedisResult<redis::Value> =
                 redis::cmd(&words[0]).arg(&words[1..]).query(&mut conn);
@@ -478,7 +507,7 @@ fn the_rendered_file_loads_and_switches_the_default_user_off() {
         .get_connection()
         .unwrap();
     let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(&mut conn).unwrap();
-    assert_eq!(users.len(), 6, "{users:?}");
+    assert_eq!(users.len(), Role::ALL.len() + 2, "{users:?}");
 
     // Without the passwords, rendering fails naming the variable.
     let out = Command::new(env!("CARGO_BIN_EXE_queuegen"))

@@ -572,6 +572,7 @@ fn monitor_acl() -> Vec<String> {
     rules.extend(queuegen::gen::deploy::acl::rules(
         &spec,
         queuegen_runtime::roles::Role::Monitor,
+        queuegen_tests::acl::server_commands(),
     ));
     rules
 }

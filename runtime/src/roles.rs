@@ -20,23 +20,35 @@ pub enum Role {
     /// Runs handlers: intake, acks, recovery, the retry scheduler, leases,
     /// in-process trimming and the result store.
     Worker,
-    /// Changes the deployment by hand or from CI: `apply`, `trim`,
+    /// Operates the queues by hand or from the trim CronJob: `trim`,
     /// `dlq replay`, `pause`, `resume`, and every read-only command.
     Operator,
+    /// Deploys from CI: `apply` (loads the Function library on every
+    /// primary, creates streams and groups). The only role that may
+    /// `FUNCTION LOAD`: code every worker then runs, so its credentials
+    /// belong to the deploy pipeline, not to a person's shell.
+    Deployer,
     /// Reads only: `status`, `pending`, `dlq list` and the `monitor` exporter.
     Monitor,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Producer, Role::Worker, Role::Operator, Role::Monitor];
+    pub const ALL: [Role; 5] = [
+        Role::Producer,
+        Role::Worker,
+        Role::Operator,
+        Role::Monitor,
+        Role::Deployer,
+    ];
 
-    /// `producer`, `worker`, `operator`, `monitor`.
+    /// `producer`, `worker`, `operator`, `monitor`, `deployer`.
     pub fn name(self) -> &'static str {
         match self {
             Role::Producer => "producer",
             Role::Worker => "worker",
             Role::Operator => "operator",
             Role::Monitor => "monitor",
+            Role::Deployer => "deployer",
         }
     }
 
@@ -48,8 +60,9 @@ impl Role {
                 "runs handlers: intake, acks, recovery, retries, dead letters, leases, in-process trims, results"
             }
             Role::Operator => {
-                "apply (load the library, create groups), trim, dlq replay, pause and resume (CLI or dashboard), and every read"
+                "trim, dlq replay, pause and resume (CLI, dashboard or the trim CronJob), and every read"
             }
+            Role::Deployer => "apply from CI: load the Function library, create streams and groups",
             Role::Monitor => "read-only: status, pending, dlq list, the monitor's exporter and a read-only dashboard",
         }
     }
@@ -70,7 +83,6 @@ impl Role {
             ],
             Role::Operator => &[
                 CONNECT,
-                APPLY,
                 FUNCTION_CALLS,
                 INVENTORY,
                 TRIM_DIRECT,
@@ -80,6 +92,7 @@ impl Role {
                 LIBRARY_INTERNALS,
             ],
             Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
+            Role::Deployer => &[CONNECT, APPLY, FUNCTION_CALLS, LEASES, LEASE_INTERNALS],
         };
         let mut commands: Vec<&'static str> =
             groups.iter().flat_map(|g| g.iter().copied()).collect();
@@ -122,6 +135,7 @@ impl Role {
                 "version",
             ],
             Role::Monitor => &["version"],
+            Role::Deployer => &["lease_acquire", "lease_release", "version"],
         }
     }
 
@@ -150,14 +164,33 @@ impl Role {
             .map(|suffix| format!("~{key_prefix}:*:{suffix}"))
             .collect(),
             Role::Monitor => vec![format!("%R~{key_prefix}:*")],
-            Role::Worker | Role::Operator => vec![format!("~{key_prefix}:*")],
+            Role::Worker | Role::Operator | Role::Deployer => vec![format!("~{key_prefix}:*")],
         }
+    }
+
+    /// The keys the role may send [`KEY_REPLACING`] commands to: strings and
+    /// counters of its work (markers, leases, results, schedule hints, pause
+    /// flags, rate buckets), never a stream, retry set or delayed set. The
+    /// producer's are its publish and delayed markers only.
+    pub fn replaceable_key_patterns(self, key_prefix: &str) -> Vec<String> {
+        let shapes: &[&str] = match self {
+            Role::Producer => &["*:marker:publish:*", "*:marker:delayed:*"],
+            Role::Monitor => &[],
+            Role::Worker | Role::Operator | Role::Deployer => REPLACEABLE_KEYS,
+        };
+        shapes
+            .iter()
+            .map(|shape| format!("~{key_prefix}:{shape}"))
+            .collect()
     }
 
     /// The ACL rules of this role after the user's name and password:
     /// `resetkeys`, the key pattern, no channels, `-@all`, then each
     /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
     /// each library in `libraries` (`qg_<service>_v<N>`).
+    /// The role's [`KEY_REPLACING`] commands come last, in a selector
+    /// limited to [`Role::replaceable_key_patterns`], so that `SET`, `DEL`
+    /// and `PEXPIRE` never reach a stream or a retry set.
     /// Commands `server` lacks are left out: an ACL rule naming a command
     /// the server does not know makes it refuse the rule (and a whole file).
     pub fn acl_rules(
@@ -169,11 +202,14 @@ impl Role {
         let mut rules = vec!["resetkeys".to_owned()];
         rules.extend(self.key_patterns(key_prefix));
         rules.extend(["resetchannels".to_owned(), "-@all".to_owned()]);
+        let mut scoped = Vec::new();
         for command in self.commands() {
             if !server.has(command) {
                 continue;
             }
-            if command == "fcall" || command == "fcall_ro" {
+            if KEY_REPLACING.contains(&command) {
+                scoped.push(format!("+{command}"));
+            } else if command == "fcall" || command == "fcall_ro" {
                 for library in libraries {
                     for function in self.functions() {
                         rules.push(format!("+{command}|{library}_{function}"));
@@ -182,6 +218,11 @@ impl Role {
             } else {
                 rules.push(format!("+{command}"));
             }
+        }
+        if !scoped.is_empty() {
+            let mut selector = self.replaceable_key_patterns(key_prefix);
+            selector.extend(scoped);
+            rules.push(format!("({})", selector.join(" ")));
         }
         rules
     }
@@ -214,6 +255,24 @@ impl ServerCommands {
         }
     }
 }
+
+/// Commands that replace or remove a key whatever its type: `SET`
+/// overwrites a stream with a string, `DEL`/`GETDEL` delete it, `PEXPIRE`
+/// makes it vanish. Each role sends them only to the keys of
+/// [`Role::replaceable_key_patterns`] (a Redis 7 ACL selector).
+pub const KEY_REPLACING: &[&str] = &["set", "del", "getdel", "pexpire"];
+
+/// The key shapes (after `{prefix}:`) that hold strings, counters or small
+/// hashes the roles may replace: transition markers, leases, stored
+/// results, schedule hints, pause flags and rate buckets.
+const REPLACEABLE_KEYS: &[&str] = &[
+    "*:marker:*",
+    "*:lease:*",
+    "results:*",
+    "schedule:*",
+    "*:paused",
+    "*:rate",
+];
 
 /// Every connection: the deployment probe (`INFO cluster`), the Cluster
 /// client's slot map (`CLUSTER SLOTS`, again after a MOVED), `ASKING`
@@ -309,6 +368,10 @@ const READS: &[&str] = &[
     "time",
 ];
 
+/// What `lease_acquire` and `lease_release` call (with their preflight's
+/// `TYPE`): all the deployer's functions need.
+const LEASE_INTERNALS: &[&str] = &["type", "get", "set", "del"];
+
 /// What the library's functions call, for the roles that call them: Redis
 /// checks a Function's commands and keys against the caller's ACL.
 const LIBRARY_INTERNALS: &[&str] = &[
@@ -392,19 +455,23 @@ mod tests {
         // for the Function library's transitions.
         ("src/postgres/", &[Role::Producer, Role::Worker]),
         ("src/transitions.rs", &[Role::Worker, Role::Operator]),
-        ("src/admin.rs", &[Role::Operator, Role::Worker]),
+        ("src/admin.rs", &[Role::Deployer, Role::Worker]),
         (
             "src/ops/inventory.rs",
             &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
         ),
         ("src/ops/trim.rs", &[Role::Worker, Role::Operator]),
-        ("src/ops/lease.rs", &[Role::Worker, Role::Operator]),
+        (
+            "src/ops/lease.rs",
+            &[Role::Worker, Role::Operator, Role::Deployer],
+        ),
         ("src/ops/pause.rs", &[Role::Operator]),
         ("src/ops/", &[Role::Operator, Role::Monitor]),
         (
             "src/connect/",
             &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
         ),
+        ("../queuegen/src/cli/apply.rs", &[Role::Deployer]),
         ("../queuegen/src/cli/", &[Role::Operator, Role::Monitor]),
     ];
 

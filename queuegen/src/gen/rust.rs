@@ -547,14 +547,14 @@ fn wire_values_array(values: &[String]) -> String {
     const SHORT_ITEM: usize = 10;
     let items: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
     let one_line = format!("[{}]", items.join(", "));
-    if one_line.len() <= RUSTFMT_ARRAY_WIDTH && 4 + 1 + one_line.len() + 1 <= 100 {
+    if one_line.len() <= RUSTFMT_ARRAY_WIDTH && 4 + 1 + one_line.len() < 100 {
         return one_line;
     }
     if items.iter().all(|item| item.len() <= SHORT_ITEM) {
         let mut lines: Vec<String> = Vec::new();
         for item in &items {
             match lines.last_mut() {
-                Some(line) if line.len() + 1 + item.len() + 1 <= 100 => {
+                Some(line) if line.len() + 1 + item.len() < 100 => {
                     line.push(' ');
                     line.push_str(item);
                     line.push(',');

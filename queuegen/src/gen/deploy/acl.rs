@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::gen::functions::{library_name, library_name_at, LIBRARY_VERSION};
 use crate::gen::templates::render as render_template;
 use crate::gen::{header_in, CommentSyntax, GeneratedFile};
-use crate::spec::model::Spec;
+use crate::spec::model::{Spec, TrimMode};
 
 /// Where the users file goes, relative to the deploy directory.
 pub const FILE_NAME: &str = "redis/users.acl";
@@ -54,13 +54,22 @@ pub fn libraries(service: &str) -> Vec<String> {
     libraries
 }
 
-/// The ACL rules of `role` for `spec`, after the name and password.
-pub fn rules(spec: &Spec, role: Role) -> Vec<String> {
-    role.acl_rules(
-        &spec.redis.key_prefix,
-        &libraries(&spec.service),
-        ServerCommands::ALL,
-    )
+/// The ACL rules of `role` for `spec`, after the name and password. The
+/// worker may `XTRIM` only when a queue trims in its workers
+/// (`retention.trim: in_process`): otherwise the trim CronJob trims, as the
+/// operator, and no worker can cut a stream short. Rules naming a command
+/// `server` lacks are left out (the users file is written for
+/// [`ServerCommands::ALL`]; `render` drops what the target server lacks).
+pub fn rules(spec: &Spec, role: Role, server: ServerCommands) -> Vec<String> {
+    let mut rules = role.acl_rules(&spec.redis.key_prefix, &libraries(&spec.service), server);
+    let workers_trim = spec
+        .queues
+        .iter()
+        .any(|queue| queue.retention.trim == TrimMode::InProcess);
+    if role == Role::Worker && !workers_trim {
+        rules.retain(|rule| rule != "+xtrim");
+    }
+    rules
 }
 
 pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
@@ -71,7 +80,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             purpose: role.purpose(),
             name: user_name(&spec.service, role),
             password_variable: password_variable(&spec.service, role),
-            rules: rules(spec, role),
+            rules: rules(spec, role, ServerCommands::ALL),
         })
         .collect();
     let libraries = libraries(&spec.service);
@@ -194,7 +203,7 @@ mod tests {
     fn one_user_per_role_with_a_placeholder_and_no_secret() {
         let file = generate(&spec(), "../queues.yaml").unwrap().contents;
         let users: Vec<&str> = file.lines().filter(|l| l.starts_with("user ")).collect();
-        assert_eq!(users.len(), 5, "{file}");
+        assert_eq!(users.len(), Role::ALL.len() + 1, "{file}");
         for role in Role::ALL {
             let line = users
                 .iter()
@@ -290,6 +299,19 @@ mod tests {
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    /// With every queue trimmed by the CronJob (as the operator), no worker
+    /// may XTRIM: it could empty a ready or dead-letter stream.
+    #[test]
+    fn the_worker_may_xtrim_only_where_workers_trim() {
+        let mut spec = spec();
+        assert!(rules(&spec, Role::Worker, ServerCommands::ALL).contains(&"+xtrim".to_owned()));
+        for queue in &mut spec.queues {
+            queue.retention.trim = TrimMode::CronJob;
+        }
+        assert!(!rules(&spec, Role::Worker, ServerCommands::ALL).contains(&"+xtrim".to_owned()));
+        assert!(rules(&spec, Role::Operator, ServerCommands::ALL).contains(&"+xtrim".to_owned()));
     }
 
     const SETINFO: ServerCommands = ServerCommands {
