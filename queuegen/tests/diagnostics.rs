@@ -991,3 +991,46 @@ fn a_spec_that_is_not_utf8_is_reported_at_the_first_invalid_byte() {
     );
     assert!(help.contains("save the file as UTF-8"), "{help}");
 }
+
+/// The Function library's limits (`queuegen_spec::limits::library`) are
+/// checked where the spec could break them: a claim batch `claim` would
+/// refuse, an envelope whose entries every transition would refuse.
+#[test]
+fn limits_of_the_function_library_are_checked_in_the_spec() {
+    use queuegen::spec::limits::library::{MAX_CLAIM_COUNT, MAX_ENVELOPE_FIELDS};
+    let over = MAX_CLAIM_COUNT + 1;
+    let checked = check_str(
+        &spec("", &format!("    claim: {{ batch: {over} }}\n")),
+        "queues.yaml",
+    );
+    let text: Vec<String> = checked.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|d| d.contains("claim.batch") && d.contains(&format!("at most {MAX_CLAIM_COUNT}"))),
+        "{text:#?}"
+    );
+    assert!(check_str(
+        &spec("", &format!("    claim: {{ batch: {MAX_CLAIM_COUNT} }}\n")),
+        "queues.yaml"
+    )
+    .spec
+    .is_some());
+
+    let header = queuegen::spec::limits::HEADER_FIELDS.len() as u64;
+    let fields = |count: u64| -> String {
+        (0..count)
+            .map(|i| format!("      f{i}: {{ type: u32 }}\n"))
+            .collect()
+    };
+    // order_ref is one field already.
+    let most = MAX_ENVELOPE_FIELDS - header - 1;
+    assert!(check_str(&spec(&fields(most), ""), "queues.yaml")
+        .spec
+        .is_some());
+    let checked = check_str(&spec(&fields(most + 1), ""), "queues.yaml");
+    let text: Vec<String> = checked.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert!(
+        checked.has_errors() && text.iter().any(|d| d.contains("MAX_ENVELOPE_FIELDS")),
+        "{text:#?}"
+    );
+}

@@ -145,6 +145,27 @@ pub const HEADER_FIELDS: &[HeaderField] = &[
     },
 ];
 
+/// Limits of the Function library, checked inside every function before its
+/// first write and rendered into `functions.lua` from here, so that the spec
+/// check, the runtime and the library cannot disagree.
+pub mod library {
+    /// Most IDs one `ack` call takes (Lua's `unpack` has a limit; the
+    /// acker flushes fewer at a time).
+    pub const MAX_ACK_IDS: u64 = 4096;
+    /// Most fields (name/value pairs, header fields among them) an envelope
+    /// may have: an `XADD` unpacks two values per field, and Lua's `unpack`
+    /// fails past about 8,000 values. Room is left for the headers a
+    /// rewrite adds.
+    pub const MAX_ENVELOPE_FIELDS: u64 = 1000;
+    /// Most entries one `claim` takes: `XAUTOCLAIM` allocates room for
+    /// `COUNT` IDs before it looks. `claim.batch` is at most this.
+    pub const MAX_CLAIM_COUNT: u64 = 100_000;
+    /// Longest dead-letter `detail` and retry `reason` kept, in bytes,
+    /// marker included: a longer one is cut, never refused.
+    pub const MAX_DETAIL_BYTES: u64 = 1024;
+    pub const MAX_REASON_BYTES: u64 = 1024;
+}
+
 /// Header fields that may be used in `partition_by`.
 pub const PARTITION_HEADER_FIELDS: &[&str] = &["tenant", "job_id"];
 

@@ -1,6 +1,6 @@
 //! Envelopes and their fields: names, types, enum values, defaults and bounds.
 
-use crate::limits::HEADER_FIELDS;
+use crate::limits::{library, HEADER_FIELDS};
 use crate::model::{Envelope, Field, FieldType};
 use crate::suggest;
 use crate::yaml::Node;
@@ -176,6 +176,20 @@ fn fields(
     let list = defs.get_or_insert_with(Vec::new);
     let mut out = Vec::new();
     let mut ok = true;
+    let most = library::MAX_ENVELOPE_FIELDS as usize - HEADER_FIELDS.len();
+    if found.len() > most {
+        ctx.error(
+            &item.key(),
+            format!(
+                "{} fields; with the {} header fields an entry would have more than the Function library's MAX_ENVELOPE_FIELDS ({}), and every transition of it would be refused",
+                found.len(),
+                HEADER_FIELDS.len(),
+                library::MAX_ENVELOPE_FIELDS
+            ),
+            format!("keep an envelope to at most {most} fields: group related values into one field"),
+        );
+        ok = false;
+    }
     for (name, field_item) in found {
         keys.push((name.clone(), field_item.key()));
         match field(ctx, &name, &field_item, list, false) {

@@ -523,8 +523,11 @@ fn claim(
                 ctx,
                 it,
                 1,
-                U32_MAX,
-                "each XAUTOCLAIM call must claim at least one entry",
+                limits::library::MAX_CLAIM_COUNT,
+                &format!(
+                    "one claim takes from 1 to {} entries (the Function library's `claim` limit)",
+                    limits::library::MAX_CLAIM_COUNT
+                ),
             )
         })
         .or(50);
