@@ -214,3 +214,30 @@ fn replay_needs_an_id_or_all() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--id ID, or --all"), "{stderr}");
 }
+
+/// A bare `<ms>` would be read by Redis as every entry of that millisecond:
+/// `show` and `replay` refuse a dead letter ID that is not `<ms>-<seq>`,
+/// naming it, before anything is read or written.
+#[test]
+fn an_id_that_is_not_a_whole_stream_id_is_refused_and_nothing_changes() {
+    let server = RedisServer::start();
+    apply(&server);
+    let ids = dead_letters(&server, 1);
+    let mut conn = server.connection();
+    let before = keyspace(&mut conn);
+    let bare = ids[0].split_once('-').unwrap().0.to_owned();
+    for (action, id) in [
+        ("show", bare.as_str()),
+        ("replay", bare.as_str()),
+        ("replay", "x-1"),
+    ] {
+        let out = dlq(&server, action, &["--id", id]);
+        assert!(!out.status.success(), "{action} --id {id} succeeded");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("dead letter ID {id:?} is not a stream ID")),
+            "{stderr}"
+        );
+    }
+    assert_eq!(keyspace(&mut conn), before);
+}

@@ -175,6 +175,14 @@ pub enum Error {
         place: String,
     },
 
+    /// An operator gave a dead letter ID that is not a whole stream ID.
+    #[error(
+        "queue {queue}: dead letter ID {id:?} is not a stream ID: a stream ID is \
+         <unix ms>-<sequence>, two whole numbers such as 1733486400000-0 \
+         (copy it from `queuegen dlq list` or the partition's page)"
+    )]
+    BadDeadLetterId { queue: &'static str, id: String },
+
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]
     Inventory { key: String, problem: String },

@@ -24,7 +24,10 @@ impl Error {
         use axum::http::StatusCode;
         match self {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::BadRequest(_)
+            | Error::Runtime(queuegen_runtime::Error::BadDeadLetterId { .. }) => {
+                StatusCode::BAD_REQUEST
+            }
             Error::Runtime(
                 queuegen_runtime::Error::NoSuchPartition { .. }
                 | queuegen_runtime::Error::NoSuchLane { .. }

@@ -12,13 +12,8 @@ use crate::Error;
 /// every ID the pages show has them. A bare `<ms>` is refused: Redis would
 /// read it as a range of every entry of that millisecond.
 pub(super) fn dead_letter_id(text: &str) -> Result<&str, Error> {
-    let whole = text.split_once('-').is_some_and(|(ms, seq)| {
-        [ms, seq]
-            .iter()
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-    });
-    // Parsing also refuses numbers past u64, which Redis would refuse.
-    if whole && text.parse::<StreamId>().is_ok() {
+    // The runtime's rule, which `queuegen dlq` applies too.
+    if StreamId::parse_whole(text).is_ok() {
         return Ok(text);
     }
     Err(Error::BadRequest(format!(

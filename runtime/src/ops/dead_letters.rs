@@ -11,6 +11,7 @@ use redis::streams::{StreamId as Entry, StreamRangeReply};
 use redis::Value;
 use serde::Serialize;
 
+use super::stream_id::StreamId;
 use crate::config::MarkerKind;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
@@ -138,6 +139,12 @@ pub async fn dead_letters<C: ConnectionLike>(
     query: &DeadLetterQuery,
 ) -> Result<Vec<DeadLetter>> {
     let streams = selected_streams(config, query)?;
+    if let Some(id) = &query.id {
+        StreamId::parse_whole(id).map_err(|_| Error::BadDeadLetterId {
+            queue: config.queue,
+            id: id.clone(),
+        })?;
+    }
     let mut pipe = redis::pipe();
     for &stream in &streams {
         let key = config.dead_key(stream);

@@ -70,6 +70,18 @@ impl FromStr for StreamId {
     }
 }
 
+impl StreamId {
+    /// `<ms>-<seq>` with both parts, as Redis prints every ID it stores: what
+    /// a person copies to name one entry. A bare `<ms>` is refused, because
+    /// Redis reads it as a range of every entry of that millisecond.
+    pub fn parse_whole(text: &str) -> Result<StreamId, BadStreamId> {
+        match text.split_once('-') {
+            Some((_, seq)) if !seq.is_empty() => text.parse(),
+            _ => Err(BadStreamId(text.to_owned())),
+        }
+    }
+}
+
 /// Serialized as its text (`"1700000000000-3"`), as Redis prints it.
 impl serde::Serialize for StreamId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
