@@ -75,7 +75,9 @@ fn read(
 ) -> Option<SpecEnvelope> {
     let written = &spec.value;
     let path = resolve(written);
-    let source = match std::fs::read_to_string(&path) {
+    // Bytes, so a spec that is not UTF-8 is a positioned diagnostic below
+    // (as in `queuegen check`), not an unreadable file.
+    let source = match std::fs::read(&path) {
         Ok(source) => source,
         Err(error) => {
             errors.push(spec.error(format_args!(
@@ -88,7 +90,7 @@ fn read(
     };
 
     // Diagnostics name the file as written, which is also what to give `queuegen check`.
-    let checked = queuegen_spec::check_str(&source, written);
+    let checked = queuegen_spec::check_bytes(source, written);
     let Some(model) = checked.spec else {
         let problems: Vec<_> = checked
             .diagnostics
