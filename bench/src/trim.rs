@@ -66,7 +66,7 @@ async fn measure(redis: &Redis, config: &QueueConfig, size: u64) -> Result<(Pass
     build(&mut conn, config, size).await?;
     let options = TrimOptions {
         holder: "queuegen-bench".to_owned(),
-        xtrim_acked: trim::xtrim_acked_supported(&mut conn).await?,
+        xtrim_acked: trim::xtrim_acked_supported(redis).await?,
         lease_wait: Duration::ZERO,
     };
     let first = pass(redis, config, &options, size).await?;

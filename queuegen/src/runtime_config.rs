@@ -4,7 +4,7 @@
 
 use queuegen_runtime::{self as runtime, QueueConfig};
 
-use crate::spec::model::{Jitter, Queue, Spec, TrimMode};
+use crate::spec::model::{Jitter, OnAck, Queue, Spec, TrimMode};
 
 /// The runtime's view of one queue. `QueueConfig` holds `'static` names (the
 /// generated consts are literals), so the strings are leaked: call this in a
@@ -67,6 +67,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         retention_min_age: queue.retention.min_age,
         trim_every: queue.retention.trim_every,
         trim_in_process: queue.retention.trim == TrimMode::InProcess,
+        delete_on_ack: queue.retention.on_ack == OnAck::Delete,
         dead_letter_retention: queue.dead_letter.retention,
         admission_max_oldest_ready_age: queue.admission.max_oldest_ready_age,
         admission_refresh: queue.admission.refresh,

@@ -85,6 +85,27 @@ fn dedup_window_longer_than_retention() {
     case("dedup_window", &spec("", queue), Expect::Errors);
 }
 
+/// A duplicate answers the first entry's ID, which delete-on-ack removes
+/// as soon as the job is done; an unknown `on_ack` gets the choices.
+#[test]
+fn dedup_with_delete_on_ack() {
+    let queue = "    retention: { on_ack: delete }\n    dedup: { window: 1h }\n";
+    case("dedup_delete_on_ack", &spec("", queue), Expect::Errors);
+    let queue = "    retention: { on_ack: forget }\n";
+    case("on_ack_unknown", &spec("", queue), Expect::Errors);
+    // On its own (with the default min_age) it is clean, and the model has it.
+    let checked = check_str(
+        &spec("", "    retention: { on_ack: delete }\n"),
+        "queues.yaml",
+    );
+    assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+    let spec = checked.spec.expect("a clean spec");
+    assert_eq!(
+        spec.queues[0].retention.on_ack,
+        queuegen::spec::model::OnAck::Delete
+    );
+}
+
 #[test]
 fn dedup_without_a_window() {
     let queue = "    dedup: { windw: 1h }\n";

@@ -76,6 +76,11 @@ pub struct QueueConfig {
     /// Whether workers run the trim loop: false for `retention.trim: cronjob`,
     /// where a scheduled `queuegen trim` trims instead.
     pub trim_in_process: bool,
+    /// `retention.on_ack: delete`: a done job's ack deletes its entry
+    /// (`XACKDEL … ACKED`, once every group has read it and none holds it
+    /// pending) where every primary has `XACKDEL`; elsewhere workers
+    /// acknowledge with `XACK` and keep it, as with `false`.
+    pub delete_on_ack: bool,
     /// Dead letters younger than this are never trimmed (`dead_letter.retention`).
     pub dead_letter_retention: Duration,
     /// Producers refuse a partition whose oldest undelivered entry is older
@@ -427,6 +432,7 @@ pub(crate) mod tests {
         retention_min_age: Duration::from_secs(3 * 86_400),
         trim_every: Duration::from_secs(60),
         trim_in_process: true,
+        delete_on_ack: false,
         dead_letter_retention: Duration::from_secs(14 * 86_400),
         admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
         admission_refresh: Duration::from_secs(1),

@@ -79,6 +79,7 @@ impl Role {
                 TRIM_DIRECT,
                 LEASES,
                 RESULTS,
+                FEATURE_PROBES,
                 LIBRARY_INTERNALS,
             ],
             Role::Operator => &[
@@ -89,6 +90,7 @@ impl Role {
                 LEASES,
                 READS,
                 PAUSE,
+                FEATURE_PROBES,
                 LIBRARY_INTERNALS,
             ],
             Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
@@ -109,6 +111,8 @@ impl Role {
             Role::Producer => &["publish_once", "delay_schedule"],
             Role::Worker => &[
                 "ack",
+                // `retention.on_ack: delete` on a server with XACKDEL.
+                "ack_delete",
                 "claim",
                 "renew",
                 "rate_take",
@@ -235,6 +239,8 @@ impl Role {
 pub struct ServerCommands {
     /// `CLIENT SETINFO`: Redis 7.2 and later, Valkey; not Redis 7.0.
     pub client_setinfo: bool,
+    /// `XACKDEL`: Redis 8.2 and later; not Redis 7.x, Valkey 8 or 9.1.
+    pub xackdel: bool,
 }
 
 impl ServerCommands {
@@ -242,15 +248,17 @@ impl ServerCommands {
     /// file; `queuegen acl render` drops what the target server lacks).
     pub const ALL: ServerCommands = ServerCommands {
         client_setinfo: true,
+        xackdel: true,
     };
 
     /// The commands that are not on every supported server.
-    pub const OPTIONAL: &'static [&'static str] = &["client|setinfo"];
+    pub const OPTIONAL: &'static [&'static str] = &["client|setinfo", "xackdel"];
 
     /// Whether the server has `command` (an ACL name, `client|setinfo`).
     pub fn has(self, command: &str) -> bool {
         match command {
             "client|setinfo" => self.client_setinfo,
+            "xackdel" => self.xackdel,
             _ => true,
         }
     }
@@ -316,6 +324,11 @@ const WORKER_DIRECT: &[&str] = &[
     "time",
     "wait",
 ];
+
+/// What the worker and the trim (worker or operator) ask of every primary
+/// before choosing a path that not every server has: `COMMAND INFO xackdel`
+/// (acks on `XACKDEL`), `COMMAND DOCS xtrim` (`XTRIM … ACKED`).
+const FEATURE_PROBES: &[&str] = &["command|info", "command|docs"];
 
 /// The calls themselves; which functions is limited per role (`fcall|name`).
 const FUNCTION_CALLS: &[&str] = &["fcall", "fcall_ro"];
@@ -389,6 +402,7 @@ const LIBRARY_INTERNALS: &[&str] = &[
     "time",
     "type",
     "xack",
+    "xackdel",
     "xadd",
     "xautoclaim",
     "xclaim",

@@ -683,11 +683,44 @@ pub struct Refused {
     pub owner: Option<String>,
 }
 
+/// How the worker acknowledges its `Done` jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AckPath {
+    /// `XACK` (the library's `ack`): entries stay until the trimmer removes
+    /// them after `retention.min_age`.
+    #[default]
+    Xack,
+    /// `XACKDEL … ACKED` (the library's `ack_delete`), for a queue with
+    /// `retention.on_ack: delete` on servers that have it (Redis 8.2+):
+    /// an entry every group has read and none holds pending is deleted with
+    /// its ack; the others are kept for the trimmer.
+    XackDel,
+}
+
+impl AckPath {
+    /// The command that acknowledges, as the start log names it.
+    pub fn command(self) -> &'static str {
+        match self {
+            AckPath::Xack => "XACK",
+            AckPath::XackDel => "XACKDEL ACKED",
+        }
+    }
+}
+
 /// What one `ack` call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Acked {
-    /// Entries acknowledged: they were pending for the caller.
+    /// Entries acknowledged: they were pending for the caller (deleted or
+    /// kept alike: an ack is never reported failed because it was kept).
     pub acked: u64,
+    /// Of `acked`, the entries deleted with their ack ([`AckPath::XackDel`]
+    /// only); the others were kept because another group has not read them
+    /// yet or holds them pending.
+    pub deleted: u64,
+    /// On [`AckPath::XackDel`]: the server refused `XACKDEL` (a failover to
+    /// a server without it, a users file without `+xackdel`) and the
+    /// entries were acknowledged with `XACK` instead.
+    pub xackdel_refused: bool,
     /// The others the checked path found, untouched, with their owner.
     pub refused: Vec<Refused>,
     /// Entries the fast path (claim epoch unchanged) found no longer
@@ -698,23 +731,41 @@ pub struct Acked {
     pub epoch: u64,
 }
 
-/// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted, epoch]`, or its error.
-pub type AckAnswer = redis::RedisResult<(u64, Vec<String>, u64, u64)>;
+/// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted,
+/// epoch]` (`ack_delete` appends `deleted`), or its error.
+pub type AckAnswer = redis::RedisResult<Vec<redis::Value>>;
 
 /// The `ack` function of one queue, named once: the worker's acker calls it
 /// for every partition of every flush, in one pipeline.
 #[derive(Debug, Clone)]
 pub struct AckFunction {
     function: String,
+    path: AckPath,
     group: &'static str,
     /// The queue's partition count: errors name the partition of a stream number.
     partitions: u16,
 }
 
 impl AckFunction {
+    /// The `ack` function ([`AckPath::Xack`]).
     pub fn new(config: &QueueConfig) -> Self {
+        Self::on(config, AckPath::Xack)
+    }
+
+    /// How this function acknowledges.
+    pub fn path(&self) -> AckPath {
+        self.path
+    }
+
+    /// `ack` for [`AckPath::Xack`], `ack_delete` for [`AckPath::XackDel`].
+    pub fn on(config: &QueueConfig, path: AckPath) -> Self {
+        let name = match path {
+            AckPath::Xack => "ack",
+            AckPath::XackDel => "ack_delete",
+        };
         AckFunction {
-            function: config.function("ack"),
+            function: config.function(name),
+            path,
             group: config.group,
             partitions: config.partitions.max(1),
         }
@@ -759,9 +810,39 @@ impl AckFunction {
             job: "a batch of done jobs",
             entry: None,
         };
-        let (acked, flat, unaccounted, epoch) = answer.map_err(|err| call.error(err))?;
+        let values = answer.map_err(|err| call.error(err))?;
+        let shown = format!("{values:?}");
+        let expected = match self.path {
+            AckPath::Xack => 4,
+            AckPath::XackDel => 5,
+        };
+        if values.len() != expected {
+            return Err(call.unexpected(shown));
+        }
+        let mut values = values.into_iter();
+        let mut next = || values.next().unwrap_or(redis::Value::Nil);
+        let acked: u64 =
+            redis::from_redis_value(next()).map_err(|_| call.unexpected(shown.clone()))?;
+        let flat: Vec<String> =
+            redis::from_redis_value(next()).map_err(|_| call.unexpected(shown.clone()))?;
+        let unaccounted: u64 =
+            redis::from_redis_value(next()).map_err(|_| call.unexpected(shown.clone()))?;
+        let epoch: u64 =
+            redis::from_redis_value(next()).map_err(|_| call.unexpected(shown.clone()))?;
+        let (deleted, xackdel_refused) = match self.path {
+            AckPath::Xack => (0, false),
+            AckPath::XackDel => {
+                let deleted: i64 =
+                    redis::from_redis_value(next()).map_err(|_| call.unexpected(shown.clone()))?;
+                match u64::try_from(deleted) {
+                    Ok(deleted) if deleted <= acked => (deleted, false),
+                    Ok(_) => return Err(call.unexpected(shown)),
+                    Err(_) => (0, true),
+                }
+            }
+        };
         if flat.len() % 2 != 0 {
-            return Err(call.unexpected(format!("{flat:?}")));
+            return Err(call.unexpected(shown));
         }
         let mut refused = Vec::with_capacity(flat.len() / 2);
         let mut pairs = flat.into_iter();
@@ -771,6 +852,8 @@ impl AckFunction {
         }
         Ok(Acked {
             acked,
+            deleted,
+            xackdel_refused,
             refused,
             unaccounted,
             epoch,

@@ -99,6 +99,7 @@ pub fn server_commands() -> queuegen_runtime::roles::ServerCommands {
         };
         queuegen_runtime::roles::ServerCommands {
             client_setinfo: has("client|setinfo"),
+            xackdel: has("xackdel"),
         }
     })
 }

@@ -503,6 +503,21 @@ pub struct Retention {
     pub trim_every: Duration,
     /// Who trims. Default in process.
     pub trim: TrimMode,
+    /// What an ack does to a done job's entry. Default keep.
+    pub on_ack: OnAck,
+}
+
+/// What acknowledging a done job does to its ready-stream entry
+/// (`retention.on_ack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnAck {
+    /// The entry stays until the trimmer removes it, after `min_age`: done
+    /// jobs can be looked at (and their IDs answered) meanwhile.
+    Keep,
+    /// On servers with `XACKDEL` (Redis 8.2+), the ack deletes the entry
+    /// once every group has read it and none holds it pending
+    /// (`XACKDEL … ACKED`); elsewhere, as `Keep`. No window for done jobs.
+    Delete,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

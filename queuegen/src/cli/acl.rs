@@ -63,7 +63,8 @@ pub struct RenderArgs {
     pub server: Option<String>,
 
     /// Say instead of asking whether the server has CLIENT SETINFO (Redis
-    /// 7.2+ and Valkey do, Redis 7.0 does not).
+    /// 7.2+ and Valkey do, Redis 7.0 does not). XACKDEL (Redis 8.2+) is then
+    /// left out: workers acknowledge with XACK; ask with --server to keep it.
     #[arg(long, value_name = "yes|no", conflicts_with = "server")]
     pub client_setinfo: Option<YesNo>,
 }
@@ -91,8 +92,11 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let server = match (args.client_setinfo, &args.server) {
+        // Told, not asked: XACKDEL (Redis 8.2+) is left out, and workers
+        // of a `retention.on_ack: delete` queue acknowledge with XACK.
         (Some(answer), _) => acl::ServerCommands {
             client_setinfo: matches!(answer, YesNo::Yes),
+            xackdel: false,
         },
         (None, Some(url)) => ask_server(url)?,
         (None, None) => anyhow::bail!(
@@ -128,7 +132,13 @@ fn ask_server(url: &str) -> anyhow::Result<acl::ServerCommands> {
             queuegen_runtime::connect::server_has_command(&mut redis.shared(), "client|setinfo")
                 .await
                 .with_context(|| format!("asking {shown} for COMMAND INFO CLIENT|SETINFO"))?;
-        Ok(acl::ServerCommands { client_setinfo })
+        let xackdel = queuegen_runtime::connect::every_primary_has_command(&redis, "xackdel")
+            .await
+            .with_context(|| format!("asking {shown} for COMMAND INFO XACKDEL"))?;
+        Ok(acl::ServerCommands {
+            client_setinfo,
+            xackdel,
+        })
     })
 }
 

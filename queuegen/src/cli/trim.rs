@@ -164,20 +164,19 @@ async fn trim_all(
     let mut conn = redis.shared();
 
     preflight(&mut conn, targets, &server).await?;
-    let xtrim_acked = if args.dry_run {
-        None
-    } else {
-        let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| c.functions).collect();
-        libraries.dedup();
-        for library in libraries {
-            admin::verify_library(&redis, library).await?;
-        }
-        Some(
-            trim::xtrim_acked_supported(&mut conn)
-                .await
-                .with_context(|| format!("reading INFO server of {server}"))?,
-        )
-    };
+    let xtrim_acked =
+        if args.dry_run {
+            None
+        } else {
+            let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| c.functions).collect();
+            libraries.dedup();
+            for library in libraries {
+                admin::verify_library(&redis, library).await?;
+            }
+            Some(trim::xtrim_acked_supported(&redis).await.with_context(|| {
+                format!("asking the primaries of {server} for COMMAND DOCS XTRIM")
+            })?)
+        };
     let options = TrimOptions {
         holder: lease::unique_holder("queuegen-trim"),
         xtrim_acked: xtrim_acked.unwrap_or(false),

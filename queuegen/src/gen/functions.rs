@@ -16,7 +16,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 7;
+pub const LIBRARY_VERSION: u32 = 8;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -133,7 +133,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0x8137_f465_2e66_d058;
+    const PINNED_HASH: u64 = 0x75f5_2fbe_8df3_68d4;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -183,7 +183,7 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v7"));
+        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v8"));
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -192,14 +192,14 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v7");
+        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v8");
     }
 
     #[test]
     fn every_function_of_the_contract_is_registered_with_the_versioned_name() {
-        let library = pinned_library(7);
-        assert!(library.starts_with("#!lua name=qg_pinned_service_v7\n"));
-        assert!(library.contains("local LIBRARY = 'qg_pinned_service_v7'"));
+        let library = pinned_library(8);
+        assert!(library.starts_with("#!lua name=qg_pinned_service_v8\n"));
+        assert!(library.contains("local LIBRARY = 'qg_pinned_service_v8'"));
         let registered: Vec<&str> = library
             .lines()
             .filter_map(|line| line.trim().strip_prefix("function_name = LIBRARY .. '_"))
@@ -222,6 +222,7 @@ queues:
                 "lease_release",
                 "claim",
                 "ack",
+                "ack_delete",
                 "renew",
                 "rate_take",
                 "version"
@@ -230,11 +231,11 @@ queues:
         // Only `version` is read-only: the rest are refused on replicas.
         // The transitions (defer among them), the publish functions and schedule_tick are
         // refused past maxmemory too; the trim, the lease functions, claim,
-        // ack, renew and rate_take run there (they add no memory beyond a
-        // few bytes).
+        // ack, ack_delete, renew and rate_take run there (they add no memory
+        // beyond a few bytes).
         assert_eq!(library.matches("flags = {'no-writes'}").count(), 1);
         assert_eq!(library.matches("flags = {},").count(), 9);
-        assert_eq!(library.matches("flags = {'allow-oom'},").count(), 7);
+        assert_eq!(library.matches("flags = {'allow-oom'},").count(), 8);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{header, GeneratedFile};
 use crate::error::{Error, Result};
 use crate::spec::cadence::Cadence;
 use crate::spec::model::{
-    Envelope, Field, FieldType, Jitter, Missed, Queue, ResultStore, Schedule, Spec, TrimMode,
+    Envelope, Field, FieldType, Jitter, Missed, OnAck, Queue, ResultStore, Schedule, Spec, TrimMode,
 };
 
 const ENVELOPES_MODULE: &str = "envelopes";
@@ -259,6 +259,8 @@ pub(crate) struct QueueContext {
     trim_every: String,
     /// `true` or `false`, as Rust (minijinja would print `True`).
     trim_in_process: &'static str,
+    /// `true` or `false`, as Rust.
+    delete_on_ack: &'static str,
     dead_letter_retention: String,
     /// `Some(Duration::…)` or `None`.
     admission_max_oldest_ready_age: String,
@@ -360,6 +362,11 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         retention_min_age: duration_expr(queue.retention.min_age),
         trim_every: duration_expr(queue.retention.trim_every),
         trim_in_process: if queue.retention.trim == TrimMode::InProcess {
+            "true"
+        } else {
+            "false"
+        },
+        delete_on_ack: if queue.retention.on_ack == OnAck::Delete {
             "true"
         } else {
             "false"

@@ -381,3 +381,103 @@ pub async fn server_has_command<C: redis::aio::ConnectionLike>(
         .map_err(|err| Error::redis(format!("COMMAND INFO {command}"), err))?;
     Ok(matches!(reply.first(), Some(value) if *value != redis::Value::Nil))
 }
+
+/// Whether every primary knows `command` ([`server_has_command`] on each of
+/// [`Redis::primaries`]): a Cluster routes `COMMAND` to one node, and a
+/// command every node of a deployment runs must be on all of them.
+pub async fn every_primary_has_command(redis: &Redis, command: &str) -> Result<bool> {
+    for node in redis.primaries().await? {
+        if !server_has_command(&mut node.connection().await?, command).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Whether the server's `COMMAND DOCS command` lists `token` among its
+/// arguments (e.g. `ACKED` of `XTRIM`, Redis 8.2+): asked, never inferred
+/// from a version. A command the server does not know has no docs.
+pub async fn server_has_argument<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    command: &str,
+    token: &str,
+) -> Result<bool> {
+    let reply: redis::Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg(command)
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("COMMAND DOCS {command}"), err))?;
+    Ok(lists_token(&reply, token))
+}
+
+/// [`server_has_argument`] on every primary.
+pub async fn every_primary_has_argument(redis: &Redis, command: &str, token: &str) -> Result<bool> {
+    for node in redis.primaries().await? {
+        if !server_has_argument(&mut node.connection().await?, command, token).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Whether a `COMMAND DOCS` reply (nested maps and arrays, RESP2 or RESP3)
+/// has an argument whose `token` is `token`.
+fn lists_token(reply: &redis::Value, token: &str) -> bool {
+    use redis::Value;
+    let text = |value: &Value| match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+        Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    };
+    let is_token_pair = |name: &Value, value: &Value| {
+        text(name).as_deref() == Some("token")
+            && text(value).is_some_and(|value| value.eq_ignore_ascii_case(token))
+    };
+    match reply {
+        Value::Array(items) | Value::Set(items) => {
+            items
+                .windows(2)
+                .any(|pair| is_token_pair(&pair[0], &pair[1]))
+                || items.iter().any(|item| lists_token(item, token))
+        }
+        Value::Map(pairs) => pairs.iter().any(|(name, value)| {
+            is_token_pair(name, value) || lists_token(name, token) || lists_token(value, token)
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::lists_token;
+    use redis::Value;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_token_is_found_among_nested_arguments_only_as_a_token() {
+        let docs = Value::Array(vec![
+            bulk("xtrim"),
+            Value::Array(vec![
+                bulk("arguments"),
+                Value::Array(vec![Value::Array(vec![
+                    bulk("name"),
+                    bulk("acked"),
+                    bulk("token"),
+                    bulk("ACKED"),
+                ])]),
+            ]),
+        ]);
+        assert!(lists_token(&docs, "ACKED"));
+        assert!(!lists_token(&docs, "KEEPREF"));
+        // A name alone is not a token.
+        let named = Value::Array(vec![bulk("name"), bulk("ACKED")]);
+        assert!(!lists_token(&named, "ACKED"));
+        let map = Value::Map(vec![(bulk("token"), bulk("acked"))]);
+        assert!(lists_token(&map, "ACKED"));
+        assert!(!lists_token(&Value::Nil, "ACKED"));
+    }
+}

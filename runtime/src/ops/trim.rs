@@ -642,10 +642,13 @@ async fn verify<C: ConnectionLike>(
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(format!("XRANGE id id of the entries kept in {key}"), err))?;
-    let stored: Vec<bool> = answers
+    let mut stored: Vec<bool> = answers
         .iter()
         .map(|answer| matches!(answer, Value::Array(entries) if !entries.is_empty()))
         .collect();
+    if stored.contains(&false) {
+        settled_since(conn, key, &checks, &mut stored).await?;
+    }
     match first_missing(&checks, &stored) {
         Some(check) => Err(Error::TrimUnverified {
             key: key.to_owned(),
@@ -658,6 +661,55 @@ async fn verify<C: ConnectionLike>(
         }),
         None => Ok(checks.len()),
     }
+}
+
+/// Marks as no longer needed (`stored` true) each missing entry of `checks`
+/// that its group has acknowledged since the plan: read (at or below the
+/// group's last-delivered ID now) and no longer pending. A queue with
+/// `retention.on_ack: delete` deletes such an entry with its ack
+/// (`XACKDEL … ACKED`, which deletes only what every group has read and none
+/// holds pending), so a pending head or first undelivered entry of the plan
+/// may rightly be gone by the time it is checked. What a group still needs
+/// (pending, or not read yet) stays a loss; so does an entry of a group that
+/// no longer exists.
+async fn settled_since<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    checks: &[Check],
+    stored: &mut [bool],
+) -> Result<()> {
+    let now = inventory(conn, &[key.to_owned()]).await?;
+    let groups = now
+        .first()
+        .and_then(Option::as_ref)
+        .map_or(&[][..], |stream| &stream.groups[..]);
+    let missing: Vec<usize> = (0..checks.len()).filter(|&i| !stored[i]).collect();
+    let mut pipe = redis::pipe();
+    for &i in &missing {
+        let id = checks[i].id.to_string();
+        pipe.cmd("XPENDING")
+            .arg(key)
+            .arg(&checks[i].group)
+            .arg(&id)
+            .arg(&id)
+            .arg(1);
+    }
+    let pending: Vec<Value> = pipe
+        .query_async(conn)
+        .await
+        .map_err(|err| Error::redis(format!("XPENDING of the entries missing from {key}"), err))?;
+    for (&i, pending) in missing.iter().zip(&pending) {
+        let check = &checks[i];
+        let read = groups
+            .iter()
+            .find(|group| group.name == check.group)
+            .is_some_and(|group| check.id <= group.last_delivered);
+        let still_pending = !matches!(pending, Value::Array(entries) if entries.is_empty());
+        if read && !still_pending {
+            stored[i] = true;
+        }
+    }
+    Ok(())
 }
 
 /// One entry that must still be stored after a trim.
@@ -791,37 +843,12 @@ async fn trim_leased<C: ConnectionLike>(
     Ok(streams)
 }
 
-/// Whether the server supports `XTRIM … ACKED` (Redis 8.2 and later), from
-/// `redis_version` in `INFO server`; asked, never assumed. On a Cluster
-/// connection `INFO` answers for every node, and all of them must.
-pub async fn xtrim_acked_supported<C: ConnectionLike>(conn: &mut C) -> Result<bool> {
-    let info: redis::Value = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .map_err(|err| Error::redis("INFO server", err))?;
-    let replies = crate::connect::info_replies(&info);
-    Ok(!replies.is_empty()
-        && replies
-            .iter()
-            .all(|info| redis_version(info).is_some_and(supports_xtrim_acked)))
-}
-
-/// `(major, minor, patch)` of `redis_version:` in an `INFO` reply.
-pub fn redis_version(info: &str) -> Option<(u32, u32, u32)> {
-    let version = info
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("redis_version:"))?;
-    let mut parts = version.trim().split('.').map(|part| part.parse::<u32>());
-    let major = parts.next()?.ok()?;
-    let minor = parts.next().unwrap_or(Ok(0)).ok()?;
-    let patch = parts.next().unwrap_or(Ok(0)).ok()?;
-    Some((major, minor, patch))
-}
-
-/// `XTRIM … ACKED` arrived in Redis 8.2.
-pub fn supports_xtrim_acked(version: (u32, u32, u32)) -> bool {
-    version >= (8, 2, 0)
+/// Whether every primary accepts `XTRIM … ACKED` (Redis 8.2 and later): its
+/// `COMMAND DOCS XTRIM` lists the `ACKED` token. Asked of each primary,
+/// never inferred from a version (Valkey answers `redis_version:7.2.4`
+/// whatever it has).
+pub async fn xtrim_acked_supported(redis: &crate::connect::Redis) -> Result<bool> {
+    crate::connect::every_primary_has_argument(redis, "xtrim", "ACKED").await
 }
 
 #[cfg(test)]
@@ -894,28 +921,6 @@ mod tests {
     fn ties_name_the_policy_first() {
         let groups = [group("a", 49, Some(50), Some(50))];
         assert_eq!(decide(id(50), &groups), (id(50), Boundary::Policy));
-    }
-
-    #[test]
-    fn redis_versions_parse_and_only_8_2_has_xtrim_acked() {
-        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n";
-        assert_eq!(redis_version(info), Some((7, 0, 15)));
-        assert!(!supports_xtrim_acked((7, 0, 15)));
-        assert!(!supports_xtrim_acked((8, 0, 3)));
-        assert!(!supports_xtrim_acked((8, 1, 99)));
-        assert!(supports_xtrim_acked((8, 2, 0)));
-        assert!(supports_xtrim_acked((8, 4, 1)));
-        assert!(supports_xtrim_acked((9, 0, 0)));
-        assert_eq!(redis_version("redis_version:8.2\n"), Some((8, 2, 0)));
-        assert_eq!(
-            redis_version("redis_version:255.255.255\n"),
-            Some((255, 255, 255))
-        );
-        // Valkey answers redis_version 7.2.x for compatibility: no ACKED.
-        let valkey = "redis_version:7.2.4\nserver_name:valkey\nvalkey_version:8.1.0\n";
-        assert_eq!(redis_version(valkey), Some((7, 2, 4)));
-        assert_eq!(redis_version("no version here"), None);
-        assert_eq!(redis_version("redis_version:seven\n"), None);
     }
 
     #[test]

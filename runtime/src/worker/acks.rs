@@ -28,8 +28,16 @@
 //! reply tells the current epoch, which later reads stamp. Otherwise it
 //! checks each ID, and IDs in ascending order let it list them with one
 //! `XPENDING`.
+//!
+//! On [`AckPath::XackDel`] (a queue with `retention.on_ack: delete`, on
+//! servers that have `XACKDEL`) the calls go to the library's `ack_delete`,
+//! the same checks with `XACKDEL … ACKED`: an entry is deleted with its ack
+//! when every group has read it and none holds it pending, kept otherwise.
+//! Deleted and kept are both acknowledged (counted done); the report counts
+//! them apart. Should the server refuse `XACKDEL` (the function then acks
+//! with `XACK`), the acker says so once and calls `ack` from then on.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +51,7 @@ use super::meter::Meter;
 use super::Counters;
 use crate::error::Error;
 use crate::metrics::Settlement;
-use crate::transitions::{AckAnswer, AckFunction, Acked};
+use crate::transitions::{AckAnswer, AckFunction, AckPath, Acked};
 
 /// Most entries one flush takes; bounds the size of one pipeline.
 const MAX_FLUSH: usize = 1024;
@@ -110,7 +118,12 @@ pub(super) type AckSender = mpsc::UnboundedSender<AckRequest>;
 /// What the acker needs of its worker.
 pub(super) struct Acker {
     pub conn: Connection,
+    /// `ack` or `ack_delete`, as the worker chose at start.
     pub function: AckFunction,
+    /// `ack`, called instead of `function` once the server refused `XACKDEL`.
+    pub keep: AckFunction,
+    /// Set when an `ack_delete` call found `XACKDEL` refused.
+    pub xackdel_refused: AtomicBool,
     pub queue: &'static str,
     /// The queue's partition count: a stream number modulo it is the
     /// partition the logs name (the key names the lane).
@@ -182,6 +195,11 @@ impl Acker {
         batch.sort_unstable_by_key(|request| (request.partition, request.slot.key()));
         let streams: Vec<&[AckRequest]> =
             batch.chunk_by(|a, b| a.partition == b.partition).collect();
+        let function = if self.xackdel_refused.load(Ordering::Relaxed) {
+            &self.keep
+        } else {
+            &self.function
+        };
         let mut pipe = redis::pipe();
         for requests in &streams {
             let partition = usize::from(requests[0].partition);
@@ -194,7 +212,7 @@ impl Acker {
                 .map(|request| request.claim_epoch)
                 .min()
                 .flatten();
-            pipe.add_command(self.function.command(
+            pipe.add_command(function.command(
                 (&self.keys[partition], &self.claims_keys[partition]),
                 &self.consumer,
                 oldest_epoch,
@@ -222,7 +240,7 @@ impl Acker {
                 for (requests, answer) in streams.iter().zip(answers) {
                     let partition = requests[0].partition;
                     let key = self.key(partition);
-                    match self.function.reply(key, partition, answer) {
+                    match function.reply(key, partition, answer) {
                         Ok(acked) => {
                             self.epochs.observe(partition, acked.epoch);
                             self.settled(requests, acked, retried)
@@ -246,6 +264,17 @@ impl Acker {
         let partition = requests[0].partition;
         // For the logs: the partition, and the key, which names the lane.
         let (shown, key) = (partition % self.partitions.max(1), self.key(partition));
+        if acked.xackdel_refused && !self.xackdel_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                queue = self.queue,
+                key,
+                "the server refused XACKDEL although the worker found it at start (a failover to an older server, or a users file rendered without +xackdel); acknowledging with XACK from now on: entries stay until the trimmer removes them",
+            );
+        }
+        if self.function.path() == AckPath::XackDel && !acked.xackdel_refused {
+            Counters::add(&self.counters.deleted_on_ack, acked.deleted);
+            Counters::add(&self.counters.kept_on_ack, acked.acked - acked.deleted);
+        }
         let mut lost = 0;
         for refused in &acked.refused {
             if refused.owner.is_none() && retried {

@@ -62,7 +62,7 @@ use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::{Handler, Ownership};
-use crate::transitions::{AckFunction, TransitionCode};
+use crate::transitions::{AckFunction, AckPath, TransitionCode};
 use epochs::Epochs;
 use in_flight::InFlight;
 use job::Held;
@@ -121,6 +121,15 @@ pub struct WorkerReport {
     /// Jobs read over their tenant's rate (`handler.tenant_rate`) and set
     /// aside into the retry set with their attempt kept, to be read again.
     pub deferred: u64,
+    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
+    /// jobs whose entry was deleted with its ack (every group had read it
+    /// and none held it pending). Counted in `done` too.
+    pub deleted_on_ack: u64,
+    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
+    /// jobs acknowledged but kept, because another group had not read the
+    /// entry yet or held it pending (the trimmer removes it later). Counted
+    /// in `done` too; 0 on the `XACK` path, where every entry is kept.
+    pub kept_on_ack: u64,
 }
 
 /// The variable the generated Kubernetes Deployments name the pod's queue
@@ -375,14 +384,18 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         {
             tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }
+        let ack_path = ack_path(&self.redis, &self.config).await;
         let shared = Arc::new(Shared {
+            redis: self.redis.clone(),
             paused,
             handling: handling.clone(),
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
             acks: self.redis.shared(),
             acker: acks::start(acks::Acker {
                 conn: self.redis.shared(),
-                function: AckFunction::new(&self.config),
+                function: AckFunction::on(&self.config, ack_path),
+                keep: AckFunction::new(&self.config),
+                xackdel_refused: AtomicBool::new(false),
                 queue: self.config.queue,
                 partitions: self.config.partitions,
                 consumer: consumer.clone(),
@@ -413,7 +426,13 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             cancel: Flag::new(),
             _envelope: PhantomData,
         });
-        tracing::info!(parent: &span, ?partitions, ?block, "worker starting");
+        tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
+        if shared.config.delete_on_ack && ack_path == AckPath::Xack {
+            tracing::info!(
+                parent: &span,
+                "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
+            );
+        }
         // Lead what is free before recovery and the scheduler first look.
         let mut leases = leadership::Leases::new(partitions.clone());
         leases.pass(&shared).instrument(span.clone()).await;
@@ -493,8 +512,31 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     }
 }
 
+/// How a worker of `config` acknowledges its `Done` jobs on `redis`:
+/// [`AckPath::XackDel`] for a queue with `retention.on_ack: delete` when
+/// every primary has `XACKDEL` (asked with `COMMAND INFO`, never inferred
+/// from a version), [`AckPath::Xack`] otherwise. The worker asks once at
+/// start and logs the answer (`ack=` in "worker starting"); a server that
+/// cannot be asked (a users file without `+command|info`) gets `XACK`, with a
+/// warning.
+pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
+    if !config.delete_on_ack {
+        return AckPath::Xack;
+    }
+    match crate::connect::every_primary_has_command(redis, "xackdel").await {
+        Ok(true) => AckPath::XackDel,
+        Ok(false) => AckPath::Xack,
+        Err(err) => {
+            tracing::warn!(queue = config.queue, error = %err, "asking the primaries for XACKDEL failed; acknowledging with XACK");
+            AckPath::Xack
+        }
+    }
+}
+
 /// State shared by the intake, recovery, scheduler, trimmer and leadership loops and every job task.
 struct Shared<E, H> {
+    /// The deployment, for what must ask every primary (the trimmer's probe).
+    redis: Redis,
     config: QueueConfig,
     consumer: Arc<str>,
     handler: H,
@@ -730,6 +772,8 @@ struct Counters {
     ownership_lost: AtomicU64,
     loops_leases_taken: AtomicU64,
     deferred: AtomicU64,
+    deleted_on_ack: AtomicU64,
+    kept_on_ack: AtomicU64,
 }
 
 impl Counters {
@@ -757,6 +801,8 @@ impl Counters {
             ownership_lost: get(&self.ownership_lost),
             loops_leases_taken: get(&self.loops_leases_taken),
             deferred: get(&self.deferred),
+            deleted_on_ack: get(&self.deleted_on_ack),
+            kept_on_ack: get(&self.kept_on_ack),
         }
     }
 }

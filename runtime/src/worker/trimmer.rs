@@ -37,18 +37,23 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let holder = format!("worker:{}", shared.consumer);
+    // Asked of every primary before the first pass, and again after a pass
+    // that failed: after a failover the server may be another one.
+    let mut probed: Option<bool> = None;
     loop {
         if shared.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
         let mut conn = shared.acks.clone();
-        // Asked every pass: after a failover the server may be another version.
-        let xtrim_acked = match trim::xtrim_acked_supported(&mut conn).await {
-            Ok(supported) => supported,
-            Err(err) => {
-                tracing::warn!(error = %err, "reading the server version failed; trimming next period");
-                continue;
-            }
+        let xtrim_acked = match probed {
+            Some(supported) => supported,
+            None => match trim::xtrim_acked_supported(&shared.redis).await {
+                Ok(supported) => *probed.insert(supported),
+                Err(err) => {
+                    tracing::warn!(error = %err, "asking the primaries whether XTRIM takes ACKED failed; trimming next period");
+                    continue;
+                }
+            },
         };
         let options = TrimOptions {
             holder: holder.clone(),
@@ -62,6 +67,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             match trim::trim_partition(&mut conn, &shared.config, partition, &options).await {
                 Ok(streams) => {
                     for stream in streams {
+                        if matches!(stream.result, Err(Error::Redis { .. })) {
+                            probed = None;
+                        }
                         record(&shared.counters, &shared.meter, partition, stream)?;
                     }
                 }
@@ -77,6 +85,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                     Failure::Fatal(err) => return Err(err),
                     Failure::Cancelled => return Ok(()),
                     Failure::Retry { error, .. } => {
+                        probed = None;
                         tracing::warn!(partition, error = %error, "trimming failed; retrying next period");
                     }
                 },

@@ -138,6 +138,9 @@ pub const PERSISTENCE: &[&str] = &["everysec", "always"];
 pub const UPCASTS: &[&str] = &["generated", "manual"];
 pub const JITTERS: &[&str] = &["full", "none"];
 pub const TRIM_MODES: &[&str] = &["in_process", "cronjob"];
+
+/// `retention.on_ack`.
+pub const ON_ACK: &[&str] = &["keep", "delete"];
 pub const RESULT_STORES: &[&str] = &["postgres"];
 pub const MISSED: &[&str] = &["skip", "run_once"];
 
@@ -542,6 +545,8 @@ pub static RETENTION: Obj = Obj {
             "How often a worker trims the ready and dead-letter streams of its partitions (under a per-partition lease, so one worker trims each partition at a time). A pass costs a bounded number of commands, whatever the stream length. With `trim: cronjob`, the CronJob's schedule: whole minutes below an hour, or whole hours dividing a day."),
         prop!("trim", Ty::Choice(TRIM_MODES), default = Some("in_process"),
             "Who trims: `in_process` (every worker runs a trim loop) or `cronjob` (workers never trim; the generated k8s/trim-cronjob.yaml runs `queuegen trim` every `trim_every`)."),
+        prop!("on_ack", Ty::Choice(ON_ACK), default = Some("keep"),
+            "What a done job's ack does to its entry: `keep` (it stays for `min_age`, for investigation and replays, then the trimmer removes it) or `delete` (on servers with XACKDEL, Redis 8.2+, the ack deletes it once every group has read it and none holds it pending; elsewhere workers keep it and say so at start). `delete` gives done jobs no investigation window; not with `dedup`."),
     ],
 };
 

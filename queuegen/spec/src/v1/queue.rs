@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
     Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
-    Jitter, Lane, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TenantRate,
+    Jitter, Lane, OnAck, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TenantRate,
     TrimMode,
 };
 use crate::suggest;
@@ -15,8 +15,8 @@ use crate::yaml::{Node, Pos};
 
 use super::envelope::EnvelopeDef;
 use super::format::{
-    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, PAYLOAD,
-    POISON, QUEUE, RATE, RETENTION, RETRY, TENANT_RATE, TRIM_MODES,
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, ON_ACK,
+    PAYLOAD, POISON, QUEUE, RATE, RETENTION, RETRY, TENANT_RATE, TRIM_MODES,
 };
 use super::kubernetes;
 use super::names;
@@ -731,6 +731,18 @@ fn retention(
                 TrimMode::InProcess
             }
         });
+    let on_ack = r
+        .read(ctx, "on_ack", |ctx, it| {
+            values::choice(ctx, it, ON_ACK, "on_ack")
+        })
+        .or("keep")
+        .map(|on_ack| {
+            if on_ack == "delete" {
+                OnAck::Delete
+            } else {
+                OnAck::Keep
+            }
+        });
     if let (Some(TrimMode::CronJob), Some(every)) = (trim, trim_every) {
         if limits::cron_schedule(every).is_none() {
             ctx.error(
@@ -780,6 +792,7 @@ fn retention(
         min_age,
         trim_every: trim_every?,
         trim: trim?,
+        on_ack: on_ack?,
     })
 }
 
@@ -800,6 +813,14 @@ fn dedup(
         .optional()
         .flatten()?;
     if let Some(retention) = retention {
+        if retention.on_ack == OnAck::Delete {
+            ctx.error(
+                &d.at("window"),
+                "dedup with retention.on_ack: delete: a duplicate answers the first entry's stream ID, and that entry is deleted as soon as its job is done".to_owned(),
+                "leave out dedup, or set retention.on_ack: keep (the default) so the first entry stays for retention.min_age",
+            );
+            return None;
+        }
         if window > retention.min_age {
             ctx.error(
                 &d.at("window"),

@@ -316,6 +316,7 @@ mod tests {
 
     const SETINFO: ServerCommands = ServerCommands {
         client_setinfo: true,
+        xackdel: true,
     };
 
     /// Redis 7.0 refuses a file naming `client|setinfo`; 7.2+ needs the rule.
@@ -324,6 +325,7 @@ mod tests {
         let generated = "user a on nopass -@all +ping +client|setinfo +get\n";
         let without = ServerCommands {
             client_setinfo: false,
+            xackdel: true,
         };
         assert_eq!(
             render(generated, &[], without, |_| None).unwrap(),
