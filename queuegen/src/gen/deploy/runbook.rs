@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use queuegen_runtime::roles::Role;
+
 use super::prometheus::{self, Alert};
-use super::sql;
+use super::{acl, sql};
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{functions, header_in, CommentSyntax, GeneratedFile};
@@ -17,6 +19,11 @@ use crate::spec::units::format_duration;
 
 /// The file the runbook is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "RUNBOOK.md";
+/// Whom the runbook's command lines log in as (its `export REDIS_URL`):
+/// every command but `apply` is the operator's.
+pub const RUNBOOK_ROLE: Role = Role::Operator;
+/// Who runs `queuegen apply`: loading the library is the deployer's alone.
+pub const APPLY_ROLE: Role = Role::Deployer;
 
 /// `RUNBOOK.md` for `spec`. `spec_file` is the spec's path relative to the
 /// deploy directory, which the command lines use: they run from there.
@@ -41,6 +48,11 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             spec: spec_file,
             rules: prometheus::FILE_NAME,
             library: functions::library_name(&spec.service),
+            users: Users {
+                operator: acl::user_name(&spec.service, RUNBOOK_ROLE),
+                monitor: acl::user_name(&spec.service, Role::Monitor),
+                deployer: acl::user_name(&spec.service, APPLY_ROLE),
+            },
             queues,
             service_alerts,
             postgres: PostgresContext::new(spec),
@@ -71,6 +83,7 @@ struct RunbookContext<'a> {
     spec: &'a str,
     rules: &'a str,
     library: String,
+    users: Users,
     queues: Vec<QueueContext>,
     service_alerts: Vec<Alert>,
     /// Set when a queue uses PostgreSQL: the runbook then says how to apply
@@ -78,6 +91,14 @@ struct RunbookContext<'a> {
     postgres: Option<PostgresContext>,
     /// The spec's schedules: the runbook then says how to check a tick.
     schedules: Vec<ScheduleContext>,
+}
+
+/// The Redis users (redis/users.acl) the command lines log in as.
+#[derive(Serialize)]
+struct Users {
+    operator: String,
+    monitor: String,
+    deployer: String,
 }
 
 /// One schedule, as the runbook's Schedules section names it.
