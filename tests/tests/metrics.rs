@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use queuegen_runtime::metrics::{
-    prometheus_client, FailedTransition, JobOutcome, Registry, Settlement, WorkerMetrics,
+    prometheus_client, FailedTransition, JobOutcome, Registry, Settlement, StreamRole, TrimOutcome,
+    WorkerMetrics,
 };
 use queuegen_runtime::{
     ensure_groups, DeadReason, Handler, JobContext, JobError, NewJob, Outcome, Producer,
@@ -372,10 +373,13 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         scraped.family(LEADER_GAUGE).map(|f| f.kind.as_str()),
         Some("gauge")
     );
-    // Nothing else: the trim families have no series until a trim runs.
+    // Nothing else: the workers trim this queue, so its trim pass series
+    // exist (at 0) from the start, for the trim alert; removed entries
+    // appear at the first trim.
     let mut names: Vec<&str> = COUNTERS.iter().map(|(name, _)| *name).collect();
     names.extend(HISTOGRAMS);
     names.push(LEADER_GAUGE);
+    names.push("queuegen_trim_passes_total");
     // No rate limit on this queue: no rate_limited series.
     names.push(PAUSED_GAUGE);
     let families: Vec<&str> = scraped.families.iter().map(|f| f.name.as_str()).collect();
@@ -401,6 +405,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         "outcome",
         "reason",
         "settlement",
+        "stream",
         "le",
     ]
     .into_iter()
@@ -411,6 +416,8 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         .chain(FailedTransition::ALL.iter().map(|t| t.as_str().to_owned()))
         .chain(DeadReason::ALL.iter().map(|r| r.as_str().to_owned()))
         .chain(Settlement::ALL.iter().map(|s| s.as_str().to_owned()))
+        .chain(TrimOutcome::ALL.iter().map(|o| o.as_str().to_owned()))
+        .chain(StreamRole::BOTH.iter().map(|r| r.as_str().to_owned()))
         .collect();
     allowed_values.extend(["0".to_owned(), "1".to_owned()]);
     allowed_values.extend([queue.to_owned(), group.to_owned()]);

@@ -1,8 +1,10 @@
 //! Trim metrics: entries removed and passes by outcome, per queue, partition and stream kind (`ready` or `dead`).
 //!
-//! Recorded by the trimmer that runs inside workers; a series appears at
-//! the first pass over its stream (trims are rare events, once per
-//! `retention.trim_every`, so nothing is created ahead).
+//! Recorded by the trimmer that runs inside workers. A worker that trims
+//! creates its partitions' pass series at 0 when it starts
+//! ([`TrimMetrics::partition`]): the trim alert reads them from the first
+//! scrape, and its `increase()` counts the first pass (a series born at 1
+//! hides it). Removed entries appear at the first trim.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -62,6 +64,21 @@ impl TrimMetrics {
                 stream: stream.as_str(),
             })
             .inc_by(entries);
+    }
+
+    /// Creates at 0 the pass series of `queue`'s `partition`: both
+    /// streams, every outcome. For a worker that trims the partition.
+    pub fn partition(&self, queue: &'static str, partition: u16) {
+        for stream in StreamRole::BOTH {
+            for outcome in TrimOutcome::ALL {
+                let _created = self.passes.get_or_create(&PassLabels {
+                    queue,
+                    partition,
+                    stream: stream.as_str(),
+                    outcome: outcome.as_str(),
+                });
+            }
+        }
     }
 
     /// One pass over `stream` of `queue`'s `partition` ended with `outcome`.

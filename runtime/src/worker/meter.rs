@@ -51,6 +51,15 @@ impl Meter {
                 *slot = Some(metrics.partition(config.queue, config.group, partition));
             }
         }
+        // Where the workers trim, the trim alert reads the pass series from
+        // the start (the CronJob's runs are seen through kube-state-metrics).
+        if config.trim_in_process {
+            for &stream in partitions {
+                metrics
+                    .trim()
+                    .partition(config.queue, config.partition_of_stream(stream));
+            }
+        }
         let (handler_duration, publish_to_start) = metrics.histograms(config.queue, config.group);
         Meter {
             installed: Some(Installed {
