@@ -41,7 +41,7 @@ fn example_database() -> PostgresServer {
 
 async fn results(conn: &mut redis::aio::MultiplexedConnection, queue: &str) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("docs-pipeline:results:{queue}:*"))
+        .arg(format!("{}:results:{queue}:*", ocr::CONFIG.key_prefix))
         .query_async(conn)
         .await
         .unwrap();

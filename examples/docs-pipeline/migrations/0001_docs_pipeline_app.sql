@@ -38,5 +38,8 @@ CREATE TABLE IF NOT EXISTS ledger_snapshots (
     reconciled_until timestamptz NOT NULL,
     fence bigint NOT NULL
 );
+-- Fence tokens order the deliveries of one job, not jobs: the service
+-- compares a report's token only with its own job's last one.
+ALTER TABLE ledger_snapshots ADD COLUMN IF NOT EXISTS job_id text NOT NULL DEFAULT '';
 
 COMMIT;

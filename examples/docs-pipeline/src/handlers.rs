@@ -15,8 +15,9 @@ use queuegen_runtime::{JobContext, JobError, Outcome, Redis, RedisResults, Resul
 use crate::queues::envelopes::NotificationRequestedChannel;
 use crate::queues::{export, notification, ocr, reconciliation};
 
-/// Where handlers store their results: `docs-pipeline:results:{queue}:{job_id}`,
-/// kept longer than any queue retains or replays a job.
+/// Where handlers store their results: `work:results:{queue}:{job_id}`, under
+/// the spec's `redis.key_prefix` (the only keys the generated worker user may
+/// touch), kept longer than any queue retains or replays a job.
 pub type ResultStore = RedisResults;
 
 const RESULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -151,11 +152,16 @@ impl reconciliation::Handler for ReconciliationHandler {
         let ledger = self.ledger.pool().get().await?;
         let accepted = ledger
             .execute(
-                "INSERT INTO ledger_snapshots (ledger_ref, reconciled_until, fence) VALUES ($1, $2, $3)
+                // A token orders the deliveries of one job: another job's
+                // report (another window of the ledger) is not fenced by it.
+                "INSERT INTO ledger_snapshots (ledger_ref, reconciled_until, fence, job_id)
+                 VALUES ($1, $2, $3, $4)
                  ON CONFLICT (ledger_ref) DO UPDATE
-                 SET reconciled_until = EXCLUDED.reconciled_until, fence = EXCLUDED.fence
-                 WHERE ledger_snapshots.fence < EXCLUDED.fence",
-                &[&job.ledger_ref, &until, &fence.token()],
+                 SET reconciled_until = EXCLUDED.reconciled_until, fence = EXCLUDED.fence,
+                     job_id = EXCLUDED.job_id
+                 WHERE ledger_snapshots.job_id <> EXCLUDED.job_id
+                    OR ledger_snapshots.fence < EXCLUDED.fence",
+                &[&job.ledger_ref, &until, &fence.token(), &ctx.job_id()],
             )
             .await?;
         if accepted == 0 {
@@ -183,6 +189,8 @@ impl reconciliation::Handler for ReconciliationHandler {
 /// Connects to Redis for queue traffic; a thin wrapper so binaries share the setup.
 pub async fn connect(redis_url: &str) -> anyhow::Result<(Redis, ResultStore)> {
     let redis = Redis::connect(redis_url).await?;
-    let results = RedisResults::new(&redis, "docs-pipeline", RESULT_TTL);
+    // The spec's key prefix (every queue's is the same): redis/users.acl
+    // gives the worker user `work:results:*`, nothing outside `work:`.
+    let results = RedisResults::new(&redis, ocr::CONFIG.key_prefix, RESULT_TTL);
     Ok((redis, results))
 }
