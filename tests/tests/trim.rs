@@ -830,7 +830,9 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
         .unwrap();
     assert!(leases.is_empty(), "no lease left behind: {leases:?}");
 
-    // Without the library loaded, the lease is released all the same.
+    // Without the library loaded there is no compare-and-delete (no role may
+    // send a script of its own): each lease is left to expire with its short
+    // TTL. No trimmer can run without the library's `trim` meanwhile.
     let bare = RedisServer::start();
     let bare_redis = Redis::connect(bare.url()).await.unwrap();
     ensure_groups(&bare_redis, &config).await.unwrap();
@@ -839,12 +841,27 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
+    let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
         .query_async(&mut bare_conn)
         .await
         .unwrap();
-    assert_eq!(keys.len(), 3, "only the three streams: {keys:?}");
+    keys.sort();
+    let (leases, streams): (Vec<String>, Vec<String>) = keys
+        .into_iter()
+        .partition(|key| key.ends_with(":lease:trim"));
+    assert_eq!(streams.len(), 3, "the three streams: {streams:?}");
+    for lease in &leases {
+        let ttl_ms: i64 = redis::cmd("PTTL")
+            .arg(lease)
+            .query_async(&mut bare_conn)
+            .await
+            .unwrap();
+        assert!(
+            ttl_ms > 0 && ttl_ms <= 10_000,
+            "{lease} expires within the group lease's 10 s: PTTL {ttl_ms}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
