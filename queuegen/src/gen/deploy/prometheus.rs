@@ -301,11 +301,14 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
     ));
 
     // Only producers with an admission limit ever refuse; without one the
-    // rule could not fire.
+    // rule could not fire. It reads the monitor's gauge, the age admission
+    // itself compares: producers run inside the team's own services, which
+    // need not serve /metrics, so their refusal counter may be scraped nowhere.
     if let Some(admit) = queue.admission.max_oldest_ready_age {
         alerts.push(rule(AlertKind::BackpressureActive).build(
             format!(
-                "sum by (queue, partition) (increase(queuegen_backpressure_refusals_total{selector}[5m])) > 0"
+                "max by (queue, partition) (queuegen_queue_oldest_ready_age_seconds{selector}) > {}",
+                seconds(admit)
             ),
             // Short refusals are admission doing its job; sustained ones shed work.
             Some(format_duration(Duration::from_secs(300))),
@@ -313,7 +316,7 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
             Vec::new(),
             "Queue {{ $labels.queue }} partition {{ $labels.partition }}: producers are refusing jobs (backpressure)".to_owned(),
             format!(
-                "For 5 minutes producers have refused publishes to this partition, because its oldest undelivered entry is older than admission.max_oldest_ready_age ({}). Callers get Error::Backpressure and must publish again later or shed the jobs.",
+                "For 5 minutes the oldest undelivered entry of this partition has been older than admission.max_oldest_ready_age ({}), so producers refuse publishes to it. Callers get Error::Backpressure and must publish again later or shed the jobs; producers that serve /metrics count each refusal in queuegen_backpressure_refusals_total.",
                 format_duration(admit)
             ),
             Some(format!("admission.max_oldest_ready_age: {}", format_duration(admit))),
