@@ -6,7 +6,7 @@
 
 mod ops_state;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -104,29 +104,7 @@ fn succeeds(url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every `ACL LOG` entry as `user: reason object`.
-fn acl_log(conn: &mut redis::Connection) -> Vec<String> {
-    let entries: Vec<BTreeMap<String, redis::Value>> =
-        redis::cmd("ACL").arg("LOG").arg(1000).query(conn).unwrap();
-    entries
-        .iter()
-        .map(|entry| {
-            let text = |field: &str| match entry.get(field) {
-                Some(redis::Value::BulkString(bytes)) => {
-                    String::from_utf8_lossy(bytes).into_owned()
-                }
-                other => format!("{other:?}"),
-            };
-            format!(
-                "{}: {} {} ({})",
-                text("username"),
-                text("reason"),
-                text("object"),
-                text("context")
-            )
-        })
-        .collect()
-}
+use queuegen_tests::acl::acl_log;
 
 /// The retrying queue under the spec's own prefix, trimming every 200 ms so
 /// a worker's in-process trim runs too, with admission on so producers read
@@ -521,143 +499,5 @@ fn the_rendered_file_loads_and_switches_the_default_user_off() {
     assert!(
         stderr.contains("QUEUEGEN_TESTS_PRODUCER_PASSWORD"),
         "{stderr}"
-    );
-}
-
-/// The example's KEDA lag triggers log in as their manifests wire them:
-/// `usernameFromEnv` and `passwordFromEnv` resolved from the scale target's
-/// worker container (a literal value, or a key of the Redis Secret), against
-/// a server running the example's rendered users file, and run the queries
-/// KEDA's redis-streams scaler runs (with go-redis's connect handshake).
-/// Before the fix the trigger had no user: a password-only login is the
-/// default user's, which the users file switches off (WRONGPASS).
-#[test]
-fn keda_lag_triggers_log_in_as_the_user_the_acl_defines() {
-    use queuegen::gen::deploy::k8s;
-    use serde_yaml_ng::Value;
-
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/docs-pipeline/queues.yaml");
-    let source = std::fs::read_to_string(&example).unwrap();
-    let spec = queuegen::spec::check_file(&example).unwrap().spec.unwrap();
-    let example_password = |role: Role| format!("{}Keda42", role.name());
-    let generated = acl::generate(&spec, "queues.yaml").unwrap().contents;
-    let users = acl::render(&generated, &[], features(), |variable| {
-        Role::ALL
-            .into_iter()
-            .find(|&role| acl::password_variable(&spec.service, role) == variable)
-            .map(example_password)
-    })
-    .unwrap()
-    .replace(
-        "user default off resetpass resetkeys resetchannels -@all",
-        TEST_DEFAULT,
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("users.acl");
-    std::fs::write(&path, users).unwrap();
-    let server = RedisServer::start_with(&["--aclfile", path.to_str().unwrap()]);
-    let mut admin = server.connection();
-
-    // The Secret as docs/deploy.md tells the team to create it.
-    let secret: BTreeMap<String, String> = Role::ALL
-        .into_iter()
-        .map(|role| (k8s::redis_password_key(role), example_password(role)))
-        .chain([(
-            k8s::REDIS_ADDRESS_KEY.to_owned(),
-            format!("127.0.0.1:{}", server.port()),
-        )])
-        .collect();
-
-    let files = k8s::generate(&spec, "queues.yaml", &source).unwrap();
-    let manifest = |name: &str| -> Vec<Value> {
-        let file = files
-            .iter()
-            .find(|f| f.path.ends_with(name))
-            .unwrap_or_else(|| panic!("no {name}"));
-        serde_yaml_ng::Deserializer::from_str(&file.contents)
-            .map(|doc| Value::deserialize(doc).unwrap())
-            .filter(|doc| !doc.is_null())
-            .collect()
-    };
-    use serde::Deserialize;
-    let mut checked = 0;
-    for scaled in manifest("keda.yaml") {
-        let target = scaled["spec"]["scaleTargetRef"]["name"].as_str().unwrap();
-        let worker = manifest(&format!(
-            "worker-{}.yaml",
-            target.trim_start_matches("docs-pipeline-")
-        ))
-        .into_iter()
-        .find(|doc| doc["kind"] == "Deployment")
-        .unwrap();
-        let env = worker["spec"]["template"]["spec"]["containers"][0]["env"]
-            .as_sequence()
-            .unwrap()
-            .clone();
-        // What KEDA resolves a `*FromEnv` to: the container's variable.
-        let resolve = |variable: &str| -> String {
-            let entry = env
-                .iter()
-                .find(|e| e["name"] == variable)
-                .unwrap_or_else(|| panic!("{target}'s container has no {variable}"));
-            if let Some(value) = entry["value"].as_str() {
-                return value.to_owned();
-            }
-            let key = entry["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap();
-            secret
-                .get(key)
-                .unwrap_or_else(|| panic!("the Secret has no key {key}"))
-                .clone()
-        };
-        for trigger in scaled["spec"]["triggers"].as_sequence().unwrap() {
-            if trigger["type"] != "redis-streams" {
-                continue;
-            }
-            let meta = &trigger["metadata"];
-            let name = |key: &str| {
-                meta[key]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("trigger without {key}: {meta:?}"))
-                    .to_owned()
-            };
-            let address = resolve(&name("addressFromEnv"));
-            let user = resolve(&name("usernameFromEnv"));
-            let password = resolve(&name("passwordFromEnv"));
-            let stream = name("stream");
-            let group = name("consumerGroup");
-            let _: () = redis::cmd("XGROUP")
-                .arg(&["CREATE", &stream, &group, "$", "MKSTREAM"])
-                .query(&mut admin)
-                .unwrap_or(());
-            let client =
-                redis::Client::open(format!("redis://{user}:{password}@{address}/")).unwrap();
-            let mut conn = client
-                .get_connection()
-                .unwrap_or_else(|e| panic!("KEDA's login as {user} fails: {e}"));
-            // go-redis's handshake, then the scaler's queries (lag, pending, length).
-            let _: redis::Value = redis::cmd("CLIENT")
-                .arg(&["SETINFO", "LIB-NAME", "go-redis(keda)"])
-                .query(&mut conn)
-                .unwrap_or(redis::Value::Nil);
-            let _: String = redis::cmd("PING").query(&mut conn).unwrap();
-            let _: redis::Value = redis::cmd("XINFO")
-                .arg(&["GROUPS", &stream])
-                .query(&mut conn)
-                .unwrap();
-            let _: redis::Value = redis::cmd("XPENDING")
-                .arg(&[&stream, &group])
-                .query(&mut conn)
-                .unwrap();
-            let _: u64 = redis::cmd("XLEN").arg(&stream).query(&mut conn).unwrap();
-            checked += 1;
-        }
-    }
-    assert!(checked > 0, "the example has lag triggers");
-    let denials = acl_log(&mut admin);
-    assert!(
-        denials.is_empty(),
-        "KEDA's queries were refused:\n{}",
-        denials.join("\n")
     );
 }

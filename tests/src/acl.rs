@@ -103,3 +103,30 @@ pub fn server_commands() -> queuegen_runtime::roles::ServerCommands {
         }
     })
 }
+
+/// Every `ACL LOG` entry of the server `conn` talks to, as
+/// `user: reason object (context, client-info)`: a test that runs a role's
+/// work requires none.
+pub fn acl_log(conn: &mut redis::Connection) -> Vec<String> {
+    let entries: Vec<std::collections::BTreeMap<String, redis::Value>> =
+        redis::cmd("ACL").arg("LOG").arg(1000).query(conn).unwrap();
+    entries
+        .iter()
+        .map(|entry| {
+            let text = |field: &str| match entry.get(field) {
+                Some(redis::Value::BulkString(bytes)) => {
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+                other => format!("{other:?}"),
+            };
+            format!(
+                "{}: {} {} ({}, {})",
+                text("username"),
+                text("reason"),
+                text("object"),
+                text("context"),
+                text("client-info")
+            )
+        })
+        .collect()
+}
