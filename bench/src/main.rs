@@ -104,8 +104,10 @@ pub struct Args {
     /// Longest wait, in seconds, for any one phase (publish, processing, shutdown).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub timeout: u64,
-    /// Run only these variants (repeatable): base, qg8, qg8l, baseD, qg8d,
-    /// qg8n, qg8m, qg8mt, base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8l:
+    /// Run only these variants (repeatable): base, qg8, qg8x, qg8l, baseD, qg8d,
+    /// qg8n, qg8m, qg8mt, base1, qg1, baseR, qg8r, baseP, qg8p, trim (qg8x:
+    /// qg8 on a queue with retention.on_ack: delete, XACKDEL ACKED per ack
+    /// where the server has it, else qg8's XACK again; qg8l:
     /// qg8 with a handler.rate far above what it reaches, the rate limiter's
     /// cost; qg8d: qg8 on a queue with dedup, publish_once per job; qg8n:
     /// qg8 on a queue with two lanes, jobs alternating). Default: all but
@@ -237,6 +239,11 @@ pub enum Feature {
     /// Two lanes of equal weight ([`TWO_LANES`]), jobs alternating between
     /// them: twice the streams, read by weight (qg8n).
     TwoLanes,
+    /// `retention.on_ack: delete` (qg8x): on a server with `XACKDEL` every
+    /// ack is `XACKDEL … ACKED` through the library's `ack_delete`, which
+    /// deletes the entry with its ack; elsewhere the workers take the `XACK`
+    /// path and this is qg8 again.
+    DeleteOnAck,
 }
 
 /// qg8n's lanes.
@@ -349,11 +356,21 @@ impl Variant {
         feature: Feature::TwoLanes,
     };
 
+    /// qg8 on a queue with `retention.on_ack: delete` (qg8x).
+    pub const QG8_DELETE_ON_ACK: Variant = Variant::Queuegen {
+        workers: 8,
+        store: Store::Nothing,
+        telemetry: false,
+        tracing: false,
+        feature: Feature::DeleteOnAck,
+    };
+
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 14] = [
+    pub const ALL: [Variant; 15] = [
         Variant::BASE,
         Variant::QG8,
+        Variant::QG8_DELETE_ON_ACK,
         Variant::QG8_LIMITED,
         Variant::BASE_DEDUP,
         Variant::QG8_DEDUP,
@@ -472,6 +489,7 @@ impl Variant {
                     Feature::RateLimit => " + rate limit (never reached)",
                     Feature::Dedup => " + dedup (publish_once)",
                     Feature::TwoLanes => " + two lanes",
+                    Feature::DeleteOnAck => " + delete on ack",
                 };
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
@@ -546,6 +564,7 @@ impl Variant {
                     Feature::RateLimit => "l",
                     Feature::Dedup => "d",
                     Feature::TwoLanes => "n",
+                    Feature::DeleteOnAck => "x",
                 }
             ),
         }
@@ -865,6 +884,7 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                         } else {
                             &[]
                         },
+                        delete_on_ack: feature == Feature::DeleteOnAck,
                     };
                     queuegen::run(args, url, &prefix, workers, sink(store), telemetry, options)
                         .await

@@ -99,6 +99,8 @@ pub struct QueueOptions {
     pub dedup_window: Option<std::time::Duration>,
     /// `lanes` (qg8n): jobs are published to them in turn.
     pub lanes: &'static [queuegen_runtime::Lane],
+    /// `retention.on_ack: delete` (qg8x).
+    pub delete_on_ack: bool,
 }
 
 pub async fn run(
@@ -119,6 +121,7 @@ pub async fn run(
         rate: options.rate,
         dedup_window: options.dedup_window,
         lanes: options.lanes,
+        delete_on_ack: options.delete_on_ack,
         ..jobs::CONFIG
     };
     let redis = Redis::connect(url)
@@ -224,6 +227,21 @@ pub async fn run(
         if counted != done as f64 {
             bail!("the workers' metrics counted {counted} jobs done, their reports {done}");
         }
+    }
+    if options.delete_on_ack {
+        // Which path the workers took, and what it left: the server decides.
+        let path = queuegen_runtime::worker::ack_path(&redis, &config).await;
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("XLEN").arg(key);
+        }
+        let lengths: Vec<u64> = pipe.query_async(&mut conn).await.context("XLEN")?;
+        eprintln!(
+            "queuegen-bench: delete on ack: workers acknowledged with {}; {} of {} entries left in the ready streams",
+            path.command(),
+            lengths.iter().sum::<u64>(),
+            args.jobs
+        );
     }
     let timeline = Timeline {
         publish_start,
