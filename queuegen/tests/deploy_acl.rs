@@ -489,7 +489,7 @@ fn the_rendered_file_loads_and_switches_the_default_user_off() {
 
     // Without the passwords, rendering fails naming the variable.
     let out = Command::new(env!("CARGO_BIN_EXE_queuegen"))
-        .args(["acl", "render", "--client-setinfo", "no"])
+        .args(["acl", "render", "--server-has", "none"])
         .arg(&generated)
         .env_remove(acl::password_variable(SERVICE, Role::Producer))
         .output()

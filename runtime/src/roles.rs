@@ -254,6 +254,18 @@ impl ServerCommands {
     /// The commands that are not on every supported server.
     pub const OPTIONAL: &'static [&'static str] = &["client|setinfo", "xackdel"];
 
+    /// A server with exactly the optional commands `names` (ACL names from
+    /// [`ServerCommands::OPTIONAL`]); `Err` names one that is not optional.
+    pub fn with<'a>(names: &[&'a str]) -> Result<ServerCommands, &'a str> {
+        if let Some(unknown) = names.iter().find(|name| !Self::OPTIONAL.contains(name)) {
+            return Err(unknown);
+        }
+        Ok(ServerCommands {
+            client_setinfo: names.contains(&"client|setinfo"),
+            xackdel: names.contains(&"xackdel"),
+        })
+    }
+
     /// Whether the server has `command` (an ACL name, `client|setinfo`).
     pub fn has(self, command: &str) -> bool {
         match command {
@@ -578,6 +590,20 @@ mod tests {
             "found only {seen} command literals: is the scan broken?"
         );
         assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn server_commands_are_named_as_acl_rules_name_them() {
+        assert_eq!(
+            ServerCommands::with(&["client|setinfo", "xackdel"]),
+            Ok(ServerCommands::ALL)
+        );
+        let seven_oh = ServerCommands::with(&[]).unwrap();
+        assert!(!seven_oh.has("client|setinfo") && !seven_oh.has("xackdel"));
+        assert!(seven_oh.has("xadd"));
+        assert_eq!(ServerCommands::with(&["xack"]), Err("xack"));
+        let rules = Role::Worker.acl_rules("work", &[], seven_oh).join(" ");
+        assert!(!rules.contains("client|setinfo") && !rules.contains("xackdel"));
     }
 
     #[test]

@@ -33,16 +33,18 @@ hashes; the output file is created readable by its owner only.
 
 Every role may run CLIENT SETINFO, which the redis crate and KEDA's client
 send on connecting, but Redis 7.0 refuses an ACL file that names a command it
-does not know: say which server the file is for. --server asks it (COMMAND
-INFO CLIENT|SETINFO, as any user allowed to, e.g. an administrator or the
-default user before the file is installed); --client-setinfo says it.",
+does not know, and only Redis 8.2+ has XACKDEL (for `retention.on_ack:
+delete`): say which server the file is for. --server asks it (COMMAND INFO,
+as any user allowed to, e.g. an administrator or the default user before the
+file is installed); --server-has says which of those commands it has.",
     after_help = "Examples:
   DOCS_PIPELINE_PRODUCER_PASSWORD=... DOCS_PIPELINE_WORKER_PASSWORD=... \\
   DOCS_PIPELINE_OPERATOR_PASSWORD=... DOCS_PIPELINE_MONITOR_PASSWORD=... \\
     queuegen acl render deploy/redis/users.acl --server redis://admin@redis:6379 \\
       --extra admins.acl --out /etc/redis/users.acl
   redis-cli ACL LOAD     # on a server started with `aclfile /etc/redis/users.acl`
-  queuegen acl render deploy/redis/users.acl --client-setinfo no   # for Redis 7.0"
+  queuegen acl render deploy/redis/users.acl --server-has none                      # Redis 7.0
+  queuegen acl render deploy/redis/users.acl --server-has client|setinfo,xackdel   # Redis 8.2"
 )]
 pub struct RenderArgs {
     /// The generated users file (deploy/redis/users.acl).
@@ -59,20 +61,14 @@ pub struct RenderArgs {
 
     /// The server (or any node of the Cluster) the file is for: asked which
     /// commands it has. A password may come from REDIS_PASSWORD.
-    #[arg(long, value_name = "URL", required_unless_present = "client_setinfo")]
+    #[arg(long, value_name = "URL", required_unless_present = "server_has")]
     pub server: Option<String>,
 
-    /// Say instead of asking whether the server has CLIENT SETINFO (Redis
-    /// 7.2+ and Valkey do, Redis 7.0 does not). XACKDEL (Redis 8.2+) is then
-    /// left out: workers acknowledge with XACK; ask with --server to keep it.
-    #[arg(long, value_name = "yes|no", conflicts_with = "server")]
-    pub client_setinfo: Option<YesNo>,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum YesNo {
-    Yes,
-    No,
+    /// Say instead of asking which of the commands not every server has the
+    /// target server has: a comma-separated list of `client|setinfo` (Redis
+    /// 7.2+, Valkey) and `xackdel` (Redis 8.2+), or `none`.
+    #[arg(long, value_name = "COMMANDS", conflicts_with = "server")]
+    pub server_has: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -91,16 +87,11 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let server = match (args.client_setinfo, &args.server) {
-        // Told, not asked: XACKDEL (Redis 8.2+) is left out, and workers
-        // of a `retention.on_ack: delete` queue acknowledge with XACK.
-        (Some(answer), _) => acl::ServerCommands {
-            client_setinfo: matches!(answer, YesNo::Yes),
-            xackdel: false,
-        },
+    let server = match (&args.server_has, &args.server) {
+        (Some(list), _) => told(list)?,
         (None, Some(url)) => ask_server(url)?,
         (None, None) => anyhow::bail!(
-            "say which server the file is for: --server URL or --client-setinfo yes|no"
+            "say which server the file is for: --server URL, or --server-has COMMANDS"
         ),
     };
     let rendered = acl::render(&generated, &extra, server, |variable| {
@@ -114,6 +105,20 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--server-has`: `none`, or names from `ServerCommands::OPTIONAL`.
+fn told(list: &str) -> anyhow::Result<acl::ServerCommands> {
+    let names: Vec<&str> = match list.trim() {
+        "none" => Vec::new(),
+        list => list.split(',').map(str::trim).collect(),
+    };
+    acl::ServerCommands::with(&names).map_err(|unknown| {
+        anyhow::anyhow!(
+            "--server-has names {unknown:?}; it takes `none` or a comma-separated list of {}",
+            acl::ServerCommands::OPTIONAL.join(", ")
+        )
+    })
 }
 
 /// What the server at `url` has, asked with `COMMAND INFO`.
