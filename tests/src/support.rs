@@ -48,6 +48,22 @@ pub fn init_process_tracing() {
         .init();
 }
 
+/// The `main` of the tests' process binaries: tracing on stderr, then
+/// `run`; an error is printed after `name` and exits 1.
+pub async fn process_main(
+    name: &str,
+    run: impl Future<Output = Result<(), String>>,
+) -> std::process::ExitCode {
+    init_process_tracing();
+    match run.await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(problem) => {
+            eprintln!("{name}: {problem}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Polls `condition` every 20 ms until it holds; panics naming `what` after `timeout`.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, condition: F)
 where

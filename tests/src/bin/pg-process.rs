@@ -19,14 +19,7 @@ use queuegen_tests::pg_app::{DocumentsHandler, SCHEMA};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    queuegen_tests::support::init_process_tracing();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(problem) => {
-            eprintln!("pg-process: {problem}");
-            ExitCode::FAILURE
-        }
-    }
+    queuegen_tests::support::process_main("pg-process", run()).await
 }
 
 fn env(name: &str) -> Result<String, String> {

@@ -27,14 +27,7 @@ const REPLAYED: &str = "replay";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    queuegen_tests::support::init_process_tracing();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(problem) => {
-            eprintln!("queuegen-tests-worker: {problem}");
-            ExitCode::FAILURE
-        }
-    }
+    queuegen_tests::support::process_main("queuegen-tests-worker", run()).await
 }
 
 async fn run() -> Result<(), String> {

@@ -10,14 +10,7 @@ use queuegen_tests::schedules::TestSchedule;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    queuegen_tests::support::init_process_tracing();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(problem) => {
-            eprintln!("schedule-worker: {problem}");
-            ExitCode::FAILURE
-        }
-    }
+    queuegen_tests::support::process_main("schedule-worker", run()).await
 }
 
 async fn run() -> Result<(), String> {

@@ -13,14 +13,7 @@ use queuegen_tests::suite::WorkerSpec;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    queuegen_tests::support::init_process_tracing();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(problem) => {
-            eprintln!("suite-worker: {problem}");
-            ExitCode::FAILURE
-        }
-    }
+    queuegen_tests::support::process_main("suite-worker", run()).await
 }
 
 async fn run() -> Result<(), String> {
