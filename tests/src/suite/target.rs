@@ -54,6 +54,9 @@ fn worker_rules(key_prefix: &str) -> Vec<String> {
     let libraries = [crate::queues::jobs::CONFIG.functions.to_owned()];
     let mut rules = Role::Worker.acl_rules(key_prefix, &libraries, crate::acl::server_commands());
     rules.extend(["+hincrby", "+hgetall"].map(str::to_owned));
+    // The ledger's result store (`{prefix}:ledger:results:*`): the handler's
+    // own keys, outside the generated role's replaceable keys.
+    rules.push(format!("(~{key_prefix}:ledger:* +set +get +pexpire)"));
     rules
 }
 
