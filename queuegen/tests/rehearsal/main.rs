@@ -450,6 +450,24 @@ async fn the_example_deploys_as_generated() {
         .unwrap();
     assert!(out.status.success(), "producer: {}", stderr(&out));
 
+    // The export is in the outbox until the publisher dispatches it: Redis
+    // looks settled before that.
+    let schema = &stage
+        .spec
+        .postgres
+        .as_ref()
+        .expect("the example uses PostgreSQL")
+        .schema;
+    let undispatched = format!("SELECT count(*) FROM {schema}.outbox WHERE dispatched_at IS NULL");
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while database.psql(&undispatched).trim() != "0" {
+        assert!(
+            Instant::now() < deadline,
+            "the outbox publisher dispatched nothing in {SETTLE_TIMEOUT:?}\n{}",
+            stage.pod_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let dead = stage.settle("after publishing").await;
     assert_eq!(
         dead.keys().collect::<Vec<_>>(),
