@@ -688,10 +688,10 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
     );
 }
 
-#[tokio::test]
-async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() {
-    let server = RedisServer::start();
-    build(&server);
+/// A team's app with the example's dashboard nested at `/ops/queues`, over
+/// `server` with the built state.
+async fn nested_app(server: &RedisServer, operator_token: Option<&str>) -> Router {
+    build(server);
     let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
         .unwrap()
         .spec
@@ -701,14 +701,20 @@ async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() 
         &spec,
         redis,
         DashboardOptions {
-            operator_token: Some(TOKEN.to_owned()),
+            operator_token: operator_token.map(str::to_owned),
             mounted_at: "/ops/queues".to_owned(),
             ..DashboardOptions::default()
         },
     );
-    let app = Router::new()
+    Router::new()
         .route("/", axum::routing::get(|| async { "the team's own app" }))
-        .nest("/ops/queues", dashboard.router());
+        .nest("/ops/queues", dashboard.router())
+}
+
+#[tokio::test]
+async fn nested_in_a_host_app_its_links_and_cookie_stay_under_the_mount_point() {
+    let server = RedisServer::start();
+    let app = nested_app(&server, Some(TOKEN)).await;
 
     let page = get(&app, "/ops/queues", None).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -1117,23 +1123,7 @@ async fn every_answer_carries_the_security_headers_error_pages_and_404s_included
 #[tokio::test]
 async fn nested_in_a_host_app_its_answers_and_404s_carry_the_security_headers() {
     let server = RedisServer::start();
-    build(&server);
-    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
-        .unwrap()
-        .spec
-        .unwrap();
-    let redis = Redis::connect(server.url()).await.unwrap();
-    let dashboard = dashboard_of(
-        &spec,
-        redis,
-        DashboardOptions {
-            mounted_at: "/ops/queues".to_owned(),
-            ..DashboardOptions::default()
-        },
-    );
-    let app = Router::new()
-        .route("/", axum::routing::get(|| async { "the team's own app" }))
-        .nest("/ops/queues", dashboard.router());
+    let app = nested_app(&server, None).await;
     for (uri, status) in [
         ("/ops/queues", StatusCode::OK),
         ("/ops/queues/queues/ocr", StatusCode::OK),
