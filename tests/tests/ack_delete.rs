@@ -83,6 +83,18 @@ async fn audit_reads(
         .collect()
 }
 
+/// The second group, `AUDIT`, on `key`, from its newest entry on.
+async fn add_audit_group(conn: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(key)
+        .arg(AUDIT)
+        .arg("$")
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XGROUP CREATE {key} {AUDIT}: {err}"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them() {
     init_tracing();
@@ -100,14 +112,7 @@ async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them
         .await
         .unwrap();
     for key in config.ready_keys() {
-        let () = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(&key)
-            .arg(AUDIT)
-            .arg("$")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        add_audit_group(&mut conn, &key).await;
     }
 
     let producer = Producer::<TestJob>::new(&admin, config.clone());
@@ -300,14 +305,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&key)
-        .arg(AUDIT)
-        .arg("$")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    add_audit_group(&mut conn, &key).await;
     let mut ids = Vec::new();
     for n in 0..3 {
         let id: String = redis::cmd("XADD")
