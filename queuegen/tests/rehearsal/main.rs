@@ -15,6 +15,7 @@ mod binaries;
 mod cluster;
 mod keda;
 mod manifests;
+mod prometheus;
 mod rules;
 mod runbook;
 mod server;
@@ -32,11 +33,16 @@ use queuegen_tests::PostgresServer;
 
 use cluster::{Cluster, Pod};
 use manifests::Manifests;
+use prometheus::Prometheus;
 use runbook::Runbook;
 use server::QueueRedis;
 
 /// How long the queues may take to settle after a publish or a replay.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long Prometheus's alerts may take to match the queues' state: the
+/// monitor refreshes its gauges every 15s (`queuegen monitor`'s default,
+/// which the manifest keeps), then a scrape and an evaluation (1s each).
+const ALERTS_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// A spec's artefacts generated into a directory laid out as a team's
 /// repository (`queues.yaml` beside `deploy/`), its server and its cluster.
@@ -50,6 +56,8 @@ struct Stage {
     cluster: Cluster,
     runbook: Runbook,
     pods: Vec<Pod>,
+    /// Started by `check_rules`, scraping `pods`.
+    prometheus: Option<Prometheus>,
 }
 
 impl Stage {
@@ -102,6 +110,7 @@ impl Stage {
             cluster,
             runbook,
             pods: Vec::new(),
+            prometheus: None,
         }
     }
 
@@ -206,8 +215,10 @@ impl Stage {
     }
 
     /// Scrapes every pod's metrics port, writes each scrape to
-    /// `scrapes/POD.prom`, and checks the rules against them.
-    async fn check_rules(&self) {
+    /// `scrapes/POD.prom`, and checks the rules against them: the metrics
+    /// they name exported, then, evaluated by a Prometheus scraping the
+    /// pods (started here, kept for `check_alerts`), `check_alerts`.
+    async fn check_rules(&mut self, dead: &BTreeMap<String, Vec<(String, u16)>>) {
         let dir = self.root().join("scrapes");
         std::fs::create_dir_all(&dir).unwrap();
         let mut scrapes = Vec::new();
@@ -230,6 +241,62 @@ impl Stage {
             dir.display(),
             missing.join("\n")
         );
+        let started = Instant::now();
+        let targets = prometheus::discover(&self.manifests, &self.pods);
+        for pod in &self.pods {
+            for (port, _) in &pod.container.ports {
+                assert!(
+                    targets.iter().any(|target| target.addr == pod.addr(port)),
+                    "Prometheus's service discovery finds no target for port {port} of {}: no prometheus.io/scrape annotation on its pod template or on a Service selecting it",
+                    pod.name
+                );
+            }
+        }
+        let rules_file = self.deploy.join("prometheus/rules.yml");
+        self.prometheus =
+            Some(Prometheus::start(&self.root().join("prometheus"), &rules_file, &targets).await);
+        self.check_alerts(dead, "with the dead letters").await;
+        println!("prometheus: started and checked in {:?}", started.elapsed());
+    }
+
+    /// Prometheus (from `check_rules`) has scraped every target and then
+    /// evaluated every rule: each is healthy, and the active alerts become
+    /// exactly those `dead`'s dead letters call for (`rules::expected_alerts`).
+    async fn check_alerts(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, when: &str) {
+        let started = Instant::now();
+        let prometheus = self
+            .prometheus
+            .as_ref()
+            .expect("check_rules started Prometheus");
+        prometheus
+            .wait_evaluated(std::time::SystemTime::now())
+            .await;
+        let unhealthy = rules::unhealthy(&prometheus.rules().await);
+        assert!(
+            unhealthy.is_empty(),
+            "{when}: Prometheus could not evaluate these rules (log {}):\n{}",
+            prometheus.log.display(),
+            unhealthy.join("\n")
+        );
+        let expected = rules::expected_alerts(&self.spec, dead);
+        let deadline = Instant::now() + ALERTS_TIMEOUT;
+        loop {
+            let rules = prometheus.rules().await;
+            let active = rules::active_alerts(&rules);
+            if active.keys().eq(expected.iter()) {
+                println!(
+                    "prometheus {when}: active alerts {active:?} ({:?})",
+                    started.elapsed()
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{when}: after {ALERTS_TIMEOUT:?} Prometheus's active alerts are not those the dead letters call for\nexpected: {expected:?}\nactive: {active:#?}\nunhealthy: {:?}",
+                rules::unhealthy(&rules)
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     /// Every runbook `queuegen` line, the queue's placeholders filled from
@@ -477,12 +544,13 @@ async fn the_example_deploys_as_generated() {
     let lags = keda::run_lag_triggers(&stage.manifests, &stage.cluster);
     assert!(!lags.is_empty(), "the example has lag triggers");
     assert!(lags.iter().all(|(_, lag)| *lag == 0), "{lags:?}");
-    stage.check_rules().await;
+    stage.check_rules(&dead).await;
 
     // The cause is fixed; the runbook's commands replay the dead letter.
     database.psql(&format!("DELETE FROM exports WHERE job_id = 'held'"));
     stage.run_runbook(&dead);
-    stage.settle("after the replay").await;
+    let after = stage.settle("after the replay").await;
+    stage.check_alerts(&after, "after the replay").await;
     let written = database.psql(&format!(
         "SELECT job_id FROM exports WHERE export_ref = '{HELD}'"
     ));
@@ -568,10 +636,11 @@ async fn the_tests_spec_deploys_as_generated() {
     let dead = stage.settle("after publishing").await;
     assert_eq!(dead.keys().collect::<Vec<_>>(), ["jobs"], "{dead:?}");
     assert!(keda::run_lag_triggers(&stage.manifests, &stage.cluster).is_empty());
-    stage.check_rules().await;
+    stage.check_rules(&dead).await;
     stage.run_runbook(&dead);
     // Replayed, the job is done: no dead letter but the one replayed.
     let after = stage.settle("after the replay").await;
+    stage.check_alerts(&after, "after the replay").await;
     let before: BTreeSet<_> = dead.values().flatten().collect();
     assert!(
         after

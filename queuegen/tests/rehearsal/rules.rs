@@ -1,10 +1,14 @@
-//! The generated alert rules against what the running processes export: every metric a rule's expression names must be in a scrape of the monitor or a worker (or be one the rule says another exporter provides).
+//! The generated alert rules against what the running processes export: every metric a rule's expression names must be in a scrape of the monitor or a worker (or be one the rule says another exporter provides), and, evaluated by Prometheus, every rule healthy and only the alerts the queues' state calls for active.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use queuegen::gen::deploy::prometheus::AlertKind;
+use queuegen::spec::model::Spec;
 use queuegen_tests::exposition::Exposition;
 use serde_yaml_ng::Value;
+
+use super::prometheus::RuleState;
 
 /// One alerting rule of `prometheus/rules.yml`.
 #[derive(Debug, Clone)]
@@ -75,6 +79,82 @@ pub fn unexported(rules: &[Rule], exported: &BTreeSet<String>) -> Vec<String> {
 fn from_another_exporter(rule: &Rule, metric: &str) -> bool {
     rule.description
         .contains(&format!("reads kube-state-metrics ({metric})"))
+}
+
+/// `alertname{queue="…", partition="…"}`: an alert told apart from the
+/// other alerts of its rule and from the same-named rules of other queues.
+pub fn alert_key(name: &str, labels: &BTreeMap<String, String>) -> String {
+    let label = |key: &str| labels.get(key).map(String::as_str).unwrap_or("");
+    format!(
+        "{name}{{queue=\"{}\", partition=\"{}\"}}",
+        label("queue"),
+        label("partition")
+    )
+}
+
+/// The alerts the queues' dead letters call for: the dead-letter alert of
+/// each partition holding at least its queue's `alerts.dead_letters`
+/// (a queue without the setting has no such rule).
+pub fn expected_alerts(
+    spec: &Spec,
+    dead: &BTreeMap<String, Vec<(String, u16)>>,
+) -> BTreeSet<String> {
+    let mut expected = BTreeSet::new();
+    for queue in &spec.queues {
+        let Some(threshold) = queue.alerts.dead_letters else {
+            continue;
+        };
+        let mut held: BTreeMap<u16, u64> = BTreeMap::new();
+        for (_, partition) in dead.get(&queue.name).map(Vec::as_slice).unwrap_or_default() {
+            *held.entry(*partition).or_default() += 1;
+        }
+        for (partition, count) in held {
+            if count >= threshold {
+                let labels = BTreeMap::from([
+                    ("queue".to_owned(), queue.name.clone()),
+                    ("partition".to_owned(), partition.to_string()),
+                ]);
+                expected.insert(alert_key(AlertKind::DeadLetters.alert_name(), &labels));
+            }
+        }
+    }
+    expected
+}
+
+/// `group / alert: health: error (query)` for each rule Prometheus could
+/// not evaluate: a runtime error (e.g. many-to-many matching) or none yet.
+pub fn unhealthy(rules: &[RuleState]) -> Vec<String> {
+    rules
+        .iter()
+        .filter(|rule| rule.health != "ok" || !rule.last_error.is_empty())
+        .map(|rule| {
+            format!(
+                "{} / {}: {}: {} ({})",
+                rule.group, rule.name, rule.health, rule.last_error, rule.query
+            )
+        })
+        .collect()
+}
+
+/// The pending or firing alerts, keyed as `alert_key`, with their state and
+/// every label (for a failure's message).
+///
+/// No rule needs an exception here: a rule reading kube-state-metrics
+/// (`kube_cronjob_status_last_successful_time`, which no rehearsal process
+/// exports) has no series, so its expression is empty and it stays
+/// inactive; `increase()` of a counter with one sample is 0; the `for:`
+/// clauses of the rest outlast the rehearsal only if their condition holds,
+/// which on a healthy system it does not.
+pub fn active_alerts(rules: &[RuleState]) -> BTreeMap<String, String> {
+    let mut active = BTreeMap::new();
+    for rule in rules {
+        for (labels, state) in &rule.alerts {
+            if state == "pending" || state == "firing" {
+                active.insert(alert_key(&rule.name, labels), format!("{state} {labels:?}"));
+            }
+        }
+    }
+    active
 }
 
 /// Words of PromQL that are not metrics: binary operators, modifiers, and
