@@ -86,10 +86,20 @@ impl RedisCluster {
     /// As [`RedisCluster::start`], with `extra` arguments for every node
     /// (e.g. [`AclUser::server_args`], `["--maxmemory-policy", "allkeys-lru"]`).
     pub fn start_with<S: AsRef<str>>(extra: &[S]) -> RedisCluster {
+        Self::start_with_per_node(extra, Vec::new)
+    }
+
+    /// As [`RedisCluster::start_with`], each node also getting the
+    /// arguments `per_node` makes for it (called once per node started):
+    /// e.g. a TLS port of its own ([`crate::tls::TlsCluster`]).
+    pub fn start_with_per_node<S: AsRef<str>>(
+        extra: &[S],
+        per_node: impl Fn() -> Vec<String> + Sync,
+    ) -> RedisCluster {
         let mut failures = Vec::new();
         for _ in 0..CREATE_ATTEMPTS {
             let cluster = RedisCluster {
-                nodes: start_nodes(extra),
+                nodes: start_nodes(extra, &per_node),
             };
             match cluster.create() {
                 Ok(()) => {
@@ -585,7 +595,10 @@ const _: () = {
 type Views = BTreeMap<u16, (String, Vec<ClusterNode>)>;
 
 /// Starts the six nodes in parallel, on ports whose bus ports are free.
-fn start_nodes<S: AsRef<str>>(extra: &[S]) -> Vec<RedisServer> {
+fn start_nodes<S: AsRef<str>>(
+    extra: &[S],
+    per_node: &(impl Fn() -> Vec<String> + Sync),
+) -> Vec<RedisServer> {
     let timeout = NODE_TIMEOUT_MS.to_string();
     let mut args: Vec<&str> = vec![
         "--cluster-enabled",
@@ -598,7 +611,13 @@ fn start_nodes<S: AsRef<str>>(extra: &[S]) -> Vec<RedisServer> {
     args.extend(extra.iter().map(AsRef::as_ref));
     std::thread::scope(|scope| {
         let starts: Vec<_> = (0..NODES)
-            .map(|_| scope.spawn(|| RedisServer::start_on_free_port(free_cluster_port, &args)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+                    args.extend(per_node());
+                    RedisServer::start_on_free_port(free_cluster_port, &args)
+                })
+            })
             .collect();
         // Join all before propagating a panic, so every started node is dropped (killed).
         let results: Vec<_> = starts.into_iter().map(|start| start.join()).collect();

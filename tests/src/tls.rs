@@ -18,7 +18,12 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use crate::redis_server::{free_port, RedisServer};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::acl::AclUser;
+use crate::redis_cluster::RedisCluster;
+use crate::redis_server::{free_cluster_port, free_port, RedisServer};
 
 /// The line a test prints where it cannot run for want of TLS; `scripts/test`
 /// counts these lines as skipped tests (and not as passed ones).
@@ -89,23 +94,36 @@ impl TestCa {
     pub fn server_cert(&self) -> CertifiedKey {
         self.leaf(
             &format!("redis-server ({})", self.name),
-            ExtendedKeyUsagePurpose::ServerAuth,
+            vec![ExtendedKeyUsagePurpose::ServerAuth],
+        )
+    }
+
+    /// A Cluster node's certificate: a server's, and a client's too, since
+    /// a node presents it when it dials another node's bus or its primary
+    /// (`tls-cluster`, `tls-replication`) and `tls-auth-clients yes` checks it.
+    pub fn node_cert(&self) -> CertifiedKey {
+        self.leaf(
+            &format!("cluster node ({})", self.name),
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
         )
     }
 
     /// A client certificate for `name`, signed by this CA.
     pub fn client_cert(&self, name: &str) -> CertifiedKey {
-        self.leaf(name, ExtendedKeyUsagePurpose::ClientAuth)
+        self.leaf(name, vec![ExtendedKeyUsagePurpose::ClientAuth])
     }
 
-    fn leaf(&self, common_name: &str, usage: ExtendedKeyUsagePurpose) -> CertifiedKey {
+    fn leaf(&self, common_name: &str, usages: Vec<ExtendedKeyUsagePurpose>) -> CertifiedKey {
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
                 .expect("certificate parameters");
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
-        params.extended_key_usages = vec![usage];
+        params.extended_key_usages = usages;
         let key = KeyPair::generate().expect("generating a key");
         let cert = params
             .signed_by(&key, &self.issuer)
@@ -282,5 +300,229 @@ impl TlsServer {
             .arg(format!("127.0.0.1:{}", self.tls_port))
             .query(&mut self.server.connection())
             .unwrap_or_else(|err| panic!("CLIENT KILL LADDR: {err}"))
+    }
+}
+
+/// A 6-node Cluster ([`RedisCluster`]: 3 primaries, 3 replicas) whose nodes
+/// also listen on TLS ports, talk to each other over TLS (`tls-cluster`,
+/// `tls-replication`), and can have their certificates and ACL users
+/// changed on every node while they run.
+///
+/// Each node keeps its plain port for the harness's control connections
+/// (`CONFIG SET`, `ACL`, `CLIENT KILL`, [`RedisCluster`]'s own checks). With
+/// `tls-cluster yes`, Redis 7.0 and Valkey 8.0 answer `CLUSTER SLOTS` (and
+/// `CLUSTER NODES`, `MOVED`) with each node's TLS port to a client that came
+/// in over TLS and with its plain port to a plain one: the code under test,
+/// given [`TlsCluster::url`], stays on TLS ports throughout, and the
+/// harness on plain ones.
+pub struct TlsCluster {
+    pub cluster: RedisCluster,
+    /// Plain port → TLS port, per node.
+    tls_ports: BTreeMap<u16, u16>,
+    /// The nodes' certificate files, one set per [`TlsCluster::use_ca`].
+    dir: tempfile::TempDir,
+    generation: AtomicU32,
+}
+
+impl TlsCluster {
+    /// Starts the cluster with every node presenting a certificate of `ca`
+    /// and trusting `ca` (for clients and for the other nodes).
+    pub fn start(ca: &TestCa, client_auth: ClientAuth) -> TlsCluster {
+        if let Err(why) = crate::server_kind::tls_support() {
+            panic!(
+                "a TlsCluster on a server without TLS ({why}): a test that starts \
+                 one calls queuegen_tests::tls::skip_without_tls() first"
+            );
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("queuegen-tls-cluster-")
+            .tempdir()
+            .expect("a temporary directory");
+        let files = TlsFiles::write(dir.path(), "nodes-0", ca, &ca.node_cert());
+        let path = |path: &Path| path.to_str().expect("a UTF-8 temp path").to_owned();
+        let common: Vec<String> = [
+            "--tls-cert-file",
+            &path(&files.cert),
+            "--tls-key-file",
+            &path(&files.key),
+            "--tls-ca-cert-file",
+            &path(&files.ca),
+            "--tls-auth-clients",
+            match client_auth {
+                ClientAuth::None => "no",
+                ClientAuth::Required => "yes",
+            },
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect();
+        // A TLS port whose +10000 is free: with tls-cluster the bus port
+        // is the TLS port + 10000.
+        let cluster = RedisCluster::start_with_per_node(&common, || {
+            vec!["--tls-port".to_owned(), free_cluster_port().to_string()]
+        });
+        let tls_ports = cluster
+            .servers()
+            .iter()
+            .map(|node| {
+                let reply: Vec<String> = redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("tls-port")
+                    .query(&mut node.connection())
+                    .unwrap_or_else(|err| panic!("CONFIG GET tls-port: {err}"));
+                let port = reply[1].parse().expect("a TLS port");
+                (node.port(), port)
+            })
+            .collect();
+        TlsCluster {
+            cluster,
+            tls_ports,
+            dir,
+            generation: AtomicU32::new(0),
+        }
+    }
+
+    /// `rediss://127.0.0.1:{TLS port of the first node}/`: a seed.
+    pub fn url(&self) -> String {
+        let first = self.cluster.servers()[0].port();
+        format!("rediss://127.0.0.1:{}/", self.tls_port(first))
+    }
+
+    /// The TLS port of the node whose plain port is `plain_port`.
+    pub fn tls_port(&self, plain_port: u16) -> u16 {
+        self.tls_ports[&plain_port]
+    }
+
+    /// Every node's TLS port.
+    pub fn tls_ports(&self) -> Vec<u16> {
+        self.tls_ports.values().copied().collect()
+    }
+
+    /// Adds `user` on every node.
+    pub fn add_user(&self, user: &AclUser) {
+        self.cluster.add_user(user);
+    }
+
+    /// `ACL SETUSER name rules...` on every node (`>new` adds a password,
+    /// `<old` removes one): a password rotation is three of these.
+    pub fn set_user(&self, name: &str, rules: &[&str]) {
+        for node in self.cluster.servers() {
+            let () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(name)
+                .arg(rules)
+                .query(&mut node.connection())
+                .unwrap_or_else(|err| panic!("ACL SETUSER {name} on {}: {err}", node.addr()));
+        }
+    }
+
+    /// Rotates every node to `ca` the way a rolling rotation keeps the
+    /// cluster bus and replication up: all nodes trust the old CAs and `ca`,
+    /// then each presents a new certificate of `ca`, then all trust only
+    /// `ca`. Connections made before keep their sessions.
+    pub fn use_ca(&self, ca: &TestCa) {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let files = TlsFiles::write(
+            self.dir.path(),
+            &format!("nodes-{generation}"),
+            ca,
+            &ca.node_cert(),
+        );
+        let old_ca = self
+            .dir
+            .path()
+            .join(format!("nodes-{}-ca.pem", generation - 1));
+        let old = std::fs::read_to_string(&old_ca)
+            .unwrap_or_else(|err| panic!("reading {}: {err}", old_ca.display()));
+        let both = self.dir.path().join(format!("nodes-{generation}-both.pem"));
+        write_by_rename(&both, &format!("{old}{}", ca.pem()));
+        self.config_set(&[("tls-ca-cert-file", &both)]);
+        self.config_set(&[("tls-cert-file", &files.cert), ("tls-key-file", &files.key)]);
+        self.config_set(&[("tls-ca-cert-file", &files.ca)]);
+    }
+
+    /// `CONFIG SET` of file parameters on every node.
+    fn config_set(&self, pairs: &[(&str, &Path)]) {
+        for node in self.cluster.servers() {
+            let mut set = redis::cmd("CONFIG");
+            set.arg("SET");
+            for (name, path) in pairs {
+                set.arg(*name).arg(path.as_os_str().as_encoded_bytes());
+            }
+            let () = set
+                .query(&mut node.connection())
+                .unwrap_or_else(|err| panic!("CONFIG SET {pairs:?} on {}: {err}", node.addr()));
+        }
+    }
+
+    /// Per node (plain port), the `CLIENT LIST` lines of the normal clients
+    /// that came in on its TLS port (replication links left out).
+    pub fn tls_clients(&self) -> BTreeMap<u16, Vec<String>> {
+        self.cluster
+            .servers()
+            .iter()
+            .map(|node| {
+                let list: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .query(&mut node.connection())
+                    .unwrap_or_else(|err| panic!("CLIENT LIST on {}: {err}", node.addr()));
+                let laddr = format!("laddr=127.0.0.1:{}", self.tls_port(node.port()));
+                let lines = list
+                    .lines()
+                    .filter(|line| line.split(' ').any(|field| field == laddr))
+                    .map(str::to_owned)
+                    .collect();
+                (node.port(), lines)
+            })
+            .collect()
+    }
+
+    /// Closes, on every node, the normal clients that came in on its TLS
+    /// port (and, with `user`, only that user's): each must reconnect, with
+    /// a new handshake and login. Returns how many were closed.
+    pub fn kill_tls_clients(&self, user: Option<&str>) -> u64 {
+        self.cluster
+            .servers()
+            .iter()
+            .map(|node| {
+                let mut kill = redis::cmd("CLIENT");
+                kill.arg("KILL")
+                    .arg("LADDR")
+                    .arg(format!("127.0.0.1:{}", self.tls_port(node.port())))
+                    .arg("TYPE")
+                    .arg("normal");
+                if let Some(user) = user {
+                    kill.arg("USER").arg(user);
+                }
+                kill.query::<u64>(&mut node.connection())
+                    .unwrap_or_else(|err| panic!("CLIENT KILL on {}: {err}", node.addr()))
+            })
+            .sum()
+    }
+
+    /// Per node (plain port), how many times it ran `command` (`INFO
+    /// commandstats`; 0 before the first time).
+    pub fn command_calls(&self, command: &str) -> BTreeMap<u16, u64> {
+        let field = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        self.cluster
+            .servers()
+            .iter()
+            .map(|node| {
+                let stats = node.info("commandstats");
+                let calls = stats
+                    .lines()
+                    .find_map(|line| line.strip_prefix(&field))
+                    .and_then(|rest| rest.split(',').next())
+                    .and_then(|calls| calls.parse().ok())
+                    .unwrap_or(0);
+                (node.port(), calls)
+            })
+            .collect()
     }
 }

@@ -29,12 +29,15 @@ pub enum Connection {
     Direct(MultiplexedConnection),
     /// A Cluster: every node, routed by slot.
     Cluster(ClusterConnection),
+    /// A Cluster, through a connection remade when its certificate files
+    /// change or after a connection-level error.
+    Rebuilding(super::Rebuilding),
 }
 
 impl Connection {
     /// `true` on a Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Connection::Cluster(_) | Connection::Rebuilding(_))
     }
 
     /// `WAIT replicas timeout` on the node that holds `key` (on a Cluster,
@@ -51,6 +54,14 @@ impl Connection {
         wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
         let reply = match self {
             Connection::Cluster(conn) => conn.route_command(wait, primary_of(key)).await?,
+            Connection::Rebuilding(rebuilding) => {
+                let (generation, mut conn) = rebuilding.current().await;
+                let reply = conn.route_command(wait, primary_of(key)).await;
+                if let Err(err) = &reply {
+                    rebuilding.after_error(generation, err).await;
+                }
+                reply?
+            }
             other => other.req_packed_command(&wait).await?,
         };
         Ok(redis::from_redis_value(reply)?)
@@ -72,6 +83,14 @@ impl ConnectionLike for Connection {
             Connection::Reloading(conn) => conn.req_packed_command(cmd),
             Connection::Direct(conn) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Rebuilding(rebuilding) => Box::pin(async move {
+                let (generation, conn) = rebuilding.current().await;
+                let reply = Connection::Cluster(conn).req_packed_command(cmd).await;
+                if let Err(err) = &reply {
+                    rebuilding.after_error(generation, err).await;
+                }
+                reply
+            }),
         }
     }
 
@@ -97,6 +116,16 @@ impl ConnectionLike for Connection {
                 }
                 split_pipeline(conn.clone(), pipeline, groups).boxed()
             }
+            Connection::Rebuilding(rebuilding) => Box::pin(async move {
+                let (generation, conn) = rebuilding.current().await;
+                let replies = Connection::Cluster(conn)
+                    .req_packed_commands(pipeline, offset, count)
+                    .await;
+                if let Err(err) = &replies {
+                    rebuilding.after_error(generation, err).await;
+                }
+                replies
+            }),
         }
     }
 
@@ -106,6 +135,7 @@ impl ConnectionLike for Connection {
             Connection::Reloading(conn) => conn.get_db(),
             Connection::Direct(conn) => conn.get_db(),
             Connection::Cluster(conn) => conn.get_db(),
+            Connection::Rebuilding(rebuilding) => rebuilding.db(),
         }
     }
 }

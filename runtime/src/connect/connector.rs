@@ -128,6 +128,34 @@ impl Connector {
         }))
     }
 
+    /// The user and the password as the password file holds it now, or
+    /// `None` when the password does not come from a file.
+    pub(crate) fn file_credentials(&self) -> Option<Result<(String, String)>> {
+        let Some(PasswordSource::File(path)) = &self.options.password else {
+            return None;
+        };
+        Some(read_password(path).map(|password| (self.username().to_owned(), password)))
+    }
+
+    /// The contents of the CA, client certificate and key files (`None`
+    /// for one that cannot be read), to tell when any of them changed.
+    pub(crate) fn tls_file_contents(&self) -> Vec<Option<Vec<u8>>> {
+        [
+            &self.options.tls_ca,
+            &self.options.tls_cert,
+            &self.options.tls_key,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|path| std::fs::read(path).ok())
+        .collect()
+    }
+
+    /// `true` when a CA, client certificate or key file is named.
+    pub(crate) fn has_tls_files(&self) -> bool {
+        self.options.has_tls_files()
+    }
+
     /// A failed connection attempt as an error naming the server, and the
     /// user and password source when the server refused them.
     pub(crate) fn connect_error(&self, doing: &str, err: redis::RedisError) -> Error {

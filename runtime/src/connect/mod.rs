@@ -11,7 +11,10 @@
 //! a URL: a password file, the TLS CA and client certificate files. Those
 //! files are read again at every connection the runtime makes (reader
 //! connections, each primary's, and the shared one when any file is
-//! involved), so rotating them needs no restart.
+//! involved), so rotating them needs no restart. On a Cluster, the
+//! password file is also followed by live node connections (re-AUTH), and
+//! the shared connection is remade when a certificate file changes
+//! (`cluster.rs`).
 //!
 //! The redis crate's standalone async connections default to a 500 ms
 //! response timeout, which silently breaks every `BLOCK` read longer than
@@ -19,6 +22,7 @@
 //! holds its connection until it returns, so it never runs on the shared
 //! connection that acks and publishes use.
 
+mod cluster;
 mod connection;
 mod connector;
 mod node;
@@ -33,11 +37,13 @@ use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
 use redis::{AsyncConnectionConfig, ConnectionInfo};
 
+pub use cluster::Rebuilding;
 pub use connection::Connection;
 pub use node::Node;
 pub use options::{ConnectOptions, PasswordSource};
 pub use reloading::Reloading;
 
+use cluster::FilePassword;
 use connector::Connector;
 
 use crate::config::QueueConfig;
@@ -69,6 +75,9 @@ struct Deployment {
     /// `true` when the URL names a Cluster node (the seed: the template
     /// for a direct connection to any node).
     cluster: bool,
+    /// On a Cluster whose password comes from a file: the file, followed
+    /// by every Cluster client of this handle.
+    password: Option<FilePassword>,
 }
 
 /// One queue's admission settings: the first ready key names prefix and queue.
@@ -124,19 +133,33 @@ impl Redis {
         if is_cluster {
             drop(probe);
             // The Cluster client reconnects to nodes by itself, with the
-            // password and certificates read here; reader connections and
-            // direct ones to each primary read the files again.
-            let client = cluster_client(&connector, SHARED_RESPONSE_TIMEOUT)?;
-            let shared = client
+            // certificates read here and the password file followed; a
+            // shared connection with certificate files is remade when they
+            // change. Reader connections and direct ones to each primary
+            // read the files again.
+            let password = FilePassword::watch(&connector)?;
+            let client = cluster_client(&connector, password.as_ref(), SHARED_RESPONSE_TIMEOUT)?;
+            let first = client
                 .get_async_connection()
                 .await
                 .map_err(|err| connector.connect_error("connecting to the Cluster through", err))?;
+            let shared = if connector.has_tls_files() {
+                Connection::Rebuilding(Rebuilding::new(
+                    connector.clone(),
+                    password.clone(),
+                    SHARED_RESPONSE_TIMEOUT,
+                    first,
+                ))
+            } else {
+                Connection::Cluster(first)
+            };
             return Ok(Redis {
                 deployment: Arc::new(Deployment {
                     connector,
                     cluster: true,
+                    password,
                 }),
-                shared: Connection::Cluster(shared),
+                shared,
                 admissions: Arc::default(),
             });
         }
@@ -159,6 +182,7 @@ impl Redis {
             deployment: Arc::new(Deployment {
                 connector,
                 cluster: false,
+                password: None,
             }),
             shared,
             admissions: Arc::default(),
@@ -192,7 +216,7 @@ impl Redis {
         let timeout = block + BLOCKING_READ_MARGIN;
         let connector = &self.deployment.connector;
         if self.deployment.cluster {
-            let client = cluster_client(connector, timeout)?;
+            let client = cluster_client(connector, self.deployment.password.as_ref(), timeout)?;
             return client
                 .get_async_connection()
                 .await
@@ -308,13 +332,23 @@ fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
 }
 
 /// A Cluster client seeded by the URL's node, with the credentials and
-/// certificates as the files hold them now (used on every node), and an
-/// explicit response timeout: the crate sets none by default.
-fn cluster_client(connector: &Connector, response_timeout: Duration) -> Result<ClusterClient> {
+/// certificates as the files hold them now (used on every node), the
+/// password file followed when there is one (`password`), and an explicit
+/// response timeout: the crate sets none by default.
+fn cluster_client(
+    connector: &Connector,
+    password: Option<&FilePassword>,
+    response_timeout: Duration,
+) -> Result<ClusterClient> {
     let seed: ConnectionInfo = connector.connection_info()?;
     let mut builder = ClusterClient::builder([seed])
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(response_timeout);
+    if let Some(password) = password {
+        // Each node connection logs in with the file's current password and
+        // re-authenticates when it changes.
+        builder = builder.set_credentials_provider(password.clone());
+    }
     // The builder takes TLS files apart from the seed's settings.
     if let Some(certificates) = connector.certificates()? {
         builder = builder.certs(certificates);
