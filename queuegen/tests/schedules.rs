@@ -339,3 +339,136 @@ fn queuegen_schedules_lists_the_next_ticks() {
     );
     assert!(text.contains("JOB_ID"), "{text}");
 }
+
+/// `queuegen schedules --published` against a real server: the last ticks
+/// up to `--from`, each with the stream ID its marker holds (the one tick
+/// published here) or none, and the schedule's hint; as the monitor user,
+/// which may only read.
+#[test]
+fn queuegen_schedules_published_reads_each_ticks_marker_and_the_hint() {
+    use queuegen_runtime::Redis;
+    use queuegen_tests::queues::jobs;
+    use queuegen_tests::redis_server::RedisServer;
+
+    let tests_spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/queues.yaml");
+    let server = RedisServer::start();
+    let apply = Command::new(env!("CARGO_BIN_EXE_queuegen"))
+        .args(["apply", tests_spec, "--redis", &server.url()])
+        .output()
+        .unwrap();
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+
+    // One tick published (as the worker's scheduler does: the tick, then the
+    // hint), two seconds before the instant asked about.
+    let tick_ms = 1_780_000_000_000;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let published = runtime.block_on(async {
+        let redis = Redis::connect(server.url()).await.unwrap();
+        let moved = jobs::TICK
+            .publish(&mut redis.shared(), tick_ms)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(jobs::TICK.hint_key())
+            .arg(tick_ms)
+            .query_async(&mut redis.shared())
+            .await
+            .unwrap();
+        moved.id
+    });
+    let entries: Vec<(String, Vec<(String, String)>)> = {
+        let ready = jobs::TICK.queue.ready_key(jobs::TICK.partition(tick_ms));
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&ready)
+            .arg("-")
+            .arg("+")
+            .query(&mut server.connection())
+            .unwrap();
+        reply
+            .ids
+            .iter()
+            .map(|entry| {
+                let fields = entry
+                    .map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), redis::from_redis_value_ref(v).unwrap()))
+                    .collect();
+                (entry.id.clone(), fields)
+            })
+            .collect()
+    };
+    let job_id = queuegen_runtime::schedule::job_id("tick", tick_ms);
+    let in_stream = entries
+        .iter()
+        .find(|(_, fields)| fields.iter().any(|(k, v)| k == "job_id" && *v == job_id))
+        .map(|(id, _)| id.clone())
+        .expect("the tick's job is in its ready stream");
+    assert_eq!(in_stream, published);
+
+    let rules = queuegen_runtime::roles::Role::Monitor.acl_rules(
+        "qgtest",
+        &[queuegen::gen::functions::library_name("queuegen-tests")],
+        queuegen_tests::acl::server_commands(),
+    );
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    let monitor = queuegen_tests::AclUser::with_rules("watcher", "watchpass", &rules);
+    server.add_user(&monitor);
+    let from = queuegen_runtime::schedule::format_tick(tick_ms + 2_000);
+    let run = |extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_queuegen"));
+        command
+            .args([
+                "schedules",
+                tests_spec,
+                "--published",
+                "--count",
+                "4",
+                "--from",
+                &from,
+            ])
+            .args(extra)
+            .env("REDIS_URL", server.url_as(&monitor))
+            .env("NO_COLOR", "1");
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let report: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    let schedule = &report[0];
+    assert_eq!(schedule["schedule"], "tick");
+    assert_eq!(schedule["last_published_ms"], tick_ms);
+    let ticks: Vec<(u64, Option<&str>)> = schedule["ticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["tick_ms"].as_u64().unwrap(), t["published_as"].as_str()))
+        .collect();
+    assert_eq!(
+        ticks,
+        [
+            (tick_ms - 1_000, None),
+            (tick_ms, Some(published.as_str())),
+            (tick_ms + 1_000, None),
+            (tick_ms + 2_000, None),
+        ],
+        "the last four ticks up to --from, oldest first"
+    );
+    let human = run(&[]);
+    assert!(human.contains(&published), "{human}");
+    assert!(human.contains("no marker"), "{human}");
+    assert!(
+        human.contains(&format!(
+            "last tick the workers published (qgtest:schedule:tick:last): {}",
+            queuegen_runtime::schedule::format_tick(tick_ms)
+        )),
+        "{human}"
+    );
+}

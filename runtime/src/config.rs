@@ -307,6 +307,12 @@ impl QueueConfig {
         self.partition_key(partition, &format!("marker:{}:{id}", kind.as_ref()))
     }
 
+    /// A schedule's hint of the latest tick the workers published (Unix ms):
+    /// `{prefix}:schedule:<schedule>:last`, outside any partition.
+    pub fn schedule_hint_key(&self, schedule: &str) -> String {
+        format!("{}:schedule:{schedule}:last", self.key_prefix)
+    }
+
     /// The partition's trim lease: `{prefix}:{queue-NN}:lease:trim`. One
     /// trimmer (or `queuegen apply` creating groups) holds it at a time.
     pub fn trim_lease_key(&self, partition: u16) -> String {

@@ -100,7 +100,7 @@ impl Schedule {
 
     /// The hint of the latest tick published: `{prefix}:schedule:<name>:last`.
     pub fn hint_key(&self) -> String {
-        format!("{}:schedule:{}:last", self.queue.key_prefix, self.name)
+        self.queue.schedule_hint_key(self.name)
     }
 
     /// Publishes the job of one tick (or finds it published): `schedule_tick`.

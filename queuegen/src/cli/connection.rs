@@ -14,8 +14,10 @@ pub struct RedisArgs {
     /// Redis URL: redis://[user@]host:port[/db], or rediss:// for TLS.
     /// A password may sit in the URL, but REDIS_PASSWORD or
     /// --password-file keep it out of shell history.
+    /// (Optional to clap so that a command may connect only in some modes,
+    /// as `schedules --published` does; [`RedisArgs::url`] asks for it.)
     #[arg(long = "redis", env = "REDIS_URL", value_name = "URL")]
-    pub url: String,
+    url: Option<String>,
 
     /// The ACL user to log in as (wins over a user in the URL).
     #[arg(long, env = "REDIS_USER", value_name = "NAME")]
@@ -44,15 +46,23 @@ pub struct RedisArgs {
 impl RedisArgs {
     /// Connects with these options; an error names the URL without its password.
     pub async fn connect(&self) -> anyhow::Result<Redis> {
+        let url = self.url()?;
         let options = self.options()?;
-        Redis::connect_with(&self.url, options)
+        Redis::connect_with(url, options)
             .await
             .with_context(|| format!("connecting to {}", self.redacted_url()))
     }
 
+    /// The URL given with --redis or REDIS_URL; an error when neither is.
+    pub fn url(&self) -> anyhow::Result<&str> {
+        self.url.as_deref().context(
+            "no Redis to connect to: give --redis URL (redis://[user@]host:port) or set REDIS_URL",
+        )
+    }
+
     /// The URL as given, with any user and password replaced by `***`: for messages.
     pub fn redacted_url(&self) -> String {
-        redacted(&self.url)
+        redacted(self.url.as_deref().unwrap_or("(no URL)"))
     }
 
     fn options(&self) -> anyhow::Result<ConnectOptions> {

@@ -153,7 +153,7 @@ async fn trim_all(
 ) -> anyhow::Result<(Vec<Row>, String, Option<bool>)> {
     // `Redis::connect` makes one plain attempt first, so a wrong URL fails at
     // once; on a Cluster every command below is routed by its key's slot.
-    let client = redis::Client::open(args.redis.url.as_str())
+    let client = redis::Client::open(args.redis.url()?)
         .with_context(|| format!("--redis {:?} is not a Redis URL", args.redis.redacted_url()))?;
     let server = client.get_connection_info().addr().to_string();
     let redis = args

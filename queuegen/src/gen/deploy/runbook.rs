@@ -65,7 +65,6 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
                     cadence: schedule.cadence.describe(),
                     missed: schedule.missed.as_str(),
                     grace: crate::spec::units::format_duration(schedule.grace),
-                    key_prefix: spec.redis.key_prefix.clone(),
                 })
                 .collect(),
         },
@@ -110,7 +109,6 @@ struct ScheduleContext {
     cadence: String,
     missed: &'static str,
     grace: String,
-    key_prefix: String,
 }
 
 /// What the PostgreSQL section of the runbook names.
