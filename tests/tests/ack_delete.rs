@@ -186,7 +186,9 @@ async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them
     eprintln!("ack_delete: the server has XACKDEL: {has_xackdel}; the worker's path: {path:?}");
 
     let handler = Counting::default();
-    let running = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
+    let mut registry = queuegen_runtime::metrics::Registry::default();
+    let running =
+        spawn_worker(Worker::new(&redis, config.clone(), handler.clone()).metrics(&mut registry));
     let seen = handler.seen.clone();
     wait_until(Duration::from_secs(30), "every job is handled", || {
         let seen = seen.clone();
@@ -243,6 +245,35 @@ async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them
             .get(id)
             .unwrap_or_else(|| panic!("{id:?}, which audit still needs, is gone"));
         assert!(fields.contains_key("job_id"), "{id:?} keeps its payload");
+    }
+    // The same counts reach Prometheus, one series per partition.
+    let mut text = String::new();
+    queuegen_runtime::metrics::prometheus_client::encoding::prometheus_text::encode(
+        &mut text, &registry,
+    )
+    .unwrap();
+    let exposition = queuegen_tests::exposition::parse(&text).unwrap();
+    let exported = |name: &str| exposition.sum(name, &[("queue", config.queue)]) as u64;
+    assert_eq!(
+        (
+            exported("queuegen_deleted_on_ack_total"),
+            exported("queuegen_kept_on_ack_total")
+        ),
+        (report.deleted_on_ack, report.kept_on_ack),
+        "{text}"
+    );
+    for partition in 0..PARTITIONS {
+        let labels = [
+            ("queue", config.queue),
+            ("partition", &partition.to_string()),
+            ("group", config.group),
+        ];
+        assert!(
+            exposition
+                .value("queuegen_deleted_on_ack_total", &labels)
+                .is_some(),
+            "partition {partition} has its series from the start:\n{text}"
+        );
     }
     match path {
         AckPath::XackDel => {

@@ -106,6 +106,8 @@ pub struct WorkerMetrics {
     dead_letters: Family<ReasonLabels, Counter>,
     transition_failures: Family<OutcomeLabels, Counter>,
     ack_failures: Family<PartitionLabels, Counter>,
+    deleted_on_ack: Family<PartitionLabels, Counter>,
+    kept_on_ack: Family<PartitionLabels, Counter>,
     ownership_lost: Family<SettlementLabels, Counter>,
     left_pending: Family<PartitionLabels, Counter>,
     loops_leader: Family<PartitionLabels, Gauge>,
@@ -131,6 +133,8 @@ impl Default for WorkerMetrics {
             dead_letters: Family::default(),
             transition_failures: Family::default(),
             ack_failures: Family::default(),
+            deleted_on_ack: Family::default(),
+            kept_on_ack: Family::default(),
             ownership_lost: Family::default(),
             left_pending: Family::default(),
             loops_leader: Family::default(),
@@ -235,6 +239,16 @@ impl WorkerMetrics {
             self.ack_failures.clone(),
         );
         registry.register(
+            "queuegen_deleted_on_ack",
+            "Done entries deleted from the ready stream with their ack (retention.on_ack: delete, XACKDEL ACKED): every group had read and acknowledged them",
+            self.deleted_on_ack.clone(),
+        );
+        registry.register(
+            "queuegen_kept_on_ack",
+            "Done entries acknowledged but kept under retention.on_ack: delete, because another group had not acknowledged them yet (or the server has no XACKDEL): the trimmer removes them",
+            self.kept_on_ack.clone(),
+        );
+        registry.register(
             "queuegen_ownership_lost",
             "Settlements (ack, retry, dead_letter) the Function library refused because the entry was no longer pending for this worker (QG_NOT_OWNER): it stalled past claim.min_idle and another worker claimed the job, which settles it; nothing was written",
             self.ownership_lost.clone(),
@@ -280,6 +294,7 @@ impl WorkerMetrics {
             })
         };
         PartitionMeters {
+            on_ack: None,
             jobs: JobOutcome::ALL.map(|o| outcome(&self.jobs, o.as_str())),
             claims: counter(&self.claims),
             claim_throttled: self.claim_throttled.get_or_create_owned(&labels),
@@ -310,6 +325,25 @@ impl WorkerMetrics {
             left_pending: counter(&self.left_pending),
             loops_leader: self.loops_leader.get_or_create_owned(&labels),
             intake_paused: self.intake_paused.get_or_create_owned(&labels),
+        }
+    }
+
+    /// The counters of a partition's acks that deleted their entry and that
+    /// kept it: only for a queue with `retention.on_ack: delete`.
+    pub(crate) fn on_ack(
+        &self,
+        queue: &'static str,
+        group: &'static str,
+        partition: u16,
+    ) -> OnAckCounters {
+        let labels = PartitionLabels {
+            queue,
+            partition,
+            group,
+        };
+        OnAckCounters {
+            deleted: self.deleted_on_ack.get_or_create_owned(&labels),
+            kept: self.kept_on_ack.get_or_create_owned(&labels),
         }
     }
 
@@ -344,10 +378,20 @@ impl WorkerMetrics {
     }
 }
 
+/// A partition's acks under `retention.on_ack: delete`: entries deleted with
+/// their ack, and entries kept because another group still needed them.
+#[derive(Debug, Clone)]
+pub(crate) struct OnAckCounters {
+    pub deleted: Counter,
+    pub kept: Counter,
+}
+
 /// The counters of one partition, taken once when a worker starts: recording
 /// is then one atomic add, with no label lookup.
 #[derive(Debug)]
 pub(crate) struct PartitionMeters {
+    /// Only for a queue with `retention.on_ack: delete` ([`WorkerMetrics::on_ack`]).
+    pub on_ack: Option<OnAckCounters>,
     /// By [`JobOutcome::index`].
     pub jobs: [Counter; JobOutcome::ALL.len()],
     pub claims: Counter,

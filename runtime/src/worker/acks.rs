@@ -274,6 +274,8 @@ impl Acker {
         if self.function.path() == AckPath::XackDel && !acked.xackdel_refused {
             Counters::add(&self.counters.deleted_on_ack, acked.deleted);
             Counters::add(&self.counters.kept_on_ack, acked.acked - acked.deleted);
+            self.meter
+                .acked_on_delete(partition, acked.deleted, acked.acked - acked.deleted);
         }
         let mut lost = 0;
         for refused in &acked.refused {

@@ -48,7 +48,11 @@ impl Meter {
         for &stream in partitions {
             if let Some(slot) = table.get_mut(usize::from(stream)) {
                 let partition = config.partition_of_stream(stream);
-                *slot = Some(metrics.partition(config.queue, config.group, partition));
+                let mut meters = metrics.partition(config.queue, config.group, partition);
+                if config.delete_on_ack {
+                    meters.on_ack = Some(metrics.on_ack(config.queue, config.group, partition));
+                }
+                *slot = Some(meters);
             }
         }
         // Where the workers trim, the trim alert reads the pass series from
@@ -183,6 +187,16 @@ impl Meter {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.transition_failures[transition.index()].inc();
+        }
+    }
+
+    /// Acks under `retention.on_ack: delete`: `deleted` of the entries went
+    /// with their ack, `kept` stayed for another group.
+    pub(super) fn acked_on_delete(&self, partition: u16, deleted: u64, kept: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(on_ack) = self.partition(partition).and_then(|m| m.on_ack.as_ref()) {
+            on_ack.deleted.inc_by(deleted);
+            on_ack.kept.inc_by(kept);
         }
     }
 
