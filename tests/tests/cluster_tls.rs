@@ -144,6 +144,21 @@ fn client_ids(tls: &TlsCluster, user: &str) -> BTreeMap<u16, BTreeSet<String>> {
         .collect()
 }
 
+/// [`client_ids`] once they stay the same for a second: the workers'
+/// start (its checks open and close direct connections) is over.
+async fn settled_client_ids(tls: &TlsCluster, user: &str) -> BTreeMap<u16, BTreeSet<String>> {
+    let mut last = client_ids(tls, user);
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = client_ids(tls, user);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the clients of {user} kept changing: {last:?}");
+}
+
 fn primary_ports(tls: &TlsCluster) -> Vec<u16> {
     tls.cluster
         .primaries()
@@ -229,17 +244,19 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
     // connections, none of them cut, log in again with it; then the old
     // password goes. Jobs published meanwhile.
     let primaries = primary_ports(&tls);
-    let logged_in = client_ids(&tls, "worker");
+    let logged_in = settled_client_ids(&tls, "worker").await;
     let auth_before = tls.command_calls("auth");
     tls.set_user("worker", &[">second"]);
     write_by_rename(&password_file, "second\n");
     ids.extend(publish(&producer, &config, "during", 30).await);
     wait_until(
         Duration::from_secs(10),
-        "every primary sees the live connections AUTH again",
+        "every live connection on every primary sends AUTH again",
         || async {
             let auth = tls.command_calls("auth");
-            primaries.iter().all(|port| auth[port] > auth_before[port])
+            primaries
+                .iter()
+                .all(|port| auth[port] - auth_before[port] >= logged_in[port].len() as u64)
         },
     )
     .await;
