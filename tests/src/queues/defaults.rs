@@ -45,7 +45,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     retention_min_age: Duration::from_secs(259200),
     trim_every: Duration::from_secs(60),
     trim_in_process: true,
-    delete_on_ack: false,
+    delete_on_ack: true,
     dead_letter_retention: Duration::from_secs(1209600),
     admission_max_oldest_ready_age: None,
     admission_refresh: Duration::from_secs(1),
