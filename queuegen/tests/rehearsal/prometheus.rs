@@ -231,10 +231,18 @@ impl Prometheus {
                 }
             }
             if let Some(status) = prometheus.child.as_mut().unwrap().try_wait().unwrap() {
+                // Its errors (a rule that does not parse names its file, line and rule).
+                let log = prometheus.log_text();
+                let errors: Vec<&str> = log.lines().filter(|l| l.contains("level=error")).collect();
                 panic!(
-                    "prometheus exited ({status}) before ready (config {}):\n{}",
+                    "prometheus exited ({status}) before ready (config {}, log {}):\n{}",
                     config_file.display(),
-                    prometheus.log_text()
+                    prometheus.log.display(),
+                    if errors.is_empty() {
+                        log.clone()
+                    } else {
+                        errors.join("\n")
+                    }
                 );
             }
             assert!(

@@ -328,4 +328,53 @@ mod tests {
         };
         assert!(unexported(&[declared], &scraped).is_empty());
     }
+
+    /// Prometheus's view of the rules: an erring rule is reported with its
+    /// error, and only pending or firing alerts count as active, keyed by
+    /// name, queue and partition.
+    #[test]
+    fn unhealthy_rules_and_active_alerts_are_reported() {
+        let labels = |queue: &str, partition: &str| {
+            BTreeMap::from([
+                ("queue".to_owned(), queue.to_owned()),
+                ("partition".to_owned(), partition.to_owned()),
+                ("severity".to_owned(), "warning".to_owned()),
+            ])
+        };
+        let state = |name: &str, health: &str, error: &str, alerts| RuleState {
+            group: "queuegen-svc-export".into(),
+            name: name.into(),
+            query: "x".into(),
+            health: health.into(),
+            last_error: error.into(),
+            alerts,
+        };
+        let rules = [
+            state(
+                "QueuegenDeadLetters",
+                "ok",
+                "",
+                vec![(labels("export", "1"), "firing".to_owned())],
+            ),
+            state(
+                "QueuegenNoRecoveryLeader",
+                "err",
+                "found duplicate series for the match group",
+                vec![(labels("export", "0"), "inactive".to_owned())],
+            ),
+        ];
+        let unhealthy = unhealthy(&rules);
+        assert_eq!(unhealthy.len(), 1, "{unhealthy:?}");
+        assert!(
+            unhealthy[0].starts_with(
+                "queuegen-svc-export / QueuegenNoRecoveryLeader: err: found duplicate"
+            ),
+            "{unhealthy:?}"
+        );
+        let active = active_alerts(&rules);
+        assert_eq!(
+            active.keys().collect::<Vec<_>>(),
+            ["QueuegenDeadLetters{queue=\"export\", partition=\"1\"}"]
+        );
+    }
 }
