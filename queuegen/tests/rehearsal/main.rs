@@ -301,8 +301,20 @@ impl Stage {
     }
 
     /// Every runbook `queuegen` line, the queue's placeholders filled from
-    /// its dead letters (`<partition>` the dead letter's, else 0).
-    fn run_runbook(&self, dead: &BTreeMap<String, Vec<(String, u16)>>) {
+    /// its dead letters (`<partition>` the dead letter's, else 0); then every
+    /// `psql` line against `database` (the URL its `DATABASE_URL` names).
+    /// A line of a program the rehearsal cannot run as a role fails it.
+    fn run_runbook(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, database: Option<&str>) {
+        let unrunnable = self.runbook.unrunnable();
+        assert!(
+            unrunnable.is_empty(),
+            "the runbook has commands the rehearsal cannot run as a generated role (only queuegen, psql and kubectl lines are known):\n{}",
+            unrunnable.join("\n")
+        );
+        for line in self.runbook.lines_of(&runbook::Kind::Kubectl) {
+            println!("runbook: not run (no Kubernetes API here) `{line}`");
+        }
+        self.run_psql_lines(dead, database);
         for line in self.runbook.queuegen_lines() {
             let mut values = BTreeMap::from([("why", "rehearsal".to_owned())]);
             let queue = line.option("--queue").map(str::to_owned);
@@ -319,6 +331,43 @@ impl Stage {
                 values.insert("dead-letter-id", id.clone());
             }
             self.run_line(&line, &values);
+        }
+    }
+
+    /// The runbook's `psql` lines, verbatim through `sh` (they quote
+    /// `"$DATABASE_URL"`), from the deploy directory, `<queue>` and
+    /// `<job_id>` filled with a dead letter's queue and any job ID.
+    fn run_psql_lines(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, database: Option<&str>) {
+        let lines = self.runbook.lines_of(&runbook::Kind::Psql);
+        if lines.is_empty() {
+            return;
+        }
+        let database = database.unwrap_or_else(|| {
+            panic!(
+                "the runbook has psql lines but the spec has no database:\n{}",
+                lines.join("\n")
+            )
+        });
+        let queue = dead.keys().next().cloned().unwrap_or_default();
+        let values = BTreeMap::from([("queue", queue), ("job_id", "rehearsal".to_owned())]);
+        for line in lines {
+            let filled =
+                runbook::fill(&line, &values).unwrap_or_else(|why| panic!("{line}: {why}"));
+            let out = Command::new("sh")
+                .args(["-c", &filled])
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap())
+                .env("DATABASE_URL", database)
+                .current_dir(&self.deploy)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "runbook line `{line}` failed:\n{}{}",
+                stderr(&out),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            println!("runbook: ran `{filled}`");
         }
     }
 
@@ -549,7 +598,7 @@ async fn the_example_deploys_as_generated() {
 
     // The cause is fixed; the runbook's commands replay the dead letter.
     database.psql(&format!("DELETE FROM exports WHERE job_id = 'held'"));
-    stage.run_runbook(&dead);
+    stage.run_runbook(&dead, Some(&database.url()));
     let after = stage.settle("after the replay").await;
     // A replay leaves the dead letter in its stream (transitions::replay)
     // and the gauge counts the stream's entries (XLEN), so the dead-letter
@@ -661,7 +710,7 @@ async fn the_tests_spec_deploys_as_generated() {
     );
     assert!(keda::run_lag_triggers(&stage.manifests, &stage.cluster).is_empty());
     stage.check_rules(&dead).await;
-    stage.run_runbook(&dead);
+    stage.run_runbook(&dead, None);
     // Replayed, the job is done: no dead letter but the one replayed.
     let after = stage.settle("after the replay").await;
     stage.check_alerts(&after, "after the replay").await;

@@ -1,4 +1,4 @@
-//! The runbook's command lines as an operator runs them: the `queuegen` lines of its `sh` blocks, word for word, with the Redis URL of the user the runbook names for them and its `<placeholders>` filled in.
+//! The runbook's command lines as an operator runs them: the `queuegen` and `psql` lines of its `sh` blocks, word for word, with the Redis URL of the user the runbook names for them and its `<placeholders>` filled in; a line of any other program (but `kubectl`, which needs a Kubernetes API) fails the rehearsal.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,21 +27,7 @@ impl Line {
     /// Its words with each `<placeholder>` replaced from `values`; `None`
     /// when one has no value.
     pub fn filled(&self, values: &BTreeMap<&str, String>) -> Result<Vec<String>, String> {
-        self.words
-            .iter()
-            .map(|word| {
-                let mut word = word.clone();
-                while let Some(start) = word.find('<') {
-                    let end = start + word[start..].find('>').ok_or("an unclosed <")?;
-                    let name = &word[start + 1..end];
-                    let value = values
-                        .get(name)
-                        .ok_or_else(|| format!("no value for <{name}>"))?;
-                    word.replace_range(start..=end, value);
-                }
-                Ok(word)
-            })
-            .collect()
+        self.words.iter().map(|word| fill(word, values)).collect()
     }
 }
 
@@ -101,6 +87,74 @@ impl Runbook {
             })
             .collect()
     }
+}
+
+/// How the rehearsal treats a runbook line, by its program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `export NAME=...`: the environment the other lines run in.
+    Export,
+    /// `[REDIS_URL=...] queuegen ...`: run as the user it names.
+    Queuegen,
+    /// `psql "$DATABASE_URL" ...`: run through `sh` against the stage's database.
+    Psql,
+    /// `kubectl ...`: not run (the rehearsal has no Kubernetes API server);
+    /// the manifests they apply are run by the stage's own cluster.
+    Kubectl,
+    /// Anything else (`redis-cli`, say): a command the rehearsal cannot
+    /// prove runs as a role, so the runbook must not have it.
+    Other(String),
+}
+
+/// The kind of a line of a `sh` block.
+pub fn kind(line: &str) -> Kind {
+    let words = split(line);
+    let program = words
+        .iter()
+        .find(|word| !word.contains('=') || word.starts_with('-'))
+        .map(String::as_str)
+        .unwrap_or_default();
+    match (words.first().map(String::as_str), program) {
+        (Some("export"), _) => Kind::Export,
+        (_, "queuegen") => Kind::Queuegen,
+        (_, "psql") => Kind::Psql,
+        (_, "kubectl") => Kind::Kubectl,
+        (_, other) => Kind::Other(other.to_owned()),
+    }
+}
+
+impl Runbook {
+    /// Every line of `kind`, in the runbook's order.
+    pub fn lines_of(&self, wanted: &Kind) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter(|line| kind(line) == *wanted)
+            .cloned()
+            .collect()
+    }
+
+    /// The lines of programs the rehearsal does not know how to run as a role.
+    pub fn unrunnable(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter(|line| matches!(kind(line), Kind::Other(_)))
+            .cloned()
+            .collect()
+    }
+}
+
+/// `line` with each `<placeholder>` replaced from `values`.
+pub fn fill(line: &str, values: &BTreeMap<&str, String>) -> Result<String, String> {
+    let mut line = line.to_owned();
+    while let Some(start) = line.find('<') {
+        let end = start + line[start..].find('>').ok_or("an unclosed <")?;
+        let name = &line[start + 1..end];
+        let value = values
+            .get(name)
+            .ok_or_else(|| format!("no value for <{name}>"))?;
+        line.replace_range(start..=end, value);
+    }
+    Ok(line)
 }
 
 /// The user of `redis://USER:PASSWORD@HOST:PORT`.
