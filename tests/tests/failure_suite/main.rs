@@ -14,8 +14,12 @@
 //! each on a thread of its own with a current-thread runtime and its own log
 //! capture. `--long` (or `QUEUEGEN_SUITE_LONG=1`) runs every scenario with
 //! five times the jobs, three times over. A `FILTER` keeps the scenarios
-//! whose id contains it; `--list` lists them. The process exits non-zero if
-//! any row fails.
+//! whose id contains it; `--list` lists them. `--target NAME` (repeatable)
+//! or `QUEUEGEN_SUITE_TARGETS=NAME,NAME` keeps those targets (`scripts/test`
+//! runs the ACL targets and the pair on the servers beyond Redis 7.0: each
+//! scenario there runs as the generated roles, which is also what the plain
+//! targets check, and the CI budget is finite). The process exits non-zero
+//! if any row fails.
 
 mod process;
 mod scenarios;
@@ -57,7 +61,16 @@ impl Options {
             long: std::env::var("QUEUEGEN_SUITE_LONG").is_ok_and(|value| value == "1"),
             list: false,
             ignored_only: false,
-            targets: Vec::new(),
+            targets: std::env::var("QUEUEGEN_SUITE_TARGETS")
+                .map(|names| {
+                    names
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|name| !name.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
             filters: Vec::new(),
         };
         let mut args = args.peekable();
@@ -97,6 +110,14 @@ impl Options {
 fn main() -> ExitCode {
     let options = Options::parse(std::env::args().skip(1));
     let scenarios = scenarios::all();
+    let known: Vec<String> = Target::all().iter().map(Target::name).collect();
+    if let Some(unknown) = options.targets.iter().find(|name| !known.contains(name)) {
+        eprintln!(
+            "failure suite: no target named {unknown:?} (--target or QUEUEGEN_SUITE_TARGETS); the targets: {}",
+            known.join(", ")
+        );
+        return ExitCode::from(2);
+    }
     if options.list {
         for scenario in &scenarios {
             println!("{}: test", scenario.id);
