@@ -433,6 +433,26 @@ pub struct RunningWorker {
     task: tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
 }
 
+/// Publishes `count` [`crate::fixtures::TestJob`]s with job IDs
+/// `{name}-{n}` (tenant `acme`) in one `publish_many`; returns the IDs.
+pub async fn publish_named(
+    redis: &queuegen_runtime::Redis,
+    config: &queuegen_runtime::QueueConfig,
+    name: &str,
+    count: usize,
+) -> Vec<String> {
+    use crate::fixtures::TestJob;
+    let ids: Vec<String> = (0..count).map(|n| format!("{name}-{n}")).collect();
+    let jobs = ids.iter().map(|id| {
+        queuegen_runtime::NewJob::new(id.clone(), "acme", TestJob::new(id.clone(), None))
+    });
+    queuegen_runtime::Producer::<TestJob>::new(redis, config.clone())
+        .publish_many(jobs)
+        .await
+        .unwrap_or_else(|err| panic!("publishing {name}: {err}"));
+    ids
+}
+
 /// Runs `worker` (`run_until` a stop) in a task.
 pub fn spawn_worker<E, H>(worker: queuegen_runtime::Worker<E, H>) -> RunningWorker
 where

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use queuegen_runtime::{
-    ensure_groups, ConnectOptions, Handler, JobContext, JobError, NewJob, Outcome, Producer,
-    QueueConfig, Redis, Worker, WorkerReport,
+    ensure_groups, ConnectOptions, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
+    Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{all_pending, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    all_pending, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+};
 use queuegen_tests::tls::{write_by_rename, ClientAuth, TestCa, TlsCluster, TlsFiles};
 use queuegen_tests::{library, AclUser};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// How long every wait for the jobs to settle may take.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -63,45 +63,6 @@ fn config(name: &str) -> QueueConfig {
         claim_every: Duration::from_millis(200),
         shutdown_budget: Duration::from_secs(2),
         ..test_config(&unique_prefix(name), 6)
-    }
-}
-
-/// Publishes `count` jobs `{name}-{n}`; returns their IDs.
-async fn publish(redis: &Redis, config: &QueueConfig, name: &str, count: usize) -> Vec<String> {
-    let ids: Vec<String> = (0..count).map(|n| format!("{name}-{n}")).collect();
-    let jobs = ids
-        .iter()
-        .map(|id| NewJob::new(id.clone(), "acme", TestJob::new(id.clone(), None)));
-    Producer::<TestJob>::new(redis, config.clone())
-        .publish_many(jobs)
-        .await
-        .unwrap_or_else(|err| panic!("publishing {name}: {err}"));
-    ids
-}
-
-/// A worker running until the sender is used or dropped.
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<queuegen_runtime::Result<WorkerReport>>,
-}
-
-fn start_worker(redis: &Redis, config: &QueueConfig, handler: &Tally) -> Running {
-    let worker = Worker::new(redis, config.clone(), handler.clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    Running { stop, task }
-}
-
-impl Running {
-    /// Stops the worker; its report (a worker error or panic fails the test).
-    async fn stop(self) -> WorkerReport {
-        let _ = self.stop.send(());
-        self.task
-            .await
-            .expect("the worker task did not panic")
-            .expect("the worker ended without an error")
     }
 }
 
@@ -232,12 +193,16 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
             .await
             .unwrap_or_else(|err| panic!("connecting to the Cluster over TLS as worker: {err}"));
         assert!(redis.is_cluster());
-        workers.push(start_worker(&redis, &config, &handler));
+        workers.push(spawn_worker(Worker::new(
+            &redis,
+            config.clone(),
+            handler.clone(),
+        )));
     }
     let producer = Redis::connect_with(tls.url(), options.clone())
         .await
         .unwrap();
-    let mut ids = publish(&producer, &config, "before", 30).await;
+    let mut ids = publish_named(&producer, &config, "before", 30).await;
     wait_settled(&tls, &config, &handler, &ids).await;
 
     // 1. Live re-AUTH: the new password on every node, then in the file; the
@@ -248,7 +213,7 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
     let auth_before = tls.command_calls("auth");
     tls.set_user("worker", &[">second"]);
     write_by_rename(&password_file, "second\n");
-    ids.extend(publish(&producer, &config, "during", 30).await);
+    ids.extend(publish_named(&producer, &config, "during", 30).await);
     wait_until(
         Duration::from_secs(10),
         "every live connection on every primary sends AUTH again",
@@ -261,7 +226,7 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
     )
     .await;
     tls.set_user("worker", &["<first"]);
-    ids.extend(publish(&producer, &config, "re-authenticated", 30).await);
+    ids.extend(publish_named(&producer, &config, "re-authenticated", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
     let still = client_ids(&tls, "worker");
     for port in &primaries {
@@ -282,7 +247,7 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
     tls.set_user("worker", &["<second"]);
     let killed = tls.kill_tls_clients(Some("worker"));
     assert!(killed >= 6, "workers' and producer's connections: {killed}");
-    ids.extend(publish(&producer, &config, "after", 30).await);
+    ids.extend(publish_named(&producer, &config, "after", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
     let back = client_ids(&tls, "worker");
     for port in &primaries {
@@ -364,15 +329,15 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
     let redis = Redis::connect_with(tls.url(), with(&files)).await.unwrap();
     assert!(redis.is_cluster());
     let handler = Tally::default();
-    let worker = start_worker(&redis, &config, &handler);
-    let mut ids = publish(&admin, &config, "before", 30).await;
+    let worker = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
+    let mut ids = publish_named(&admin, &config, "before", 30).await;
     wait_settled(&tls, &config, &handler, &ids).await;
 
     // The rotation: every node moves to the new CA (rolling), then the
     // worker's files are replaced on disk. Its connections stay up.
     tls.use_ca(&new_ca);
     files.replace(&new_ca, &new_ca.client_cert("worker"));
-    ids.extend(publish(&admin, &config, "during", 30).await);
+    ids.extend(publish_named(&admin, &config, "during", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
 
     // Every TLS connection cut on every node: only connections made from
@@ -385,7 +350,7 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         .await
         .expect_err("the old CA and certificate no longer work");
     assert!(err.to_string().contains("stale-ca.pem"), "{err}");
-    ids.extend(publish(&admin, &config, "after", 30).await);
+    ids.extend(publish_named(&admin, &config, "after", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
     let clients = tls.tls_clients();
     assert!(

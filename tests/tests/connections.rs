@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use queuegen_runtime::{
-    ensure_groups, ConnectOptions, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer,
-    QueueConfig, Redis, Worker, WorkerReport,
+    ensure_groups, ConnectOptions, Error, Handler, JobContext, JobError, Outcome, QueueConfig,
+    Redis, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{all_pending, deliver_to, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    all_pending, deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+};
 use queuegen_tests::tls::{write_by_rename, ClientAuth, TestCa, TlsFiles, TlsServer};
 use queuegen_tests::{library, AclUser, RedisServer};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// How long every wait for the jobs to settle may take.
 const SETTLE: Duration = Duration::from_secs(15);
@@ -52,45 +52,6 @@ fn config(name: &str) -> QueueConfig {
         claim_every: Duration::from_millis(200),
         shutdown_budget: Duration::from_secs(2),
         ..test_config(&unique_prefix(name), 2)
-    }
-}
-
-/// Publishes `count` jobs `{name}-{n}`; returns their IDs.
-async fn publish(redis: &Redis, config: &QueueConfig, name: &str, count: usize) -> Vec<String> {
-    let ids: Vec<String> = (0..count).map(|n| format!("{name}-{n}")).collect();
-    let jobs = ids
-        .iter()
-        .map(|id| NewJob::new(id.clone(), "acme", TestJob::new(id.clone(), None)));
-    Producer::<TestJob>::new(redis, config.clone())
-        .publish_many(jobs)
-        .await
-        .unwrap_or_else(|err| panic!("publishing {name}: {err}"));
-    ids
-}
-
-/// A worker running until the sender is used or dropped.
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<queuegen_runtime::Result<WorkerReport>>,
-}
-
-fn start_worker(redis: &Redis, config: &QueueConfig, handler: &Recorder) -> Running {
-    let worker = Worker::new(redis, config.clone(), handler.clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    Running { stop, task }
-}
-
-impl Running {
-    /// Stops the worker; its report (a worker error or panic fails the test).
-    async fn stop(self) -> WorkerReport {
-        let _ = self.stop.send(());
-        self.task
-            .await
-            .expect("the worker task did not panic")
-            .expect("the worker ended without an error")
     }
 }
 
@@ -165,7 +126,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     ensure_groups(&redis, &config).await.unwrap();
     // Jobs a worker read and then vanished with: the running worker must
     // claim them once they are idle for claim_min_idle.
-    let mut ids = publish(&redis, &config, "stalled", 4).await;
+    let mut ids = publish_named(&redis, &config, "stalled", 4).await;
     let mut admin = tls
         .server
         .client()
@@ -177,7 +138,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     }
 
     let handler = Recorder::default();
-    let worker = start_worker(&redis, &config, &handler);
+    let worker = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
     wait_blocked_reader(&tls).await;
     // A new certificate of the same CA, then every TLS connection cut: the
     // worker's blocked reader and shared connection must handshake again,
@@ -186,7 +147,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     assert!(tls.kill_tls_clients() > 0, "the worker had TLS connections");
 
     let producer = Redis::connect_with(tls.url(), options).await.unwrap();
-    ids.extend(publish(&producer, &config, "after", 20).await);
+    ids.extend(publish_named(&producer, &config, "after", 20).await);
     wait_settled(&tls.server, &config, &handler, &ids).await;
     assert!(
         !tls.tls_clients().is_empty(),
@@ -234,8 +195,8 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let handler = Recorder::default();
-    let worker = start_worker(&redis, &config, &handler);
-    let mut ids = publish(&redis, &config, "before", 10).await;
+    let worker = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
+    let mut ids = publish_named(&redis, &config, "before", 10).await;
     wait_settled(&tls.server, &config, &handler, &ids).await;
     wait_blocked_reader(&tls).await;
 
@@ -250,7 +211,7 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     assert!(err.to_string().contains("stale-ca.pem"), "{err}");
 
     let producer = Redis::connect_with(tls.url(), with(&files)).await.unwrap();
-    ids.extend(publish(&producer, &config, "after", 10).await);
+    ids.extend(publish_named(&producer, &config, "after", 10).await);
     // Only a worker that read its files again can read and ack these.
     wait_settled(&tls.server, &config, &handler, &ids).await;
     let report = worker.stop().await;
@@ -280,9 +241,13 @@ async fn a_password_rotated_while_workers_run_is_read_from_the_file_at_reconnect
         let redis = Redis::connect_with(server.url(), options.clone())
             .await
             .unwrap_or_else(|err| panic!("connecting as worker: {err}"));
-        workers.push(start_worker(&redis, &config, &handler));
+        workers.push(spawn_worker(Worker::new(
+            &redis,
+            config.clone(),
+            handler.clone(),
+        )));
     }
-    let mut ids = publish(&admin, &config, "before", 20).await;
+    let mut ids = publish_named(&admin, &config, "before", 20).await;
     wait_settled(&server, &config, &handler, &ids).await;
 
     // The rotation as an operator does it: add the new password, hand it to
@@ -312,7 +277,7 @@ async fn a_password_rotated_while_workers_run_is_read_from_the_file_at_reconnect
         "each worker's reader and shared connection: {killed}"
     );
 
-    ids.extend(publish(&admin, &config, "after", 20).await);
+    ids.extend(publish_named(&admin, &config, "after", 20).await);
     wait_settled(&server, &config, &handler, &ids).await;
     let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
     assert!(
