@@ -259,6 +259,21 @@ impl Ticks {
     pub fn upcoming(&self, after_ms: u64, count: usize) -> Vec<u64> {
         self.between(after_ms, u64::MAX, count)
     }
+
+    /// The last `count` ticks at or before `at_ms`, oldest first.
+    pub fn recent(&self, at_ms: u64, count: usize) -> Vec<u64> {
+        let mut ticks = Vec::new();
+        let mut cursor = Some(at_ms);
+        while ticks.len() < count {
+            let Some(tick) = cursor.and_then(|at| self.last_at_or_before(at)) else {
+                break;
+            };
+            ticks.push(tick);
+            cursor = tick.checked_sub(1);
+        }
+        ticks.reverse();
+        ticks
+    }
 }
 
 fn instant(tz: &Tz, ms: u64) -> Option<DateTime<Tz>> {
@@ -326,6 +341,8 @@ mod tests {
         assert_eq!(ticks.last_at_or_before(2_999), Some(2_000));
         assert_eq!(ticks.between(1_000, 4_000, 10), vec![2_000, 3_000, 4_000]);
         assert_eq!(ticks.between(1_000, 4_000, 2), vec![2_000, 3_000]);
+        assert_eq!(ticks.recent(4_500, 3), vec![2_000, 3_000, 4_000]);
+        assert_eq!(ticks.recent(1_500, 3), vec![0, 1_000]);
         let minutes = Cadence::Every(Duration::from_secs(90)).ticks().unwrap();
         assert_eq!(minutes.next_after(0), Some(90_000));
         assert!(Cadence::Every(Duration::ZERO).ticks().is_err());

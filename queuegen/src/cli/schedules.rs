@@ -151,38 +151,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The next `count` ticks of every schedule after `from_ms`, schedule by schedule.
 pub fn next_ticks(spec: &Spec, from_ms: u64, count: usize) -> anyhow::Result<Vec<Tick>> {
-    let mut out = Vec::new();
-    for schedule in &spec.schedules {
-        let ticks = schedule
-            .cadence
-            .ticks()
-            .with_context(|| format!("schedule {}", schedule.name))?;
-        for tick_ms in ticks.upcoming(from_ms, count) {
-            out.push(tick(spec, schedule, tick_ms));
-        }
-    }
-    Ok(out)
+    ticks_of(spec, |ticks| ticks.upcoming(from_ms, count))
 }
 
 /// The last `count` ticks of every schedule at or before `at_ms`, oldest first.
 pub fn last_ticks(spec: &Spec, at_ms: u64, count: usize) -> anyhow::Result<Vec<Tick>> {
+    ticks_of(spec, |ticks| ticks.recent(at_ms, count))
+}
+
+/// The ticks `pick` chooses of each schedule, schedule by schedule.
+fn ticks_of(spec: &Spec, pick: impl Fn(&cadence::Ticks) -> Vec<u64>) -> anyhow::Result<Vec<Tick>> {
     let mut out = Vec::new();
     for schedule in &spec.schedules {
         let ticks = schedule
             .cadence
             .ticks()
             .with_context(|| format!("schedule {}", schedule.name))?;
-        let mut found = Vec::new();
-        let mut cursor = Some(at_ms);
-        while let Some(tick_ms) = cursor.and_then(|at| ticks.last_at_or_before(at)) {
-            found.push(tick(spec, schedule, tick_ms));
-            if found.len() == count {
-                break;
-            }
-            cursor = tick_ms.checked_sub(1);
-        }
-        found.reverse();
-        out.extend(found);
+        out.extend(
+            pick(&ticks)
+                .into_iter()
+                .map(|tick_ms| tick(spec, schedule, tick_ms)),
+        );
     }
     Ok(out)
 }
