@@ -247,6 +247,26 @@ async fn a_password_rotated_on_every_node_reaches_live_and_new_cluster_connectio
     tls.set_user("worker", &["<second"]);
     let killed = tls.kill_tls_clients(Some("worker"));
     assert!(killed >= 6, "workers' and producer's connections: {killed}");
+    // The producer's connections were cut too. A publish is not retried here
+    // (a retry after a reply lost could append a job twice), so wait until
+    // every primary answers it again: on a loaded machine the TLS handshakes
+    // of every cut connection can outlast one response timeout.
+    wait_until(
+        Duration::from_secs(30),
+        "the producer reaches every partition again",
+        || async {
+            let mut conn = producer.shared();
+            for key in config.ready_keys() {
+                let len: redis::RedisResult<u64> =
+                    redis::cmd("XLEN").arg(&key).query_async(&mut conn).await;
+                if len.is_err() {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
     ids.extend(publish_named(&producer, &config, "after", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
     let back = client_ids(&tls, "worker");
