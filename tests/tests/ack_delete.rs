@@ -26,7 +26,7 @@ use queuegen_tests::support::{
     init_tracing, pending_count, pending_entries, spawn_worker, stream_entries, unique_prefix,
     wait_until,
 };
-use queuegen_tests::{library, RedisServer};
+use queuegen_tests::{library, RedisCluster, RedisServer};
 
 const PARTITIONS: u16 = 2;
 const JOBS: u32 = 90;
@@ -59,7 +59,7 @@ async fn server_has_xackdel(redis: &Redis) -> bool {
 
 /// Reads `count` new entries of `key` as `audit`'s consumer; their IDs.
 async fn audit_reads(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
     count: usize,
 ) -> Vec<String> {
@@ -84,7 +84,7 @@ async fn audit_reads(
 }
 
 /// The second group, `AUDIT`, on `key`, from its newest entry on.
-async fn add_audit_group(conn: &mut redis::aio::MultiplexedConnection, key: &str) {
+async fn add_audit_group(conn: &mut impl redis::aio::ConnectionLike, key: &str) {
     let () = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(key)
@@ -99,18 +99,29 @@ async fn add_audit_group(conn: &mut redis::aio::MultiplexedConnection, key: &str
 async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them() {
     init_tracing();
     let server = RedisServer::start();
+    done_entries_go_only_where_every_group_is_done(&server.url(), PARTITIONS).await;
+}
+
+/// The same on a Cluster, its partitions spread over the three primaries:
+/// the worker asks every primary for `XACKDEL` and each partition's acks go
+/// to the primary that owns its slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_done_entries_go_with_their_ack_only_where_every_group_is_done_with_them() {
+    init_tracing();
+    let cluster = RedisCluster::start();
+    done_entries_go_only_where_every_group_is_done(&cluster.url(), 6).await;
+}
+
+async fn done_entries_go_only_where_every_group_is_done(url: &str, partitions: u16) {
     let config = QueueConfig {
         delete_on_ack: true,
-        ..test_config(&unique_prefix("ack-delete"), PARTITIONS)
+        ..test_config(&unique_prefix("ack-delete"), partitions)
     };
-    let admin = Redis::connect(server.url()).await.unwrap();
+    let admin = Redis::connect(url).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    // Routed by slot on a Cluster.
+    let mut conn = admin.shared();
     for key in config.ready_keys() {
         add_audit_group(&mut conn, &key).await;
     }
@@ -171,7 +182,7 @@ async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them
         .collect();
 
     // Ask the server which path a worker of this queue takes.
-    let redis = Redis::connect(server.url()).await.unwrap();
+    let redis = Redis::connect(url).await.unwrap();
     let path = queuegen_runtime::worker::ack_path(&redis, &config).await;
     let has_xackdel = server_has_xackdel(&redis).await;
     assert_eq!(
@@ -262,7 +273,7 @@ async fn done_entries_go_with_their_ack_only_where_every_group_is_done_with_them
         (report.deleted_on_ack, report.kept_on_ack),
         "{text}"
     );
-    for partition in 0..PARTITIONS {
+    for partition in 0..partitions {
         let labels = [
             ("queue", config.queue),
             ("partition", &partition.to_string()),
