@@ -178,7 +178,11 @@ impl Cluster {
         }
         let dir = self.root.join("pods").join(pod);
         std::fs::create_dir_all(&dir).unwrap();
-        command.current_dir(dir);
+        // A `workingDir` is a path inside the container: a mount, mapped.
+        match &container.working_dir {
+            Some(working_dir) => command.current_dir(local(working_dir)),
+            None => command.current_dir(dir),
+        };
         command
     }
 

@@ -91,7 +91,13 @@ impl Stage {
         let mut cluster = Cluster::new(
             root.path(),
             &manifests,
-            &[("queuegen", binaries::queuegen())],
+            // The programs the generated containers name: queuegen's own
+            // image, and the PostgreSQL image's shell and psql (migrations).
+            &[
+                ("queuegen", binaries::queuegen()),
+                ("sh", PathBuf::from("/bin/sh")),
+                ("psql", which("psql")),
+            ],
             BTreeMap::from([(spec.kubernetes.image.clone(), worker)]),
         );
         cluster.secret(&spec.kubernetes.redis_secret, redis_secret(&redis));
@@ -371,6 +377,24 @@ impl Stage {
         }
     }
 
+    /// Runs every Job's pod to its end; each must succeed.
+    fn run_jobs(&self) -> usize {
+        let mut ran = 0;
+        for job in self.manifests.of_kind("Job") {
+            let pod = format!("{}-run", manifests::name(job));
+            let out = self.cluster.run(job, &pod);
+            assert!(
+                out.status.success(),
+                "Job pod {pod}: {}{}",
+                stderr(&out),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            println!("job {pod}: {}", String::from_utf8_lossy(&out.stdout).trim());
+            ran += 1;
+        }
+        ran
+    }
+
     /// Runs every CronJob's pod once, as its schedule would; each must succeed.
     fn run_cronjobs(&self) -> usize {
         let mut ran = 0;
@@ -506,6 +530,17 @@ fn dead_letters(
     dead
 }
 
+/// `program` on PATH: a program the generated containers name that the
+/// machine provides (scripts/test installs it).
+fn which(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -525,18 +560,6 @@ async fn the_example_deploys_as_generated() {
     let producer = binaries::built("docs-pipeline", "producer");
     let mut stage = Stage::new(&example, worker);
     let database = PostgresServer::start();
-    for dir in [stage.deploy.join("sql"), example.join("migrations")] {
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        files.sort();
-        for file in files {
-            database
-                .psql_file(&file)
-                .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
-        }
-    }
     let postgres_secret = stage
         .spec
         .kubernetes
@@ -547,6 +570,26 @@ async fn the_example_deploys_as_generated() {
         &postgres_secret,
         BTreeMap::from([(k8s::DATABASE_URL_KEY.to_owned(), database.url())]),
     );
+    // queuegen's tables: the generated migration Job, run as its pod (its
+    // ConfigMap mounted, psql from the Secret's URL), twice: a deploy runs it
+    // every time, so a second run must change nothing and succeed.
+    assert_eq!(
+        stage.run_jobs(),
+        1,
+        "the example has one Job, the migrations"
+    );
+    assert_eq!(stage.run_jobs(), 1);
+    // The team's own tables, beside queuegen's.
+    let mut files: Vec<_> = std::fs::read_dir(example.join("migrations"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    for file in files {
+        database
+            .psql_file(&file)
+            .unwrap_or_else(|err| panic!("{}: {err}", file.display()));
+    }
     // Another writer already holds the first export's row: its job fails
     // on the primary key, permanently, and is dead-lettered.
     const HELD: &str = "rehearsal-export-0";

@@ -100,6 +100,8 @@ pub struct Container {
     pub readiness: Option<(String, String)>,
     /// `volumeMounts`: mount path and volume name.
     pub mounts: Vec<(String, String)>,
+    /// `workingDir`, if set.
+    pub working_dir: Option<String>,
 }
 
 impl Container {
@@ -140,6 +142,7 @@ impl Container {
                     )
                 })
                 .collect(),
+            working_dir: value["workingDir"].as_str().map(str::to_owned),
         }
     }
 
