@@ -144,6 +144,14 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
+    /// Connection options that trust these files' CA and present their
+    /// client certificate, read from the files at each connection.
+    pub fn mutual_tls_options(&self) -> queuegen_runtime::ConnectOptions {
+        queuegen_runtime::ConnectOptions::new()
+            .tls_ca_file(&self.ca)
+            .tls_client_cert(&self.cert, &self.key)
+    }
+
     /// Writes `ca`'s certificate and a new `cert` of it into `dir` as
     /// `{name}-ca.pem`, `{name}-cert.pem` and `{name}-key.pem`.
     pub fn write(dir: &Path, name: &str, ca: &TestCa, cert: &CertifiedKey) -> TlsFiles {

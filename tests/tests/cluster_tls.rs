@@ -336,17 +336,14 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
     let dir = temp_dir();
     let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
     let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
-    let with = |files: &TlsFiles| {
-        ConnectOptions::new()
-            .tls_ca_file(&files.ca)
-            .tls_client_cert(&files.cert, &files.key)
-    };
     let config = config("cluster-tls-certs");
     let admin = Redis::connect(tls.cluster.url()).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
 
-    let redis = Redis::connect_with(tls.url(), with(&files)).await.unwrap();
+    let redis = Redis::connect_with(tls.url(), files.mutual_tls_options())
+        .await
+        .unwrap();
     assert!(redis.is_cluster());
     let handler = Tally::default();
     let worker = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
@@ -366,7 +363,7 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         tls.kill_tls_clients(None) > 0,
         "the worker had TLS connections"
     );
-    let err = Redis::connect_with(tls.url(), with(&stale))
+    let err = Redis::connect_with(tls.url(), stale.mutual_tls_options())
         .await
         .expect_err("the old CA and certificate no longer work");
     assert!(err.to_string().contains("stale-ca.pem"), "{err}");

@@ -178,11 +178,6 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     // ones that stays, to show that the server no longer takes them.
     let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
     let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
-    let with = |files: &TlsFiles| {
-        ConnectOptions::new()
-            .tls_ca_file(&files.ca)
-            .tls_client_cert(&files.cert, &files.key)
-    };
     let config = config("tls-client-rotation");
 
     // Without a client certificate the server refuses the handshake.
@@ -191,7 +186,9 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
         .expect_err("a client without a certificate is refused");
     assert!(refused.to_string().contains("over TLS"), "{refused}");
 
-    let redis = Redis::connect_with(tls.url(), with(&files)).await.unwrap();
+    let redis = Redis::connect_with(tls.url(), files.mutual_tls_options())
+        .await
+        .unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
     let handler = Recorder::default();
@@ -205,12 +202,14 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     files.replace(&new_ca, &new_ca.client_cert("worker"));
     tls.use_ca(&new_ca);
     assert!(tls.kill_tls_clients() > 0, "the worker had TLS connections");
-    let err = Redis::connect_with(tls.url(), with(&stale))
+    let err = Redis::connect_with(tls.url(), stale.mutual_tls_options())
         .await
         .expect_err("the old CA and certificate no longer work");
     assert!(err.to_string().contains("stale-ca.pem"), "{err}");
 
-    let producer = Redis::connect_with(tls.url(), with(&files)).await.unwrap();
+    let producer = Redis::connect_with(tls.url(), files.mutual_tls_options())
+        .await
+        .unwrap();
     ids.extend(publish_named(&producer, &config, "after", 10).await);
     // Only a worker that read its files again can read and ack these.
     wait_settled(&tls.server, &config, &handler, &ids).await;

@@ -379,36 +379,28 @@ impl Stage {
 
     /// Runs every Job's pod to its end; each must succeed.
     fn run_jobs(&self) -> usize {
-        let mut ran = 0;
-        for job in self.manifests.of_kind("Job") {
-            let pod = format!("{}-run", manifests::name(job));
-            let out = self.cluster.run(job, &pod);
-            assert!(
-                out.status.success(),
-                "Job pod {pod}: {}{}",
-                stderr(&out),
-                String::from_utf8_lossy(&out.stdout)
-            );
-            println!("job {pod}: {}", String::from_utf8_lossy(&out.stdout).trim());
-            ran += 1;
-        }
-        ran
+        self.run_to_end("Job")
     }
 
     /// Runs every CronJob's pod once, as its schedule would; each must succeed.
     fn run_cronjobs(&self) -> usize {
+        self.run_to_end("CronJob")
+    }
+
+    /// Runs one pod of every workload of `kind` to its end; how many ran.
+    fn run_to_end(&self, kind: &str) -> usize {
         let mut ran = 0;
-        for cronjob in self.manifests.of_kind("CronJob") {
-            let pod = format!("{}-manual", manifests::name(cronjob));
-            let out = self.cluster.run(cronjob, &pod);
+        for workload in self.manifests.of_kind(kind) {
+            let pod = format!("{}-run", manifests::name(workload));
+            let out = self.cluster.run(workload, &pod);
             assert!(
                 out.status.success(),
-                "CronJob pod {pod}: {}{}",
+                "{kind} pod {pod}: {}{}",
                 stderr(&out),
                 String::from_utf8_lossy(&out.stdout)
             );
             println!(
-                "cronjob {pod}: {}",
+                "{kind} {pod}: {}",
                 String::from_utf8_lossy(&out.stdout).trim()
             );
             ran += 1;
