@@ -25,10 +25,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures_util::future::try_join_all;
+use queuegen_runtime::host::now_ms;
 use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, Postgres, PublisherReport};
 use queuegen_runtime::{NewJob, QueueConfig, Redis};
 use queuegen_tests::queues::envelopes::TestJob;
@@ -381,13 +382,6 @@ fn check_reports(reports: &[PublisherReport], rows: u64) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 async fn lag(

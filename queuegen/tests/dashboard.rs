@@ -276,7 +276,7 @@ async fn unknown_queues_and_partitions_are_named_in_a_404() {
     assert_eq!(page.status, StatusCode::NOT_FOUND);
     assert!(
         page.body
-            .contains("queue ocr has partitions 0..7; there is no partition 8"),
+            .contains("queue ocr has no partition 8: its partitions are 0 to 7"),
         "{}",
         page.body
     );

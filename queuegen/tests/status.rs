@@ -556,7 +556,7 @@ fn bad_input_exits_non_zero_naming_what_and_where_and_writes_nothing() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("queue ocr has partitions 0..7; there is no partition 8"),
+        stderr(&out).contains("queue ocr has no partition 8: its partitions are 0 to 7"),
         "{}",
         stderr(&out)
     );

@@ -361,7 +361,7 @@ fn a_missing_library_or_partition_is_refused_before_trimming() {
     let out = trim(&server, &["--queue", "ocr", "--partition", "8"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
-        stderr(&out).contains("queue ocr has partitions 0..=7; there is no partition 8"),
+        stderr(&out).contains("queue ocr has no partition 8: its partitions are 0 to 7"),
         "{out:?}"
     );
 }

@@ -313,6 +313,32 @@ impl QueueConfig {
         format!("{}:schedule:{schedule}:last", self.key_prefix)
     }
 
+    /// The partitions `chosen` names, sorted and without repeats, or every
+    /// partition when it names none. A partition the queue does not have is
+    /// [`crate::Error::NoSuchPartition`]: the one check the worker, the CLI,
+    /// the operator views and the dashboard make.
+    pub fn chosen_partitions(&self, chosen: &[u16]) -> crate::Result<Vec<u16>> {
+        if chosen.is_empty() {
+            return Ok((0..self.partitions).collect());
+        }
+        let mut partitions = chosen.to_vec();
+        partitions.sort_unstable();
+        partitions.dedup();
+        match partitions.iter().find(|&&p| p >= self.partitions) {
+            Some(&partition) => Err(crate::Error::NoSuchPartition {
+                queue: self.queue,
+                partition,
+                partitions: self.partitions,
+            }),
+            None => Ok(partitions),
+        }
+    }
+
+    /// `partition`, if the queue has it ([`QueueConfig::chosen_partitions`]).
+    pub fn check_partition(&self, partition: u16) -> crate::Result<u16> {
+        self.chosen_partitions(&[partition]).map(|_| partition)
+    }
+
     /// The partition's trim lease: `{prefix}:{queue-NN}:lease:trim`. One
     /// trimmer (or `queuegen apply` creating groups) holds it at a time.
     pub fn trim_lease_key(&self, partition: u16) -> String {

@@ -150,7 +150,7 @@ pub enum Error {
     MissingStream { key: String },
 
     /// An operator asked about a partition the queue does not have.
-    #[error("queue {queue} has partitions 0..{}; there is no partition {partition}", partitions.saturating_sub(1))]
+    #[error("queue {queue} has no partition {partition}: its partitions are 0 to {}", partitions.saturating_sub(1))]
     NoSuchPartition {
         queue: &'static str,
         partition: u16,

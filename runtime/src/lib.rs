@@ -14,6 +14,7 @@ pub mod error;
 pub mod failpoint;
 pub mod field;
 pub mod handler;
+pub mod host;
 pub mod metrics;
 pub mod ops;
 pub mod outcome;

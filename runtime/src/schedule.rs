@@ -37,6 +37,7 @@ use crate::connect::Redis;
 use crate::envelope::header_fields;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
+use crate::host::now_ms;
 use crate::partition::partition_of;
 use crate::transitions;
 
@@ -195,14 +196,6 @@ impl Scheduler {
         }
         Ok(report)
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 async fn run_one(

@@ -119,7 +119,8 @@ async fn a_worker_for_a_partition_that_does_not_exist_is_refused() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidWorker { .. }), "{err:?}");
     assert!(
-        err.to_string().contains("partition 5 does not exist"),
+        err.to_string()
+            .contains("queue jobs has no partition 5: its partitions are 0 to 1"),
         "{err}"
     );
 }

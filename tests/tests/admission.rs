@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use queuegen_runtime::ops::stream_id::now_ms;
+use queuegen_runtime::host::now_ms;
 use queuegen_runtime::{ensure_groups, partition_of, Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs, capture_logs_at, pending_count, unique_prefix};

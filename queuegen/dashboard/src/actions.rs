@@ -8,7 +8,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -179,12 +178,6 @@ fn back_to(dashboard: &Dashboard, queue: &str, partition: Option<u16>) -> String
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as u64)
-}
-
 /// What a confirmation page lists: one line per thing the action touches.
 #[derive(Debug, Serialize)]
 struct PlanRow {
@@ -352,7 +345,7 @@ pub(super) async fn replay(
         outcome.push_str(&format!("; then failed: {err:#}"));
     }
     dashboard.inner.actions.record(ActionRecord {
-        at_ms: now_ms(),
+        at_ms: queuegen_runtime::host::now_ms(),
         who: operator.who.clone(),
         action: "replay",
         queue: queue.clone(),
@@ -540,16 +533,7 @@ fn selected_partitions(
     config: &queuegen_runtime::QueueConfig,
     partition: Option<u16>,
 ) -> Result<Vec<u16>, crate::Error> {
-    match partition {
-        Some(p) if p >= config.partitions => Err(queuegen_runtime::Error::NoSuchPartition {
-            queue: config.queue,
-            partition: p,
-            partitions: config.partitions,
-        }
-        .into()),
-        Some(p) => Ok(vec![p]),
-        None => Ok((0..config.partitions).collect()),
-    }
+    Ok(config.chosen_partitions(partition.as_slice())?)
 }
 
 /// `POST /queues/{queue}/pause` (`partition`, `reason`).
@@ -633,7 +617,7 @@ async fn switch(
         Err(err) => (format!("failed: {err:#}"), Some(err), ().into_response()),
     };
     dashboard.inner.actions.record(ActionRecord {
-        at_ms: now_ms(),
+        at_ms: queuegen_runtime::host::now_ms(),
         who: operator.who.clone(),
         action: verb,
         queue: queue.clone(),

@@ -35,13 +35,7 @@ pub(super) fn partition_field(text: &str) -> Result<u16, Error> {
 /// The `{partition}` of a page's path, which must be one `config` has.
 pub(super) fn partition_path(config: &QueueConfig, text: &str) -> Result<u16, Error> {
     match text.parse::<u16>() {
-        Ok(partition) if partition < config.partitions => Ok(partition),
-        Ok(partition) => Err(queuegen_runtime::Error::NoSuchPartition {
-            queue: config.queue,
-            partition,
-            partitions: config.partitions,
-        }
-        .into()),
+        Ok(partition) => Ok(config.check_partition(partition)?),
         Err(_) => Err(Error::BadRequest(format!(
             "partition {text:?} is not a partition number: queue {} has partitions 0..{}",
             config.queue,

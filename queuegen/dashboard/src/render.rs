@@ -4,6 +4,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use minijinja::{context, Environment, UndefinedBehavior, Value};
+use queuegen_spec::units::short_duration;
 
 use super::Dashboard;
 
@@ -105,21 +106,9 @@ fn path_value(path: &str) -> Value {
     }
 }
 
-/// Milliseconds as a short age: `850ms`, `42s`, `3m05s`, `2h10m`, `3d4h`.
-pub(super) fn short_age(ms: u64) -> String {
-    let s = ms / 1_000;
-    match s {
-        _ if ms < 1_000 => format!("{ms}ms"),
-        0..=59 => format!("{s}s"),
-        60..=3_599 => format!("{}m{:02}s", s / 60, s % 60),
-        3_600..=86_399 => format!("{}h{:02}m", s / 3_600, (s % 3_600) / 60),
-        _ => format!("{}d{}h", s / 86_400, (s % 86_400) / 3_600),
-    }
-}
-
 fn age(ms: Value) -> String {
     match u64::try_from(ms) {
-        Ok(ms) => short_age(ms),
+        Ok(ms) => short_duration(ms),
         Err(_) => "-".to_owned(),
     }
 }
@@ -127,8 +116,8 @@ fn age(ms: Value) -> String {
 /// Signed milliseconds until due: `in 4s`, or `4s overdue`.
 fn due(ms: Value) -> String {
     match i64::try_from(ms) {
-        Ok(ms) if ms >= 0 => format!("in {}", short_age(ms as u64)),
-        Ok(ms) => format!("{} overdue", short_age(ms.unsigned_abs())),
+        Ok(ms) if ms >= 0 => format!("in {}", short_duration(ms as u64)),
+        Ok(ms) => format!("{} overdue", short_duration(ms.unsigned_abs())),
         Err(_) => "-".to_owned(),
     }
 }
@@ -152,15 +141,6 @@ fn clock(ms: Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_read_at_a_glance() {
-        assert_eq!(short_age(850), "850ms");
-        assert_eq!(short_age(42_000), "42s");
-        assert_eq!(short_age(185_000), "3m05s");
-        assert_eq!(short_age(7_800_000), "2h10m");
-        assert_eq!(short_age(273_600_000), "3d4h");
-    }
 
     #[test]
     fn every_template_parses() {

@@ -95,6 +95,20 @@ pub fn format_duration(duration: Duration) -> String {
     out
 }
 
+/// A duration in ms as an operator reads it in a table: `850ms`, `42s`,
+/// `4m05s`, `3h02m`, `2d04h` (the largest unit and the next, fixed width).
+/// The CLI's tables and the dashboard's pages show ages and waits so.
+pub fn short_duration(ms: u64) -> String {
+    let seconds = ms / 1_000;
+    match seconds {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{seconds}s"),
+        60..=3_599 => format!("{}m{:02}s", seconds / 60, seconds % 60),
+        3_600..=86_399 => format!("{}h{:02}m", seconds / 3_600, seconds % 3_600 / 60),
+        _ => format!("{}d{:02}h", seconds / 86_400, seconds % 86_400 / 3_600),
+    }
+}
+
 /// A value a user can type (one unit) that is at least `duration`, rounded
 /// up to a unit that reads well: the largest unit of which it is at least two.
 pub fn round_up_duration(duration: Duration) -> String {
@@ -125,6 +139,15 @@ pub fn format_size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn short_durations_read_at_a_glance() {
+        assert_eq!(short_duration(850), "850ms");
+        assert_eq!(short_duration(42_900), "42s");
+        assert_eq!(short_duration(245_000), "4m05s");
+        assert_eq!(short_duration(3 * 3_600_000 + 120_000), "3h02m");
+        assert_eq!(short_duration(2 * 86_400_000 + 4 * 3_600_000), "2d04h");
+    }
     use super::*;
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen_runtime::ops::pause::{self, PauseChange, PauseNote};
 use queuegen_runtime::QueueConfig;
@@ -126,21 +126,7 @@ pub fn target(
     };
     let queue = common::queue(&spec, spec_path, queue)?;
     let config = queue_config(&spec, queue);
-    let mut chosen: Vec<u16> = if partitions.is_empty() {
-        (0..config.partitions).collect()
-    } else {
-        partitions.to_vec()
-    };
-    chosen.sort_unstable();
-    chosen.dedup();
-    if let Some(&bad) = chosen.iter().find(|&&p| p >= config.partitions) {
-        bail!(
-            "queue {} has no partition {bad}: it has {} (0 to {})",
-            config.queue,
-            config.partitions,
-            config.partitions - 1
-        );
-    }
+    let chosen = config.chosen_partitions(partitions)?;
     Ok(Some((config, chosen)))
 }
 
@@ -174,11 +160,5 @@ fn default_by() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{user}@{host}")
+    format!("{user}@{}", queuegen_runtime::host::hostname())
 }

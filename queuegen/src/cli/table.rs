@@ -4,6 +4,8 @@
 
 use std::io::IsTerminal;
 
+pub use queuegen::spec::units::short_duration;
+
 /// How a cell is painted on a terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Paint {
@@ -109,30 +111,9 @@ impl Table {
     }
 }
 
-/// A duration in ms as an operator reads it: `850ms`, `42s`, `4m05s`, `3h02m`, `2d04h`.
-pub fn short_duration(ms: u64) -> String {
-    let seconds = ms / 1_000;
-    match seconds {
-        0 => format!("{ms}ms"),
-        1..=59 => format!("{seconds}s"),
-        60..=3_599 => format!("{}m{:02}s", seconds / 60, seconds % 60),
-        3_600..=86_399 => format!("{}h{:02}m", seconds / 3_600, seconds % 3_600 / 60),
-        _ => format!("{}d{:02}h", seconds / 86_400, seconds % 86_400 / 3_600),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_at_a_glance() {
-        assert_eq!(short_duration(850), "850ms");
-        assert_eq!(short_duration(42_900), "42s");
-        assert_eq!(short_duration(245_000), "4m05s");
-        assert_eq!(short_duration(3 * 3_600_000 + 120_000), "3h02m");
-        assert_eq!(short_duration(2 * 86_400_000 + 4 * 3_600_000), "2d04h");
-    }
 
     #[test]
     fn columns_align_on_the_widest_cell() {

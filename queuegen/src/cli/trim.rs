@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
+use queuegen::spec::units::short_duration;
 use queuegen_runtime::ops::lease;
 use queuegen_runtime::ops::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
 use queuegen_runtime::{admin, Error, QueueConfig};
@@ -85,12 +86,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     if let Some(partition) = args.partition {
         for queue in &selected {
-            if partition >= queue.partitions {
+            if let Err(err) = queue_config(&spec, queue).check_partition(partition) {
                 bail!(
-                    "{}: queue {} has partitions 0..={}; there is no partition {partition}{}",
+                    "{}: {err}{}",
                     args.spec.display(),
-                    queue.name,
-                    queue.partitions - 1,
                     if args.queues.is_empty() {
                         " (name the queue with --queue)"
                     } else {
@@ -476,7 +475,7 @@ impl Row {
                     .split_once('-')
                     .and_then(|(ms, _)| ms.parse().ok())
                     .unwrap_or(0);
-                format!("{minid} ({} ago)", age(now.saturating_sub(ms)))
+                format!("{minid} ({} ago)", short_duration(now.saturating_sub(ms)))
             }
             _ => "-".to_owned(),
         }
@@ -486,10 +485,13 @@ impl Row {
         match &self.decided_by {
             None => "-".to_owned(),
             Some(decided) => match (&decided.group, decided.kind) {
+                // The setting as the spec writes it (`14d`, `1h30m`).
                 (None, _) => format!(
                     "policy ({} {})",
                     self.retention_setting,
-                    age(self.retention_ms)
+                    queuegen::spec::units::format_duration(Duration::from_millis(
+                        self.retention_ms
+                    ))
                 ),
                 (Some(group), kind) => format!("group {group} {kind}"),
             },
@@ -613,29 +615,6 @@ fn print_table(rows: &[Row], dry_run: bool) {
     }
 }
 
-/// A duration in ms, compactly: `3d 2h`, `5m 3s`, `850ms`.
-fn age(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1_000, "s"),
-    ];
-    // The largest unit, and the next one unless it is zero.
-    let Some(first) = UNITS.iter().position(|(unit, _)| ms >= *unit) else {
-        return format!("{ms}ms");
-    };
-    let (unit, name) = UNITS[first];
-    let mut text = format!("{}{name}", ms / unit);
-    if let Some(&(next, next_name)) = UNITS.get(first + 1) {
-        let rest = ms % unit / next;
-        if rest > 0 {
-            text.push_str(&format!(" {rest}{next_name}"));
-        }
-    }
-    text
-}
-
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `310.2 MiB`.
 fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -659,17 +638,6 @@ mod tests {
     use queuegen_runtime::ops::trim::Boundary;
 
     use super::*;
-
-    #[test]
-    fn ages_print_their_two_largest_units() {
-        assert_eq!(age(850), "850ms");
-        assert_eq!(age(5_000), "5s");
-        assert_eq!(age(3 * 86_400_000), "3d");
-        assert_eq!(age(3 * 86_400_000 + 2 * 3_600_000 + 59_000), "3d 2h");
-        assert_eq!(age(5 * 60_000 + 3_000), "5m 3s");
-        assert_eq!(age(3_600_000), "1h");
-        assert_eq!(age(3_600_000 + 30_000), "1h");
-    }
 
     #[test]
     fn sizes_use_binary_units() {

@@ -101,14 +101,7 @@ pub fn decode_envelope(json: &str) -> Vec<(String, String)> {
 /// The stream numbers a query selects, checking its partition and lane.
 pub fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result<Vec<u16>> {
     let partitions: Vec<u16> = match query.partition {
-        Some(partition) if partition >= config.partitions => {
-            return Err(Error::NoSuchPartition {
-                queue: config.queue,
-                partition,
-                partitions: config.partitions,
-            })
-        }
-        Some(partition) => vec![partition],
+        Some(partition) => vec![config.check_partition(partition)?],
         None => (0..config.partitions).collect(),
     };
     match &query.lane {

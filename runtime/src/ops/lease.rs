@@ -43,7 +43,7 @@ impl Lease {
 pub fn unique_holder(role: &str) -> String {
     format!(
         "{role}:{}-{}-{:08x}",
-        crate::worker::hostname(),
+        crate::host::hostname(),
         std::process::id(),
         rand::random::<u32>()
     )

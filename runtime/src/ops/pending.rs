@@ -97,14 +97,7 @@ pub async fn pending<C: ConnectionLike>(
     query: &PendingQuery,
 ) -> Result<PendingReport> {
     let partitions: Vec<u16> = match query.partition {
-        Some(partition) if partition >= config.partitions => {
-            return Err(Error::NoSuchPartition {
-                queue: config.queue,
-                partition,
-                partitions: config.partitions,
-            })
-        }
-        Some(partition) => config.streams_of(&[partition]),
+        Some(partition) => config.streams_of(&[config.check_partition(partition)?]),
         None => (0..config.streams()).collect(),
     };
     let examine = query.limit.max(EXAMINED_PER_PARTITION);

@@ -89,15 +89,6 @@ impl serde::Serialize for StreamId {
     }
 }
 
-/// Current time as Unix milliseconds.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,8 +18,9 @@ use crate::connect::Connection;
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::host::now_ms;
 use crate::ops::inventory::inventory;
-use crate::ops::stream_id::{now_ms, StreamId};
+use crate::ops::stream_id::StreamId;
 
 /// The admission state of one queue, shared by every clone of its producer.
 pub(crate) struct Admission {

@@ -54,6 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connect::Connection;
+use crate::host::now_ms;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
@@ -493,21 +494,14 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         if self.consumer.is_empty() {
             return Err(invalid("the consumer name is empty".into()));
         }
-        let mut partitions = match &self.partitions {
-            None => (0..self.config.partitions).collect(),
-            Some(chosen) => chosen.clone(),
-        };
-        partitions.sort_unstable();
-        partitions.dedup();
-        if partitions.is_empty() {
-            return Err(invalid("no partitions to work".into()));
+        let partitions = match &self.partitions {
+            Some(chosen) if chosen.is_empty() => {
+                return Err(invalid("no partitions to work".into()))
+            }
+            Some(chosen) => self.config.chosen_partitions(chosen),
+            None => self.config.chosen_partitions(&[]),
         }
-        if let Some(&p) = partitions.iter().find(|&&p| p >= self.config.partitions) {
-            return Err(invalid(format!(
-                "partition {p} does not exist (the queue has {})",
-                self.config.partitions
-            )));
-        }
+        .map_err(|err| invalid(err.to_string()))?;
         Ok(self.config.streams_of(&partitions))
     }
 }
@@ -828,15 +822,6 @@ fn due_ms(delay: Duration) -> u64 {
         })
 }
 
-/// Current time as Unix milliseconds (rounded down): the clock retry due times are kept in.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
-}
-
 /// The block time actually used: short enough that shutdown, which waits for
 /// the read in progress, stays well inside its budget; never zero, which
 /// Redis reads as "block forever".
@@ -849,19 +834,10 @@ fn effective_read_block(requested: Duration, shutdown_budget: Duration) -> Durat
 fn default_consumer_name() -> String {
     format!(
         "{}-{}-{:08x}",
-        hostname(),
+        crate::host::hostname(),
         std::process::id(),
         rand::random::<u32>()
     )
-}
-
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
 #[cfg(test)]

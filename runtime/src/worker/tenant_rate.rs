@@ -23,6 +23,7 @@ use super::reply::Entry;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
 use crate::envelope::header_fields;
+use crate::host::now_ms;
 use crate::partition::tenant_class;
 
 /// One worker's gate; `None` without `handler.tenant_rate`.
@@ -115,12 +116,4 @@ fn tenant_of(entry: &Entry) -> String {
         .find(|(name, _)| name == header_fields::TENANT)
         .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
         .unwrap_or_default()
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
