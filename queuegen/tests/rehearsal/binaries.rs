@@ -19,6 +19,26 @@ pub fn built(package: &str, bin: &str) -> PathBuf {
     command
         .args(["build", "--quiet", "--message-format=json"])
         .args(["--manifest-path", manifest, "-p", package, "--bin", bin]);
+    // The variables cargo set for this test describe this package, not the
+    // build: passed on, a build script that watches one (ring's watches
+    // CARGO_MANIFEST_DIR) would see it change, and the workspace's next
+    // cargo run would rebuild ring, rustls, redis and every crate above.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_the_test = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_BIN_EXE_"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .contains(&name.as_ref());
+        if set_for_the_test {
+            command.env_remove(name.as_ref());
+        }
+    }
     if !cfg!(debug_assertions) {
         command.arg("--release");
     }
