@@ -107,7 +107,7 @@ impl JobContext {
     ///
     /// A `true` is what was true when Redis answered, not a lease: the
     /// process may stall right after it. Guard effects with idempotency by
-    /// `job_id` or a fence the target enforces (docs/operations.md, "Ownership").
+    /// `job_id` or a fence the target enforces (docs/operations/ownership.md).
     pub async fn still_owner(&self) -> Result<bool> {
         let owner = transitions::pending_owner(
             &mut self.owner.conn.clone(),

@@ -2,8 +2,8 @@
 //!
 //! The rules are built once as [`Alert`]s; the runbook renders its sections
 //! from the same list, so every `runbook_url` anchor has its heading. Metric
-//! names and label sets are those of docs/operations.md ("Metrics" and
-//! "`queuegen monitor`"). Every expression aggregates to bounded labels
+//! names and label sets are those of docs/operations/observability.md
+//! ("Metrics") and docs/operations/views.md ("`queuegen monitor`"). Every expression aggregates to bounded labels
 //! (`queue`, `partition`, `group`, and closed sets like `outcome`), which
 //! also folds the copies a second monitor or several workers export.
 
