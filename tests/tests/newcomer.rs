@@ -13,10 +13,12 @@
 //! Quickstart's `cargo install`) and a fresh crate that compiles redis,
 //! tokio and rustls once. Both go to `target/newcomer`, a target directory
 //! of their own, because the `cargo test` running this holds the lock on
-//! the workspace's usual one. The crate gets a copy of the workspace's
-//! Cargo.lock, so it builds the very dependency versions the workspace was
-//! tested with, `--offline` from the registry cache the workspace build
-//! already filled. Later runs reuse `target/newcomer` and take seconds.
+//! the workspace's usual one. The CLI builds `--locked`, as the README
+//! installs it. The crate resolves its dependencies afresh, as a newcomer's
+//! does: the newest versions compatible with the runtime's requirements, not
+//! this workspace's lock (so this needs the crates.io index). A deprecation or
+//! a break that only newer dependencies bring shows here, as a warning this
+//! test refuses. Later runs reuse `target/newcomer` and take seconds.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -178,12 +180,14 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
     // README's "beside the checkout"), outside the workspace as a newcomer's is.
     let mut queuegen: Option<PathBuf> = None;
     let mut crate_dir: Option<PathBuf> = None;
+    let mut redis_url_exported = false;
     for line in &commands {
-        if *line == "cargo install --path queuegen" {
+        if *line == "cargo install --locked --path queuegen" {
             // Built, not installed: the test must not touch ~/.cargo/bin.
             let mut build = cargo();
             build.current_dir(workspace()).args([
                 "build",
+                "--locked",
                 "--offline",
                 "-p",
                 "queuegen",
@@ -203,11 +207,17 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
                 .args(["new", "--vcs", "none", name]);
             run(new, line);
             crate_dir = Some(home.path().join(name));
+        } else if line.starts_with("export REDIS_URL=") {
+            // The README's local Redis is the harness's private server here.
+            redis_url_exported = true;
         } else if let Some(args) = line.strip_prefix("queuegen ") {
             let binary = queuegen.as_ref().expect("the CLI is installed first");
             let dir = crate_dir.as_ref().expect("the crate is created first");
             let mut command = Command::new(binary);
-            command.current_dir(dir);
+            command.current_dir(dir).env_remove("REDIS_URL");
+            if redis_url_exported {
+                command.env("REDIS_URL", server.url());
+            }
             for arg in args.split_whitespace() {
                 // The README's local Redis is the harness's private server here.
                 if arg == "redis://127.0.0.1:6379" {
@@ -244,11 +254,10 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
         .expect("cargo new writes a [dependencies] section");
     assert_eq!(empty.trim(), "", "{manifest}");
     std::fs::write(&manifest_path, format!("{package}{manifest_dependencies}")).unwrap();
-    std::fs::copy(workspace().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
 
     let build = || {
         let mut build = cargo();
-        build.current_dir(&crate_dir).args(["build", "--offline"]);
+        build.current_dir(&crate_dir).arg("build");
         let (_, stderr) = run(build, "building the newcomer crate");
         let warnings: Vec<&str> = stderr
             .lines()
@@ -286,9 +295,14 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
     };
     let config = queuegen::runtime_config::queue_config(&spec, queue);
 
+    assert!(
+        redis_url_exported,
+        "the Quickstart exports REDIS_URL for the CLI and the service"
+    );
     let mut service = Service::start(
         Command::new(workspace().join("target/newcomer/debug").join(&name))
-            .env("REDIS_URL", server.url()),
+            .env("REDIS_URL", server.url())
+            .env("RUST_LOG", "info"),
     );
     let handled = service.line_starting("handled job-1", Duration::from_secs(60));
     assert_eq!(handled, "handled job-1: welcome for user-42");
@@ -323,8 +337,12 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
     assert_eq!(entries, 1, "one job published");
 
     // SIGTERM, as an orchestrator stops it: a clean exit with its report.
-    let (status, printed) = service.terminate(Duration::from_secs(30));
-    assert!(status.success(), "{status}: {printed:?}");
+    let (status, printed, log) = service.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}: {printed:?}\n{log}");
+    // Not silent: the README's subscriber shows the worker's own log.
+    for said in ["worker starting", "shutdown requested"] {
+        assert!(log.contains(said), "the worker's log says {said:?}:\n{log}");
+    }
     let report = printed.last().expect("the report is printed last");
     assert!(
         report.starts_with("WorkerReport { handled: 1, done: 1, retried: 0, dead_lettered: 0,"),
@@ -333,11 +351,13 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
     eprintln!("newcomer path took {:?}", started.elapsed());
 }
 
-/// The newcomer's binary, running; its stdout read line by line on a thread.
+/// The newcomer's binary, running; its stdout read line by line on a thread,
+/// its stderr (the log) kept whole by another.
 struct Service {
     child: Child,
     lines: mpsc::Receiver<String>,
     printed: Vec<String>,
+    log: std::thread::JoinHandle<String>,
 }
 
 impl Service {
@@ -345,9 +365,15 @@ impl Service {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("the newcomer's binary starts");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || {
+            let mut log = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut log);
+            log
+        });
         let stdout = child.stdout.take().unwrap();
         let (sender, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -362,6 +388,7 @@ impl Service {
             child,
             lines,
             printed: Vec::new(),
+            log,
         }
     }
 
@@ -385,8 +412,9 @@ impl Service {
         }
     }
 
-    /// Sends SIGTERM and waits for the exit; returns the status and everything printed.
-    fn terminate(mut self, timeout: Duration) -> (std::process::ExitStatus, Vec<String>) {
+    /// Sends SIGTERM and waits for the exit; returns the status, everything
+    /// printed and the log.
+    fn terminate(mut self, timeout: Duration) -> (std::process::ExitStatus, Vec<String>, String) {
         let mut kill = Command::new("kill");
         kill.args(["-TERM", &self.child.id().to_string()]);
         run(kill, "kill -TERM");
@@ -406,7 +434,12 @@ impl Service {
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
             self.printed.push(line);
         }
-        (status, std::mem::take(&mut self.printed))
+        let printed = std::mem::take(&mut self.printed);
+        // Exited: stderr is at EOF, so the log thread has finished or is about to.
+        let log = std::mem::replace(&mut self.log, std::thread::spawn(String::new))
+            .join()
+            .unwrap_or_default();
+        (status, printed, log)
     }
 }
 

@@ -19,7 +19,9 @@ use super::common;
   queuegen dlq show queues.yaml --queue ocr --id 1733140301123-0
   queuegen dlq replay queues.yaml --queue ocr --id 1733140301123-0 --partition 3
   queuegen dlq replay queues.yaml --queue ocr --all --dry-run
-  queuegen dlq replay queues.yaml --queue ocr --all --limit 500 --json"
+  queuegen dlq replay queues.yaml --queue ocr --all --limit 500 --json
+
+--redis URL may be left out when REDIS_URL is set."
 )]
 pub struct Args {
     #[command(subcommand)]

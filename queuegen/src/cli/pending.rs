@@ -10,7 +10,6 @@ use queuegen::runtime_config::queue_config;
 use queuegen_runtime::ops::pending::{pending, PendingQuery, PendingReport};
 
 use super::common;
-use super::status::server_addr;
 use super::table::{short_duration, Colours, Paint, Table};
 
 #[derive(Debug, clap::Args)]
@@ -29,7 +28,9 @@ Reads only: TIME, TYPE, XPENDING, XRANGE, in two round trips.
 Examples:
   queuegen pending queues.yaml --queue ocr --redis redis://127.0.0.1:6379
   queuegen pending queues.yaml --queue ocr --partition 3 --min-idle 10m
-  queuegen pending queues.yaml --queue ocr --consumer ocr-7f9c-1 --limit 500 --json"
+  queuegen pending queues.yaml --queue ocr --consumer ocr-7f9c-1 --limit 500 --json
+
+--redis URL may be left out when REDIS_URL is set."
 )]
 pub struct Args {
     /// The spec file (queues.yaml).
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let report = runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         pending(&mut redis.shared(), &config, &query)
             .await
             .with_context(|| format!("reading the pending entries on {server}"))

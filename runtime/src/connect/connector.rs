@@ -45,6 +45,11 @@ impl Connector {
         if connector.is_tls() {
             // The redis crate leaves the choice of crypto provider to the
             // application; an application that installed one keeps it.
+            // rustls 0.23.48 deprecates its ring provider (it has no
+            // post-quantum key exchange); ring stays the default here because
+            // aws-lc-rs adds a C build every service would pay for. An
+            // application that wants post-quantum installs aws-lc-rs first.
+            #[allow(deprecated)]
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         Ok(connector)
