@@ -28,7 +28,7 @@ use queuegen_runtime::envelope::header_fields;
 use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
 use queuegen_runtime::{QueueConfig, Redis};
 
-use queuegen_spec::model::Spec;
+use queuegen_spec::model::{Queue, Spec};
 
 pub use actions::ActionRecord;
 pub use error::{Error, Result};
@@ -98,14 +98,7 @@ impl DashboardQueue {
             shown_fields.extend(change.renamed.iter().map(|rename| rename.from.clone()));
         }
         Some(DashboardQueue {
-            watched: WatchedQueue {
-                config,
-                alerts: AlertThresholds {
-                    oldest_pending_age: queue.alerts.oldest_pending_age,
-                    oldest_ready_age: queue.alerts.oldest_ready_age,
-                    dead_letters: queue.alerts.dead_letters,
-                },
-            },
+            watched: watched_queue(queue, config),
             accepted_schemas: envelope.accepts.clone(),
             shown_fields,
         })
@@ -113,6 +106,20 @@ impl DashboardQueue {
 
     fn config(&self) -> &QueueConfig {
         &self.watched.config
+    }
+}
+
+/// `queue` as `queuegen status` and the dashboard watch it: `config` with
+/// the alert thresholds its spec sets (the one mapping of the spec's
+/// `alerts` onto the views' thresholds).
+pub fn watched_queue(queue: &Queue, config: QueueConfig) -> WatchedQueue {
+    WatchedQueue {
+        config,
+        alerts: AlertThresholds {
+            oldest_pending_age: queue.alerts.oldest_pending_age,
+            oldest_ready_age: queue.alerts.oldest_ready_age,
+            dead_letters: queue.alerts.dead_letters,
+        },
     }
 }
 

@@ -11,7 +11,6 @@ use queuegen::runtime_config::queue_config;
 use queuegen_dashboard::{Dashboard, DashboardOptions, DashboardQueue, TOKEN_ENV};
 
 use super::common;
-use super::status::server_addr;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -78,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         let queues = spec
             .queues
             .iter()

@@ -13,7 +13,7 @@ use queuegen_runtime::metrics::{router, serve, Registry};
 use queuegen_runtime::ops::gauges::QueueMonitor;
 
 use super::common;
-use super::status::{server_addr, watched_queues};
+use super::status::watched_queues;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -29,7 +29,7 @@ and makes /readyz answer 503 until one succeeds. The first refresh must succeed:
 missing stream or a key of the wrong type stops it before it listens.
 
 Run one per deployment: workers export their own counters, not these gauges. \
-docs/operations.md lists every gauge.
+docs/operations/views.md lists every gauge.
 
 Examples:
   queuegen monitor queues.yaml --redis redis://127.0.0.1:6379 --listen 0.0.0.0:9464
@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         let mut registry = Registry::default();
         let monitor = QueueMonitor::new(redis, watched, &mut registry);
         monitor

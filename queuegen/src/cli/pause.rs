@@ -10,7 +10,6 @@ use queuegen_runtime::QueueConfig;
 use serde::Serialize;
 
 use super::common;
-use super::status::server_addr;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -79,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let (note, changes) = runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         pause::pause(&mut redis.shared(), &config, &partitions, &by, &args.reason)
             .await
             .with_context(|| format!("pausing queue {} on {server}", config.queue))

@@ -7,7 +7,6 @@ use anyhow::Context;
 use queuegen_runtime::ops::pause;
 
 use super::pause::{describe, partition_list, target, Report};
-use super::status::server_addr;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -50,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let changes = runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         pause::resume(&mut redis.shared(), &config, &partitions)
             .await
             .with_context(|| format!("resuming queue {} on {server}", config.queue))

@@ -13,7 +13,7 @@ use queuegen_runtime::ops::status::{
     status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, PartitionStatus,
     QueueStatus, StatusReport, WatchedQueue,
 };
-use queuegen_runtime::Redis;
+use queuegen_dashboard::watched_queue;
 
 use super::common;
 use super::table::{short_duration, Colours, Paint, Table};
@@ -28,7 +28,7 @@ and FCALL_RO of the library's version function.
 HISTORY is XLEN: every entry still stored, acknowledged ones included, so it is not the backlog; \
 UNDELIVERED and PENDING are. LAG is n/a when Redis cannot count (an entry after the group's \
 position was deleted, or the group was moved with SETID); the footnote says which, and \
-OLDEST-READY still holds. docs/operations.md explains every column.
+OLDEST-READY still holds. docs/operations/views.md explains every column.
 
 Examples:
   queuegen status queues.yaml --redis redis://127.0.0.1:6379
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let redis = args.redis.connect().await?;
-        let server = server_addr(&redis);
+        let server = redis.addr();
         let colours = Colours::for_stdout();
         let Some(every) = args.watch else {
             let report = status_of(&redis, &watched)
@@ -117,21 +117,10 @@ pub fn watched_queues(
         .queues
         .iter()
         .filter(|queue| names.is_empty() || names.contains(&queue.name))
-        .map(|queue| WatchedQueue {
-            config: queue_config(spec, queue),
-            alerts: AlertThresholds {
-                oldest_pending_age: queue.alerts.oldest_pending_age,
-                oldest_ready_age: queue.alerts.oldest_ready_age,
-                dead_letters: queue.alerts.dead_letters,
-            },
-        })
+        .map(|queue| watched_queue(queue, queue_config(spec, queue)))
         .collect())
 }
 
-/// `host:port` of the server (a Cluster's seed node), never its credentials.
-pub fn server_addr(redis: &Redis) -> String {
-    redis.addr()
-}
 
 fn now_text() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
