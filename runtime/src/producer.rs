@@ -177,7 +177,7 @@ impl<E: Envelope> Producer<E> {
         // Shared through the `Redis` handle, so `ocr::producer(&redis)` per
         // request still refreshes each partition at most every `refresh`.
         let admission = config.admission_max_oldest_ready_age.map(|limit| {
-            redis.admission(&config, limit, || {
+            redis.shared_state(Admission::name(&config, limit), || {
                 Admission::new(&config, limit, ready_keys.clone())
             })
         });

@@ -29,6 +29,7 @@ mod node;
 mod options;
 mod reloading;
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -46,9 +47,7 @@ pub use reloading::Reloading;
 use cluster::FilePassword;
 use connector::Connector;
 
-use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::producer::admission::Admission;
 
 /// Response timeout of the shared connection: generous, because a timed-out
 /// command may still be applied later and is then retried by its caller.
@@ -63,10 +62,13 @@ const BLOCKING_READ_MARGIN: Duration = Duration::from_secs(5);
 pub struct Redis {
     deployment: Arc<Deployment>,
     shared: Connection,
-    /// Producer admission readings per queue, shared by every producer made
-    /// from this handle (and its clones).
-    admissions: Arc<Mutex<HashMap<AdmissionKey, Arc<Admission>>>>,
+    /// What the layers above keep per deployment, shared by this handle's
+    /// clones (the producers' admission readings per queue).
+    state: Arc<Mutex<HashMap<StateKey, Arc<dyn Any + Send + Sync>>>>,
 }
+
+/// A piece of [`Redis::shared_state`]: its type and the name its owner gave it.
+type StateKey = (TypeId, String);
 
 /// What the URL pointed at, and how to reach it.
 struct Deployment {
@@ -79,9 +81,6 @@ struct Deployment {
     /// by every Cluster client of this handle.
     password: Option<FilePassword>,
 }
-
-/// One queue's admission settings: the first ready key names prefix and queue.
-type AdmissionKey = (String, u16, Duration, Duration);
 
 impl Redis {
     /// Connects to `url` (`redis://[user:password@]host:port[/db]`, `rediss://`
@@ -160,7 +159,7 @@ impl Redis {
                     password,
                 }),
                 shared,
-                admissions: Arc::default(),
+                state: Arc::default(),
             });
         }
         let shared = if connector.reads_files() {
@@ -185,7 +184,7 @@ impl Redis {
                 password: None,
             }),
             shared,
-            admissions: Arc::default(),
+            state: Arc::default(),
         })
     }
 
@@ -261,28 +260,22 @@ impl Redis {
         }
     }
 
-    /// The admission state of the queue `config` describes, made by `make`
-    /// the first time a producer of it asks.
-    pub(crate) fn admission(
+    /// The `T` named `name` that every clone of this handle shares, made by
+    /// `make` the first time anyone asks: state a layer above keeps per
+    /// deployment (a producer's admission readings, so that
+    /// `ocr::producer(&redis)` per request still shares one reading).
+    pub(crate) fn shared_state<T: Any + Send + Sync>(
         &self,
-        config: &QueueConfig,
-        limit: Duration,
-        make: impl FnOnce() -> Admission,
-    ) -> Arc<Admission> {
-        let key = (
-            config.ready_key(0),
-            config.streams(),
-            limit,
-            config.admission_refresh,
-        );
-        let mut admissions = self
-            .admissions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        admissions
-            .entry(key)
-            .or_insert_with(|| Arc::new(make()))
-            .clone()
+        name: String,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = state
+            .entry((TypeId::of::<T>(), name))
+            .or_insert_with(|| Arc::new(make()));
+        Arc::clone(entry)
+            .downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("shared state is keyed by its type"))
     }
 }
 

@@ -79,6 +79,18 @@ impl Reading {
 }
 
 impl Admission {
+    /// What tells one queue's admission settings apart, as the name of its
+    /// shared state on the `Redis` handle: the first ready key (prefix and
+    /// queue), the stream count, the limit and the refresh period.
+    pub(crate) fn name(config: &QueueConfig, limit: Duration) -> String {
+        format!(
+            "admission {} {} {limit:?} {:?}",
+            config.ready_key(0),
+            config.streams(),
+            config.admission_refresh
+        )
+    }
+
     pub(crate) fn new(
         config: &QueueConfig,
         limit: Duration,
