@@ -49,14 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(spec) = common::valid_spec(&args.spec, "applying")? else {
         return Ok(ExitCode::from(1));
     };
-    for name in &args.queues {
-        common::queue(&spec, &args.spec, name)?;
-    }
-    let selected: Vec<&model::Queue> = spec
-        .queues
-        .iter()
-        .filter(|q| args.queues.is_empty() || args.queues.contains(&q.name))
-        .collect();
+    let selected = common::selected_queues(&spec, &args.spec, &args.queues)?;
 
     let library_code = gen::functions::generate(&spec, &args.spec.display().to_string())?.contents;
 

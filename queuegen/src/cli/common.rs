@@ -82,6 +82,36 @@ pub fn check_with_lock(path: &Path, lock: Option<&Path>) -> anyhow::Result<Check
     }
 }
 
+/// The spec's queues named in `names` (every queue when none is named), in
+/// the spec's order; an unknown name is an error listing the spec's queues.
+pub fn selected_queues<'a>(
+    spec: &'a model::Spec,
+    path: &Path,
+    names: &[String],
+) -> anyhow::Result<Vec<&'a model::Queue>> {
+    for name in names {
+        queue(spec, path, name)?;
+    }
+    Ok(spec
+        .queues
+        .iter()
+        .filter(|queue| names.is_empty() || names.contains(&queue.name))
+        .collect())
+}
+
+/// A listener on `addr` (port 0: any free one) and the address it got.
+pub async fn listen(
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpListener, std::net::SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let local = listener
+        .local_addr()
+        .with_context(|| format!("listening on {addr}"))?;
+    Ok((listener, local))
+}
+
 /// The queue named `name`, or an error listing the spec's queues.
 pub fn queue<'a>(
     spec: &'a model::Spec,

@@ -62,9 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(spec) = common::valid_spec(&args.spec, "serving the dashboard")? else {
         return Ok(ExitCode::from(1));
     };
-    for name in &args.queues {
-        common::queue(&spec, &args.spec, name)?;
-    }
+    let selected = common::selected_queues(&spec, &args.spec, &args.queues)?;
     let operator_token = operator_token(args.token_file.as_deref())?;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -78,10 +76,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let redis = args.redis.connect().await?;
         let server = redis.addr();
-        let queues = spec
-            .queues
+        let queues = selected
             .iter()
-            .filter(|queue| args.queues.is_empty() || args.queues.contains(&queue.name))
             .map(|queue| {
                 DashboardQueue::new(&spec, queue_config(&spec, queue))
                     .expect("a valid spec's queue is in the spec")
@@ -104,12 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("reading the status on {server}"))?;
 
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
-        let local = listener
-            .local_addr()
-            .with_context(|| format!("listening on {}", args.listen))?;
+        let (listener, local) = common::listen(args.listen).await?;
         if !local.ip().is_loopback() {
             eprintln!(
                 "warning: serving plain HTTP on {local}, beyond this host: put a TLS proxy in front, since the operator token and session cookie travel in the clear"

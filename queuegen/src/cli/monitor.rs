@@ -73,12 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("reading the status on {server}"))?;
 
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("listening on {}", args.listen))?;
-        let local = listener
-            .local_addr()
-            .with_context(|| format!("listening on {}", args.listen))?;
+        let (listener, local) = common::listen(args.listen).await?;
         println!(
             "serving the gauges of queue(s) {} from {server} on http://{local}/metrics, refreshed every {}s",
             names.join(", "),

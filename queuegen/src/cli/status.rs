@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
+use queuegen_dashboard::watched_queue;
 use queuegen_runtime::ops::status::{
     status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, PartitionStatus,
     QueueStatus, StatusReport, WatchedQueue,
 };
-use queuegen_dashboard::watched_queue;
 
 use super::common;
 use super::table::{short_duration, Colours, Paint, Table};
@@ -110,17 +110,11 @@ pub fn watched_queues(
     path: &Path,
     names: &[String],
 ) -> anyhow::Result<Vec<WatchedQueue>> {
-    for name in names {
-        common::queue(spec, path, name)?;
-    }
-    Ok(spec
-        .queues
-        .iter()
-        .filter(|queue| names.is_empty() || names.contains(&queue.name))
+    Ok(common::selected_queues(spec, path, names)?
+        .into_iter()
         .map(|queue| watched_queue(queue, queue_config(spec, queue)))
         .collect())
 }
-
 
 fn now_text() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()

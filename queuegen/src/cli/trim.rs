@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use queuegen::runtime_config::queue_config;
-use queuegen::spec::model;
 use queuegen::spec::units::short_duration;
 use queuegen_runtime::ops::lease;
 use queuegen_runtime::ops::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
@@ -76,14 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(spec) = common::valid_spec(&args.spec, "trimming")? else {
         return Ok(ExitCode::from(1));
     };
-    for name in &args.queues {
-        common::queue(&spec, &args.spec, name)?;
-    }
-    let selected: Vec<&model::Queue> = spec
-        .queues
-        .iter()
-        .filter(|q| args.queues.is_empty() || args.queues.contains(&q.name))
-        .collect();
+    let selected = common::selected_queues(&spec, &args.spec, &args.queues)?;
     if let Some(partition) = args.partition {
         for queue in &selected {
             if let Err(err) = queue_config(&spec, queue).check_partition(partition) {
