@@ -1,6 +1,6 @@
 //! Periodic jobs: the schedule loop any number of worker processes run; each tick is published once, by the library's `schedule_tick`.
 //!
-//! Every process computes the same ticks (`queuegen_spec::cadence`, shared
+//! Every process computes the same ticks (`queuegen_core::cadence`, shared
 //! with `queuegen check` and `queuegen schedules`) and tries to publish each
 //! one when it comes. A tick's job has the deterministic `job_id`
 //! `<schedule>@<tick in RFC 3339 UTC>` and lands in the partition
@@ -41,7 +41,7 @@ use crate::host::now_ms;
 use crate::partition::partition_of;
 use crate::transitions;
 
-pub use queuegen_spec::cadence::{format_tick, job_id, Cadence, CadenceError, Ticks};
+pub use queuegen_core::cadence::{format_tick, job_id, Cadence, CadenceError, Ticks};
 
 /// What to do about ticks nobody published within their grace (`missed:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -649,7 +649,7 @@ pub async fn schedule_tick<C: ConnectionLike + Send>(
 ) -> Result<Moved> {
     let p = partition;
     let function = config.function("schedule_tick");
-    let marker_id = queuegen_spec::cadence::marker_id(schedule, tick_ms);
+    let marker_id = queuegen_core::cadence::marker_id(schedule, tick_ms);
     let mut cmd = fcall(
         &function,
         &[
@@ -661,7 +661,7 @@ pub async fn schedule_tick<C: ConnectionLike + Send>(
     for (name, value) in fields {
         cmd.arg(*name).arg(value);
     }
-    let job_id = queuegen_spec::cadence::job_id(schedule, tick_ms);
+    let job_id = queuegen_core::cadence::job_id(schedule, tick_ms);
     let call = Call {
         function: &function,
         key: config.ready_key(p),

@@ -6,7 +6,6 @@
 //! spec with its lock file ([`lock`]), the schema versions already published;
 //! [`diff`] compares two specs for review.
 
-pub mod cadence;
 pub mod compat;
 pub mod diagnostic;
 pub mod diff;
@@ -18,9 +17,10 @@ pub mod model;
 pub mod naming;
 pub mod source;
 pub mod suggest;
-pub mod units;
 pub mod v1;
 pub mod yaml;
+
+pub use queuegen_core::{cadence, units};
 
 use std::path::Path;
 
