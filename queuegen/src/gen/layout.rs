@@ -25,7 +25,7 @@ pub fn format(name: &str, source: &str) -> Result<String> {
     })?;
     // The file's `//!` docs stand apart from its first item.
     let after_docs = !file.attrs.is_empty();
-    separate(&mut file.items, after_docs, item_attrs);
+    separate(&mut file.items, after_docs);
     let printed = prettyplease::unparse(&file);
     let marker = format!("///{BLANK_LINE}");
     Ok(printed
@@ -36,11 +36,7 @@ pub fn format(name: &str, source: &str) -> Result<String> {
 }
 
 /// Marks each item of one block that starts a new paragraph (see the module doc).
-fn separate<T: Separable>(
-    items: &mut [T],
-    first_too: bool,
-    attrs: fn(&mut T) -> Option<&mut Vec<Attribute>>,
-) {
+fn separate<T: Separable>(items: &mut [T], first_too: bool) {
     // Decided before any marker is added: markers are attributes, which the rules read.
     let blank: Vec<bool> = (0..items.len())
         .map(|index| match index {
@@ -50,7 +46,7 @@ fn separate<T: Separable>(
         .collect();
     for (item, blank) in items.iter_mut().zip(blank) {
         item.separate_nested();
-        if let (true, Some(attrs)) = (blank, attrs(item)) {
+        if let (true, Some(attrs)) = (blank, item.attrs_mut()) {
             attrs.insert(0, syn::parse_quote!(#[doc = #BLANK_LINE]));
         }
     }
@@ -62,6 +58,8 @@ trait Separable {
     fn runs_on_with(&self, next: &Self) -> bool;
     /// Separates the items nested in this one.
     fn separate_nested(&mut self);
+    /// The item's attributes, where a blank-line marker goes.
+    fn attrs_mut(&mut self) -> Option<&mut Vec<Attribute>>;
 }
 
 impl Separable for Item {
@@ -80,27 +78,74 @@ impl Separable for Item {
         match self {
             Item::Mod(module) => {
                 if let Some((_, items)) = &mut module.content {
-                    separate(items, false, item_attrs);
+                    separate(items, false);
                 }
             }
-            Item::Impl(block) => separate(&mut block.items, false, impl_item_attrs),
-            Item::Trait(block) => separate(&mut block.items, false, trait_item_attrs),
+            Item::Impl(block) => separate(&mut block.items, false),
+            Item::Trait(block) => separate(&mut block.items, false),
             _ => {}
         }
+    }
+
+    fn attrs_mut(&mut self) -> Option<&mut Vec<Attribute>> {
+        Some(match self {
+            Item::Const(item) => &mut item.attrs,
+            Item::Enum(item) => &mut item.attrs,
+            Item::ExternCrate(item) => &mut item.attrs,
+            Item::Fn(item) => &mut item.attrs,
+            Item::ForeignMod(item) => &mut item.attrs,
+            Item::Impl(item) => &mut item.attrs,
+            Item::Macro(item) => &mut item.attrs,
+            Item::Mod(item) => &mut item.attrs,
+            Item::Static(item) => &mut item.attrs,
+            Item::Struct(item) => &mut item.attrs,
+            Item::Trait(item) => &mut item.attrs,
+            Item::TraitAlias(item) => &mut item.attrs,
+            Item::Type(item) => &mut item.attrs,
+            Item::Union(item) => &mut item.attrs,
+            Item::Use(item) => &mut item.attrs,
+            _ => return None,
+        })
     }
 }
 
 impl Separable for ImplItem {
+    fn attrs_mut(&mut self) -> Option<&mut Vec<Attribute>> {
+        Some(match self {
+            ImplItem::Const(item) => &mut item.attrs,
+            ImplItem::Fn(item) => &mut item.attrs,
+            ImplItem::Type(item) => &mut item.attrs,
+            ImplItem::Macro(item) => &mut item.attrs,
+            _ => return None,
+        })
+    }
+
     fn runs_on_with(&self, next: &ImplItem) -> bool {
-        matches!((self, next), (ImplItem::Const(a), ImplItem::Const(b)) if a.attrs.is_empty() && b.attrs.is_empty())
+        match (self, next) {
+            (ImplItem::Const(a), ImplItem::Const(b)) => a.attrs.is_empty() && b.attrs.is_empty(),
+            _ => false,
+        }
     }
 
     fn separate_nested(&mut self) {}
 }
 
 impl Separable for TraitItem {
+    fn attrs_mut(&mut self) -> Option<&mut Vec<Attribute>> {
+        Some(match self {
+            TraitItem::Const(item) => &mut item.attrs,
+            TraitItem::Fn(item) => &mut item.attrs,
+            TraitItem::Type(item) => &mut item.attrs,
+            TraitItem::Macro(item) => &mut item.attrs,
+            _ => return None,
+        })
+    }
+
     fn runs_on_with(&self, next: &TraitItem) -> bool {
-        matches!((self, next), (TraitItem::Const(a), TraitItem::Const(b)) if a.attrs.is_empty() && b.attrs.is_empty())
+        match (self, next) {
+            (TraitItem::Const(a), TraitItem::Const(b)) => a.attrs.is_empty() && b.attrs.is_empty(),
+            _ => false,
+        }
     }
 
     fn separate_nested(&mut self) {}
@@ -119,47 +164,6 @@ fn use_group(item: &syn::ItemUse) -> (bool, u8) {
         _ => 1,
     };
     (public, origin)
-}
-
-fn item_attrs(item: &mut Item) -> Option<&mut Vec<Attribute>> {
-    Some(match item {
-        Item::Const(item) => &mut item.attrs,
-        Item::Enum(item) => &mut item.attrs,
-        Item::ExternCrate(item) => &mut item.attrs,
-        Item::Fn(item) => &mut item.attrs,
-        Item::ForeignMod(item) => &mut item.attrs,
-        Item::Impl(item) => &mut item.attrs,
-        Item::Macro(item) => &mut item.attrs,
-        Item::Mod(item) => &mut item.attrs,
-        Item::Static(item) => &mut item.attrs,
-        Item::Struct(item) => &mut item.attrs,
-        Item::Trait(item) => &mut item.attrs,
-        Item::TraitAlias(item) => &mut item.attrs,
-        Item::Type(item) => &mut item.attrs,
-        Item::Union(item) => &mut item.attrs,
-        Item::Use(item) => &mut item.attrs,
-        _ => return None,
-    })
-}
-
-fn impl_item_attrs(item: &mut ImplItem) -> Option<&mut Vec<Attribute>> {
-    Some(match item {
-        ImplItem::Const(item) => &mut item.attrs,
-        ImplItem::Fn(item) => &mut item.attrs,
-        ImplItem::Type(item) => &mut item.attrs,
-        ImplItem::Macro(item) => &mut item.attrs,
-        _ => return None,
-    })
-}
-
-fn trait_item_attrs(item: &mut TraitItem) -> Option<&mut Vec<Attribute>> {
-    Some(match item {
-        TraitItem::Const(item) => &mut item.attrs,
-        TraitItem::Fn(item) => &mut item.attrs,
-        TraitItem::Type(item) => &mut item.attrs,
-        TraitItem::Macro(item) => &mut item.attrs,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
