@@ -1,6 +1,7 @@
-//! A queue's runtime settings built from the validated spec, for commands that
-//! talk to Redis; generated code bakes the same values in as a `const`, and a
-//! test keeps the two equal.
+//! A queue's runtime settings built from the validated spec: the one place
+//! the spec maps to `QueueConfig`. Commands that talk to Redis use the value;
+//! the generator renders the same value as each queue module's `CONFIG`
+//! ([`crate::gen::rust_value`]).
 
 use queuegen_runtime::{self as runtime, QueueConfig};
 
@@ -8,7 +9,7 @@ use crate::spec::model::{Jitter, OnAck, Queue, Spec, TrimMode};
 
 /// The runtime's view of one queue. `QueueConfig` holds `'static` names (the
 /// generated consts are literals), so the strings are leaked: call this in a
-/// short-lived process, once per queue.
+/// short-lived process, once per queue (the CLI and the generator do).
 pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
     fn leak(s: &str) -> &'static str {
         Box::leak(s.to_owned().into_boxed_str())

@@ -3,8 +3,10 @@
 pub mod deploy;
 pub mod files;
 pub mod functions;
+mod layout;
 pub mod naming;
 pub mod rust;
+pub mod rust_value;
 pub mod stubs;
 mod templates;
 mod upcast;

@@ -75,6 +75,10 @@ fn environment() -> Environment<'static> {
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_keep_trailing_newline(true);
+    // A string as a Rust literal (quoted, escaped): `{{ name|rust_str }}`.
+    env.add_filter("rust_str", |text: String| {
+        super::rust_value::source(&text.as_str())
+    });
     for (name, source) in TEMPLATES {
         env.add_template(name, source)
             .expect("embedded templates are valid; covered by tests");

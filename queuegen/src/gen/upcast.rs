@@ -55,13 +55,26 @@ struct Conversion {
 struct Assignment {
     ident: String,
     expr: String,
+    /// The spec's text of a default the expression does not show (a
+    /// timestamp's), for the conversion's doc.
+    default_text: Option<String>,
 }
 
-/// One `match` arm of `Upcast::decode_older`.
+/// One `match` arm of `Upcast::decode_older`: decode `version` as its
+/// struct `decoded`, convert through `steps`, then from `last` to the current.
 #[derive(Serialize)]
 struct UpcastArm {
     version: u32,
-    lines: Vec<String>,
+    decoded: String,
+    steps: Vec<UpcastStep>,
+    last: u32,
+}
+
+/// `let v{version} = {name}::from(v{version - 1});`
+#[derive(Serialize)]
+struct UpcastStep {
+    version: u32,
+    name: String,
 }
 
 /// Whether the envelope accepts a version older than the one it writes.
@@ -148,8 +161,8 @@ fn conversion(envelope: &Envelope, version: u32) -> Result<Conversion> {
     let binding = format!("v{}", version - 1);
     let mut assignments = Vec::new();
     for (field, source) in envelope.step(version) {
-        let expr = match source {
-            FieldSource::Carried { previous } => format!("{binding}.{}", field_name(&previous)),
+        let expr = match &source {
+            FieldSource::Carried { previous } => format!("{binding}.{}", field_name(previous)),
             FieldSource::Added => match added_value(envelope, &field)? {
                 Some(expr) => expr,
                 None if change.is_some_and(|c| c.upcast == UpcastKind::Manual) => String::new(),
@@ -165,9 +178,14 @@ fn conversion(envelope: &Envelope, version: u32) -> Result<Conversion> {
                 }
             },
         };
+        let default_text = match (&source, &field.ty) {
+            (FieldSource::Added, FieldType::Timestamp) if !field.optional => field.default.clone(),
+            _ => None,
+        };
         assignments.push(Assignment {
             ident: field_name(&field.name),
             expr,
+            default_text,
         });
     }
     Ok(Conversion {
@@ -257,10 +275,7 @@ fn added_value(envelope: &Envelope, field: &Field) -> Result<Option<String>> {
                     envelope.name, field.name
                 ))
             })?;
-            format!(
-                "Timestamp::from_unix_millis({}) /* {default} */",
-                at.unix_millis()
-            )
+            format!("Timestamp::from_unix_millis({})", at.unix_millis())
         }
     };
     Ok(Some(expr))
@@ -268,17 +283,61 @@ fn added_value(envelope: &Envelope, field: &Field) -> Result<Option<String>> {
 
 /// Decode the version's own struct, then convert one step at a time.
 fn upcast_arm(envelope: &Envelope, version: u32) -> UpcastArm {
-    let decoded = struct_name(envelope, version);
-    let mut lines = vec![format!(
-        "let v{version} = {decoded}::decode_body(fields, {version})?;"
-    )];
-    for next in version + 1..envelope.schema {
-        lines.push(format!(
-            "let v{next} = {}::from(v{});",
-            struct_name(envelope, next),
-            next - 1
-        ));
+    UpcastArm {
+        version,
+        decoded: struct_name(envelope, version),
+        steps: (version + 1..envelope.schema)
+            .map(|next| UpcastStep {
+                version: next,
+                name: struct_name(envelope, next),
+            })
+            .collect(),
+        last: envelope.schema - 1,
     }
-    lines.push(format!("Ok(Self::from(v{}))", envelope.schema - 1));
-    UpcastArm { version, lines }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::check_str;
+
+    #[test]
+    fn a_timestamp_default_added_by_a_step_is_named_in_the_conversion_doc() {
+        let source = "\
+version: 1
+service: shop
+envelopes:
+  Order:
+    schema: 2
+    accepts: [1, 2]
+    fields:
+      order_ref: { type: string, max_bytes: 64 }
+      not_before: { type: timestamp, default: \"2026-01-01T00:00:00.000Z\" }
+    changes:
+      2:
+        added: [not_before]
+queues:
+  orders:
+    envelope: Order
+    dead_letter: { owner: shop-oncall }
+";
+        let checked = check_str(source, "queues.yaml");
+        let spec = checked.spec.expect("valid");
+        let files = crate::gen::rust::generate(&spec, "queues.yaml").unwrap();
+        let envelopes = &files
+            .iter()
+            .find(|f| f.path.ends_with("envelopes.rs"))
+            .unwrap()
+            .contents;
+        assert!(
+            envelopes.contains(
+                "/// `not_before` takes its default, `2026-01-01T00:00:00.000Z`.\n\
+                 impl From<OrderV1> for Order {"
+            ),
+            "{envelopes}"
+        );
+        assert!(
+            envelopes.contains("not_before: Timestamp::from_unix_millis(1767225600000),"),
+            "{envelopes}"
+        );
+    }
 }

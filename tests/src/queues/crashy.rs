@@ -78,7 +78,11 @@ pub trait Handler: Send + Sync + 'static {
     /// Called after [`Outcome::Reconcile`] or an ambiguous error: the effect
     /// may or may not have happened, and the job stays pending. Start
     /// reconciliation here (look the effect up, alert). Does nothing by default.
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         let _ = (ctx, reason);
         async {}
     }
@@ -104,7 +108,11 @@ impl<H: Handler> queuegen_runtime::Handler<TestJob> for Adapter<H> {
         self.0.handle(job, ctx)
     }
 
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         self.0.reconcile(ctx, reason)
     }
 }

@@ -38,6 +38,7 @@ impl From<TestJobV1> for TestJob {
     }
 }
 
+/// Decodes the older accepted versions of `TestJob` and converts them up, one step at a time.
 impl Upcast for TestJob {
     fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
         match schema {
@@ -45,11 +46,13 @@ impl Upcast for TestJob {
                 let v1 = TestJobV1::decode_body(fields, 1)?;
                 Ok(Self::from(v1))
             }
-            _ => Err(Error::UnsupportedSchema {
-                envelope: Self::TYPE,
-                seen: schema,
-                accepted: Self::ACCEPTS,
-            }),
+            _ => {
+                Err(Error::UnsupportedSchema {
+                    envelope: Self::TYPE,
+                    seen: schema,
+                    accepted: Self::ACCEPTS,
+                })
+            }
         }
     }
 }
@@ -75,7 +78,7 @@ pub enum EvolvedJobMode {
     Thorough,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <EvolvedJobMode as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["fast", "thorough"],
@@ -109,7 +112,7 @@ pub enum EvolvedJobV1LegacyMode {
     Careful,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <EvolvedJobV1LegacyMode as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["quick", "careful"],
@@ -128,10 +131,11 @@ impl From<EvolvedJobV1> for EvolvedJobV2 {
     }
 }
 
-// Schema 3 renamed `pages` to `page_count`. That step is written by hand
-// (changes.3.upcast: manual): implement
-// `From<EvolvedJobV2> for EvolvedJob` in your crate.
-
+/// Decodes the older accepted versions of `EvolvedJob` and converts them up, one step at a time.
+///
+/// Schema 3 renamed `pages` to `page_count`. That step is written by hand
+/// (changes.3.upcast: manual): implement
+/// `From<EvolvedJobV2> for EvolvedJob` in your crate.
 impl Upcast for EvolvedJob {
     fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
         match schema {
@@ -140,11 +144,13 @@ impl Upcast for EvolvedJob {
                 let v2 = EvolvedJobV2::from(v1);
                 Ok(Self::from(v2))
             }
-            _ => Err(Error::UnsupportedSchema {
-                envelope: Self::TYPE,
-                seen: schema,
-                accepted: Self::ACCEPTS,
-            }),
+            _ => {
+                Err(Error::UnsupportedSchema {
+                    envelope: Self::TYPE,
+                    seen: schema,
+                    accepted: Self::ACCEPTS,
+                })
+            }
         }
     }
 }
@@ -194,17 +200,10 @@ pub enum WireNamesJobLevel {
     HighPriority,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <WireNamesJobLevel as queuegen_runtime::__private::FieldEnumValues>::VALUES,
-    &[
-        "a_b",
-        "level_a_b",
-        "a_b_c",
-        "a_b_cd",
-        "v2_a_b",
-        "high_priority",
-    ],
+    &["a_b", "level_a_b", "a_b_c", "a_b_cd", "v2_a_b", "high_priority"],
 ) {
     panic!("the wire values of WireNamesJobLevel are not the spec's");
 };

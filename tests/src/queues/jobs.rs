@@ -7,8 +7,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use queuegen_runtime::{
-    Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis, Schedule,
-    Scheduler, Worker,
+    Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
+    Schedule, Scheduler, Worker,
 };
 
 pub use super::envelopes::TestJob;
@@ -104,7 +104,11 @@ pub trait Handler: Send + Sync + 'static {
     /// Called after [`Outcome::Reconcile`] or an ambiguous error: the effect
     /// may or may not have happened, and the job stays pending. Start
     /// reconciliation here (look the effect up, alert). Does nothing by default.
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         let _ = (ctx, reason);
         async {}
     }
@@ -130,7 +134,11 @@ impl<H: Handler> queuegen_runtime::Handler<TestJob> for Adapter<H> {
         self.0.handle(job, ctx)
     }
 
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         self.0.reconcile(ctx, reason)
     }
 }

@@ -53,18 +53,9 @@ pub const CONFIG: QueueConfig = QueueConfig {
     wait_timeout: Duration::from_secs(1),
     dedup_window: None,
     lanes: &[
-        Lane {
-            name: "high",
-            weight: 6,
-        },
-        Lane {
-            name: "normal",
-            weight: 3,
-        },
-        Lane {
-            name: "low",
-            weight: 1,
-        },
+        Lane { name: "high", weight: 6 },
+        Lane { name: "normal", weight: 3 },
+        Lane { name: "low", weight: 1 },
     ],
     default_lane: 1,
 };
@@ -99,7 +90,11 @@ pub trait Handler: Send + Sync + 'static {
     /// Called after [`Outcome::Reconcile`] or an ambiguous error: the effect
     /// may or may not have happened, and the job stays pending. Start
     /// reconciliation here (look the effect up, alert). Does nothing by default.
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         let _ = (ctx, reason);
         async {}
     }
@@ -125,7 +120,11 @@ impl<H: Handler> queuegen_runtime::Handler<TestJob> for Adapter<H> {
         self.0.handle(job, ctx)
     }
 
-    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+    fn reconcile(
+        &self,
+        ctx: &JobContext,
+        reason: &str,
+    ) -> impl Future<Output = ()> + Send {
         self.0.reconcile(ctx, reason)
     }
 }

@@ -7,10 +7,17 @@
 //! `producer`, the `Handler` trait to implement and a `worker` constructor.
 //! The envelope types live in [`envelopes`].
 
+#[rustfmt::skip]
 pub mod crashy;
+#[rustfmt::skip]
 pub mod defaults;
+#[rustfmt::skip]
 pub mod envelopes;
+#[rustfmt::skip]
 pub mod evolving;
+#[rustfmt::skip]
 pub mod jobs;
+#[rustfmt::skip]
 pub mod laned;
+#[rustfmt::skip]
 pub mod retrying;

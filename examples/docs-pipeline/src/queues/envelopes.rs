@@ -33,7 +33,7 @@ pub enum OcrRequestedPriority {
     High,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <OcrRequestedPriority as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["low", "normal", "high"],
@@ -49,7 +49,7 @@ pub enum OcrRequestedEngine {
     CloudVision,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <OcrRequestedEngine as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["tesseract", "cloud_vision"],
@@ -82,6 +82,7 @@ impl From<OcrRequestedV1> for OcrRequested {
     }
 }
 
+/// Decodes the older accepted versions of `OcrRequested` and converts them up, one step at a time.
 impl Upcast for OcrRequested {
     fn decode_older(fields: &FieldMap<'_>, schema: u32) -> Result<Self, Error> {
         match schema {
@@ -89,11 +90,13 @@ impl Upcast for OcrRequested {
                 let v1 = OcrRequestedV1::decode_body(fields, 1)?;
                 Ok(Self::from(v1))
             }
-            _ => Err(Error::UnsupportedSchema {
-                envelope: Self::TYPE,
-                seen: schema,
-                accepted: Self::ACCEPTS,
-            }),
+            _ => {
+                Err(Error::UnsupportedSchema {
+                    envelope: Self::TYPE,
+                    seen: schema,
+                    accepted: Self::ACCEPTS,
+                })
+            }
         }
     }
 }
@@ -122,7 +125,7 @@ pub enum NotificationRequestedChannel {
     Push,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <NotificationRequestedChannel as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["email", "sms", "push"],
@@ -153,7 +156,7 @@ pub enum ExportRequestedFormat {
     Parquet,
 }
 
-// The derive's wire values are the spec's, or this does not compile.
+/// The derive's wire values are the spec's, or this does not compile.
 const _: () = if !queuegen_runtime::__private::same_values(
     <ExportRequestedFormat as queuegen_runtime::__private::FieldEnumValues>::VALUES,
     &["csv", "json", "parquet"],

@@ -12,10 +12,15 @@
 //! producer enqueues in its own transaction) take; [`outbox_publisher`]
 //! publishes what the outboxes committed.
 
+#[rustfmt::skip]
 pub mod envelopes;
+#[rustfmt::skip]
 pub mod export;
+#[rustfmt::skip]
 pub mod notification;
+#[rustfmt::skip]
 pub mod ocr;
+#[rustfmt::skip]
 pub mod reconciliation;
 
 use queuegen_runtime::postgres::{OutboxPublisher, Postgres};
@@ -40,6 +45,7 @@ pub async fn connect_postgres(url: &str) -> queuegen_runtime::Result<Postgres> {
 }
 
 /// The queues producers may enqueue to through the transactional outbox.
+#[rustfmt::skip]
 pub const OUTBOX_QUEUES: [QueueConfig; 1] = [export::CONFIG];
 
 /// Publishes the committed outbox rows of [`OUTBOX_QUEUES`] to their streams
