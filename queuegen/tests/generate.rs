@@ -285,6 +285,20 @@ fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     let again = queuegen(&args, dir.path());
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["stubs_written"], serde_json::json!([]));
+    assert_eq!(report["stubs_kept"].as_array().unwrap().len(), 5);
+
+    // The summary counts the stubs under their own folder, not under --out.
+    let human = queuegen(&args[..args.len() - 1], dir.path());
+    let stdout = String::from_utf8_lossy(&human.stdout);
+    let summary: Vec<&str> = stdout.lines().filter(|l| l.contains(": ")).collect();
+    assert_eq!(
+        summary,
+        [
+            "src/queues: 0 written, 6 unchanged",
+            "src/handlers: 0 stub(s) written, 5 already there (yours: never overwritten)",
+        ],
+        "{stdout}"
+    );
     assert_eq!(
         fs::read_to_string(&module_list).unwrap(),
         "pub mod ocr_handler;\n"

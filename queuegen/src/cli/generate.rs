@@ -104,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             gen::stubs::generate(&spec, &args.module_path)?,
             gen::stubs::module_list(&spec)?,
         )?,
-        _ => Vec::new(),
+        _ => StubReport::default(),
     };
 
     if args.json {
@@ -119,7 +119,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "out": args.out,
             "written": rust.written,
             "unchanged": rust.unchanged,
-            "stubs_written": stubs,
+            "stubs": args.stubs,
+            "stubs_written": stubs.written,
+            "stubs_kept": stubs.kept,
             "deploy_out": args.deploy_out,
             "deploy_written": deploy.written,
             "deploy_unchanged": deploy.unchanged,
@@ -131,20 +133,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("wrote     {}", dir.join(path).display());
             }
         }
-        for path in &stubs {
+        for path in &stubs.written {
             println!("wrote     {} (stub; yours to edit)", path.display());
         }
         for (dir, report) in &reports {
-            let stubs = if Some(*dir) == args.out.as_deref() {
-                stubs.len()
-            } else {
-                0
-            };
             println!(
                 "{}: {} written, {} unchanged",
                 dir.display(),
-                report.written.len() + stubs,
+                report.written.len(),
                 report.unchanged.len()
+            );
+        }
+        if let (Some(dir), Some(_)) = (&args.stubs, &args.out) {
+            println!(
+                "{}: {} stub(s) written, {} already there (yours: never overwritten)",
+                dir.display(),
+                stubs.written.len(),
+                stubs.kept.len()
             );
         }
     }
@@ -250,6 +255,14 @@ fn regenerate_command(args: &Args) -> String {
     command
 }
 
+/// What `--stubs` did: the files it wrote, and those it left because they
+/// were already there (the team's own).
+#[derive(Debug, Default)]
+struct StubReport {
+    written: Vec<PathBuf>,
+    kept: Vec<PathBuf>,
+}
+
 /// Writes each stub whose file does not exist yet, and `mod.rs` declaring
 /// them all when the directory has none; never overwrites. A new stub that an
 /// existing `mod.rs` does not declare is pointed out, since it would not compile in.
@@ -257,13 +270,15 @@ fn write_stubs(
     dir: &Path,
     stubs: Vec<gen::GeneratedFile>,
     module_list: gen::GeneratedFile,
-) -> anyhow::Result<Vec<PathBuf>> {
+) -> anyhow::Result<StubReport> {
     let module_list_path = dir.join(&module_list.path);
     let existing_module_list = std::fs::read_to_string(&module_list_path).ok();
     let mut written = Vec::new();
+    let mut kept = Vec::new();
     for stub in stubs {
         let path = dir.join(&stub.path);
         if path.exists() {
+            kept.push(path);
             continue;
         }
         write_new(dir, &path, &stub.contents)?;
@@ -281,8 +296,10 @@ fn write_stubs(
     if existing_module_list.is_none() && !module_list_path.exists() {
         write_new(dir, &module_list_path, &module_list.contents)?;
         written.push(module_list_path);
+    } else {
+        kept.push(module_list_path);
     }
-    Ok(written)
+    Ok(StubReport { written, kept })
 }
 
 fn write_new(dir: &Path, path: &Path, contents: &str) -> anyhow::Result<()> {
