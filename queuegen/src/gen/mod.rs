@@ -5,6 +5,7 @@ pub mod files;
 pub mod functions;
 mod layout;
 pub mod naming;
+pub mod runtime_config;
 pub mod rust;
 pub mod rust_value;
 pub mod stubs;

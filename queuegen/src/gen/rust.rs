@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::naming::{field_name, module_name, upper_camel, variant_rename};
+use super::runtime_config;
 use super::templates::render;
 use super::{header, layout, rust_value, upcast, GeneratedFile};
 use crate::error::{Error, Result};
-use crate::runtime_config;
 use crate::spec::cadence::Cadence;
 use crate::spec::model::{Envelope, Field, FieldType, Missed, Queue, ResultStore, Schedule, Spec};
 

@@ -1,5 +1,5 @@
 //! Runtime values as Rust expressions, for the consts of generated code: the
-//! generator renders the very `QueueConfig` that [`crate::runtime_config`]
+//! generator renders the very `QueueConfig` that [`super::runtime_config`]
 //! builds for the CLI, so the spec -> settings mapping has one home.
 
 use std::time::Duration;

@@ -657,7 +657,7 @@ impl ScaledContext {
             Deployment::Standalone => ("redis-streams", "addressFromEnv"),
             Deployment::Cluster => ("redis-cluster-streams", "addressesFromEnv"),
         };
-        let config = crate::runtime_config::queue_config(spec, queue);
+        let config = crate::gen::runtime_config::queue_config(spec, queue);
         Some(ScaledContext {
             name: quoted(&queue.name),
             label: quoted(&queue.name),

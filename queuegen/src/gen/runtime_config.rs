@@ -1,7 +1,7 @@
 //! A queue's runtime settings built from the validated spec: the one place
 //! the spec maps to `QueueConfig`. Commands that talk to Redis use the value;
 //! the generator renders the same value as each queue module's `CONFIG`
-//! ([`crate::gen::rust_value`]).
+//! ([`super::rust_value`]).
 
 use queuegen_runtime::{self as runtime, QueueConfig};
 
@@ -51,7 +51,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         claim_batch: queue.claim.batch as usize,
         claim_rate: queue.claim.rate,
         payload_max_bytes: queue.payload.max_bytes as usize,
-        functions: leak(&crate::gen::functions::library_name(&spec.service)),
+        functions: leak(&super::functions::library_name(&spec.service)),
         retry_max_attempts: queue.retry.max_attempts,
         retry_initial: queue.retry.backoff.initial,
         retry_max: queue.retry.backoff.max,
