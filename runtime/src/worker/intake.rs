@@ -49,7 +49,7 @@ use super::lanes::LaneShares;
 use super::reply::{self, Entry, ReadReply};
 use super::tenant_rate::TenantGate;
 use super::wake::Wakers;
-use super::{classify, Counters, Delivery, Failure, Shared};
+use super::{classify, Delivery, Failure, Shared};
 use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::Result;
@@ -163,7 +163,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                     let wait = grant.wait.min(block);
                     let waited = std::time::Instant::now();
                     let slept = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
-                    shared.meter.rate_limited(waited.elapsed());
+                    shared.events.rate_limited(waited.elapsed());
                     if slept.is_none() {
                         return Ok(());
                     }
@@ -206,7 +206,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         if let Some(shares) = shares.as_mut() {
             let (delivered, empty) = round.lane_tally();
             for (slot, &entries) in delivered.iter().enumerate() {
-                shared.meter.lane_delivered(slot, entries as u64);
+                shared.events.lane_delivered(slot, entries as u64);
             }
             shares.record(&delivered, &empty);
         }
@@ -458,10 +458,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                         for (partition, _, _) in
                             std::iter::once((partition, epoch, entry)).chain(entries)
                         {
-                            shared.meter.left_pending(partition, 1);
+                            shared.events.left_pending(partition, 1);
                             left += 1;
                         }
-                        Counters::add(&shared.counters.left_pending, left);
                         tracing::warn!(
                             left,
                             "shutdown budget spent before read entries got a permit; they stay pending"
@@ -545,7 +544,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             .await;
             match deferred {
                 Ok(_) => {
-                    Counters::add(&shared.counters.deferred, 1);
+                    shared.events.deferred();
                     tracing::debug!(job_id, stream_id = %entry.id, due_ms, "over its tenant's rate: deferred");
                 }
                 Err(err) => tracing::warn!(

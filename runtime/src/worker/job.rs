@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use super::acks::{AckRequest, InHandler};
 use super::in_flight::Slot;
-use super::{due_ms, is_connection_error, Counters, Delivery, Shared};
+use super::{due_ms, is_connection_error, Delivery, Shared};
 use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, NotOwner, Result};
 use crate::failpoint::failpoint;
@@ -155,9 +155,8 @@ async fn work<E: Envelope, H: Handler<E>>(
     body: E,
     mut held: Held,
 ) {
-    let counters = &shared.counters;
     tracing::debug!("delivered");
-    let started = shared.meter.start(ctx.stream_id());
+    let started = shared.events.handler_started(ctx.stream_id());
     // The handler runs inside this task: a panic is caught as a value, and a
     // timeout or the end of the shutdown budget drops (cancels) its future.
     // No extra task per job.
@@ -169,16 +168,14 @@ async fn work<E: Envelope, H: Handler<E>>(
         biased;
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
-            Counters::add(&counters.left_pending, 1);
-            shared.meter.left_pending(ctx.stream, 1);
+            shared.events.left_pending(ctx.stream, 1);
             tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
             return;
         }
     };
     held.handler_ended();
-    Counters::add(&counters.handled, 1);
     let (outcome, settle) = decide(finished, timeout);
-    shared.meter.handled(ctx.stream, outcome, started);
+    shared.events.handled(ctx.stream, outcome, started);
     tracing::debug!(outcome = outcome.as_str(), "handler ended");
     match settle {
         Settle::Ack => ack(shared, ctx, held),
@@ -199,7 +196,8 @@ async fn work<E: Envelope, H: Handler<E>>(
             .await;
         }
         Settle::Reconcile { reason } => Box::pin(reconcile(shared, &ctx, reason)).await,
-        Settle::StayPending => Counters::add(&counters.failed, 1),
+        // Counted as failed with its outcome (a panic).
+        Settle::StayPending => {}
     }
 }
 
@@ -280,10 +278,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     fields: &FieldMap<'_>,
     err: Error,
 ) {
-    Counters::add(&shared.counters.decode_errors, 1);
-    shared
-        .meter
-        .handled(delivery.partition, JobOutcome::Malformed, None);
+    shared.events.malformed(delivery.partition);
     // The header alone may still decode and name the job.
     let job_id = envelope::decode_header(fields)
         .map(|header| header.job_id)
@@ -362,8 +357,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     match scheduled {
         Ok(moved) => {
             failpoint("after_retry_schedule");
-            Counters::add(&shared.counters.retried, 1);
-            shared.meter.retry_scheduled(ctx.stream);
+            shared.events.retry_scheduled(ctx.stream);
             // Info, not debug: only a failed attempt gets here, and when it
             // runs again is what an operator looks for.
             tracing::info!(
@@ -448,8 +442,7 @@ fn transition_failed<E: Envelope, H: Handler<E>>(
             } = *refused;
             // This worker stalled past claim.min_idle and another claimed the
             // job (or settled it): the new owner settles it, not this one.
-            Counters::add(&shared.counters.ownership_lost, 1);
-            shared.meter.ownership_lost(partition, settlement, 1);
+            shared.events.ownership_lost(partition, settlement, 1);
             tracing::warn!(
                 queue = shared.config.queue,
                 partition,
@@ -467,14 +460,13 @@ fn transition_failed<E: Envelope, H: Handler<E>>(
             tracing::warn!(error = %err, "{what}: the entry no longer exists");
         }
         err => {
-            Counters::add(&shared.counters.failed, 1);
-            shared.meter.transition_failed(partition, transition);
+            shared.events.settlement_failed(partition, transition);
             tracing::error!(error = %err, "{what} failed; the entry stays pending");
         }
     }
 }
 
-/// The `dead_letter` call with its crash points and counter; shared with poison quarantine.
+/// The `dead_letter` call with its crash points and event; shared with poison quarantine.
 pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
     shared: &Shared<E, H>,
     request: &transitions::DeadLetter<'_>,
@@ -486,9 +478,8 @@ pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
     })
     .await?;
     failpoint("after_dead_letter");
-    Counters::add(&shared.counters.dead_lettered, 1);
     shared
-        .meter
+        .events
         .dead_lettered(request.partition, request.reason);
     Ok(moved)
 }
@@ -500,7 +491,7 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
     ctx: &JobContext,
     reason: String,
 ) {
-    Counters::add(&shared.counters.reconciling, 1);
+    shared.events.reconciling();
     tracing::warn!(
         reason = %reason,
         "outcome is ambiguous; the job stays pending and reconciliation starts",
@@ -595,8 +586,7 @@ fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held:
     };
     if let Err(unsent) = shared.acker.send(request) {
         // Only while the worker itself is torn down: the entry stays pending.
-        Counters::add(&shared.counters.failed, 1);
-        shared.meter.ack_failed(partition, 1);
+        shared.events.ack_failed(partition, 1);
         tracing::error!(
             key = shared.ready_key(unsent.0.partition),
             stream_id = %unsent.0.id,

@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::{every, Counters, Shared};
+use super::{every, Shared};
 use crate::config::QueueConfig;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
@@ -162,7 +162,7 @@ impl Leases {
             match outcome {
                 Ok(Some(lease)) => {
                     if held.is_none() {
-                        Counters::add(&shared.counters.loops_leases_taken, 1);
+                        shared.events.loops_lease_taken();
                         tracing::info!(partition, lease = %lease.key(), "leading the partition's recovery and retry scheduler");
                     }
                     *held = Some(Held {
@@ -190,7 +190,7 @@ impl Leases {
             let leading = held.is_some();
             if leading != leadership.leads(partition) {
                 leadership.set(partition, leading);
-                shared.meter.loops_leader(partition, leading);
+                shared.events.loops_leader(partition, leading);
             }
         }
         if let Some(err) = last_error {
@@ -204,7 +204,7 @@ impl Leases {
         for &partition in &self.partitions {
             if shared.leadership.leads(partition) {
                 shared.leadership.set(partition, false);
-                shared.meter.loops_leader(partition, false);
+                shared.events.loops_leader(partition, false);
             }
         }
         let functions = shared.config.functions;

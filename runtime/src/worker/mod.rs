@@ -22,24 +22,26 @@
 //!
 //! Before any of them starts, the worker checks that the server keeps its
 //! data (`maxmemory-policy noeviction`) and has the Function library it was
-//! generated with; it never loads one itself. It records metrics (`meter`)
-//! when given a registry or an address to serve them on.
+//! generated with; it never loads one itself. Every part reports what
+//! happened to one sink (`events`), which counts it for the [`WorkerReport`]
+//! and records its metrics when given a registry or an address to serve them on.
 
 mod acks;
 mod claim_pace;
 #[cfg(feature = "metrics")]
 mod endpoint;
 mod epochs;
+mod events;
 mod in_flight;
 mod intake;
 mod job;
 mod lanes;
 mod leadership;
-mod meter;
 mod pause;
 mod rate;
 mod recovery;
 mod reply;
+mod report;
 mod scheduler;
 mod shutdown;
 mod start_checks;
@@ -49,7 +51,7 @@ mod wake;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,73 +67,18 @@ use crate::error::{Error, Result};
 use crate::handler::{Handler, Ownership};
 use crate::transitions::{AckFunction, AckPath, TransitionCode};
 use epochs::Epochs;
+use events::Events;
 use in_flight::InFlight;
 use job::Held;
-use meter::Meter;
 use reply::Entry;
 use shutdown::Flag;
+
+pub use report::WorkerReport;
 
 /// Default longest wait of one blocking read.
 const DEFAULT_READ_BLOCK: Duration = Duration::from_secs(1);
 /// Shortest blocking read: `BLOCK 0` would mean "forever" to Redis.
 const MIN_READ_BLOCK: Duration = Duration::from_millis(10);
-
-/// What a worker did between start and shutdown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerReport {
-    /// Jobs whose handler ran to an end: an outcome, an error, a panic or a timeout.
-    pub handled: u64,
-    /// Jobs acknowledged after the handler returned `Outcome::Done`.
-    pub done: u64,
-    /// Jobs moved to the retry set for another attempt.
-    pub retried: u64,
-    /// Entries moved to the dead-letter stream, for any reason (decode
-    /// errors and poison included).
-    pub dead_lettered: u64,
-    /// Jobs left pending after an ambiguous outcome; their `reconcile` hook ran.
-    pub reconciling: u64,
-    /// Jobs whose handler panicked, or whose ack or transition failed; they stay pending.
-    pub failed: u64,
-    /// Entries that did not decode as the envelope (dead-lettered when the transition succeeded).
-    pub decode_errors: u64,
-    /// Pending entries delivered `poison.max_deliveries` times, dead-lettered as poison.
-    pub quarantined: u64,
-    /// Retries this worker's scheduler moved back to the ready streams.
-    pub promoted: u64,
-    /// Delayed jobs this worker's scheduler appended to the ready streams when due.
-    pub delayed_promoted: u64,
-    /// Entries taken over by `XAUTOCLAIM` from idle consumers (a crashed worker,
-    /// or this one's abandoned jobs) and run here.
-    pub claimed: u64,
-    /// Jobs still running when the shutdown budget ran out; they stay pending
-    /// with this consumer as owner, for the recovery of another worker.
-    pub in_flight_left_pending: u64,
-    /// Stream entries (ready and dead-letter) this worker's trimmer removed.
-    pub trimmed: u64,
-    /// Trims that stopped before removing anything because the groups changed
-    /// since their plan (or the lease was lost); retried next period.
-    pub trim_aborts: u64,
-    /// Jobs whose settlement (ack, retry or dead letter) was refused because
-    /// their entry was no longer pending for this worker: it stalled past
-    /// `claim.min_idle` and another worker claimed the job (which settles it),
-    /// or the job was settled elsewhere. Nothing was written for them.
-    pub ownership_lost: u64,
-    /// Times this worker took a partition's loops lease, and with it the
-    /// partition's recovery and retry scheduler (renewals not counted).
-    pub loops_leases_taken: u64,
-    /// Jobs read over their tenant's rate (`handler.tenant_rate`) and set
-    /// aside into the retry set with their attempt kept, to be read again.
-    pub deferred: u64,
-    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
-    /// jobs whose entry was deleted with its ack (every group had read it
-    /// and none held it pending). Counted in `done` too.
-    pub deleted_on_ack: u64,
-    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
-    /// jobs acknowledged but kept, because another group had not read the
-    /// entry yet or held it pending (the trimmer removes it later). Counted
-    /// in `done` too; 0 on the `XACK` path, where every entry is kept.
-    pub kept_on_ack: u64,
-}
 
 /// The variable the generated Kubernetes Deployments name the pod's queue
 /// in: the application's worker binary runs that queue's worker.
@@ -315,7 +262,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let partitions = self.checked_streams()?;
         let reading = Arc::new(AtomicBool::new(false));
         #[cfg(feature = "metrics")]
-        let (meter, endpoint) = {
+        let (events, endpoint) = {
             let metrics = match (&self.metrics, self.metrics_addr) {
                 (Some(metrics), _) => Some(metrics.clone()),
                 (None, Some(_)) => Some(crate::metrics::WorkerMetrics::new()),
@@ -327,15 +274,15 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 }
                 _ => None,
             };
-            let meter = metrics.map_or_else(Meter::default, |metrics| {
-                Meter::new(&metrics, &self.config, &partitions)
+            let events = metrics.map_or_else(Events::default, |metrics| {
+                Events::metered(&metrics, &self.config, &partitions)
             });
-            (meter, endpoint)
+            (events, endpoint)
         };
         #[cfg(not(feature = "metrics"))]
-        let meter = Meter::default();
+        let events = Events::default();
 
-        let ran = self.start(partitions, meter, reading, shutdown).await;
+        let ran = self.start(partitions, events, reading, shutdown).await;
         #[cfg(feature = "metrics")]
         if let Some(endpoint) = endpoint {
             endpoint.stop().await;
@@ -347,7 +294,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     async fn start(
         self,
         partitions: Vec<u16>,
-        meter: Meter,
+        events: Events,
         reading: Arc<AtomicBool>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<WorkerReport> {
@@ -367,8 +314,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             .collect();
         let epochs = Arc::new(Epochs::new(self.config.streams()));
         read_epochs(&self.redis, &claims_keys, &epochs).await;
-        let counters = Arc::new(Counters::default());
-        let meter = Arc::new(meter);
+        let events = Arc::new(events);
         let consumer: Arc<str> = Arc::from(self.consumer);
         let leadership = leadership::Leadership::new(self.config.streams(), &consumer);
         let handling = Arc::new(acks::Handling::default());
@@ -379,7 +325,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             &self.config,
             &partitions,
             &paused,
-            &meter,
+            &events,
         )
         .await
         {
@@ -403,8 +349,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 keys: ready_keys.clone(),
                 claims_keys: claims_keys.clone(),
                 epochs: epochs.clone(),
-                counters: counters.clone(),
-                meter: meter.clone(),
+                events: events.clone(),
                 handling: handling.clone(),
             }),
             ownership: Arc::new(Ownership {
@@ -418,8 +363,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             config: self.config,
             consumer,
             handler: self.handler,
-            counters,
-            meter,
+            events,
             reading,
             in_flight: Arc::new(InFlight::default()),
             leadership,
@@ -552,9 +496,8 @@ struct Shared<E, H> {
     epochs: Arc<Epochs>,
     /// One permit per job that may run at once, held until the job is settled.
     permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    /// Metrics, when installed; shared with the acker.
-    meter: Arc<Meter>,
+    /// Where every event is reported (counters and metrics); shared with the acker.
+    events: Arc<Events>,
     /// Whether the intake's last read succeeded and it still reads: `/readyz`.
     reading: Arc<AtomicBool>,
     /// Every entry whose job is not settled yet, so that recovery does not
@@ -744,60 +687,6 @@ fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -
         }
     } else {
         Failure::Fatal(error)
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    handled: AtomicU64,
-    done: AtomicU64,
-    retried: AtomicU64,
-    dead_lettered: AtomicU64,
-    reconciling: AtomicU64,
-    failed: AtomicU64,
-    decode_errors: AtomicU64,
-    quarantined: AtomicU64,
-    promoted: AtomicU64,
-    delayed_promoted: AtomicU64,
-    claimed: AtomicU64,
-    left_pending: AtomicU64,
-    trimmed: AtomicU64,
-    trim_aborts: AtomicU64,
-    ownership_lost: AtomicU64,
-    loops_leases_taken: AtomicU64,
-    deferred: AtomicU64,
-    deleted_on_ack: AtomicU64,
-    kept_on_ack: AtomicU64,
-}
-
-impl Counters {
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn report(&self) -> WorkerReport {
-        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        WorkerReport {
-            handled: get(&self.handled),
-            done: get(&self.done),
-            retried: get(&self.retried),
-            dead_lettered: get(&self.dead_lettered),
-            reconciling: get(&self.reconciling),
-            failed: get(&self.failed),
-            decode_errors: get(&self.decode_errors),
-            quarantined: get(&self.quarantined),
-            promoted: get(&self.promoted),
-            delayed_promoted: get(&self.delayed_promoted),
-            claimed: get(&self.claimed),
-            in_flight_left_pending: get(&self.left_pending),
-            trimmed: get(&self.trimmed),
-            trim_aborts: get(&self.trim_aborts),
-            ownership_lost: get(&self.ownership_lost),
-            loops_leases_taken: get(&self.loops_leases_taken),
-            deferred: get(&self.deferred),
-            deleted_on_ack: get(&self.deleted_on_ack),
-            kept_on_ack: get(&self.kept_on_ack),
-        }
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::meter::Meter;
+use super::events::Events;
 use super::Shared;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
@@ -94,7 +94,7 @@ pub(super) async fn refresh(
     config: &QueueConfig,
     partitions: &[u16],
     paused: &Paused,
-    meter: &Meter,
+    events: &Events,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     for &partition in partitions {
@@ -103,7 +103,7 @@ pub(super) async fn refresh(
     let flags: Vec<u8> = pipe.query_async(conn).await?;
     for (&partition, flag) in partitions.iter().zip(flags) {
         let now = flag != 0;
-        meter.intake_paused(partition, now);
+        events.intake_paused(partition, now);
         if paused.set(partition, now) {
             if now {
                 tracing::info!(
@@ -142,7 +142,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             &shared.config,
             &partitions,
             &shared.paused,
-            &shared.meter,
+            &shared.events,
         )
         .await
         {

@@ -50,7 +50,7 @@ use redis::{FromRedisValue, ParsingError, Value};
 
 use super::claim_pace::ClaimPace;
 use super::reply::{self, Entry};
-use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
+use super::{classify, classify_error, every, job, now_ms, Delivery, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
@@ -133,7 +133,7 @@ fn id_ms(id: &str) -> Option<u64> {
 /// ack): Redis drops them from the pending list, and the jobs they carried
 /// are gone, so this must never pass in silence.
 fn report_deleted<E, H>(shared: &Shared<E, H>, partition: u16, key: &str, ids: &[String]) {
-    shared.meter.pending_deleted(partition, ids.len() as u64);
+    shared.events.pending_deleted(partition, ids.len() as u64);
     tracing::error!(
         key = %key,
         group = shared.config.group,
@@ -174,7 +174,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             let wait = pace.wait_for(wanted);
             let started = tokio::time::Instant::now();
             let waited = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
-            shared.meter.claim_throttled(partition, started.elapsed());
+            shared.events.claim_throttled(partition, started.elapsed());
             if waited.is_none() {
                 return Ok(false);
             }
@@ -221,8 +221,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 claim_epoch: Some(reply.epoch),
             };
             if shared.spawn_job(delivery, permit) {
-                Counters::add(&shared.counters.claimed, 1);
-                shared.meter.claimed(partition, 1);
+                shared.events.claimed(partition);
             }
         }
         drop(permits);
@@ -333,8 +332,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             };
             match job::dead_letter_call(shared, &request).await {
                 Ok(moved) => {
-                    Counters::add(&shared.counters.quarantined, 1);
-                    shared.meter.quarantined(partition);
+                    shared.events.quarantined(partition);
                     tracing::error!(
                         key = %key,
                         stream_id = %entry.id,
@@ -345,9 +343,8 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                 }
                 // Claimed by another worker since this one took it over: theirs now.
                 Err(Error::NotOwner(refused)) => {
-                    Counters::add(&shared.counters.ownership_lost, 1);
                     shared
-                        .meter
+                        .events
                         .ownership_lost(partition, Settlement::DeadLetter, 1);
                     tracing::warn!(
                         key = %key,
@@ -359,8 +356,8 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                 // It stays pending with this consumer: the next pass tries again.
                 Err(err) => {
                     shared
-                        .meter
-                        .transition_failed(partition, FailedTransition::DeadLetter);
+                        .events
+                        .loop_transition_failed(partition, FailedTransition::DeadLetter);
                     match classify_error(err) {
                         Failure::Retry { error, .. } => tracing::error!(
                             key = %key,

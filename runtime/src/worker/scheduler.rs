@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use super::{classify_error, every, now_ms, Counters, Failure, Shared};
+use super::{classify_error, every, now_ms, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
@@ -101,11 +101,7 @@ fn unpromotable<E: Envelope, H: Handler<E>>(
     partition: u16,
     count: u64,
 ) {
-    for _ in 0..count {
-        shared
-            .meter
-            .dead_lettered(partition, DeadReason::DecodeError);
-    }
+    shared.events.unpromotable(partition, count);
     tracing::warn!(
         partition = shared.config.partition_of_stream(partition),
         lane = shared.config.lane_of_stream(partition).map(|lane| lane.name),
@@ -134,21 +130,19 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
             .await
             .map_err(|err| {
                 shared
-                    .meter
-                    .transition_failed(partition, FailedTransition::Promote);
+                    .events
+                    .loop_transition_failed(partition, FailedTransition::Promote);
                 classify_error(err)
             })?;
         match set {
             DueSet::Retries => {
                 failpoint("after_retry_promote");
-                Counters::add(&shared.counters.promoted, promoted.promoted);
             }
             DueSet::Delayed => {
                 failpoint("after_delayed_promote");
-                Counters::add(&shared.counters.delayed_promoted, promoted.promoted);
             }
         }
-        shared.meter.promoted(partition, set, promoted.promoted);
+        shared.events.promoted(partition, set, promoted.promoted);
         if promoted.dead_lettered > 0 {
             unpromotable(shared, set, partition, promoted.dead_lettered);
         }

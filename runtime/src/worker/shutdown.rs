@@ -120,7 +120,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
         let _ = shared.permits.acquire_many(all_permits(&shared)).await;
     }
 
-    let report = shared.counters.report();
+    let report = shared.events.report();
     if report.in_flight_left_pending > 0 {
         tracing::warn!(
             left_pending = report.in_flight_left_pending,

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::meter::Meter;
-use super::{classify_error, Counters, Failure, Shared};
+use super::events::Events;
+use super::{classify_error, Failure, Shared};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
@@ -70,13 +70,13 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                         if matches!(stream.result, Err(Error::Redis { .. })) {
                             probed = None;
                         }
-                        record(&shared.counters, &shared.meter, partition, stream)?;
+                        record(&shared.events, partition, stream)?;
                     }
                 }
                 Err(Error::LeaseHeld { key, holder }) => {
                     for role in StreamRole::BOTH {
                         shared
-                            .meter
+                            .events
                             .trim_pass(partition, role, TrimOutcome::LeaseHeld);
                     }
                     tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
@@ -95,7 +95,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 }
 
 /// Counts and logs what happened to one stream; an error only when it is fatal.
-fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim) -> Result<()> {
+fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
     let plan = &stream.plan;
     let role = plan.role;
     let outcome = match &stream.result {
@@ -105,11 +105,10 @@ fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim
         Err(Error::LeaseHeld { .. }) => TrimOutcome::LeaseHeld,
         Err(_) => TrimOutcome::Failed,
     };
-    meter.trim_pass(partition, role, outcome);
+    events.trim_pass(partition, role, outcome);
     match stream.result {
         Ok(Some(trimmed)) => {
-            Counters::add(&counters.trimmed, trimmed.removed);
-            meter.trim_removed(partition, role, trimmed.removed);
+            events.trimmed(partition, role, trimmed.removed);
             if trimmed.removed > 0 {
                 tracing::info!(
                     partition,
@@ -126,7 +125,7 @@ fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim
             tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
         }
         Err(err @ (Error::TrimAborted { .. } | Error::LeaseHeld { .. })) => {
-            Counters::add(&counters.trim_aborts, 1);
+            events.trim_aborted();
             tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
         }
         Err(err @ Error::TrimUnverified { .. }) => {
