@@ -28,6 +28,7 @@
 
 mod acks;
 mod claim_pace;
+mod core;
 #[cfg(feature = "metrics")]
 mod endpoint;
 mod epochs;
@@ -51,15 +52,16 @@ mod wake;
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connect::Connection;
 use crate::host::now_ms;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
+use self::core::{Core, Jobs};
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::Envelope;
@@ -319,7 +321,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let leadership = leadership::Leadership::new(self.config.streams(), &consumer);
         let handling = Arc::new(acks::Handling::default());
         // The pause flags as they are now, before the first read.
-        let paused = Arc::new(pause::Paused::new(self.config.streams()));
+        let paused = pause::Paused::new(self.config.streams());
         if let Err(err) = pause::refresh(
             &mut self.redis.shared(),
             &self.config,
@@ -332,47 +334,52 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }
         let ack_path = ack_path(&self.redis, &self.config).await;
-        let shared = Arc::new(Shared {
+        let core = Arc::new(Core {
             redis: self.redis.clone(),
             paused,
-            handling: handling.clone(),
-            permits: Arc::new(Semaphore::new(self.config.concurrency)),
-            acks: self.redis.shared(),
-            acker: acks::start(acks::Acker {
-                conn: self.redis.shared(),
-                function: AckFunction::on(&self.config, ack_path),
-                keep: AckFunction::new(&self.config),
-                xackdel_refused: AtomicBool::new(false),
-                queue: self.config.queue,
-                partitions: self.config.partitions,
-                consumer: consumer.clone(),
-                keys: ready_keys.clone(),
-                claims_keys: claims_keys.clone(),
-                epochs: epochs.clone(),
-                events: events.clone(),
+            multiplexed: self.redis.shared(),
+            jobs: Jobs {
+                permits: Arc::new(Semaphore::new(self.config.concurrency)),
+                in_flight: Arc::new(InFlight::default()),
                 handling: handling.clone(),
-            }),
-            ownership: Arc::new(Ownership {
-                consumer: consumer.clone(),
-                config: self.config.clone(),
-                conn: self.redis.shared(),
-            }),
+                acker: acks::start(acks::Acker {
+                    conn: self.redis.shared(),
+                    function: AckFunction::on(&self.config, ack_path),
+                    keep: AckFunction::new(&self.config),
+                    xackdel_refused: AtomicBool::new(false),
+                    queue: self.config.queue,
+                    partitions: self.config.partitions,
+                    consumer: consumer.clone(),
+                    keys: ready_keys.clone(),
+                    claims_keys: claims_keys.clone(),
+                    epochs: epochs.clone(),
+                    events: events.clone(),
+                    handling,
+                }),
+                ownership: Arc::new(Ownership {
+                    consumer: consumer.clone(),
+                    config: self.config.clone(),
+                    conn: self.redis.shared(),
+                }),
+            },
             ready_keys,
             claims_keys,
             epochs,
             config: self.config,
             consumer,
-            handler: self.handler,
             events,
             reading,
-            in_flight: Arc::new(InFlight::default()),
             leadership,
             stop: Flag::new(),
             cancel: Flag::new(),
+        });
+        let runner = Arc::new(Runner {
+            core: core.clone(),
+            handler: self.handler,
             _envelope: PhantomData,
         });
         tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
-        if shared.config.delete_on_ack && ack_path == AckPath::Xack {
+        if core.config.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
                 "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
@@ -380,26 +387,22 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         }
         // Lead what is free before recovery and the scheduler first look.
         let mut leases = leadership::Leases::new(partitions.clone());
-        leases.pass(&shared).instrument(span.clone()).await;
-        let leading =
-            tokio::spawn(leadership::run(shared.clone(), leases).instrument(span.clone()));
+        leases.pass(&core).instrument(span.clone()).await;
+        let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
         let intake = tokio::spawn(
-            intake::run(shared.clone(), self.redis, partitions.clone(), block)
+            intake::run(runner.clone(), self.redis, partitions.clone(), block)
                 .instrument(span.clone()),
         );
-        let recovery = tokio::spawn(
-            recovery::run(shared.clone(), partitions.clone()).instrument(span.clone()),
-        );
-        let scheduler = tokio::spawn(
-            scheduler::run(shared.clone(), partitions.clone()).instrument(span.clone()),
-        );
+        let recovery =
+            tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
+        let scheduler =
+            tokio::spawn(scheduler::run(core.clone(), partitions.clone()).instrument(span.clone()));
         let pausing = tokio::spawn(
-            pause::run(shared.clone(), partitions.clone(), block).instrument(span.clone()),
+            pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
         );
-        let trimmer =
-            tokio::spawn(trimmer::run(shared.clone(), partitions).instrument(span.clone()));
+        let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
         shutdown::run(
-            shared,
+            core,
             [intake, recovery, scheduler, trimmer, leading, pausing],
             shutdown,
         )
@@ -471,47 +474,22 @@ pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
     }
 }
 
-/// State shared by the intake, recovery, scheduler, trimmer and leadership loops and every job task.
-struct Shared<E, H> {
-    /// The deployment, for what must ask every primary (the trimmer's probe).
-    redis: Redis,
-    config: QueueConfig,
-    consumer: Arc<str>,
+/// The worker's core and its handler: what starts and runs jobs (the
+/// intake, recovery and every job task), the only part generic over the
+/// envelope and the handler.
+struct Runner<E, H> {
+    core: Arc<Core>,
     handler: H,
-    /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
-    acks: Connection,
-    /// Where job tasks send `Done` entries to be acknowledged in groups.
-    acker: acks::AckSender,
-    /// The jobs in their handlers now; the acker waits briefly for their acks.
-    handling: Arc<acks::Handling>,
-    /// What every job's context shares to check and renew its ownership.
-    ownership: Arc<Ownership>,
-    /// The ready stream key of every stream of the queue (a lane's
-    /// partition), by stream number. Without lanes a stream is a partition;
-    /// the loops' `partition` arguments are stream numbers throughout.
-    ready_keys: Arc<[String]>,
-    /// The claim epoch key of every stream (see `epochs`), by stream number.
-    claims_keys: Arc<[String]>,
-    /// Each partition's claim epoch as last seen; reads stamp their entries with it.
-    epochs: Arc<Epochs>,
-    /// One permit per job that may run at once, held until the job is settled.
-    permits: Arc<Semaphore>,
-    /// Where every event is reported (counters and metrics); shared with the acker.
-    events: Arc<Events>,
-    /// Whether the intake's last read succeeded and it still reads: `/readyz`.
-    reading: Arc<AtomicBool>,
-    /// Every entry whose job is not settled yet, so that recovery does not
-    /// start a second task for an entry this worker is still running.
-    in_flight: Arc<InFlight>,
-    /// The partitions whose recovery and retry scheduler this worker runs now.
-    leadership: leadership::Leadership,
-    /// Which partitions are paused: the intake reads no new entries of them.
-    paused: Arc<pause::Paused>,
-    /// Raised when shutdown begins: take no new permits, start no new reads.
-    stop: Flag,
-    /// Raised when the shutdown budget is spent: abandon whatever still runs.
-    cancel: Flag,
     _envelope: PhantomData<fn(E)>,
+}
+
+/// The job-running code reads the core's fields as its own.
+impl<E, H> Deref for Runner<E, H> {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 /// One stream entry handed to a job task.
@@ -526,32 +504,18 @@ struct Delivery {
     claim_epoch: Option<u64>,
 }
 
-impl<E: Envelope, H: Handler<E>> Shared<E, H> {
-    /// Waits for one free permit (or returns `None` once `stop` is raised),
-    /// then takes whatever else is free, up to `max` in total.
-    async fn reserve(&self, max: usize) -> Option<Vec<OwnedSemaphorePermit>> {
-        let first = tokio::select! {
-            biased;
-            () = self.stop.raised() => return None,
-            permit = self.permits.clone().acquire_owned() => permit.ok()?,
-        };
-        let mut permits = vec![first];
-        while permits.len() < max {
-            match self.permits.clone().try_acquire_owned() {
-                Ok(permit) => permits.push(permit),
-                Err(_) => break,
-            }
-        }
-        Some(permits)
-    }
-
+impl<E: Envelope, H: Handler<E>> Runner<E, H> {
     /// Starts the task that owns `delivery` and its permit; `false` if that
     /// entry already runs here. The reading loops never run handlers themselves.
     ///
     /// Job tasks are not joined: the permits say how many are unsettled, and
     /// shutdown waits for all of them to come back.
     fn spawn_job(self: &Arc<Self>, delivery: Delivery, permit: OwnedSemaphorePermit) -> bool {
-        let Some(slot) = self.in_flight.enter(delivery.partition, &delivery.entry.id) else {
+        let Some(slot) = self
+            .jobs
+            .in_flight
+            .enter(delivery.partition, &delivery.entry.id)
+        else {
             // Recovery claimed an entry whose task is still running here: that
             // task keeps it (and acks it); a second run would only duplicate work.
             tracing::debug!(
@@ -567,20 +531,10 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
         let held = Held {
             permit,
             slot,
-            in_handler: Some(self.handling.enter()),
+            in_handler: Some(self.jobs.handling.enter()),
         };
         tokio::spawn(job::run(self.clone(), delivery, held, parent));
         true
-    }
-
-    /// The ready stream key of `partition`.
-    fn ready_key(&self, partition: u16) -> &str {
-        &self.ready_keys[usize::from(partition)]
-    }
-
-    /// The claim epoch key of `partition`.
-    fn claims_key(&self, partition: u16) -> &str {
-        &self.claims_keys[usize::from(partition)]
     }
 }
 

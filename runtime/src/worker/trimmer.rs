@@ -14,40 +14,35 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::events::Events;
-use super::{classify_error, Failure, Shared};
-use crate::envelope::Envelope;
+use super::{classify_error, Core, Failure};
 use crate::error::{Error, Result};
-use crate::handler::Handler;
 use crate::metrics::TrimOutcome;
 use crate::ops::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
-    partitions: Vec<u16>,
-) -> Result<()> {
-    if !shared.config.trim_in_process {
+pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+    if !core.config.trim_in_process {
         tracing::debug!("retention.trim is cronjob: this worker does not trim");
         // Returning early would read as the loop ending; idle until shutdown.
-        shared.stop.raised().await;
+        core.stop.raised().await;
         return Ok(());
     }
-    let period = shared.config.trim_every.max(Duration::from_millis(1));
+    let period = core.config.trim_every.max(Duration::from_millis(1));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let holder = format!("worker:{}", shared.consumer);
+    let holder = format!("worker:{}", core.consumer);
     // Asked of every primary before the first pass, and again after a pass
     // that failed: after a failover the server may be another one.
     let mut probed: Option<bool> = None;
     loop {
-        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        let mut conn = shared.acks.clone();
+        let mut conn = core.multiplexed.clone();
         let xtrim_acked = match probed {
             Some(supported) => supported,
-            None => match trim::xtrim_acked_supported(&shared.redis).await {
+            None => match trim::xtrim_acked_supported(&core.redis).await {
                 Ok(supported) => *probed.insert(supported),
                 Err(err) => {
                     tracing::warn!(error = %err, "asking the primaries whether XTRIM takes ACKED failed; trimming next period");
@@ -61,22 +56,21 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             lease_wait: Duration::ZERO,
         };
         for &partition in &partitions {
-            if shared.stop.is_raised() {
+            if core.stop.is_raised() {
                 return Ok(());
             }
-            match trim::trim_partition(&mut conn, &shared.config, partition, &options).await {
+            match trim::trim_partition(&mut conn, &core.config, partition, &options).await {
                 Ok(streams) => {
                     for stream in streams {
                         if matches!(stream.result, Err(Error::Redis { .. })) {
                             probed = None;
                         }
-                        record(&shared.events, partition, stream)?;
+                        record(&core.events, partition, stream)?;
                     }
                 }
                 Err(Error::LeaseHeld { key, holder }) => {
                     for role in StreamRole::BOTH {
-                        shared
-                            .events
+                        core.events
                             .trim_pass(partition, role, TrimOutcome::LeaseHeld);
                     }
                     tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
