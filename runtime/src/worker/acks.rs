@@ -45,10 +45,9 @@ use crate::connect::Connection;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::epochs::Epochs;
+use super::events::Events;
 use super::in_flight::Slot;
 use super::job::with_retries;
-use super::meter::Meter;
-use super::Counters;
 use crate::error::Error;
 use crate::metrics::Settlement;
 use crate::transitions::{AckAnswer, AckFunction, AckPath, Acked};
@@ -136,8 +135,8 @@ pub(super) struct Acker {
     pub claims_keys: Arc<[String]>,
     /// Where each `ack` reply's current epoch goes, for the next reads.
     pub epochs: Arc<Epochs>,
-    pub counters: Arc<Counters>,
-    pub meter: Arc<Meter>,
+    /// Where the acks' outcomes are reported.
+    pub events: Arc<Events>,
     /// The jobs in their handlers, whose acks a flush waits for briefly.
     pub handling: Arc<Handling>,
 }
@@ -272,9 +271,7 @@ impl Acker {
             );
         }
         if self.function.path() == AckPath::XackDel && !acked.xackdel_refused {
-            Counters::add(&self.counters.deleted_on_ack, acked.deleted);
-            Counters::add(&self.counters.kept_on_ack, acked.acked - acked.deleted);
-            self.meter
+            self.events
                 .acked_on_delete(partition, acked.deleted, acked.acked - acked.deleted);
         }
         let mut lost = 0;
@@ -319,10 +316,9 @@ impl Acker {
             }
         }
         let done = requests.len() as u64 - lost;
-        Counters::add(&self.counters.done, done);
+        self.events.acked(done);
         if lost > 0 {
-            Counters::add(&self.counters.ownership_lost, lost);
-            self.meter.ownership_lost(partition, Settlement::Ack, lost);
+            self.events.ownership_lost(partition, Settlement::Ack, lost);
         }
         tracing::debug!(partition = shown, done, key, "acknowledged");
     }
@@ -331,8 +327,7 @@ impl Acker {
     fn failed(&self, requests: &[AckRequest], err: &Error) {
         let partition = requests[0].partition;
         let entries = requests.len() as u64;
-        Counters::add(&self.counters.failed, entries);
-        self.meter.ack_failed(partition, entries);
+        self.events.ack_failed(partition, entries);
         tracing::error!(
             key = self.key(partition),
             entries,

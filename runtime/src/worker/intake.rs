@@ -49,7 +49,7 @@ use super::lanes::LaneShares;
 use super::reply::{self, Entry, ReadReply};
 use super::tenant_rate::TenantGate;
 use super::wake::Wakers;
-use super::{classify, Counters, Delivery, Failure, Shared};
+use super::{classify, Core, Delivery, Failure, Runner};
 use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::Result;
@@ -62,7 +62,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Reads until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a missing group, a key of the wrong type).
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
+    shared: Arc<Runner<E, H>>,
     redis: Redis,
     partitions: Vec<u16>,
     block: Duration,
@@ -74,7 +74,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 }
 
 async fn read_until_stopped<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     redis: Redis,
     partitions: Vec<u16>,
     block: Duration,
@@ -91,7 +91,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     let mut conn: Option<Connection> = None;
     // The queue's rate limit, asked once per round on the shared connection.
     let mut limiter = super::rate::Limiter::new(&shared.config);
-    let mut rate_conn = shared.acks.clone();
+    let mut rate_conn = shared.multiplexed.clone();
     let mut backoff = BACKOFF_MIN;
     // Workers of one queue start at different partitions: started together at
     // the same one, they would drain it in lockstep and then find it empty
@@ -163,7 +163,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
                     let wait = grant.wait.min(block);
                     let waited = std::time::Instant::now();
                     let slept = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
-                    shared.meter.rate_limited(waited.elapsed());
+                    shared.events.rate_limited(waited.elapsed());
                     if slept.is_none() {
                         return Ok(());
                     }
@@ -206,7 +206,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
         if let Some(shares) = shares.as_mut() {
             let (delivered, empty) = round.lane_tally();
             for (slot, &entries) in delivered.iter().enumerate() {
-                shared.meter.lane_delivered(slot, entries as u64);
+                shared.events.lane_delivered(slot, entries as u64);
             }
             shares.record(&delivered, &empty);
         }
@@ -238,7 +238,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
 }
 
 /// Sleeps for the backoff (doubling it for next time); `false` if stop was raised meanwhile.
-async fn pause<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, backoff: &mut Duration) -> bool {
+async fn pause(shared: &Core, backoff: &mut Duration) -> bool {
     let slept = shared
         .stop
         .unless_raised(tokio::time::sleep(*backoff))
@@ -290,7 +290,7 @@ fn spans_slots(streams: &[(u16, String)]) -> bool {
 
 /// One read round over the worker's partitions.
 struct Round<'a, E, H> {
-    shared: &'a Arc<Shared<E, H>>,
+    shared: &'a Arc<Runner<E, H>>,
     streams: &'a [(u16, String)],
     block: Duration,
     /// The Cluster's wake-up in place of the blocking read (see module docs).
@@ -448,7 +448,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 // module docs): wait for running jobs to free permits.
                 None => match shared
                     .cancel
-                    .unless_raised(shared.permits.clone().acquire_owned())
+                    .unless_raised(shared.jobs.permits.clone().acquire_owned())
                     .await
                 {
                     Some(Ok(permit)) => permit,
@@ -458,10 +458,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                         for (partition, _, _) in
                             std::iter::once((partition, epoch, entry)).chain(entries)
                         {
-                            shared.meter.left_pending(partition, 1);
+                            shared.events.left_pending(partition, 1);
                             left += 1;
                         }
-                        Counters::add(&shared.counters.left_pending, left);
                         tracing::warn!(
                             left,
                             "shutdown budget spent before read entries got a permit; they stay pending"
@@ -510,7 +509,8 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
     async fn admit(&self, entries: Vec<&Entry>) -> Vec<Option<u64>> {
         match self.gate {
             Some(gate) if !entries.is_empty() => {
-                gate.admit(&mut self.shared.acks.clone(), &entries).await
+                gate.admit(&mut self.shared.multiplexed.clone(), &entries)
+                    .await
             }
             _ => vec![None; entries.len()],
         }
@@ -538,14 +538,14 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 accepted_schemas: E::ACCEPTS,
             };
             let deferred = super::job::with_retries("defer", || {
-                let mut conn = shared.acks.clone();
+                let mut conn = shared.multiplexed.clone();
                 let (config, request) = (&shared.config, &request);
                 async move { transitions::defer(&mut conn, config, request).await }
             })
             .await;
             match deferred {
                 Ok(_) => {
-                    Counters::add(&shared.counters.deferred, 1);
+                    shared.events.deferred();
                     tracing::debug!(job_id, stream_id = %entry.id, due_ms, "over its tenant's rate: deferred");
                 }
                 Err(err) => tracing::warn!(

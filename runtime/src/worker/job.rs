@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use super::acks::{AckRequest, InHandler};
 use super::in_flight::Slot;
-use super::{due_ms, is_connection_error, Counters, Delivery, Shared};
+use super::{due_ms, is_connection_error, Core, Delivery, Runner};
 use crate::envelope::{self, Envelope, FieldMap};
 use crate::error::{Error, NotOwner, Result};
 use crate::failpoint::failpoint;
@@ -61,7 +61,7 @@ impl Held {
 /// carrying the queue, partition, stream ID, whether it was claimed, and,
 /// once the entry decoded, the job's `job_id`, `trace_id` and `attempt`.
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
+    shared: Arc<Runner<E, H>>,
     delivery: Delivery,
     mut held: Held,
     parent: tracing::Span,
@@ -113,7 +113,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         stream: delivery.partition,
         queue: shared.config.queue,
         claim_epoch: delivery.claim_epoch,
-        owner: shared.ownership.clone(),
+        owner: shared.jobs.ownership.clone(),
     };
     work(&shared, ctx, body, held).instrument(span).await;
 }
@@ -150,14 +150,13 @@ enum Settle {
 
 /// Runs the handler on a decoded job, then settles its outcome.
 async fn work<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     ctx: JobContext,
     body: E,
     mut held: Held,
 ) {
-    let counters = &shared.counters;
     tracing::debug!("delivered");
-    let started = shared.meter.start(ctx.stream_id());
+    let started = shared.events.handler_started(ctx.stream_id());
     // The handler runs inside this task: a panic is caught as a value, and a
     // timeout or the end of the shutdown budget drops (cancels) its future.
     // No extra task per job.
@@ -169,16 +168,14 @@ async fn work<E: Envelope, H: Handler<E>>(
         biased;
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
-            Counters::add(&counters.left_pending, 1);
-            shared.meter.left_pending(ctx.stream, 1);
+            shared.events.left_pending(ctx.stream, 1);
             tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
             return;
         }
     };
     held.handler_ended();
-    Counters::add(&counters.handled, 1);
     let (outcome, settle) = decide(finished, timeout);
-    shared.meter.handled(ctx.stream, outcome, started);
+    shared.events.handled(ctx.stream, outcome, started);
     tracing::debug!(outcome = outcome.as_str(), "handler ended");
     match settle {
         Settle::Ack => ack(shared, ctx, held),
@@ -199,7 +196,8 @@ async fn work<E: Envelope, H: Handler<E>>(
             .await;
         }
         Settle::Reconcile { reason } => Box::pin(reconcile(shared, &ctx, reason)).await,
-        Settle::StayPending => Counters::add(&counters.failed, 1),
+        // Counted as failed with its outcome (a panic).
+        Settle::StayPending => {}
     }
 }
 
@@ -275,15 +273,12 @@ fn decide(finished: Finished, timeout: Duration) -> (JobOutcome, Settle) {
 /// stream (`unsupported_schema` or `decode_error`) instead of crashing or
 /// blocking the worker; the dead letter keeps the original fields.
 async fn decode_failed<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     delivery: &Delivery,
     fields: &FieldMap<'_>,
     err: Error,
 ) {
-    Counters::add(&shared.counters.decode_errors, 1);
-    shared
-        .meter
-        .handled(delivery.partition, JobOutcome::Malformed, None);
+    shared.events.malformed(delivery.partition);
     // The header alone may still decode and name the job.
     let job_id = envelope::decode_header(fields)
         .map(|header| header.job_id)
@@ -314,7 +309,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
 
 /// Schedules the next attempt, or dead-letters the job when this attempt was the last.
 async fn schedule_retry<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     ctx: &JobContext,
     after: Option<Duration>,
     reason: &str,
@@ -354,7 +349,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     };
     failpoint("before_retry_schedule");
     let scheduled = with_retries("retry_schedule", || {
-        let mut conn = shared.acks.clone();
+        let mut conn = shared.multiplexed.clone();
         let request = &request;
         async move { transitions::retry_schedule(&mut conn, config, request).await }
     })
@@ -362,8 +357,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     match scheduled {
         Ok(moved) => {
             failpoint("after_retry_schedule");
-            Counters::add(&shared.counters.retried, 1);
-            shared.meter.retry_scheduled(ctx.stream);
+            shared.events.retry_scheduled(ctx.stream);
             // Info, not debug: only a failed attempt gets here, and when it
             // runs again is what an operator looks for.
             tracing::info!(
@@ -388,8 +382,8 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
 
 /// Moves the entry to the dead-letter stream through the `dead_letter` function.
 /// `source` is the entry's partition and stream ID.
-async fn dead_letter<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+async fn dead_letter(
+    shared: &Core,
     source: (u16, &str),
     job_id: Option<&str>,
     reason: DeadReason,
@@ -431,8 +425,8 @@ async fn dead_letter<E: Envelope, H: Handler<E>>(
 /// redelivery, and poison quarantine if it keeps failing), unless the
 /// function found it no longer this worker's, or no longer there at all. A
 /// failure counts under `transition`, a refusal (`QG_NOT_OWNER`) under `settlement`.
-fn transition_failed<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
+fn transition_failed(
+    shared: &Core,
     partition: u16,
     (transition, settlement): (FailedTransition, Settlement),
     what: &str,
@@ -448,8 +442,7 @@ fn transition_failed<E: Envelope, H: Handler<E>>(
             } = *refused;
             // This worker stalled past claim.min_idle and another claimed the
             // job (or settled it): the new owner settles it, not this one.
-            Counters::add(&shared.counters.ownership_lost, 1);
-            shared.meter.ownership_lost(partition, settlement, 1);
+            shared.events.ownership_lost(partition, settlement, 1);
             tracing::warn!(
                 queue = shared.config.queue,
                 partition,
@@ -467,28 +460,26 @@ fn transition_failed<E: Envelope, H: Handler<E>>(
             tracing::warn!(error = %err, "{what}: the entry no longer exists");
         }
         err => {
-            Counters::add(&shared.counters.failed, 1);
-            shared.meter.transition_failed(partition, transition);
+            shared.events.settlement_failed(partition, transition);
             tracing::error!(error = %err, "{what} failed; the entry stays pending");
         }
     }
 }
 
-/// The `dead_letter` call with its crash points and counter; shared with poison quarantine.
-pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
+/// The `dead_letter` call with its crash points and event; shared with poison quarantine.
+pub(super) async fn dead_letter_call(
+    shared: &Core,
     request: &transitions::DeadLetter<'_>,
 ) -> Result<Moved> {
     failpoint("before_dead_letter");
     let moved = with_retries("dead_letter", || {
-        let mut conn = shared.acks.clone();
+        let mut conn = shared.multiplexed.clone();
         async move { transitions::dead_letter(&mut conn, &shared.config, request).await }
     })
     .await?;
     failpoint("after_dead_letter");
-    Counters::add(&shared.counters.dead_lettered, 1);
     shared
-        .meter
+        .events
         .dead_lettered(request.partition, request.reason);
     Ok(moved)
 }
@@ -496,11 +487,11 @@ pub(super) async fn dead_letter_call<E: Envelope, H: Handler<E>>(
 /// The job stays pending; the handler's `reconcile` hook runs under the
 /// handler timeout, in a task of its own so that its panic is only logged.
 async fn reconcile<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     ctx: &JobContext,
     reason: String,
 ) {
-    Counters::add(&shared.counters.reconciling, 1);
+    shared.events.reconciling();
     tracing::warn!(
         reason = %reason,
         "outcome is ambiguous; the job stays pending and reconciliation starts",
@@ -529,18 +520,14 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
 }
 
 /// How often this entry was delivered, for the dead letter's record (0 if unknown).
-async fn delivery_count<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
-    partition: u16,
-    id: &str,
-) -> u64 {
+async fn delivery_count(shared: &Core, partition: u16, id: &str) -> u64 {
     let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
         .arg(shared.ready_key(partition))
         .arg(shared.config.group)
         .arg(id)
         .arg(id)
         .arg(1)
-        .query_async(&mut shared.acks.clone())
+        .query_async(&mut shared.multiplexed.clone())
         .await;
     reply
         .ok()
@@ -581,7 +568,7 @@ where
 /// Acknowledges the entry after a `Done` outcome only, through the worker's
 /// acker (one `ack` call per stream per flush; see `acks`), which counts the
 /// job done and releases what it held once Redis has the ack.
-fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held: Held) {
+fn ack(shared: &Core, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
     let partition = ctx.stream;
     // The context ends here: its IDs move to the acker, no copy.
@@ -593,10 +580,9 @@ fn ack<E: Envelope, H: Handler<E>>(shared: &Shared<E, H>, ctx: JobContext, held:
         permit: held.permit,
         slot: held.slot,
     };
-    if let Err(unsent) = shared.acker.send(request) {
+    if let Err(unsent) = shared.jobs.acker.send(request) {
         // Only while the worker itself is torn down: the entry stays pending.
-        Counters::add(&shared.counters.failed, 1);
-        shared.meter.ack_failed(partition, 1);
+        shared.events.ack_failed(partition, 1);
         tracing::error!(
             key = shared.ready_key(unsent.0.partition),
             stream_id = %unsent.0.id,

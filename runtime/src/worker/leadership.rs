@@ -28,11 +28,9 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::{every, Counters, Shared};
+use super::{every, Core};
 use crate::config::QueueConfig;
-use crate::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::handler::Handler;
 use crate::ops::lease::{self, Lease};
 
 /// Ticks a lease lasts: a leader missing two renewals in a row still leads.
@@ -105,10 +103,10 @@ impl Leases {
     /// Renews the leases held and tries to take the free ones among the
     /// others, every partition at once; then raises or lowers each
     /// partition's flag.
-    pub(super) async fn pass<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
-        let config = &shared.config;
+    pub(super) async fn pass(&mut self, core: &Core) {
+        let config = &core.config;
         let period = lease_period(config);
-        let leadership = &shared.leadership;
+        let leadership = &core.leadership;
         let unheld: Vec<u16> = self
             .partitions
             .iter()
@@ -116,7 +114,7 @@ impl Leases {
             .filter(|(_, held)| held.is_none())
             .map(|(&partition, _)| partition)
             .collect();
-        let holders = match current_holders(&mut shared.acks.clone(), config, &unheld).await {
+        let holders = match current_holders(&mut core.multiplexed.clone(), config, &unheld).await {
             Ok(holders) => holders,
             // Try none this tick: they were not this worker's anyway.
             Err(err) => {
@@ -129,7 +127,7 @@ impl Leases {
             .iter()
             .zip(&self.held)
             .map(|(&partition, held)| {
-                let mut conn = shared.acks.clone();
+                let mut conn = core.multiplexed.clone();
                 let lease = held.as_ref().map(|held| held.lease.clone());
                 let free = holders.get(&partition) == Some(&false);
                 async move {
@@ -162,7 +160,7 @@ impl Leases {
             match outcome {
                 Ok(Some(lease)) => {
                     if held.is_none() {
-                        Counters::add(&shared.counters.loops_leases_taken, 1);
+                        core.events.loops_lease_taken();
                         tracing::info!(partition, lease = %lease.key(), "leading the partition's recovery and retry scheduler");
                     }
                     *held = Some(Held {
@@ -190,7 +188,7 @@ impl Leases {
             let leading = held.is_some();
             if leading != leadership.leads(partition) {
                 leadership.set(partition, leading);
-                shared.meter.loops_leader(partition, leading);
+                core.events.loops_leader(partition, leading);
             }
         }
         if let Some(err) = last_error {
@@ -200,16 +198,16 @@ impl Leases {
 
     /// Lowers every flag, then releases the leases held, so that the other
     /// workers take them at their next tick rather than after they expire.
-    pub(super) async fn release_all<E: Envelope, H: Handler<E>>(&mut self, shared: &Shared<E, H>) {
+    pub(super) async fn release_all(&mut self, core: &Core) {
         for &partition in &self.partitions {
-            if shared.leadership.leads(partition) {
-                shared.leadership.set(partition, false);
-                shared.meter.loops_leader(partition, false);
+            if core.leadership.leads(partition) {
+                core.leadership.set(partition, false);
+                core.events.loops_leader(partition, false);
             }
         }
-        let functions = shared.config.functions;
+        let functions = core.config.functions;
         let releases = self.held.iter_mut().filter_map(Option::take).map(|held| {
-            let mut conn = shared.acks.clone();
+            let mut conn = core.multiplexed.clone();
             async move {
                 if let Err(err) = lease::release(&mut conn, functions, &held.lease).await {
                     tracing::warn!(lease = %held.lease.key(), error = %err, "releasing the loops lease failed; it expires by itself");
@@ -271,24 +269,18 @@ async fn take<C: redis::aio::ConnectionLike>(
 
 /// Renews and takes leases every tick until the stop flag is raised, then
 /// releases them. `leases` had its first pass before the other loops started.
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
-    mut leases: Leases,
-) -> Result<()> {
-    let mut ticker = every(tick(&shared.config));
+pub(super) async fn run(core: Arc<Core>, mut leases: Leases) -> Result<()> {
+    let mut ticker = every(tick(&core.config));
     // The first tick completes at once: the first pass already ran.
     ticker.tick().await;
     loop {
-        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
             break;
         }
-        leases.pass(&shared).await;
+        leases.pass(&core).await;
     }
     // A release needs the server; give up on it when the budget is spent.
-    let _ = shared
-        .cancel
-        .unless_raised(leases.release_all(&shared))
-        .await;
+    let _ = core.cancel.unless_raised(leases.release_all(&core)).await;
     Ok(())
 }
 

@@ -22,24 +22,27 @@
 //!
 //! Before any of them starts, the worker checks that the server keeps its
 //! data (`maxmemory-policy noeviction`) and has the Function library it was
-//! generated with; it never loads one itself. It records metrics (`meter`)
-//! when given a registry or an address to serve them on.
+//! generated with; it never loads one itself. Every part reports what
+//! happened to one sink (`events`), which counts it for the [`WorkerReport`]
+//! and records its metrics when given a registry or an address to serve them on.
 
 mod acks;
 mod claim_pace;
+mod core;
 #[cfg(feature = "metrics")]
 mod endpoint;
 mod epochs;
+mod events;
 mod in_flight;
 mod intake;
 mod job;
 mod lanes;
 mod leadership;
-mod meter;
 mod pause;
 mod rate;
 mod recovery;
 mod reply;
+mod report;
 mod scheduler;
 mod shutdown;
 mod start_checks;
@@ -49,15 +52,16 @@ mod wake;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ops::Deref;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connect::Connection;
 use crate::host::now_ms;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
+use self::core::{Core, Jobs};
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::Envelope;
@@ -65,73 +69,18 @@ use crate::error::{Error, Result};
 use crate::handler::{Handler, Ownership};
 use crate::transitions::{AckFunction, AckPath, TransitionCode};
 use epochs::Epochs;
+use events::Events;
 use in_flight::InFlight;
 use job::Held;
-use meter::Meter;
 use reply::Entry;
 use shutdown::Flag;
+
+pub use report::WorkerReport;
 
 /// Default longest wait of one blocking read.
 const DEFAULT_READ_BLOCK: Duration = Duration::from_secs(1);
 /// Shortest blocking read: `BLOCK 0` would mean "forever" to Redis.
 const MIN_READ_BLOCK: Duration = Duration::from_millis(10);
-
-/// What a worker did between start and shutdown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerReport {
-    /// Jobs whose handler ran to an end: an outcome, an error, a panic or a timeout.
-    pub handled: u64,
-    /// Jobs acknowledged after the handler returned `Outcome::Done`.
-    pub done: u64,
-    /// Jobs moved to the retry set for another attempt.
-    pub retried: u64,
-    /// Entries moved to the dead-letter stream, for any reason (decode
-    /// errors and poison included).
-    pub dead_lettered: u64,
-    /// Jobs left pending after an ambiguous outcome; their `reconcile` hook ran.
-    pub reconciling: u64,
-    /// Jobs whose handler panicked, or whose ack or transition failed; they stay pending.
-    pub failed: u64,
-    /// Entries that did not decode as the envelope (dead-lettered when the transition succeeded).
-    pub decode_errors: u64,
-    /// Pending entries delivered `poison.max_deliveries` times, dead-lettered as poison.
-    pub quarantined: u64,
-    /// Retries this worker's scheduler moved back to the ready streams.
-    pub promoted: u64,
-    /// Delayed jobs this worker's scheduler appended to the ready streams when due.
-    pub delayed_promoted: u64,
-    /// Entries taken over by `XAUTOCLAIM` from idle consumers (a crashed worker,
-    /// or this one's abandoned jobs) and run here.
-    pub claimed: u64,
-    /// Jobs still running when the shutdown budget ran out; they stay pending
-    /// with this consumer as owner, for the recovery of another worker.
-    pub in_flight_left_pending: u64,
-    /// Stream entries (ready and dead-letter) this worker's trimmer removed.
-    pub trimmed: u64,
-    /// Trims that stopped before removing anything because the groups changed
-    /// since their plan (or the lease was lost); retried next period.
-    pub trim_aborts: u64,
-    /// Jobs whose settlement (ack, retry or dead letter) was refused because
-    /// their entry was no longer pending for this worker: it stalled past
-    /// `claim.min_idle` and another worker claimed the job (which settles it),
-    /// or the job was settled elsewhere. Nothing was written for them.
-    pub ownership_lost: u64,
-    /// Times this worker took a partition's loops lease, and with it the
-    /// partition's recovery and retry scheduler (renewals not counted).
-    pub loops_leases_taken: u64,
-    /// Jobs read over their tenant's rate (`handler.tenant_rate`) and set
-    /// aside into the retry set with their attempt kept, to be read again.
-    pub deferred: u64,
-    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
-    /// jobs whose entry was deleted with its ack (every group had read it
-    /// and none held it pending). Counted in `done` too.
-    pub deleted_on_ack: u64,
-    /// With `retention.on_ack: delete` on a server with `XACKDEL`: done
-    /// jobs acknowledged but kept, because another group had not read the
-    /// entry yet or held it pending (the trimmer removes it later). Counted
-    /// in `done` too; 0 on the `XACK` path, where every entry is kept.
-    pub kept_on_ack: u64,
-}
 
 /// The variable the generated Kubernetes Deployments name the pod's queue
 /// in: the application's worker binary runs that queue's worker.
@@ -315,7 +264,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let partitions = self.checked_streams()?;
         let reading = Arc::new(AtomicBool::new(false));
         #[cfg(feature = "metrics")]
-        let (meter, endpoint) = {
+        let (events, endpoint) = {
             let metrics = match (&self.metrics, self.metrics_addr) {
                 (Some(metrics), _) => Some(metrics.clone()),
                 (None, Some(_)) => Some(crate::metrics::WorkerMetrics::new()),
@@ -327,15 +276,15 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 }
                 _ => None,
             };
-            let meter = metrics.map_or_else(Meter::default, |metrics| {
-                Meter::new(&metrics, &self.config, &partitions)
+            let events = metrics.map_or_else(Events::default, |metrics| {
+                Events::metered(&metrics, &self.config, &partitions)
             });
-            (meter, endpoint)
+            (events, endpoint)
         };
         #[cfg(not(feature = "metrics"))]
-        let meter = Meter::default();
+        let events = Events::default();
 
-        let ran = self.start(partitions, meter, reading, shutdown).await;
+        let ran = self.start(partitions, events, reading, shutdown).await;
         #[cfg(feature = "metrics")]
         if let Some(endpoint) = endpoint {
             endpoint.stop().await;
@@ -347,7 +296,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     async fn start(
         self,
         partitions: Vec<u16>,
-        meter: Meter,
+        events: Events,
         reading: Arc<AtomicBool>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<WorkerReport> {
@@ -367,68 +316,70 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             .collect();
         let epochs = Arc::new(Epochs::new(self.config.streams()));
         read_epochs(&self.redis, &claims_keys, &epochs).await;
-        let counters = Arc::new(Counters::default());
-        let meter = Arc::new(meter);
+        let events = Arc::new(events);
         let consumer: Arc<str> = Arc::from(self.consumer);
         let leadership = leadership::Leadership::new(self.config.streams(), &consumer);
         let handling = Arc::new(acks::Handling::default());
         // The pause flags as they are now, before the first read.
-        let paused = Arc::new(pause::Paused::new(self.config.streams()));
+        let paused = pause::Paused::new(self.config.streams());
         if let Err(err) = pause::refresh(
             &mut self.redis.shared(),
             &self.config,
             &partitions,
             &paused,
-            &meter,
+            &events,
         )
         .await
         {
             tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }
         let ack_path = ack_path(&self.redis, &self.config).await;
-        let shared = Arc::new(Shared {
+        let core = Arc::new(Core {
             redis: self.redis.clone(),
             paused,
-            handling: handling.clone(),
-            permits: Arc::new(Semaphore::new(self.config.concurrency)),
-            acks: self.redis.shared(),
-            acker: acks::start(acks::Acker {
-                conn: self.redis.shared(),
-                function: AckFunction::on(&self.config, ack_path),
-                keep: AckFunction::new(&self.config),
-                xackdel_refused: AtomicBool::new(false),
-                queue: self.config.queue,
-                partitions: self.config.partitions,
-                consumer: consumer.clone(),
-                keys: ready_keys.clone(),
-                claims_keys: claims_keys.clone(),
-                epochs: epochs.clone(),
-                counters: counters.clone(),
-                meter: meter.clone(),
+            multiplexed: self.redis.shared(),
+            jobs: Jobs {
+                permits: Arc::new(Semaphore::new(self.config.concurrency)),
+                in_flight: Arc::new(InFlight::default()),
                 handling: handling.clone(),
-            }),
-            ownership: Arc::new(Ownership {
-                consumer: consumer.clone(),
-                config: self.config.clone(),
-                conn: self.redis.shared(),
-            }),
+                acker: acks::start(acks::Acker {
+                    conn: self.redis.shared(),
+                    function: AckFunction::on(&self.config, ack_path),
+                    keep: AckFunction::new(&self.config),
+                    xackdel_refused: AtomicBool::new(false),
+                    queue: self.config.queue,
+                    partitions: self.config.partitions,
+                    consumer: consumer.clone(),
+                    keys: ready_keys.clone(),
+                    claims_keys: claims_keys.clone(),
+                    epochs: epochs.clone(),
+                    events: events.clone(),
+                    handling,
+                }),
+                ownership: Arc::new(Ownership {
+                    consumer: consumer.clone(),
+                    config: self.config.clone(),
+                    conn: self.redis.shared(),
+                }),
+            },
             ready_keys,
             claims_keys,
             epochs,
             config: self.config,
             consumer,
-            handler: self.handler,
-            counters,
-            meter,
+            events,
             reading,
-            in_flight: Arc::new(InFlight::default()),
             leadership,
             stop: Flag::new(),
             cancel: Flag::new(),
+        });
+        let runner = Arc::new(Runner {
+            core: core.clone(),
+            handler: self.handler,
             _envelope: PhantomData,
         });
         tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
-        if shared.config.delete_on_ack && ack_path == AckPath::Xack {
+        if core.config.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
                 "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
@@ -436,26 +387,22 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         }
         // Lead what is free before recovery and the scheduler first look.
         let mut leases = leadership::Leases::new(partitions.clone());
-        leases.pass(&shared).instrument(span.clone()).await;
-        let leading =
-            tokio::spawn(leadership::run(shared.clone(), leases).instrument(span.clone()));
+        leases.pass(&core).instrument(span.clone()).await;
+        let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
         let intake = tokio::spawn(
-            intake::run(shared.clone(), self.redis, partitions.clone(), block)
+            intake::run(runner.clone(), self.redis, partitions.clone(), block)
                 .instrument(span.clone()),
         );
-        let recovery = tokio::spawn(
-            recovery::run(shared.clone(), partitions.clone()).instrument(span.clone()),
-        );
-        let scheduler = tokio::spawn(
-            scheduler::run(shared.clone(), partitions.clone()).instrument(span.clone()),
-        );
+        let recovery =
+            tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
+        let scheduler =
+            tokio::spawn(scheduler::run(core.clone(), partitions.clone()).instrument(span.clone()));
         let pausing = tokio::spawn(
-            pause::run(shared.clone(), partitions.clone(), block).instrument(span.clone()),
+            pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
         );
-        let trimmer =
-            tokio::spawn(trimmer::run(shared.clone(), partitions).instrument(span.clone()));
+        let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
         shutdown::run(
-            shared,
+            core,
             [intake, recovery, scheduler, trimmer, leading, pausing],
             shutdown,
         )
@@ -527,48 +474,22 @@ pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
     }
 }
 
-/// State shared by the intake, recovery, scheduler, trimmer and leadership loops and every job task.
-struct Shared<E, H> {
-    /// The deployment, for what must ask every primary (the trimmer's probe).
-    redis: Redis,
-    config: QueueConfig,
-    consumer: Arc<str>,
+/// The worker's core and its handler: what starts and runs jobs (the
+/// intake, recovery and every job task), the only part generic over the
+/// envelope and the handler.
+struct Runner<E, H> {
+    core: Arc<Core>,
     handler: H,
-    /// The shared multiplexed connection: acks, claims and function calls, never blocking reads.
-    acks: Connection,
-    /// Where job tasks send `Done` entries to be acknowledged in groups.
-    acker: acks::AckSender,
-    /// The jobs in their handlers now; the acker waits briefly for their acks.
-    handling: Arc<acks::Handling>,
-    /// What every job's context shares to check and renew its ownership.
-    ownership: Arc<Ownership>,
-    /// The ready stream key of every stream of the queue (a lane's
-    /// partition), by stream number. Without lanes a stream is a partition;
-    /// the loops' `partition` arguments are stream numbers throughout.
-    ready_keys: Arc<[String]>,
-    /// The claim epoch key of every stream (see `epochs`), by stream number.
-    claims_keys: Arc<[String]>,
-    /// Each partition's claim epoch as last seen; reads stamp their entries with it.
-    epochs: Arc<Epochs>,
-    /// One permit per job that may run at once, held until the job is settled.
-    permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    /// Metrics, when installed; shared with the acker.
-    meter: Arc<Meter>,
-    /// Whether the intake's last read succeeded and it still reads: `/readyz`.
-    reading: Arc<AtomicBool>,
-    /// Every entry whose job is not settled yet, so that recovery does not
-    /// start a second task for an entry this worker is still running.
-    in_flight: Arc<InFlight>,
-    /// The partitions whose recovery and retry scheduler this worker runs now.
-    leadership: leadership::Leadership,
-    /// Which partitions are paused: the intake reads no new entries of them.
-    paused: Arc<pause::Paused>,
-    /// Raised when shutdown begins: take no new permits, start no new reads.
-    stop: Flag,
-    /// Raised when the shutdown budget is spent: abandon whatever still runs.
-    cancel: Flag,
     _envelope: PhantomData<fn(E)>,
+}
+
+/// The job-running code reads the core's fields as its own.
+impl<E, H> Deref for Runner<E, H> {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 /// One stream entry handed to a job task.
@@ -583,32 +504,18 @@ struct Delivery {
     claim_epoch: Option<u64>,
 }
 
-impl<E: Envelope, H: Handler<E>> Shared<E, H> {
-    /// Waits for one free permit (or returns `None` once `stop` is raised),
-    /// then takes whatever else is free, up to `max` in total.
-    async fn reserve(&self, max: usize) -> Option<Vec<OwnedSemaphorePermit>> {
-        let first = tokio::select! {
-            biased;
-            () = self.stop.raised() => return None,
-            permit = self.permits.clone().acquire_owned() => permit.ok()?,
-        };
-        let mut permits = vec![first];
-        while permits.len() < max {
-            match self.permits.clone().try_acquire_owned() {
-                Ok(permit) => permits.push(permit),
-                Err(_) => break,
-            }
-        }
-        Some(permits)
-    }
-
+impl<E: Envelope, H: Handler<E>> Runner<E, H> {
     /// Starts the task that owns `delivery` and its permit; `false` if that
     /// entry already runs here. The reading loops never run handlers themselves.
     ///
     /// Job tasks are not joined: the permits say how many are unsettled, and
     /// shutdown waits for all of them to come back.
     fn spawn_job(self: &Arc<Self>, delivery: Delivery, permit: OwnedSemaphorePermit) -> bool {
-        let Some(slot) = self.in_flight.enter(delivery.partition, &delivery.entry.id) else {
+        let Some(slot) = self
+            .jobs
+            .in_flight
+            .enter(delivery.partition, &delivery.entry.id)
+        else {
             // Recovery claimed an entry whose task is still running here: that
             // task keeps it (and acks it); a second run would only duplicate work.
             tracing::debug!(
@@ -624,20 +531,10 @@ impl<E: Envelope, H: Handler<E>> Shared<E, H> {
         let held = Held {
             permit,
             slot,
-            in_handler: Some(self.handling.enter()),
+            in_handler: Some(self.jobs.handling.enter()),
         };
         tokio::spawn(job::run(self.clone(), delivery, held, parent));
         true
-    }
-
-    /// The ready stream key of `partition`.
-    fn ready_key(&self, partition: u16) -> &str {
-        &self.ready_keys[usize::from(partition)]
-    }
-
-    /// The claim epoch key of `partition`.
-    fn claims_key(&self, partition: u16) -> &str {
-        &self.claims_keys[usize::from(partition)]
     }
 }
 
@@ -744,60 +641,6 @@ fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -
         }
     } else {
         Failure::Fatal(error)
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    handled: AtomicU64,
-    done: AtomicU64,
-    retried: AtomicU64,
-    dead_lettered: AtomicU64,
-    reconciling: AtomicU64,
-    failed: AtomicU64,
-    decode_errors: AtomicU64,
-    quarantined: AtomicU64,
-    promoted: AtomicU64,
-    delayed_promoted: AtomicU64,
-    claimed: AtomicU64,
-    left_pending: AtomicU64,
-    trimmed: AtomicU64,
-    trim_aborts: AtomicU64,
-    ownership_lost: AtomicU64,
-    loops_leases_taken: AtomicU64,
-    deferred: AtomicU64,
-    deleted_on_ack: AtomicU64,
-    kept_on_ack: AtomicU64,
-}
-
-impl Counters {
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn report(&self) -> WorkerReport {
-        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        WorkerReport {
-            handled: get(&self.handled),
-            done: get(&self.done),
-            retried: get(&self.retried),
-            dead_lettered: get(&self.dead_lettered),
-            reconciling: get(&self.reconciling),
-            failed: get(&self.failed),
-            decode_errors: get(&self.decode_errors),
-            quarantined: get(&self.quarantined),
-            promoted: get(&self.promoted),
-            delayed_promoted: get(&self.delayed_promoted),
-            claimed: get(&self.claimed),
-            in_flight_left_pending: get(&self.left_pending),
-            trimmed: get(&self.trimmed),
-            trim_aborts: get(&self.trim_aborts),
-            ownership_lost: get(&self.ownership_lost),
-            loops_leases_taken: get(&self.loops_leases_taken),
-            deferred: get(&self.deferred),
-            deleted_on_ack: get(&self.deleted_on_ack),
-            kept_on_ack: get(&self.kept_on_ack),
-        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! paused partition within about one read block, without asking Redis
 //! before every read: so this loop asks instead, every quarter of the read
 //! block (`EXISTS` of each of the worker's partitions' flags, one pipeline
-//! on the shared connection, split per slot on a Cluster), and the intake
+//! on the core connection, split per slot on a Cluster), and the intake
 //! consults the answer in memory. A pause is noticed at most a quarter
 //! block after it was set; a blocking read sent just before that may still
 //! deliver for up to one block, so new deliveries of a paused partition stop
@@ -23,12 +23,10 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::meter::Meter;
-use super::Shared;
+use super::events::Events;
+use super::Core;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
-use crate::envelope::Envelope;
-use crate::handler::Handler;
 
 /// Shortest refresh period, whatever the read block.
 const MIN_REFRESH: Duration = Duration::from_millis(5);
@@ -94,7 +92,7 @@ pub(super) async fn refresh(
     config: &QueueConfig,
     partitions: &[u16],
     paused: &Paused,
-    meter: &Meter,
+    events: &Events,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     for &partition in partitions {
@@ -103,7 +101,7 @@ pub(super) async fn refresh(
     let flags: Vec<u8> = pipe.query_async(conn).await?;
     for (&partition, flag) in partitions.iter().zip(flags) {
         let now = flag != 0;
-        meter.intake_paused(partition, now);
+        events.intake_paused(partition, now);
         if paused.set(partition, now) {
             if now {
                 tracing::info!(
@@ -125,24 +123,24 @@ pub(super) async fn refresh(
 }
 
 /// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
+pub(super) async fn run(
+    core: Arc<Core>,
     partitions: Vec<u16>,
     block: Duration,
 ) -> crate::error::Result<()> {
-    let mut conn = shared.acks.clone();
+    let mut conn = core.multiplexed.clone();
     let mut ticker = super::every(refresh_period(block));
     let mut failing = false;
     loop {
-        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
         match refresh(
             &mut conn,
-            &shared.config,
+            &core.config,
             &partitions,
-            &shared.paused,
-            &shared.meter,
+            &core.paused,
+            &core.events,
         )
         .await
         {

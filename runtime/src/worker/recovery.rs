@@ -50,7 +50,7 @@ use redis::{FromRedisValue, ParsingError, Value};
 
 use super::claim_pace::ClaimPace;
 use super::reply::{self, Entry};
-use super::{classify, classify_error, every, job, now_ms, Counters, Delivery, Failure, Shared};
+use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::handler::Handler;
@@ -60,7 +60,7 @@ use crate::transitions::{self, DeadReason};
 /// Claims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a missing group, a key of the wrong type).
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
+    shared: Arc<Runner<E, H>>,
     partitions: Vec<u16>,
 ) -> Result<()> {
     let mut ticker = every(shared.config.claim_every);
@@ -119,7 +119,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 
 /// Milliseconds part of the newest stream ID that can be idle for
 /// `claim_min_idle`: anything added later was delivered more recently.
-fn newest_claimable<E, H>(shared: &Shared<E, H>) -> u64 {
+fn newest_claimable(shared: &Core) -> u64 {
     let min_idle_ms = u64::try_from(shared.config.claim_min_idle.as_millis()).unwrap_or(u64::MAX);
     now_ms().saturating_sub(min_idle_ms)
 }
@@ -132,8 +132,8 @@ fn id_ms(id: &str) -> Option<u64> {
 /// Reports pending entries found deleted (trimmed or XDEL'd before their
 /// ack): Redis drops them from the pending list, and the jobs they carried
 /// are gone, so this must never pass in silence.
-fn report_deleted<E, H>(shared: &Shared<E, H>, partition: u16, key: &str, ids: &[String]) {
-    shared.meter.pending_deleted(partition, ids.len() as u64);
+fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
+    shared.events.pending_deleted(partition, ids.len() as u64);
     tracing::error!(
         key = %key,
         group = shared.config.group,
@@ -145,7 +145,7 @@ fn report_deleted<E, H>(shared: &Shared<E, H>, partition: u16, key: &str, ids: &
 /// Walks one partition's pending list up to entries added at `newest` ms, at
 /// the pace `pace` allows; `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+    shared: &Arc<Runner<E, H>>,
     partition: u16,
     newest: u64,
     pace: &mut ClaimPace,
@@ -174,7 +174,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             let wait = pace.wait_for(wanted);
             let started = tokio::time::Instant::now();
             let waited = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
-            shared.meter.claim_throttled(partition, started.elapsed());
+            shared.events.claim_throttled(partition, started.elapsed());
             if waited.is_none() {
                 return Ok(false);
             }
@@ -196,7 +196,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             .arg(permits.len());
         let reply = shared
             .cancel
-            .unless_raised(cmd.query_async::<ClaimReply>(&mut shared.acks.clone()))
+            .unless_raised(cmd.query_async::<ClaimReply>(&mut shared.multiplexed.clone()))
             .await
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
@@ -221,8 +221,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 claim_epoch: Some(reply.epoch),
             };
             if shared.spawn_job(delivery, permit) {
-                Counters::add(&shared.counters.claimed, 1);
-                shared.meter.claimed(partition, 1);
+                shared.events.claimed(partition);
             }
         }
         drop(permits);
@@ -242,12 +241,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
 /// of the partition's pending entries idle for `claim_min_idle`, from `start`
 /// to entries added at `newest` ms (an end ID without a sequence number
 /// includes every entry of that ms).
-fn idle_page<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
-    partition: u16,
-    start: &str,
-    newest: u64,
-) -> redis::Cmd {
+fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::Cmd {
     let config = &shared.config;
     let mut cmd = redis::cmd("XPENDING");
     cmd.arg(shared.ready_key(partition))
@@ -261,8 +255,8 @@ fn idle_page<E: Envelope, H: Handler<E>>(
 }
 
 /// The first idle page of every partition, in one round trip however many there are.
-async fn first_idle_pages<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
+async fn first_idle_pages(
+    shared: &Core,
     partitions: &[u16],
     newest: u64,
 ) -> Result<Vec<StreamPendingCountReply>, Failure> {
@@ -273,7 +267,10 @@ async fn first_idle_pages<E: Envelope, H: Handler<E>>(
     // Each answer on its own, so that an error names its key.
     let answers: Vec<redis::RedisResult<StreamPendingCountReply>> = shared
         .cancel
-        .unless_raised(pipe.ignore_errors().query_async(&mut shared.acks.clone()))
+        .unless_raised(
+            pipe.ignore_errors()
+                .query_async(&mut shared.multiplexed.clone()),
+        )
         .await
         .ok_or(Failure::Cancelled)?
         .map_err(|err| classify(err, "XPENDING", &[], shared.config.group))?;
@@ -292,8 +289,8 @@ async fn first_idle_pages<E: Envelope, H: Handler<E>>(
 /// Dead-letters the idle entries of one partition, up to entries added at
 /// `newest` ms, that reached `poison.max_deliveries`, starting with
 /// `first_page`; `Ok(false)` if stop was raised meanwhile.
-async fn quarantine_partition<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Shared<E, H>>,
+async fn quarantine_partition(
+    shared: &Core,
     partition: u16,
     newest: u64,
     first_page: StreamPendingCountReply,
@@ -307,7 +304,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
         let page = reply.ids.len();
         for entry in &reply.ids {
             let deliveries = entry.times_delivered as u64;
-            if deliveries < max_deliveries || shared.in_flight.contains(partition, &entry.id) {
+            if deliveries < max_deliveries || shared.jobs.in_flight.contains(partition, &entry.id) {
                 continue;
             }
             match take_over(shared, partition, &entry.id, min_idle_ms).await? {
@@ -333,8 +330,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             };
             match job::dead_letter_call(shared, &request).await {
                 Ok(moved) => {
-                    Counters::add(&shared.counters.quarantined, 1);
-                    shared.meter.quarantined(partition);
+                    shared.events.quarantined(partition);
                     tracing::error!(
                         key = %key,
                         stream_id = %entry.id,
@@ -345,9 +341,8 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                 }
                 // Claimed by another worker since this one took it over: theirs now.
                 Err(Error::NotOwner(refused)) => {
-                    Counters::add(&shared.counters.ownership_lost, 1);
                     shared
-                        .meter
+                        .events
                         .ownership_lost(partition, Settlement::DeadLetter, 1);
                     tracing::warn!(
                         key = %key,
@@ -359,8 +354,8 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
                 // It stays pending with this consumer: the next pass tries again.
                 Err(err) => {
                     shared
-                        .meter
-                        .transition_failed(partition, FailedTransition::DeadLetter);
+                        .events
+                        .loop_transition_failed(partition, FailedTransition::DeadLetter);
                     match classify_error(err) {
                         Failure::Retry { error, .. } => tracing::error!(
                             key = %key,
@@ -384,7 +379,7 @@ async fn quarantine_partition<E: Envelope, H: Handler<E>>(
             .cancel
             .unless_raised(
                 idle_page(shared, partition, &start, newest)
-                    .query_async::<StreamPendingCountReply>(&mut shared.acks.clone()),
+                    .query_async::<StreamPendingCountReply>(&mut shared.multiplexed.clone()),
             )
             .await
             .ok_or(Failure::Cancelled)?
@@ -441,8 +436,8 @@ enum TakeOver {
 /// apart, and so does an `INCR` of the claim epoch: a claim from another
 /// consumer must raise it atomically, or that consumer's acks could skip
 /// their ownership check (see `acks`).
-async fn take_over<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
+async fn take_over(
+    shared: &Core,
     partition: u16,
     id: &str,
     min_idle_ms: u64,
@@ -465,7 +460,7 @@ async fn take_over<E: Envelope, H: Handler<E>>(
         .arg("JUSTID")
         .cmd("INCR")
         .arg(claims_key)
-        .query_async(&mut shared.acks.clone())
+        .query_async(&mut shared.multiplexed.clone())
         .await
         .map_err(|err| classify(err, "XCLAIM", &[key], config.group))?;
     Ok(if stored.is_empty() {

@@ -14,42 +14,37 @@
 
 use std::sync::Arc;
 
-use super::{classify_error, every, now_ms, Counters, Failure, Shared};
-use crate::envelope::Envelope;
+use super::{classify_error, every, now_ms, Core, Failure};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
-use crate::handler::Handler;
 use crate::metrics::FailedTransition;
 use crate::transitions::{self, DeadReason, DueSet};
 
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
-    partitions: Vec<u16>,
-) -> Result<()> {
-    let mut ticker = every(shared.config.retry_promote_every);
+pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+    let mut ticker = every(core.config.retry_promote_every);
     loop {
-        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
         // Only the partitions this worker leads: another worker promotes the rest.
-        let led = shared.leadership.led(&partitions);
+        let led = core.leadership.led(&partitions);
         if led.is_empty() {
             continue;
         }
         // One round trip finds what is due in both sets of every led
         // partition; in a quiet queue that is the whole tick.
         let now = now_ms();
-        let batch = shared.config.retry_promote_batch;
+        let batch = core.config.retry_promote_batch;
         let sets: Vec<(DueSet, u16)> = led
             .iter()
             .flat_map(|&partition| [(DueSet::Retries, partition), (DueSet::Delayed, partition)])
             .collect();
-        let mut conn = shared.acks.clone();
+        let mut conn = core.multiplexed.clone();
         let first_due = match transitions::due_members_of(
             &mut conn,
-            &shared.config,
+            &core.config,
             &sets,
             now,
             batch,
@@ -69,7 +64,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             if due.is_empty() {
                 continue;
             }
-            match promote_partition(&shared, set, partition, now, due).await {
+            match promote_partition(&core, set, partition, now, due).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(Failure::Fatal(err)) => return Err(err),
@@ -81,7 +76,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                     Error::Transition { .. } => {
                         tracing::error!(partition, ?set, error = %error, "the library refused to promote due members; retrying next period");
                     }
-                    // The shared connection reconnects by itself.
+                    // The core connection reconnects by itself.
                     _ => {
                         tracing::warn!(partition, ?set, error = %error, "promoting failed; retrying next period");
                     }
@@ -95,20 +90,11 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 /// they could never be promoted (an envelope missing, not decodable, or over
 /// the library's field limit): counted as `decode_error` dead letters, and
 /// logged as a warning, since a producer or a hand edit wrote them.
-fn unpromotable<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
-    set: DueSet,
-    partition: u16,
-    count: u64,
-) {
-    for _ in 0..count {
-        shared
-            .meter
-            .dead_lettered(partition, DeadReason::DecodeError);
-    }
+fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
+    core.events.unpromotable(partition, count);
     tracing::warn!(
-        partition = shared.config.partition_of_stream(partition),
-        lane = shared.config.lane_of_stream(partition).map(|lane| lane.name),
+        partition = core.config.partition_of_stream(partition),
+        lane = core.config.lane_of_stream(partition).map(|lane| lane.name),
         ?set,
         dead_lettered = count,
         reason = %DeadReason::DecodeError,
@@ -119,38 +105,35 @@ fn unpromotable<E: Envelope, H: Handler<E>>(
 /// Promotes every due member of `set` in one partition, a batch per call,
 /// starting with `due` (read at `now`); `Ok(false)` if stop was raised
 /// meanwhile.
-async fn promote_partition<E: Envelope, H: Handler<E>>(
-    shared: &Shared<E, H>,
+async fn promote_partition(
+    core: &Core,
     set: DueSet,
     partition: u16,
     mut now: u64,
     mut due: Vec<String>,
 ) -> Result<bool, Failure> {
-    let config = &shared.config;
+    let config = &core.config;
     let batch = config.retry_promote_batch;
-    let mut conn = shared.acks.clone();
+    let mut conn = core.multiplexed.clone();
     loop {
         let promoted = transitions::promote(&mut conn, config, set, partition, now, &due)
             .await
             .map_err(|err| {
-                shared
-                    .meter
-                    .transition_failed(partition, FailedTransition::Promote);
+                core.events
+                    .loop_transition_failed(partition, FailedTransition::Promote);
                 classify_error(err)
             })?;
         match set {
             DueSet::Retries => {
                 failpoint("after_retry_promote");
-                Counters::add(&shared.counters.promoted, promoted.promoted);
             }
             DueSet::Delayed => {
                 failpoint("after_delayed_promote");
-                Counters::add(&shared.counters.delayed_promoted, promoted.promoted);
             }
         }
-        shared.meter.promoted(partition, set, promoted.promoted);
+        core.events.promoted(partition, set, promoted.promoted);
         if promoted.dead_lettered > 0 {
-            unpromotable(shared, set, partition, promoted.dead_lettered);
+            unpromotable(core, set, partition, promoted.dead_lettered);
         }
         tracing::debug!(
             partition = config.partition_of_stream(partition),
@@ -169,7 +152,7 @@ async fn promote_partition<E: Envelope, H: Handler<E>>(
         if due.len() < batch || moved == 0 {
             return Ok(true);
         }
-        if shared.stop.is_raised() {
+        if core.stop.is_raised() {
             return Ok(false);
         }
         now = now_ms();

@@ -11,10 +11,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{Shared, WorkerReport};
-use crate::envelope::Envelope;
+use super::{Core, WorkerReport};
 use crate::error::Result;
-use crate::handler::Handler;
 
 /// Waits until one of the loops ends; its index and how it ended.
 async fn first_to_end<const N: usize>(
@@ -69,15 +67,15 @@ impl Flag {
     }
 }
 
-fn all_permits<E, H>(shared: &Shared<E, H>) -> u32 {
-    u32::try_from(shared.config.concurrency).unwrap_or(u32::MAX)
+fn all_permits(core: &Core) -> u32 {
+    u32::try_from(core.config.concurrency).unwrap_or(u32::MAX)
 }
 
 /// Supervises a running worker until `shutdown` completes (or a loop fails),
 /// then shuts it down within the budget and reports. `loops` are the intake,
 /// recovery, scheduler, trimmer and leadership loops; each ends on the stop flag.
-pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
-    shared: Arc<Shared<E, H>>,
+pub(super) async fn run<const N: usize>(
+    core: Arc<Core>,
     loops: [JoinHandle<Result<()>>; N],
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<WorkerReport> {
@@ -87,9 +85,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
         () = shutdown => tracing::info!("shutdown requested"),
         (index, ended) = first_to_end(&mut loops) => loops[index].1 = Some(ended),
     }
-    let budget = shared.config.shutdown_budget;
+    let budget = core.config.shutdown_budget;
     let deadline = Instant::now() + budget;
-    shared.stop.raise();
+    core.stop.raise();
 
     // Phase 1, within the budget: the loops stop taking permits and finish the
     // read (or claim, or promotion) in progress, whose entries become jobs like
@@ -101,7 +99,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
             }
         }
         // Only fails if the semaphore were closed, which nothing does.
-        let _ = shared.permits.acquire_many(all_permits(&shared)).await;
+        let _ = core.jobs.permits.acquire_many(all_permits(&core)).await;
     })
     .await
     .is_ok();
@@ -111,16 +109,16 @@ pub(super) async fn run<E: Envelope, H: Handler<E>, const N: usize>(
     // finishes it), and so does the acker's flush in progress: every permit
     // comes back.
     if !drained {
-        shared.cancel.raise();
+        core.cancel.raise();
         for (handle, ended) in &mut loops {
             if ended.is_none() {
                 *ended = Some(handle.await);
             }
         }
-        let _ = shared.permits.acquire_many(all_permits(&shared)).await;
+        let _ = core.jobs.permits.acquire_many(all_permits(&core)).await;
     }
 
-    let report = shared.counters.report();
+    let report = core.events.report();
     if report.in_flight_left_pending > 0 {
         tracing::warn!(
             left_pending = report.in_flight_left_pending,

@@ -13,41 +13,36 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::meter::Meter;
-use super::{classify_error, Counters, Failure, Shared};
-use crate::envelope::Envelope;
+use super::events::Events;
+use super::{classify_error, Core, Failure};
 use crate::error::{Error, Result};
-use crate::handler::Handler;
 use crate::metrics::TrimOutcome;
 use crate::ops::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run<E: Envelope, H: Handler<E>>(
-    shared: Arc<Shared<E, H>>,
-    partitions: Vec<u16>,
-) -> Result<()> {
-    if !shared.config.trim_in_process {
+pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+    if !core.config.trim_in_process {
         tracing::debug!("retention.trim is cronjob: this worker does not trim");
         // Returning early would read as the loop ending; idle until shutdown.
-        shared.stop.raised().await;
+        core.stop.raised().await;
         return Ok(());
     }
-    let period = shared.config.trim_every.max(Duration::from_millis(1));
+    let period = core.config.trim_every.max(Duration::from_millis(1));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let holder = format!("worker:{}", shared.consumer);
+    let holder = format!("worker:{}", core.consumer);
     // Asked of every primary before the first pass, and again after a pass
     // that failed: after a failover the server may be another one.
     let mut probed: Option<bool> = None;
     loop {
-        if shared.stop.unless_raised(ticker.tick()).await.is_none() {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
-        let mut conn = shared.acks.clone();
+        let mut conn = core.multiplexed.clone();
         let xtrim_acked = match probed {
             Some(supported) => supported,
-            None => match trim::xtrim_acked_supported(&shared.redis).await {
+            None => match trim::xtrim_acked_supported(&core.redis).await {
                 Ok(supported) => *probed.insert(supported),
                 Err(err) => {
                     tracing::warn!(error = %err, "asking the primaries whether XTRIM takes ACKED failed; trimming next period");
@@ -61,22 +56,21 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             lease_wait: Duration::ZERO,
         };
         for &partition in &partitions {
-            if shared.stop.is_raised() {
+            if core.stop.is_raised() {
                 return Ok(());
             }
-            match trim::trim_partition(&mut conn, &shared.config, partition, &options).await {
+            match trim::trim_partition(&mut conn, &core.config, partition, &options).await {
                 Ok(streams) => {
                     for stream in streams {
                         if matches!(stream.result, Err(Error::Redis { .. })) {
                             probed = None;
                         }
-                        record(&shared.counters, &shared.meter, partition, stream)?;
+                        record(&core.events, partition, stream)?;
                     }
                 }
                 Err(Error::LeaseHeld { key, holder }) => {
                     for role in StreamRole::BOTH {
-                        shared
-                            .meter
+                        core.events
                             .trim_pass(partition, role, TrimOutcome::LeaseHeld);
                     }
                     tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
@@ -95,7 +89,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 }
 
 /// Counts and logs what happened to one stream; an error only when it is fatal.
-fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim) -> Result<()> {
+fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
     let plan = &stream.plan;
     let role = plan.role;
     let outcome = match &stream.result {
@@ -105,11 +99,10 @@ fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim
         Err(Error::LeaseHeld { .. }) => TrimOutcome::LeaseHeld,
         Err(_) => TrimOutcome::Failed,
     };
-    meter.trim_pass(partition, role, outcome);
+    events.trim_pass(partition, role, outcome);
     match stream.result {
         Ok(Some(trimmed)) => {
-            Counters::add(&counters.trimmed, trimmed.removed);
-            meter.trim_removed(partition, role, trimmed.removed);
+            events.trimmed(partition, role, trimmed.removed);
             if trimmed.removed > 0 {
                 tracing::info!(
                     partition,
@@ -126,7 +119,7 @@ fn record(counters: &Counters, meter: &Meter, partition: u16, stream: StreamTrim
             tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
         }
         Err(err @ (Error::TrimAborted { .. } | Error::LeaseHeld { .. })) => {
-            Counters::add(&counters.trim_aborts, 1);
+            events.trim_aborted();
             tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
         }
         Err(err @ Error::TrimUnverified { .. }) => {
