@@ -205,7 +205,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         self
     }
 
-    /// Records this worker's metrics (see docs/operations.md, "Metrics")
+    /// Records this worker's metrics (see docs/operations/observability.md, "Metrics")
     /// and registers them in `registry`, the application's own, to serve
     /// as it likes (e.g. with [`crate::metrics::router`]).
     ///
