@@ -397,8 +397,8 @@ impl QueueConfig {
     }
 
     /// The full name of one function of the library: `{functions}_{name}`.
-    pub fn function(&self, name: &str) -> String {
-        format!("{}_{name}", self.functions)
+    pub fn function(&self, function: crate::functions::Function) -> String {
+        function.in_library(self.functions)
     }
 
     /// `{prefix}:{queue-NN}:suffix`, with `:lane-{name}` after the prefix
@@ -526,7 +526,10 @@ pub(crate) mod tests {
             OCR.marker_key(0, "replay", "5-1"),
             OCR.marker_key(0, MarkerKind::Replay, "5-1")
         );
-        assert_eq!(OCR.function("version"), "qg_docs_pipeline_v1_version");
+        assert_eq!(
+            OCR.function(crate::functions::Function::Version),
+            "qg_docs_pipeline_v1_version"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use queuegen_runtime::functions::Function;
 use serde::Serialize;
 
 use super::templates::render;
@@ -61,6 +62,7 @@ fn render_for_service(service: &str, spec_file: &str, version: u32) -> Result<St
             service,
             version,
             limits: LibraryLimits::SPEC,
+            functions: Function::ALL.map(Registered::of),
         },
     )
 }
@@ -72,6 +74,26 @@ struct LibraryContext<'a> {
     service: &'a str,
     version: u32,
     limits: LibraryLimits,
+    /// The `redis.register_function` block: the runtime's list of the
+    /// library's functions, so the names it calls are the names registered.
+    functions: [Registered; Function::ALL.len()],
+}
+
+/// One function as the template registers it.
+#[derive(Serialize)]
+struct Registered {
+    /// The name after the library prefix, and the Lua callback's name.
+    name: &'static str,
+    flags: &'static [&'static str],
+}
+
+impl Registered {
+    fn of(function: Function) -> Registered {
+        Registered {
+            name: function.name(),
+            flags: function.runs().flags(),
+        }
+    }
 }
 
 /// `queuegen_spec::limits::library`, as the template reads it.
@@ -205,29 +227,8 @@ queues:
             .filter_map(|line| line.trim().strip_prefix("function_name = LIBRARY .. '_"))
             .map(|rest| rest.trim_end_matches("',"))
             .collect();
-        assert_eq!(
-            registered,
-            [
-                "retry_schedule",
-                "defer",
-                "retry_promote",
-                "delayed_promote",
-                "publish_once",
-                "delay_schedule",
-                "dead_letter",
-                "replay",
-                "schedule_tick",
-                "trim",
-                "lease_acquire",
-                "lease_release",
-                "claim",
-                "ack",
-                "ack_delete",
-                "renew",
-                "rate_take",
-                "version"
-            ]
-        );
+        let listed: Vec<&str> = Function::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(registered, listed);
         // Only `version` is read-only: the rest are refused on replicas.
         // The transitions (defer among them), the publish functions and schedule_tick are
         // refused past maxmemory too; the trim, the lease functions, claim,

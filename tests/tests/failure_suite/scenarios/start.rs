@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use queuegen_runtime::functions::Function;
 use queuegen_runtime::{Error, Redis, Result, WorkerReport};
 use queuegen_tests::library;
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning, WorkerSpec};
@@ -85,7 +86,7 @@ pub async fn library_missing(run: Run) -> Verdict {
         }
     }
     let own: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(stage.config.function("version"))
+        .arg(stage.config.function(Function::Version))
         .arg(0)
         .query_async(&mut stage.conn())
         .await;
