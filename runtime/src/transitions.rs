@@ -64,7 +64,9 @@ impl DeadReason {
         self as usize
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// The reason as a dead letter records it; the Function library's list
+    /// of reasons is rendered from these.
+    pub const fn as_str(self) -> &'static str {
         match self {
             DeadReason::RetriesExhausted => "retries_exhausted",
             DeadReason::Permanent => "permanent",

@@ -102,48 +102,85 @@ pub struct HeaderField {
 /// Header fields in the order they are written, with the allowance the
 /// payload check assumes for each. Producers should keep values within these
 /// (a `job_id` over 128 bytes may exceed a payload bound that was accepted).
+///
+/// The one list of the header: the spec check, the runtime
+/// (`queuegen_runtime::envelope::header_fields`), the derive and the Function
+/// library (rendered into `functions.lua`) all read it through
+/// [`header_fields`].
 pub const HEADER_FIELDS: &[HeaderField] = &[
     HeaderField {
-        name: "job_id",
+        name: header_fields::JOB_ID,
         max_value_bytes: Some(128),
     },
     HeaderField {
-        name: "type",
+        name: header_fields::TYPE,
         max_value_bytes: None,
     },
     HeaderField {
-        name: "tenant",
+        name: header_fields::TENANT,
         max_value_bytes: Some(64),
     },
     // u32 in decimal.
     HeaderField {
-        name: "schema",
+        name: header_fields::SCHEMA,
         max_value_bytes: Some(10),
     },
     // RFC 3339 UTC with milliseconds: 2024-01-01T00:00:00.000Z.
     HeaderField {
-        name: "created_at",
+        name: header_fields::CREATED_AT,
         max_value_bytes: Some(24),
     },
     // W3C trace id: 32 hex digits.
     HeaderField {
-        name: "trace_id",
+        name: header_fields::TRACE_ID,
         max_value_bytes: Some(32),
     },
     HeaderField {
-        name: "attempt",
+        name: header_fields::ATTEMPT,
         max_value_bytes: Some(10),
     },
     // A stream ID: two u64 and a dash.
     HeaderField {
-        name: "prev_id",
+        name: header_fields::PREV_ID,
         max_value_bytes: Some(41),
     },
     HeaderField {
-        name: "reason",
+        name: header_fields::REASON,
         max_value_bytes: Some(256),
     },
 ];
+
+/// Header field names, in the order they are written ([`HEADER_FIELDS`]).
+pub mod header_fields {
+    pub const JOB_ID: &str = "job_id";
+    pub const TYPE: &str = "type";
+    pub const TENANT: &str = "tenant";
+    pub const SCHEMA: &str = "schema";
+    pub const CREATED_AT: &str = "created_at";
+    pub const TRACE_ID: &str = "trace_id";
+    pub const ATTEMPT: &str = "attempt";
+    pub const PREV_ID: &str = "prev_id";
+    pub const REASON: &str = "reason";
+
+    /// Every header field name, in [`super::HEADER_FIELDS`] order; body
+    /// fields must not reuse them.
+    pub const ALL: &[&str] = &NAMES;
+
+    /// Written by the library's `replay` after the others, on a replayed
+    /// job only: the dead letter's ID. Not a name the producer writes, so
+    /// not in [`ALL`].
+    pub const REPLAY_OF: &str = "replay_of";
+
+    const NAMES: [&str; super::HEADER_FIELDS.len()] = {
+        let mut names = [""; super::HEADER_FIELDS.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = super::HEADER_FIELDS[i].name;
+            i += 1;
+        }
+        names
+    };
+}
 
 /// Limits of the Function library, checked inside every function before its
 /// first write and rendered into `functions.lua` from here, so that the spec

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use queuegen_runtime::functions::Function;
+use queuegen_runtime::transitions::DeadReason;
 use serde::Serialize;
 
 use super::templates::render;
@@ -63,6 +64,8 @@ fn render_for_service(service: &str, spec_file: &str, version: u32) -> Result<St
             version,
             limits: LibraryLimits::SPEC,
             functions: Function::ALL.map(Registered::of),
+            header_fields: header_fields(),
+            dead_reasons: DeadReasons::RUNTIME,
         },
     )
 }
@@ -77,6 +80,40 @@ struct LibraryContext<'a> {
     /// The `redis.register_function` block: the runtime's list of the
     /// library's functions, so the names it calls are the names registered.
     functions: [Registered; Function::ALL.len()],
+    /// The header fields in the order rewritten envelopes keep them.
+    header_fields: Vec<&'static str>,
+    dead_reasons: DeadReasons,
+}
+
+/// The runtime's header fields (`header_fields::ALL`), then the one the
+/// library's `replay` adds.
+fn header_fields() -> Vec<&'static str> {
+    use crate::spec::limits::header_fields::{ALL, REPLAY_OF};
+    ALL.iter().copied().chain([REPLAY_OF]).collect()
+}
+
+/// The runtime's dead-letter reasons (`DeadReason`), as the template reads them.
+#[derive(Serialize)]
+struct DeadReasons {
+    /// Every reason a dead letter may record.
+    all: [&'static str; DeadReason::ALL.len()],
+    /// What the promote functions record for a member that cannot be promoted.
+    decode_error: &'static str,
+}
+
+impl DeadReasons {
+    const RUNTIME: DeadReasons = {
+        let mut all = [""; DeadReason::ALL.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = DeadReason::ALL[i].as_str();
+            i += 1;
+        }
+        DeadReasons {
+            all,
+            decode_error: DeadReason::DecodeError.as_str(),
+        }
+    };
 }
 
 /// One function as the template registers it.
