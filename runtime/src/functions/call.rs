@@ -1,8 +1,7 @@
 //! Building one `FCALL` from a typed call, and reading its refusals as the runtime's errors.
 
-use super::Function;
+use super::{Function, Moved, TransitionCode};
 use crate::error::{Error, NotOwner, Result};
-use crate::transitions::{Moved, TransitionCode};
 
 /// One call of a library function: the values of its KEYS and ARGV, each a
 /// named, typed field of the implementing type, written in the order the

@@ -14,6 +14,7 @@
 mod call;
 mod leases;
 mod publish;
+mod reply;
 mod settle;
 mod upkeep;
 
@@ -21,6 +22,7 @@ pub use call::{command, pipe_command, FunctionCall};
 pub(crate) use call::{refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use publish::{DelaySchedule, PublishOnce};
+pub use reply::{Moved, TransitionCode};
 pub use settle::{Ack, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick};
 pub use upkeep::{RateTake, Trim, TrimGroup, Version};
 
@@ -159,6 +161,15 @@ impl Function {
     }
 }
 
+impl crate::config::QueueConfig {
+    /// The full name of one function of the queue's library:
+    /// `{functions}_{name}`. (Defined here, with the list, so that the
+    /// configuration does not depend on the library's client.)
+    pub fn function(&self, function: Function) -> String {
+        function.in_library(self.functions)
+    }
+}
+
 impl std::fmt::Display for Function {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -192,6 +203,14 @@ mod tests {
         assert_eq!(
             Function::Ack.in_library("qg_x_v3"),
             "qg_x_v3_ack".to_owned()
+        );
+    }
+
+    #[test]
+    fn a_queues_functions_are_named_in_its_library() {
+        assert_eq!(
+            crate::config::tests::OCR.function(Function::Version),
+            "qg_docs_pipeline_v1_version"
         );
     }
 }
