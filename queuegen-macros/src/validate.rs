@@ -7,23 +7,10 @@ use crate::attr::FieldDefault;
 use crate::errors::Errors;
 use crate::field_type;
 
-/// Header field names the runtime writes before the body of every entry.
-///
-/// The same list as `queuegen_runtime::envelope::header_fields::ALL`, which
-/// this crate cannot depend on (the runtime depends on it). The UI test
-/// `header_name_collision` uses every name here, and `envelope_derive` checks
-/// that the runtime's list is the same.
-const HEADER_FIELDS: &[&str] = &[
-    "job_id",
-    "type",
-    "tenant",
-    "schema",
-    "created_at",
-    "trace_id",
-    "attempt",
-    "prev_id",
-    "reason",
-];
+/// Header field names the runtime writes before the body of every entry:
+/// the spec's list, which the runtime's `envelope::header_fields` is. The UI
+/// test `header_name_collision` uses every name here.
+const HEADER_FIELDS: &[&str] = queuegen_spec::limits::header_fields::ALL;
 
 pub(crate) fn envelope(envelope: &Envelope<'_>, errors: &mut Errors) {
     container(envelope, errors);

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use queuegen_runtime::functions::{self, Function};
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -81,11 +82,12 @@ fn creates_every_group_once_then_reports_them_as_existing() {
         redis::Value::BulkString(b"export-workers".to_vec())
     );
 
-    let version: String = redis::cmd("FCALL")
-        .arg(format!("{}_version", library()))
-        .arg(0)
-        .query(&mut conn)
-        .unwrap();
+    let version: String = functions::command(
+        &Function::Version.in_library(&library()),
+        &functions::Version,
+    )
+    .query(&mut conn)
+    .unwrap();
     assert_eq!(version, library());
 
     let second = apply(&server, &["--json"]);

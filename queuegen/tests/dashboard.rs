@@ -13,6 +13,7 @@ use dashboard_state::dashboard_of;
 use dashboard_state::{build, keyspace, xlen, EXAMPLE, OCR_READY};
 use http_body_util::BodyExt;
 use queuegen_dashboard::{Dashboard, DashboardOptions};
+use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::Redis;
 use queuegen_tests::RedisServer;
 use tower::ServiceExt;
@@ -790,23 +791,24 @@ async fn dead_letter_one(
         .expect("XPENDING");
     let source = &pending[0].0;
     let marker = format!("{marker_prefix}:marker:dead:{source}");
-    let (_, dead_id): (String, String) = redis::cmd("FCALL")
-        .arg(format!("{library}_dead_letter"))
-        .arg(3)
-        .arg(&[ready, dead, marker.as_str()])
-        .arg(&[
-            group,
-            "worker-a",
-            source,
-            "permanent",
-            "bad input",
-            "1",
-            "600000",
-            "1000",
-        ])
-        .query_async(conn)
-        .await
-        .expect("FCALL dead_letter");
+    let call = functions::DeadLetterCall {
+        ready_key: ready,
+        dead_key: dead,
+        marker_key: &marker,
+        group,
+        consumer: "worker-a",
+        source_id: source,
+        reason: "permanent",
+        detail: "bad input",
+        deliveries: 1,
+        marker_ttl_ms: 600_000,
+        dead_letter_max_len: 1000,
+    };
+    let (_, dead_id): (String, String) =
+        functions::command(&Function::DeadLetter.in_library(library), &call)
+            .query_async(conn)
+            .await
+            .expect("FCALL dead_letter");
     dead_id
 }
 

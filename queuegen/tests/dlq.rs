@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
+use queuegen_runtime::functions::{self, Function};
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -78,25 +79,24 @@ fn dead_letters(server: &RedisServer, count: usize) -> Vec<String> {
             .query(&mut conn)
             .unwrap();
         let marker = format!("work:{{ocr-03}}:marker:dead:{source}");
-        let (_, dead_id): (String, String) = redis::cmd("FCALL")
-            .arg(format!(
-                "{}_dead_letter",
-                queuegen::gen::functions::library_name("docs-pipeline")
-            ))
-            .arg(3)
-            .arg(&[READY, DEAD, marker.as_str()])
-            .arg(&[
-                "ocr-workers",
-                "test",
-                &source,
-                "permanent",
-                "test: invalid scan",
-                "1",
-                "600000",
-                "1000",
-            ])
-            .query(&mut conn)
-            .unwrap();
+        let library = queuegen::gen::functions::library_name("docs-pipeline");
+        let call = functions::DeadLetterCall {
+            ready_key: READY,
+            dead_key: DEAD,
+            marker_key: &marker,
+            group: "ocr-workers",
+            consumer: "test",
+            source_id: &source,
+            reason: "permanent",
+            detail: "test: invalid scan",
+            deliveries: 1,
+            marker_ttl_ms: 600_000,
+            dead_letter_max_len: 1000,
+        };
+        let (_, dead_id): (String, String) =
+            functions::command(&Function::DeadLetter.in_library(&library), &call)
+                .query(&mut conn)
+                .unwrap();
         dead_ids.push(dead_id);
     }
     dead_ids

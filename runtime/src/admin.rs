@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
 use crate::error::{Error, Result};
+use crate::functions::{self, is_function_not_found, Function, Version};
 use crate::ops::lease;
 
 /// The result of setting up one partition's group.
@@ -155,7 +156,7 @@ async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> 
     })
 }
 
-/// Checks that every primary has `library` loaded: `FCALL <library>_version 0`
+/// Checks that every primary has `library` loaded: `FCALL_RO <library>_version 0`
 /// on each must answer the library's own name. A primary without it (or
 /// answering another name) is [`Error::LibraryMissing`], naming every such
 /// primary and the library.
@@ -183,18 +184,19 @@ pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
 /// Why `node` lacks `library`, or `None` when it has it.
 async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
     let server = node.addr();
-    let function = format!("{library}_version");
+    let function = Function::Version.in_library(library);
     let mut conn = node.connection().await?;
-    let reply: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(&function)
-        .arg(0)
+    let reply: redis::RedisResult<String> = functions::command(&function, &Version)
         .query_async(&mut conn)
         .await;
     match reply {
         Ok(name) if name == library => Ok(None),
         Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
         Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
-        Err(err) => Err(Error::redis(format!("FCALL {function} 0 on {server}"), err)),
+        Err(err) => Err(Error::redis(
+            format!("FCALL_RO {function} 0 on {server}"),
+            err,
+        )),
     }
 }
 
@@ -235,14 +237,6 @@ fn listed_library_names(reply: &redis::Value) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// Whether Redis said the called function does not exist (`ERR Function not found`).
-fn is_function_not_found(err: &redis::RedisError) -> bool {
-    err.code() == Some("ERR")
-        && err
-            .detail()
-            .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
 #[cfg(test)]

@@ -396,11 +396,6 @@ impl QueueConfig {
         )
     }
 
-    /// The full name of one function of the library: `{functions}_{name}`.
-    pub fn function(&self, name: &str) -> String {
-        format!("{}_{name}", self.functions)
-    }
-
     /// `{prefix}:{queue-NN}:suffix`, with `:lane-{name}` after the prefix
     /// for a lane other than the default one (whose stream numbers are the
     /// partition numbers). The lane is part of the
@@ -526,7 +521,6 @@ pub(crate) mod tests {
             OCR.marker_key(0, "replay", "5-1"),
             OCR.marker_key(0, MarkerKind::Replay, "5-1")
         );
-        assert_eq!(OCR.function("version"), "qg_docs_pipeline_v1_version");
     }
 
     #[test]

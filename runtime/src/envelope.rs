@@ -12,23 +12,10 @@ use std::collections::HashMap;
 use crate::error::{Error, FieldProblem};
 use crate::field::{FieldValue, Timestamp};
 
-/// Header field names, in the order they are written.
-pub mod header_fields {
-    pub const JOB_ID: &str = "job_id";
-    pub const TYPE: &str = "type";
-    pub const TENANT: &str = "tenant";
-    pub const SCHEMA: &str = "schema";
-    pub const CREATED_AT: &str = "created_at";
-    pub const TRACE_ID: &str = "trace_id";
-    pub const ATTEMPT: &str = "attempt";
-    pub const PREV_ID: &str = "prev_id";
-    pub const REASON: &str = "reason";
-
-    /// Every header field name; body fields must not reuse them.
-    pub const ALL: &[&str] = &[
-        JOB_ID, TYPE, TENANT, SCHEMA, CREATED_AT, TRACE_ID, ATTEMPT, PREV_ID, REASON,
-    ];
-}
+/// Header field names, in the order they are written; the list lives with
+/// the spec's size allowance for each (`queuegen_core::wire`), which the
+/// derive and the Function library read too.
+pub use queuegen_core::wire::header_fields;
 
 /// The standard fields every envelope carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

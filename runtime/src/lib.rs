@@ -4,7 +4,8 @@
 //! pending in a group, scheduled for retry, in the dead-letter stream, or
 //! acknowledged after its handler returned a durable outcome — never in none
 //! of them. Moves between those places run in one Redis Function each
-//! ([`transitions`]); nothing here acknowledges to go faster.
+//! ([`transitions`], through the library's typed client [`functions`]);
+//! nothing here acknowledges to go faster.
 
 pub mod admin;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod envelope;
 pub mod error;
 pub mod failpoint;
 pub mod field;
+pub mod functions;
 pub mod handler;
 pub mod host;
 pub mod metrics;

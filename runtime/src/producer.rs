@@ -303,7 +303,7 @@ impl<E: Envelope> Producer<E> {
             .map_err(|err| {
                 transitions::publish_error(
                     &self.config,
-                    "delay_schedule",
+                    crate::functions::Function::DelaySchedule,
                     self.config.delayed_key(job.partition),
                     job.partition,
                     job_id_of(&job.pairs),
@@ -376,7 +376,7 @@ impl<E: Envelope> Producer<E> {
         match self.config.dedup_window {
             Some(_) => transitions::publish_error(
                 &self.config,
-                "publish_once",
+                crate::functions::Function::PublishOnce,
                 key.clone(),
                 job.partition,
                 job_id_of(&job.pairs),

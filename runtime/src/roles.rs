@@ -11,6 +11,8 @@
 //! A command is named as ACL rules name it: `xadd`, or `command|subcommand`
 //! (`xinfo|groups`), lowercase.
 
+use crate::functions::Function;
+
 /// Who connects: one ACL user per role and service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -106,40 +108,44 @@ impl Role {
     /// The library functions the role calls, by the name after the library
     /// prefix (`ack` is `FCALL qg_<service>_v<N>_ack`). `FCALL` and
     /// `FCALL_RO` are allowed for these names only.
-    pub fn functions(self) -> &'static [&'static str] {
+    pub fn functions(self) -> &'static [Function] {
         match self {
-            Role::Producer => &["publish_once", "delay_schedule"],
+            Role::Producer => &[Function::PublishOnce, Function::DelaySchedule],
             Role::Worker => &[
-                "ack",
+                Function::Ack,
                 // `retention.on_ack: delete` on a server with XACKDEL.
-                "ack_delete",
-                "claim",
-                "renew",
-                "rate_take",
-                "retry_schedule",
-                "defer",
-                "retry_promote",
-                "delayed_promote",
+                Function::AckDelete,
+                Function::Claim,
+                Function::Renew,
+                Function::RateTake,
+                Function::RetrySchedule,
+                Function::Defer,
+                Function::RetryPromote,
+                Function::DelayedPromote,
                 // Handlers publish follow-up jobs, and the outbox publisher
                 // runs as the worker: a producer's functions too.
-                "publish_once",
-                "delay_schedule",
-                "dead_letter",
-                "schedule_tick",
-                "lease_acquire",
-                "lease_release",
-                "trim",
-                "version",
+                Function::PublishOnce,
+                Function::DelaySchedule,
+                Function::DeadLetter,
+                Function::ScheduleTick,
+                Function::LeaseAcquire,
+                Function::LeaseRelease,
+                Function::Trim,
+                Function::Version,
             ],
             Role::Operator => &[
-                "replay",
-                "trim",
-                "lease_acquire",
-                "lease_release",
-                "version",
+                Function::Replay,
+                Function::Trim,
+                Function::LeaseAcquire,
+                Function::LeaseRelease,
+                Function::Version,
             ],
-            Role::Monitor => &["version"],
-            Role::Deployer => &["lease_acquire", "lease_release", "version"],
+            Role::Monitor => &[Function::Version],
+            Role::Deployer => &[
+                Function::LeaseAcquire,
+                Function::LeaseRelease,
+                Function::Version,
+            ],
         }
     }
 
@@ -216,7 +222,7 @@ impl Role {
             } else if command == "fcall" || command == "fcall_ro" {
                 for library in libraries {
                     for function in self.functions() {
-                        rules.push(format!("+{command}|{library}_{function}"));
+                        rules.push(format!("+{command}|{}", function.in_library(library)));
                     }
                 }
             } else {

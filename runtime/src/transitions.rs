@@ -1,4 +1,8 @@
-//! Typed calls of the service's Function library (docs/functions.md): retry, promote, dead letter, replay, ack, renew.
+//! What each move of a job through the Function library means (docs/functions.md): retry, promote, dead letter, replay, ack, renew.
+//!
+//! The calls themselves are built by the library's typed client
+//! ([`crate::functions`]); this module chooses the keys, reads the replies
+//! and says what they mean.
 //!
 //! Each multi-key transition runs in one function that checks everything
 //! before its first write, writes its destination and marker before it removes
@@ -24,7 +28,9 @@ use std::fmt;
 use redis::aio::ConnectionLike;
 
 use crate::config::{MarkerKind, QueueConfig};
-use crate::error::{Error, NotOwner, Result};
+use crate::error::{Error, Result};
+use crate::functions::{self, CallContext as Call, Function};
+pub use crate::functions::{Moved, TransitionCode};
 
 /// Why a job was dead-lettered: the `reason` code of its dead letter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +65,9 @@ impl DeadReason {
         self as usize
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// The reason as a dead letter records it; the Function library's list
+    /// of reasons is rendered from these.
+    pub const fn as_str(self) -> &'static str {
         match self {
             DeadReason::RetriesExhausted => "retries_exhausted",
             DeadReason::Permanent => "permanent",
@@ -75,70 +83,6 @@ impl fmt::Display for DeadReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// The error codes a library function refuses with; none of them wrote anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TransitionCode {
-    /// `QG_WRONGTYPE <key> <type>`: a key holds the wrong Redis type.
-    WrongType,
-    /// `QG_BADARG <name> <why>`
-    BadArg,
-    /// `QG_NOSOURCE <id>`: the source entry does not exist (and no marker says it moved).
-    NoSource,
-    /// `QG_BADSCHEMA <seen>`: the envelope's schema is not in the accepted list.
-    BadSchema,
-    /// `QG_BADENVELOPE <why>`
-    BadEnvelope,
-    /// `QG_BATCH <n> > <max>`
-    Batch,
-    /// `QG_NOT_OWNER <id> ...`: the entry is pending for another consumer,
-    /// or no longer pending. Calls return it as [`Error::NotOwner`].
-    NotOwner,
-    /// A `QG_` code this runtime does not know (a newer library); the
-    /// error's detail starts with the code itself.
-    Unknown,
-}
-
-impl TransitionCode {
-    pub(crate) fn parse(code: &str) -> Option<TransitionCode> {
-        let name = code.strip_prefix("QG_")?;
-        Some(match name {
-            "WRONGTYPE" => TransitionCode::WrongType,
-            "BADARG" => TransitionCode::BadArg,
-            "NOSOURCE" => TransitionCode::NoSource,
-            "BADSCHEMA" => TransitionCode::BadSchema,
-            "BADENVELOPE" => TransitionCode::BadEnvelope,
-            "BATCH" => TransitionCode::Batch,
-            "NOT_OWNER" => TransitionCode::NotOwner,
-            _ => TransitionCode::Unknown,
-        })
-    }
-}
-
-impl fmt::Display for TransitionCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TransitionCode::WrongType => "QG_WRONGTYPE",
-            TransitionCode::BadArg => "QG_BADARG",
-            TransitionCode::NoSource => "QG_NOSOURCE",
-            TransitionCode::BadSchema => "QG_BADSCHEMA",
-            TransitionCode::BadEnvelope => "QG_BADENVELOPE",
-            TransitionCode::Batch => "QG_BATCH",
-            TransitionCode::NotOwner => "QG_NOT_OWNER",
-            TransitionCode::Unknown => "QG_(unknown)",
-        })
-    }
-}
-
-/// Where a transition put the job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moved {
-    /// The destination: retry id, dead-letter ID or new ready entry ID.
-    pub id: String,
-    /// `true` when an earlier run had already made this transition (its
-    /// marker was found): this call only finished cleanup.
-    pub already: bool,
 }
 
 /// What one `retry_promote` call did.
@@ -220,29 +164,33 @@ async fn schedule_again<C: ConnectionLike + Send>(
     kind: MarkerKind,
 ) -> Result<Moved> {
     let p = retry.partition;
-    let function = config.function(match kind {
-        MarkerKind::Defer => "defer",
-        _ => "retry_schedule",
+    let defer = kind == MarkerKind::Defer;
+    let function = config.function(if defer {
+        Function::Defer
+    } else {
+        Function::RetrySchedule
     });
-    let mut cmd = fcall(
+    let ready_key = config.ready_key(p);
+    let cmd = functions::command(
         &function,
-        &[
-            config.ready_key(p),
-            config.retry_key(p),
-            config.retry_jobs_key(p),
-            config.marker_key(p, kind, retry.source_id),
-        ],
+        &functions::Reschedule {
+            defer,
+            ready_key: &ready_key,
+            retry_key: &config.retry_key(p),
+            retry_jobs_key: &config.retry_jobs_key(p),
+            marker_key: &config.marker_key(p, kind, retry.source_id),
+            group: config.group,
+            consumer: retry.consumer,
+            source_id: retry.source_id,
+            due_ms: retry.due_ms,
+            reason: retry.reason,
+            marker_ttl_ms: marker_ttl_ms(config),
+            accepted_schemas: &schema_list(retry.accepted_schemas),
+        },
     );
-    cmd.arg(config.group)
-        .arg(retry.consumer)
-        .arg(retry.source_id)
-        .arg(retry.due_ms)
-        .arg(retry.reason)
-        .arg(marker_ttl_ms(config))
-        .arg(schema_list(retry.accepted_schemas));
     let call = Call {
         function: &function,
-        key: config.ready_key(p),
+        key: ready_key,
         partition: config.partition_of_stream(p),
         job: retry.job_id,
         entry: Some((retry.source_id, retry.consumer)),
@@ -258,26 +206,27 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
     dead: &DeadLetter<'_>,
 ) -> Result<Moved> {
     let p = dead.partition;
-    let function = config.function("dead_letter");
-    let mut cmd = fcall(
+    let function = config.function(Function::DeadLetter);
+    let ready_key = config.ready_key(p);
+    let cmd = functions::command(
         &function,
-        &[
-            config.ready_key(p),
-            config.dead_key(p),
-            config.marker_key(p, MarkerKind::Dead, dead.source_id),
-        ],
+        &functions::DeadLetterCall {
+            ready_key: &ready_key,
+            dead_key: &config.dead_key(p),
+            marker_key: &config.marker_key(p, MarkerKind::Dead, dead.source_id),
+            group: config.group,
+            consumer: dead.consumer,
+            source_id: dead.source_id,
+            reason: dead.reason.as_str(),
+            detail: dead.detail,
+            deliveries: dead.deliveries,
+            marker_ttl_ms: marker_ttl_ms(config),
+            dead_letter_max_len: config.dead_letter_max_len,
+        },
     );
-    cmd.arg(config.group)
-        .arg(dead.consumer)
-        .arg(dead.source_id)
-        .arg(dead.reason.as_str())
-        .arg(dead.detail)
-        .arg(dead.deliveries)
-        .arg(marker_ttl_ms(config))
-        .arg(config.dead_letter_max_len);
     let call = Call {
         function: &function,
-        key: config.ready_key(p),
+        key: ready_key,
         partition: config.partition_of_stream(p),
         job: dead.job_id.unwrap_or(dead.source_id),
         entry: Some((dead.source_id, dead.consumer)),
@@ -311,10 +260,10 @@ impl DueSet {
     }
 
     /// The library function that promotes its due members.
-    fn function(self) -> &'static str {
+    pub fn function(self) -> Function {
         match self {
-            DueSet::Retries => "retry_promote",
-            DueSet::Delayed => "delayed_promote",
+            DueSet::Retries => Function::RetryPromote,
+            DueSet::Delayed => Function::DelayedPromote,
         }
     }
 
@@ -424,24 +373,27 @@ pub async fn promote<C: ConnectionLike + Send>(
 ) -> Result<Promoted> {
     let p = partition;
     let function = config.function(set.function());
-    let mut keys = vec![
-        set.key(config, p),
-        set.jobs_key(config, p),
-        config.ready_key(p),
-        // Where a member that can never be promoted goes.
-        config.dead_key(p),
-    ];
-    keys.extend(
-        members
-            .iter()
-            .map(|member| config.marker_key(p, set.marker(), member)),
+    let set_key = set.key(config, p);
+    let marker_keys: Vec<String> = members
+        .iter()
+        .map(|member| config.marker_key(p, set.marker(), member))
+        .collect();
+    let cmd = functions::command(
+        &function,
+        &functions::Promote {
+            delayed: set == DueSet::Delayed,
+            set_key: &set_key,
+            jobs_key: &set.jobs_key(config, p),
+            ready_key: &config.ready_key(p),
+            dead_key: &config.dead_key(p),
+            marker_keys: &marker_keys,
+            now_ms,
+            batch: config.retry_promote_batch,
+            marker_ttl_ms: marker_ttl_ms(config),
+            dead_letter_max_len: config.dead_letter_max_len,
+            members,
+        },
     );
-    let mut cmd = fcall(&function, &keys);
-    cmd.arg(now_ms)
-        .arg(config.retry_promote_batch)
-        .arg(marker_ttl_ms(config))
-        .arg(config.dead_letter_max_len)
-        .arg(members);
     let (one, many) = set.what();
     let job = match members {
         [] => format!("no {many}"),
@@ -450,7 +402,7 @@ pub async fn promote<C: ConnectionLike + Send>(
     };
     let call = Call {
         function: &function,
-        key: set.key(config, p),
+        key: set_key,
         partition: config.partition_of_stream(p),
         job: &job,
         entry: None,
@@ -479,18 +431,17 @@ pub fn publish_once_command(
     window: std::time::Duration,
     pairs: &impl redis::ToRedisArgs,
 ) -> redis::Cmd {
-    let mut cmd = fcall(
-        &config.function("publish_once"),
-        &[
-            config.ready_key(partition),
-            config.marker_key(partition, MarkerKind::Publish, job_id),
-        ],
-    );
-    // A zero window would make SET ... PX fail; the spec never gives one.
-    cmd.arg(u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1))
-        .arg(config.payload_max_bytes)
-        .arg(pairs);
-    cmd
+    functions::command(
+        &config.function(Function::PublishOnce),
+        &functions::PublishOnce {
+            ready_key: &config.ready_key(partition),
+            marker_key: &config.marker_key(partition, MarkerKind::Publish, job_id),
+            // A zero window would make SET ... PX fail; the spec never gives one.
+            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1),
+            payload_max_bytes: config.payload_max_bytes,
+            pairs,
+        },
+    )
 }
 
 /// `FCALL delay_schedule`: keep `pairs` in the partition's delayed set until
@@ -506,17 +457,17 @@ pub fn delay_schedule_command(
         .iter()
         .find(|(name, _)| *name == crate::envelope::header_fields::JOB_ID)
         .map_or("", |(_, value)| value.as_str());
-    let mut cmd = fcall(
-        &config.function("delay_schedule"),
-        &[
-            config.delayed_key(partition),
-            config.delayed_jobs_key(partition),
-            // Its promotion's marker: a job_id promoted lately is a duplicate.
-            config.marker_key(partition, MarkerKind::Delayed, job_id),
-        ],
-    );
-    cmd.arg(due_ms).arg(config.payload_max_bytes).arg(pairs);
-    cmd
+    functions::command(
+        &config.function(Function::DelaySchedule),
+        &functions::DelaySchedule {
+            delayed_key: &config.delayed_key(partition),
+            delayed_jobs_key: &config.delayed_jobs_key(partition),
+            marker_key: &config.marker_key(partition, MarkerKind::Delayed, job_id),
+            due_ms,
+            payload_max_bytes: config.payload_max_bytes,
+            pairs: &pairs,
+        },
+    )
 }
 
 /// What appending one job answered: a plain `XADD`'s ID, or `publish_once`'s
@@ -583,7 +534,7 @@ impl redis::FromRedisValue for DelayedReply {
 /// The error of a publish function's reply, naming the function, key, partition and job.
 pub(crate) fn publish_error(
     config: &QueueConfig,
-    function: &str,
+    function: Function,
     key: String,
     partition: u16,
     job_id: &str,
@@ -611,22 +562,23 @@ pub async fn replay<C: ConnectionLike + Send>(
     accepted_schemas: &[u32],
 ) -> Result<Moved> {
     let p = partition;
-    let function = config.function("replay");
-    let mut cmd = fcall(
+    let function = config.function(Function::Replay);
+    let dead_key = config.dead_key(p);
+    let cmd = functions::command(
         &function,
-        &[
-            config.dead_key(p),
-            config.ready_key(p),
-            config.marker_key(p, MarkerKind::Replay, dead_id),
-        ],
+        &functions::Replay {
+            dead_key: &dead_key,
+            ready_key: &config.ready_key(p),
+            marker_key: &config.marker_key(p, MarkerKind::Replay, dead_id),
+            dead_id,
+            new_job_id: new_job_id.unwrap_or(""),
+            marker_ttl_ms: marker_ttl_ms(config),
+            accepted_schemas: &schema_list(accepted_schemas),
+        },
     );
-    cmd.arg(dead_id)
-        .arg(new_job_id.unwrap_or(""))
-        .arg(marker_ttl_ms(config))
-        .arg(schema_list(accepted_schemas));
     let call = Call {
         function: &function,
-        key: config.dead_key(p),
+        key: dead_key,
         partition: config.partition_of_stream(p),
         job: new_job_id.unwrap_or(dead_id),
         entry: None,
@@ -648,23 +600,24 @@ pub async fn schedule_tick<C: ConnectionLike + Send>(
     fields: &[(&str, String)],
 ) -> Result<Moved> {
     let p = partition;
-    let function = config.function("schedule_tick");
+    let function = config.function(Function::ScheduleTick);
     let marker_id = queuegen_core::cadence::marker_id(schedule, tick_ms);
-    let mut cmd = fcall(
+    let ready_key = config.ready_key(p);
+    let cmd = functions::command(
         &function,
-        &[
-            config.ready_key(p),
-            config.marker_key(p, MarkerKind::Tick, &marker_id),
-        ],
+        &functions::ScheduleTick {
+            ready_key: &ready_key,
+            marker_key: &config.marker_key(p, MarkerKind::Tick, &marker_id),
+            schedule,
+            tick_ms,
+            marker_ttl_ms: marker_ttl_ms(config),
+            fields: &fields,
+        },
     );
-    cmd.arg(schedule).arg(tick_ms).arg(marker_ttl_ms(config));
-    for (name, value) in fields {
-        cmd.arg(*name).arg(value);
-    }
     let job_id = queuegen_core::cadence::job_id(schedule, tick_ms);
     let call = Call {
         function: &function,
-        key: config.ready_key(p),
+        key: ready_key,
         partition: config.partition_of_stream(p),
         job: &job_id,
         entry: None,
@@ -760,8 +713,8 @@ impl AckFunction {
     /// `ack` for [`AckPath::Xack`], `ack_delete` for [`AckPath::XackDel`].
     pub fn on(config: &QueueConfig, path: AckPath) -> Self {
         let name = match path {
-            AckPath::Xack => "ack",
-            AckPath::XackDel => "ack_delete",
+            AckPath::Xack => Function::Ack,
+            AckPath::XackDel => Function::AckDelete,
         };
         AckFunction {
             function: config.function(name),
@@ -786,19 +739,18 @@ impl AckFunction {
         ids: &[&str],
     ) -> redis::Cmd {
         let (ready_key, claims_key) = keys;
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&self.function)
-            .arg(2)
-            .arg(ready_key)
-            .arg(claims_key)
-            .arg(self.group)
-            .arg(consumer);
-        match claim_epoch {
-            Some(epoch) => cmd.arg(epoch),
-            None => cmd.arg("-"),
-        };
-        cmd.arg(ids);
-        cmd
+        functions::command(
+            &self.function,
+            &functions::Ack {
+                delete: self.path == AckPath::XackDel,
+                ready_key,
+                claims_key,
+                group: self.group,
+                consumer,
+                claim_epoch,
+                ids,
+            },
+        )
     }
 
     /// Reads the answer to [`AckFunction::command`] on `partition`'s `ready_key`.
@@ -903,10 +855,17 @@ pub async fn renew<C: ConnectionLike + Send>(
     consumer: &str,
     id: &str,
 ) -> Result<Renewal> {
-    let function = config.function("renew");
+    let function = config.function(Function::Renew);
     let key = config.ready_key(partition);
-    let mut cmd = fcall(&function, std::slice::from_ref(&key));
-    cmd.arg(config.group).arg(consumer).arg(id);
+    let cmd = functions::command(
+        &function,
+        &functions::Renew {
+            ready_key: &key,
+            group: config.group,
+            consumer,
+            id,
+        },
+    );
     let call = Call {
         function: &function,
         key,
@@ -947,13 +906,6 @@ pub async fn pending_owner<C: ConnectionLike + Send>(
     Ok(reply.ids.into_iter().next().map(|entry| entry.consumer))
 }
 
-/// `FCALL function numkeys key...`; the caller appends ARGV.
-fn fcall(function: &str, keys: &[String]) -> redis::Cmd {
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(function).arg(keys.len()).arg(keys);
-    cmd
-}
-
 fn marker_ttl_ms(config: &QueueConfig) -> u64 {
     // A zero TTL would make SET ... PX fail; markers live at least a second.
     u64::try_from(config.marker_ttl.as_millis())
@@ -970,138 +922,9 @@ fn schema_list(versions: &[u32]) -> String {
         .join(",")
 }
 
-/// One function call, for its errors.
-struct Call<'a> {
-    function: &'a str,
-    key: String,
-    partition: u16,
-    job: &'a str,
-    /// The pending entry the call settles and the consumer settling it, for
-    /// [`Error::NotOwner`].
-    entry: Option<(&'a str, &'a str)>,
-}
-
-impl Call<'_> {
-    /// Reads a `[status, id]` reply: `fresh` (e.g. `scheduled`) or `already`.
-    fn moved(&self, reply: redis::RedisResult<Vec<String>>, fresh: &str) -> Result<Moved> {
-        let reply = reply.map_err(|err| self.error(err))?;
-        match <[String; 2]>::try_from(reply) {
-            Ok([status, id]) if status == fresh || status == "already" => Ok(Moved {
-                already: status == "already",
-                id,
-            }),
-            Ok(other) => Err(self.unexpected(format!("{other:?}"))),
-            Err(other) => Err(self.unexpected(format!("{other:?}"))),
-        }
-    }
-
-    fn error(&self, err: redis::RedisError) -> Error {
-        let (code, detail) = match refusal_of(&err) {
-            Some(refusal) => refusal,
-            None => {
-                return Error::redis(
-                    format!(
-                        "FCALL {} on {} (partition {}, job {})",
-                        self.function, self.key, self.partition, self.job
-                    ),
-                    err,
-                )
-            }
-        };
-        let parsed = TransitionCode::parse(code).expect("checked for the QG_ prefix");
-        if let (TransitionCode::NotOwner, Some((stream_id, consumer))) = (parsed, self.entry) {
-            return Error::NotOwner(Box::new(NotOwner {
-                function: self.function.to_owned(),
-                key: self.key.clone(),
-                partition: self.partition,
-                job: self.job.to_owned(),
-                stream_id: stream_id.to_owned(),
-                consumer: consumer.to_owned(),
-                owner: owner_in_refusal(detail),
-            }));
-        }
-        let detail = match parsed {
-            TransitionCode::Unknown => format!("{code} {detail}"),
-            _ => detail.to_owned(),
-        };
-        Error::Transition {
-            function: self.function.to_owned(),
-            key: self.key.clone(),
-            partition: self.partition,
-            job: self.job.to_owned(),
-            code: parsed,
-            detail,
-        }
-    }
-
-    fn unexpected(&self, reply: String) -> Error {
-        let err = redis::RedisError::from((
-            redis::ErrorKind::UnexpectedReturnType,
-            "unexpected reply from the Function library",
-            reply,
-        ));
-        self.error(err)
-    }
-}
-
-/// The owner a `QG_NOT_OWNER` refusal names: `<id> is pending for consumer
-/// <owner>` (the rest of the line), or `None` when the entry is no longer
-/// pending.
-fn owner_in_refusal(detail: &str) -> Option<String> {
-    let (_id, rest) = detail.split_once(' ')?;
-    rest.strip_prefix("is pending for consumer ")
-        .map(str::to_owned)
-}
-
-/// The code and detail of a library refusal (`QG_<CODE> detail`), or `None`
-/// for any other error. `redis.error_reply("QG_X ...")` arrives with code
-/// QG_X; a library that raised with `error()` instead arrives as `ERR QG_X ...`.
-pub(crate) fn refusal_of(err: &redis::RedisError) -> Option<(&str, &str)> {
-    match (err.code(), err.detail()) {
-        (Some(code), detail) if code.starts_with("QG_") => Some((code, detail.unwrap_or(""))),
-        (Some("ERR"), Some(detail)) if detail.starts_with("QG_") => {
-            Some(detail.split_once(' ').unwrap_or((detail, "")))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn codes_parse_and_print_as_redis_sends_them() {
-        for code in [
-            "QG_WRONGTYPE",
-            "QG_BADARG",
-            "QG_NOSOURCE",
-            "QG_BADSCHEMA",
-            "QG_BADENVELOPE",
-            "QG_BATCH",
-            "QG_NOT_OWNER",
-        ] {
-            assert_eq!(TransitionCode::parse(code).unwrap().to_string(), code);
-        }
-        assert_eq!(
-            TransitionCode::parse("QG_FUTURE"),
-            Some(TransitionCode::Unknown)
-        );
-        assert_eq!(TransitionCode::parse("ERR"), None);
-    }
-
-    #[test]
-    fn a_not_owner_refusal_names_the_owner_or_none() {
-        assert_eq!(
-            owner_in_refusal("1-2 is pending for consumer host-7-ab cd"),
-            Some("host-7-ab cd".to_owned())
-        );
-        assert_eq!(
-            owner_in_refusal("1-2 is no longer pending in group \"g\" of p:{q-0}:ready"),
-            None
-        );
-        assert_eq!(owner_in_refusal(""), None);
-    }
 
     #[test]
     fn dead_reasons_are_listed_in_index_order() {

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use queuegen_runtime::functions::Function;
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis, TransitionCode};
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{applied, init_tracing, stream_entries, unique_prefix};
@@ -131,7 +132,7 @@ async fn the_function_refuses_a_malformed_call_and_writes_nothing() {
     let server = RedisServer::start();
     let config = deduplicating("dedup-preflight", Duration::from_secs(60));
     let (_, mut conn) = applied(&server, &config).await;
-    let function = config.function("publish_once");
+    let function = config.function(Function::PublishOnce);
     let ready = config.ready_key(0);
     let marker = |job_id: &str| config.marker_key(0, "publish", job_id);
     let call = |keys: Vec<String>, argv: Vec<String>| {

@@ -360,6 +360,75 @@ fn assert_keyspace_eq(before: &Keyspace, after: &Keyspace, what: &str) {
 }
 
 // ---------------------------------------------------------------------------
+// The registered functions
+
+/// The text of a reply value (RESP2 bulk or simple string).
+fn text_of(value: &redis::Value) -> Option<String> {
+    redis::from_redis_value(value.clone()).ok()
+}
+
+/// The value under `name` in a RESP2 reply of flat name/value pairs.
+fn entry<'a>(pairs: &'a [redis::Value], name: &str) -> Option<&'a redis::Value> {
+    pairs
+        .chunks(2)
+        .find(|pair| text_of(&pair[0]).as_deref() == Some(name))
+        .and_then(|pair| pair.get(1))
+}
+
+/// The loaded library registers exactly the runtime's list of its functions
+/// (`functions::Function::ALL`), with the flags the list gives each: the
+/// names the runtime calls are the names Redis knows.
+#[tokio::test]
+async fn the_library_registers_exactly_the_runtimes_functions_and_flags() {
+    use queuegen_runtime::functions::Function;
+
+    let mut f = Fixture::start().await;
+    let listed: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(&f.lib)
+        .query_async(&mut f.conn)
+        .await
+        .unwrap();
+    let redis::Value::Array(libraries) = listed else {
+        panic!("FUNCTION LIST answered {listed:?}");
+    };
+    let [redis::Value::Array(library)] = &libraries[..] else {
+        panic!("one library named {}: {libraries:?}", f.lib);
+    };
+    let Some(redis::Value::Array(functions)) = entry(library, "functions") else {
+        panic!("no functions in {library:?}");
+    };
+    let mut registered: Vec<(String, Vec<String>)> = functions
+        .iter()
+        .map(|function| {
+            let redis::Value::Array(fields) = function else {
+                panic!("a function is {function:?}");
+            };
+            let name = entry(fields, "name").and_then(text_of).expect("a name");
+            let flags: Vec<String> = entry(fields, "flags")
+                .map(|flags| redis::from_redis_value(flags.clone()).expect("flags"))
+                .unwrap_or_default();
+            (name, flags)
+        })
+        .collect();
+    registered.sort();
+    let mut expected: Vec<(String, Vec<String>)> = Function::ALL
+        .iter()
+        .map(|function| {
+            let flags = function
+                .runs()
+                .flags()
+                .iter()
+                .map(|flag| (*flag).to_owned());
+            (function.in_library(&f.lib), flags.collect())
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(registered, expected);
+}
+
+// ---------------------------------------------------------------------------
 // retry_schedule
 
 #[tokio::test]

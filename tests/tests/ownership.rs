@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::{
     ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
@@ -144,7 +145,7 @@ async fn stall_past_a_claim(
     })
     .await;
     let keys = [setup.config.ready_key(0), setup.config.claims_key(0)];
-    let claim = setup.config.function("claim");
+    let claim = setup.config.function(Function::Claim);
     let min_idle = setup.config.claim_min_idle.as_millis() as u64;
     let group = setup.config.group;
     let claimed = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -159,15 +160,16 @@ async fn stall_past_a_claim(
             let (keys, claim) = (keys.clone(), claim.clone());
             async move {
                 type ClaimReply = (String, Vec<(String, Vec<String>)>, Vec<String>, u64);
-                let (_, entries, _, _): ClaimReply = redis::cmd("FCALL")
-                    .arg(&claim)
-                    .arg(2)
-                    .arg(&keys)
-                    .arg(group)
-                    .arg(OTHER)
-                    .arg(min_idle)
-                    .arg("0-0")
-                    .arg(100)
+                let call = functions::Claim {
+                    ready_key: &keys[0],
+                    claims_key: &keys[1],
+                    group,
+                    consumer: OTHER,
+                    min_idle_ms: min_idle,
+                    cursor: "0-0",
+                    count: 100,
+                };
+                let (_, entries, _, _): ClaimReply = functions::command(&claim, &call)
                     .query_async(&mut conn)
                     .await
                     .unwrap();

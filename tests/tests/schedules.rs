@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use queuegen_runtime::functions::Function;
 use queuegen_runtime::schedule::job_id;
 use queuegen_runtime::{
     transitions, Error, MarkerKind, Missed, Redis, Scheduler, SchedulerReport, TransitionCode,
@@ -212,7 +213,9 @@ async fn schedule_tick_publishes_once_and_refuses_bad_keys_writing_nothing() {
         .unwrap();
     for keys in bad_keys {
         let mut cmd = redis::cmd("FCALL");
-        cmd.arg(config.function("schedule_tick")).arg(2).arg(&keys);
+        cmd.arg(config.function(Function::ScheduleTick))
+            .arg(2)
+            .arg(&keys);
         cmd.arg("tick-fn").arg(tick + SECOND).arg(60_000);
         for (name, value) in &fields {
             cmd.arg(*name).arg(value);
@@ -230,7 +233,7 @@ async fn schedule_tick_publishes_once_and_refuses_bad_keys_writing_nothing() {
         .await
         .unwrap();
     let mut cmd = redis::cmd("FCALL");
-    cmd.arg(config.function("schedule_tick"))
+    cmd.arg(config.function(Function::ScheduleTick))
         .arg(2)
         .arg(config.ready_key(partition))
         .arg(&wrong);
@@ -288,7 +291,7 @@ async fn schedule_tick_publishes_once_and_refuses_bad_keys_writing_nothing() {
         ),
     ] {
         let err = redis::cmd("FCALL")
-            .arg(config.function("schedule_tick"))
+            .arg(config.function(Function::ScheduleTick))
             .arg(2)
             .arg(config.ready_key(partition))
             .arg(&marker)

@@ -1,7 +1,9 @@
 //! What queuegen's spec side (the checker, the generator, the derive) and its
 //! runtime must agree on, in one place each: [`units`] (how durations and
-//! sizes are written and read) and [`cadence`] (when a schedule ticks, and
-//! the job and marker IDs of a tick).
+//! sizes are written and read), [`cadence`] (when a schedule ticks, and the
+//! job and marker IDs of a tick) and [`wire`] (the header fields of an entry
+//! and the Function library's limits).
 
 pub mod cadence;
 pub mod units;
+pub mod wire;

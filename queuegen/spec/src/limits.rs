@@ -89,85 +89,9 @@ impl RetentionFloor {
     }
 }
 
-/// The size budget of one implicit header field: its name plus at most
-/// `max_value_bytes` of value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderField {
-    pub name: &'static str,
-    /// Largest value counted for payload sizing; `None` for `type`, whose
-    /// value is the envelope name itself.
-    pub max_value_bytes: Option<u64>,
-}
-
-/// Header fields in the order they are written, with the allowance the
-/// payload check assumes for each. Producers should keep values within these
-/// (a `job_id` over 128 bytes may exceed a payload bound that was accepted).
-pub const HEADER_FIELDS: &[HeaderField] = &[
-    HeaderField {
-        name: "job_id",
-        max_value_bytes: Some(128),
-    },
-    HeaderField {
-        name: "type",
-        max_value_bytes: None,
-    },
-    HeaderField {
-        name: "tenant",
-        max_value_bytes: Some(64),
-    },
-    // u32 in decimal.
-    HeaderField {
-        name: "schema",
-        max_value_bytes: Some(10),
-    },
-    // RFC 3339 UTC with milliseconds: 2024-01-01T00:00:00.000Z.
-    HeaderField {
-        name: "created_at",
-        max_value_bytes: Some(24),
-    },
-    // W3C trace id: 32 hex digits.
-    HeaderField {
-        name: "trace_id",
-        max_value_bytes: Some(32),
-    },
-    HeaderField {
-        name: "attempt",
-        max_value_bytes: Some(10),
-    },
-    // A stream ID: two u64 and a dash.
-    HeaderField {
-        name: "prev_id",
-        max_value_bytes: Some(41),
-    },
-    HeaderField {
-        name: "reason",
-        max_value_bytes: Some(256),
-    },
-];
-
-/// Limits of the Function library, checked inside every function before its
-/// first write and rendered into `functions.lua` from here, so that the spec
-/// check, the runtime and the library cannot disagree.
-pub mod library {
-    /// Most IDs one `ack` call takes (Lua's `unpack` has a limit; the
-    /// acker flushes fewer at a time).
-    pub const MAX_ACK_IDS: u64 = 4096;
-    /// Most fields (name/value pairs, header fields among them) an envelope
-    /// may have: an `XADD` unpacks two values per field, and Lua's `unpack`
-    /// fails past about 8,000 values. Room is left for the headers a
-    /// rewrite adds.
-    pub const MAX_ENVELOPE_FIELDS: u64 = 1000;
-    /// Most entries one `claim` takes: `XAUTOCLAIM` allocates room for
-    /// `COUNT` IDs before it looks. `claim.batch` is at most this.
-    pub const MAX_CLAIM_COUNT: u64 = 100_000;
-    /// Longest dead-letter `detail` and retry `reason` kept, in bytes,
-    /// marker included: a longer one is cut, never refused.
-    pub const MAX_DETAIL_BYTES: u64 = 1024;
-    pub const MAX_REASON_BYTES: u64 = 1024;
-}
-
-/// Header fields that may be used in `partition_by`.
-pub const PARTITION_HEADER_FIELDS: &[&str] = &["tenant", "job_id"];
+pub use queuegen_core::wire::{
+    header_fields, library, HeaderField, HEADER_FIELDS, PARTITION_HEADER_FIELDS,
+};
 
 /// Largest encoded size of the header of an envelope named `envelope`.
 pub fn header_max_bytes(envelope: &str) -> u64 {

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use queuegen_runtime::functions::Function;
+use queuegen_runtime::transitions::DeadReason;
 use serde::Serialize;
 
 use super::templates::render;
@@ -61,6 +63,9 @@ fn render_for_service(service: &str, spec_file: &str, version: u32) -> Result<St
             service,
             version,
             limits: LibraryLimits::SPEC,
+            functions: Function::ALL.map(Registered::of),
+            header_fields: header_fields(),
+            dead_reasons: DeadReasons::RUNTIME,
         },
     )
 }
@@ -72,6 +77,60 @@ struct LibraryContext<'a> {
     service: &'a str,
     version: u32,
     limits: LibraryLimits,
+    /// The `redis.register_function` block: the runtime's list of the
+    /// library's functions, so the names it calls are the names registered.
+    functions: [Registered; Function::ALL.len()],
+    /// The header fields in the order rewritten envelopes keep them.
+    header_fields: Vec<&'static str>,
+    dead_reasons: DeadReasons,
+}
+
+/// The runtime's header fields (`header_fields::ALL`), then the one the
+/// library's `replay` adds.
+fn header_fields() -> Vec<&'static str> {
+    use crate::spec::limits::header_fields::{ALL, REPLAY_OF};
+    ALL.iter().copied().chain([REPLAY_OF]).collect()
+}
+
+/// The runtime's dead-letter reasons (`DeadReason`), as the template reads them.
+#[derive(Serialize)]
+struct DeadReasons {
+    /// Every reason a dead letter may record.
+    all: [&'static str; DeadReason::ALL.len()],
+    /// What the promote functions record for a member that cannot be promoted.
+    decode_error: &'static str,
+}
+
+impl DeadReasons {
+    const RUNTIME: DeadReasons = {
+        let mut all = [""; DeadReason::ALL.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = DeadReason::ALL[i].as_str();
+            i += 1;
+        }
+        DeadReasons {
+            all,
+            decode_error: DeadReason::DecodeError.as_str(),
+        }
+    };
+}
+
+/// One function as the template registers it.
+#[derive(Serialize)]
+struct Registered {
+    /// The name after the library prefix, and the Lua callback's name.
+    name: &'static str,
+    flags: &'static [&'static str],
+}
+
+impl Registered {
+    fn of(function: Function) -> Registered {
+        Registered {
+            name: function.name(),
+            flags: function.runs().flags(),
+        }
+    }
 }
 
 /// `queuegen_spec::limits::library`, as the template reads it.
@@ -205,29 +264,8 @@ queues:
             .filter_map(|line| line.trim().strip_prefix("function_name = LIBRARY .. '_"))
             .map(|rest| rest.trim_end_matches("',"))
             .collect();
-        assert_eq!(
-            registered,
-            [
-                "retry_schedule",
-                "defer",
-                "retry_promote",
-                "delayed_promote",
-                "publish_once",
-                "delay_schedule",
-                "dead_letter",
-                "replay",
-                "schedule_tick",
-                "trim",
-                "lease_acquire",
-                "lease_release",
-                "claim",
-                "ack",
-                "ack_delete",
-                "renew",
-                "rate_take",
-                "version"
-            ]
-        );
+        let listed: Vec<&str> = Function::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(registered, listed);
         // Only `version` is read-only: the rest are refused on replicas.
         // The transitions (defer among them), the publish functions and schedule_tick are
         // refused past maxmemory too; the trim, the lease functions, claim,

@@ -9,6 +9,7 @@
 
 use std::process::Command;
 
+use queuegen_runtime::functions::{self, Function};
 use queuegen_tests::RedisServer;
 
 pub const EXAMPLE: &str = concat!(
@@ -98,40 +99,44 @@ pub fn build(server: &RedisServer) -> Built {
         .query(&mut conn)
         .expect("XREADGROUP");
     let marker = format!("work:{{ocr-03}}:marker:dead:{}", ids[0]);
-    let (_, dead_id): (String, String) = redis::cmd("FCALL")
-        .arg(format!("{}_dead_letter", library()))
-        .arg(3)
-        .arg(&[OCR_READY, OCR_DEAD, marker.as_str()])
-        .arg(&[
-            "ocr-workers",
-            "worker-a",
-            &ids[0],
-            "permanent",
-            "scan is not a PDF",
-            "1",
-            "600000",
-            "1000",
-        ])
-        .query(&mut conn)
-        .expect("FCALL dead_letter");
+    let call = functions::DeadLetterCall {
+        ready_key: OCR_READY,
+        dead_key: OCR_DEAD,
+        marker_key: &marker,
+        group: "ocr-workers",
+        consumer: "worker-a",
+        source_id: &ids[0],
+        reason: "permanent",
+        detail: "scan is not a PDF",
+        deliveries: 1,
+        marker_ttl_ms: 600_000,
+        dead_letter_max_len: 1000,
+    };
+    let (_, dead_id): (String, String) =
+        functions::command(&Function::DeadLetter.in_library(&library()), &call)
+            .query(&mut conn)
+            .expect("FCALL dead_letter");
     let (seconds, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
     let due_ms = (seconds + 3_600) * 1_000;
     let marker = format!("work:{{ocr-03}}:marker:retry:{}", ids[1]);
-    let _: (String, String) = redis::cmd("FCALL")
-        .arg(format!("{}_retry_schedule", library()))
-        .arg(4)
-        .arg(&[OCR_READY, OCR_RETRY, OCR_RETRY_JOBS, marker.as_str()])
-        .arg(&[
-            "ocr-workers",
-            "worker-a",
-            &ids[1],
-            &due_ms.to_string(),
-            "transient",
-            "600000",
-            "1",
-        ])
-        .query(&mut conn)
-        .expect("FCALL retry_schedule");
+    let call = functions::Reschedule {
+        defer: false,
+        ready_key: OCR_READY,
+        retry_key: OCR_RETRY,
+        retry_jobs_key: OCR_RETRY_JOBS,
+        marker_key: &marker,
+        group: "ocr-workers",
+        consumer: "worker-a",
+        source_id: &ids[1],
+        due_ms,
+        reason: "transient",
+        marker_ttl_ms: 600_000,
+        accepted_schemas: "1",
+    };
+    let _: (String, String) =
+        functions::command(&Function::RetrySchedule.in_library(&library()), &call)
+            .query(&mut conn)
+            .expect("FCALL retry_schedule");
     for n in 0..2 {
         publish(&mut conn, NOTIFICATION_READY, &format!("note-{n}"), &[]);
     }

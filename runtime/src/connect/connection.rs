@@ -334,15 +334,15 @@ mod tests {
         read.arg("GROUP").arg("g").arg("c").arg("COUNT").arg(5);
         read.arg("STREAMS").arg("p:{jobs-03}:ready").arg(">");
         assert_eq!(key(&read).as_deref(), Some("p:{jobs-03}:ready"));
-        let mut fcall = redis::cmd("FCALL");
-        fcall
-            .arg("qg_x_v3_retry_schedule")
-            .arg(2)
-            .arg("p:{jobs-01}:ready")
-            .arg("b");
+        let renew = crate::functions::Renew {
+            ready_key: "p:{jobs-01}:ready",
+            group: "g",
+            consumer: "c",
+            id: "1-1",
+        };
+        let fcall = crate::functions::command("qg_x_v3_renew", &renew);
         assert_eq!(key(&fcall).as_deref(), Some("p:{jobs-01}:ready"));
-        let mut keyless = redis::cmd("FCALL");
-        keyless.arg("qg_x_v3_version").arg(0);
+        let keyless = crate::functions::command("qg_x_v3_version", &crate::functions::Version);
         assert_eq!(key(&keyless), None);
         assert_eq!(key(redis::cmd("WAIT").arg(1).arg(100)), None);
         assert_eq!(

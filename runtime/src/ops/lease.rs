@@ -15,6 +15,7 @@ use redis::aio::ConnectionLike;
 use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::functions::{self, is_function_not_found, Function, LeaseAcquire, LeaseRelease};
 
 /// How long [`acquire_waiting`] sleeps between two attempts.
 const RETRY_PAUSE: Duration = Duration::from_millis(25);
@@ -64,15 +65,14 @@ pub async fn acquire<C: ConnectionLike>(
     ttl: Duration,
 ) -> Result<Lease> {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-    let function = format!("{functions}_lease_acquire");
-    let reply: redis::RedisResult<(i64, Option<String>)> = redis::cmd("FCALL")
-        .arg(&function)
-        .arg(1)
-        .arg(key)
-        .arg(holder)
-        .arg(ttl_ms)
-        .query_async(conn)
-        .await;
+    let function = Function::LeaseAcquire.in_library(functions);
+    let call = LeaseAcquire {
+        lease_key: key,
+        holder,
+        ttl_ms,
+    };
+    let reply: redis::RedisResult<(i64, Option<String>)> =
+        functions::command(&function, &call).query_async(conn).await;
     let (taken, current) = match reply {
         Err(err) if is_function_not_found(&err) => set_nx(conn, key, holder, ttl_ms).await?,
         other => other.map_err(|err| Error::redis(format!("FCALL {function} {key}"), err))?,
@@ -147,14 +147,13 @@ pub async fn release<C: ConnectionLike>(
     functions: &str,
     lease: &Lease,
 ) -> Result<bool> {
-    let function = format!("{functions}_lease_release");
-    let reply: redis::RedisResult<i64> = redis::cmd("FCALL")
-        .arg(&function)
-        .arg(1)
-        .arg(&lease.key)
-        .arg(&lease.holder)
-        .query_async(conn)
-        .await;
+    let function = Function::LeaseRelease.in_library(functions);
+    let call = LeaseRelease {
+        lease_key: &lease.key,
+        holder: &lease.holder,
+    };
+    let reply: redis::RedisResult<i64> =
+        functions::command(&function, &call).query_async(conn).await;
     let released = match reply {
         // A server being set up before `apply` loads the library (the lease
         // was taken with `SET NX PX`): no compare-and-delete without a
@@ -188,12 +187,6 @@ pub async fn renew<C: ConnectionLike>(conn: &mut C, lease: &Lease, ttl: Duration
         .await
         .map_err(|err| Error::redis(format!("PEXPIRE {} {ttl_ms}", lease.key), err))?;
     Ok(current.as_deref() == Some(lease.holder.as_str()))
-}
-
-/// `ERR Function not found`: the library (of this version) is not loaded.
-fn is_function_not_found(err: &redis::RedisError) -> bool {
-    err.detail()
-        .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
 #[cfg(test)]

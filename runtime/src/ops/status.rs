@@ -28,6 +28,7 @@ use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::error::{Error, Result};
+use crate::functions::{self, Function, Version};
 
 /// The spec's `alerts` of one queue (`QueueConfig` does not carry them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -268,11 +269,10 @@ pub async fn status_of(redis: &Redis, queues: &[WatchedQueue]) -> Result<StatusR
         for node in redis.primaries().await? {
             let mut conn = node.connection().await?;
             for name in &names {
-                let answer: RedisResult<Value> = redis::cmd("FCALL_RO")
-                    .arg(format!("{name}_version"))
-                    .arg(0)
-                    .query_async(&mut conn)
-                    .await;
+                let answer: RedisResult<Value> =
+                    functions::command(&Function::Version.in_library(name), &Version)
+                        .query_async(&mut conn)
+                        .await;
                 let mut library = library_status(name, Some(answer))?;
                 library.server = Some(node.addr());
                 libraries.push(library);
@@ -304,10 +304,7 @@ pub async fn status<C: ConnectionLike>(
     let mut first = redis::pipe();
     first.cmd("TIME");
     for library in &libraries {
-        first
-            .cmd("FCALL_RO")
-            .arg(format!("{library}_version"))
-            .arg(0);
+        functions::pipe_command(&mut first, &Function::Version.in_library(library), &Version);
     }
     for queue in queues {
         let config = &queue.config;
@@ -602,7 +599,7 @@ pub(crate) fn server_time(answer: Option<RedisResult<Value>>) -> Result<u64> {
 }
 
 fn library_status(library: &str, answer: Option<RedisResult<Value>>) -> Result<LibraryStatus> {
-    let function = format!("{library}_version");
+    let function = Function::Version.in_library(library);
     let answer = answer.ok_or_else(|| inventory::short_reply(&function))?;
     let (loaded, problem) = match answer {
         Ok(value) => match text(value) {
@@ -612,18 +609,12 @@ fn library_status(library: &str, answer: Option<RedisResult<Value>>) -> Result<L
                 Some(format!("{function} answered {other:?}, not {library:?}")),
             ),
         },
-        Err(err)
-            if err
-                .detail()
-                .is_some_and(|detail| detail.starts_with("Function not found")) =>
-        {
-            (
-                Some(false),
-                Some(format!(
-                    "no function {function}: run `queuegen apply` to load the library"
-                )),
-            )
-        }
+        Err(err) if functions::is_function_not_found(&err) => (
+            Some(false),
+            Some(format!(
+                "no function {function}: run `queuegen apply` to load the library"
+            )),
+        ),
         Err(err) => (None, Some(format!("FCALL_RO {function} 0: {err}"))),
     };
     Ok(LibraryStatus {

@@ -40,7 +40,7 @@ use super::lease::{self, Lease};
 use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::transitions::TransitionCode;
+use crate::functions::{self, CallContext, Function, TrimGroup};
 
 /// How long a trimmer's lease lasts. A pass over one partition takes a few
 /// round trips; a trimmer that dies holding it blocks the partition's
@@ -438,23 +438,26 @@ pub async fn apply<C: ConnectionLike>(
     lease: &Lease,
     xtrim_acked: bool,
 ) -> Result<Trimmed> {
-    let function = config.function("trim");
-    let retention_ms = u64::try_from(plan.retention.as_millis()).unwrap_or(u64::MAX);
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(&function)
-        .arg(2)
-        .arg(&plan.key)
-        .arg(lease.key())
-        .arg(plan.role.as_str())
-        .arg(lease.holder())
-        .arg(plan.minid.to_string())
-        .arg(retention_ms)
-        .arg(if xtrim_acked { "1" } else { "0" })
-        .arg(plan.groups.len());
-    for group in &plan.groups {
-        cmd.arg(&group.name).arg(group.last_delivered.to_string());
-    }
-    let reply: Value = cmd
+    let function = config.function(Function::Trim);
+    let groups: Vec<TrimGroup> = plan
+        .groups
+        .iter()
+        .map(|group| TrimGroup {
+            name: &group.name,
+            last_delivered: group.last_delivered.to_string(),
+        })
+        .collect();
+    let call = functions::Trim {
+        stream_key: &plan.key,
+        lease_key: lease.key(),
+        role: plan.role.as_str(),
+        holder: lease.holder(),
+        minid: &plan.minid.to_string(),
+        retention_ms: u64::try_from(plan.retention.as_millis()).unwrap_or(u64::MAX),
+        xtrim_acked,
+        groups: &groups,
+    };
+    let reply: Value = functions::command(&function, &call)
         .query_async(conn)
         .await
         .map_err(|err| refusal(err, &function, plan, lease))?;
@@ -483,9 +486,18 @@ pub async fn apply<C: ConnectionLike>(
     })
 }
 
-/// A `QG_*` refusal of the trim function as the runtime's error.
+/// A `QG_*` refusal of the trim function as the runtime's error: `QG_LEASE`
+/// as [`Error::LeaseHeld`], the others as for every function call.
 fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Lease) -> Error {
-    let (code, detail) = match crate::transitions::refusal_of(&err) {
+    let job = format!("trim to MINID {}", plan.minid);
+    let call = CallContext {
+        function,
+        key: plan.key.clone(),
+        partition: plan.partition,
+        job: &job,
+        entry: None,
+    };
+    let (code, detail) = match functions::refusal_of(&err) {
         Some(refusal) => refusal,
         None => {
             return Error::redis(
@@ -507,18 +519,7 @@ fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Leas
             holder,
         };
     }
-    let parsed = TransitionCode::parse(code).unwrap_or(TransitionCode::Unknown);
-    Error::Transition {
-        function: function.to_owned(),
-        key: plan.key.clone(),
-        partition: plan.partition,
-        job: format!("trim to MINID {}", plan.minid),
-        detail: match parsed {
-            TransitionCode::Unknown => format!("{code} {detail}"),
-            _ => detail.to_owned(),
-        },
-        code: parsed,
-    }
+    call.transition(code, detail)
 }
 
 /// One group as the trim function checked it just before trimming.

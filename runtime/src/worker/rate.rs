@@ -45,7 +45,7 @@ impl Limiter {
     pub(super) fn new(config: &QueueConfig) -> Option<Limiter> {
         let rate = config.rate?;
         Some(Limiter {
-            function: config.function("rate_take"),
+            function: config.function(crate::functions::Function::RateTake),
             key: config.rate_key(),
             limit: rate.limit,
             per_ms: u64::try_from(rate.per.as_millis())
@@ -61,14 +61,14 @@ impl Limiter {
         conn: &mut Connection,
         wanted: usize,
     ) -> Result<Grant, Failure> {
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&self.function)
-            .arg(1)
-            .arg(&self.key)
-            .arg(self.limit)
-            .arg(self.per_ms)
-            .arg(wanted)
-            .arg(self.carry);
+        let take = crate::functions::RateTake {
+            bucket_key: &self.key,
+            limit: self.limit,
+            per_ms: self.per_ms,
+            wanted,
+            carry: self.carry,
+        };
+        let cmd = crate::functions::command(&self.function, &take);
         let reply: redis::RedisResult<(u64, u64)> = cmd.query_async(conn).await;
         match reply {
             Ok((granted, wait_ms)) => {

@@ -153,7 +153,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
     let config = &shared.config;
     let key = config.ready_key(partition);
     let min_idle_ms = config.claim_min_idle.as_millis() as u64;
-    let claim_function = config.function("claim");
+    let claim_function = config.function(crate::functions::Function::Claim);
     let mut cursor = String::from("0-0");
     let mut throttled = false;
     loop {
@@ -184,16 +184,17 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         permits.truncate(allowed);
         // The library's `claim`: XAUTOCLAIM, and the claim epoch raised in
         // the same call when it took anything (see `acks`).
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&claim_function)
-            .arg(2)
-            .arg(&key)
-            .arg(shared.claims_key(partition))
-            .arg(config.group)
-            .arg(&*shared.consumer)
-            .arg(min_idle_ms)
-            .arg(&cursor)
-            .arg(permits.len());
+        let claims_key = shared.claims_key(partition);
+        let claim = crate::functions::Claim {
+            ready_key: &key,
+            claims_key: &claims_key,
+            group: config.group,
+            consumer: &shared.consumer,
+            min_idle_ms,
+            cursor: &cursor,
+            count: permits.len(),
+        };
+        let cmd = crate::functions::command(&claim_function, &claim);
         let reply = shared
             .cancel
             .unless_raised(cmd.query_async::<ClaimReply>(&mut shared.multiplexed.clone()))

@@ -39,7 +39,7 @@ impl TenantGate {
     pub(super) fn new(config: &QueueConfig) -> Option<TenantGate> {
         let rate = config.tenant_rate?;
         Some(TenantGate {
-            function: config.function("rate_take"),
+            function: config.function(crate::functions::Function::RateTake),
             limit: rate.limit,
             per_ms: u64::try_from(rate.per.as_millis())
                 .unwrap_or(u64::MAX)
@@ -68,14 +68,14 @@ impl TenantGate {
         }
         let mut pipe = redis::pipe();
         for (&class, &count) in &wanted {
-            pipe.cmd("FCALL")
-                .arg(&self.function)
-                .arg(1)
-                .arg(&self.keys[usize::from(class)])
-                .arg(self.limit)
-                .arg(self.per_ms)
-                .arg(count)
-                .arg(0);
+            let take = crate::functions::RateTake {
+                bucket_key: &self.keys[usize::from(class)],
+                limit: self.limit,
+                per_ms: self.per_ms,
+                wanted: count,
+                carry: 0,
+            };
+            crate::functions::pipe_command(&mut pipe, &self.function, &take);
         }
         let grants: Vec<(u64, u64)> = match pipe.query_async(&mut conn.clone()).await {
             Ok(grants) => grants,

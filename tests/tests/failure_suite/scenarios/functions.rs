@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use queuegen_runtime::functions::Function;
 use queuegen_runtime::ops::lease;
 use queuegen_runtime::{MarkerKind, QueueConfig};
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning};
@@ -30,7 +31,7 @@ const HOLDER: &str = "suite-cross-partition";
 
 /// One function call: its name, KEYS and ARGV.
 struct Call {
-    function: &'static str,
+    function: Function,
     keys: Vec<String>,
     args: Vec<String>,
 }
@@ -97,7 +98,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
         vec![
             (
                 Call {
-                    function: "retry_schedule",
+                    function: Function::RetrySchedule,
                     keys: vec![
                         config.ready_key(0),
                         config.retry_key(0),
@@ -119,7 +120,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
             ),
             (
                 Call {
-                    function: "retry_promote",
+                    function: Function::RetryPromote,
                     keys: vec![
                         config.retry_key(0),
                         config.retry_jobs_key(0),
@@ -140,7 +141,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
             ),
             (
                 Call {
-                    function: "dead_letter",
+                    function: Function::DeadLetter,
                     keys: vec![
                         config.ready_key(0),
                         config.dead_key(0),
@@ -162,7 +163,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
             ),
             (
                 Call {
-                    function: "replay",
+                    function: Function::Replay,
                     keys: vec![
                         config.dead_key(0),
                         config.ready_key(0),
@@ -180,7 +181,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
             ),
             (
                 Call {
-                    function: "trim",
+                    function: Function::Trim,
                     keys: vec![config.ready_key(0), config.trim_lease_key(0)],
                     args: vec![
                         "ready".to_owned(),
@@ -207,7 +208,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     let before = keyspace(&mut admin, config).await;
     for (call, index, foreign) in calls("0-1", "0-1") {
         let mixed = call.with_key(index, foreign);
-        let sent = if call.function == "replay" {
+        let sent = if call.function == Function::Replay {
             mixed.send(&mut admin, config).await
         } else {
             mixed.send(&mut conn, config).await
@@ -248,7 +249,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     for position in 0..5 {
         let last_delivered = last_delivered(&mut admin, config, 0).await;
         let (call, _, _) = calls(&dead_id, &last_delivered).remove(position);
-        let sent = if call.function == "replay" {
+        let sent = if call.function == Function::Replay {
             call.send(&mut admin, config).await
         } else {
             call.send(&mut conn, config).await
@@ -256,7 +257,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
         match sent {
             Ok(reply) => {
                 accepted += 1;
-                if call.function == "dead_letter" {
+                if call.function == Function::DeadLetter {
                     dead_id = second_string(&reply);
                 }
             }

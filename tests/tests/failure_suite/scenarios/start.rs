@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::{Error, Redis, Result, WorkerReport};
 use queuegen_tests::library;
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning, WorkerSpec};
@@ -84,9 +85,8 @@ pub async fn library_missing(run: Run) -> Verdict {
             )),
         }
     }
-    let own: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(stage.config.function("version"))
-        .arg(0)
+    let version = stage.config.function(Function::Version);
+    let own: redis::RedisResult<String> = functions::command(&version, &functions::Version)
         .query_async(&mut stage.conn())
         .await;
     verdict.check(own.is_err(), || {

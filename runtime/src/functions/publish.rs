@@ -1,0 +1,70 @@
+//! Calls that add a new job: `publish_once` and `delay_schedule`.
+
+use redis::{Cmd, ToRedisArgs};
+
+use super::{Function, FunctionCall};
+
+/// `publish_once`: append `pairs` (an encoded envelope with `job_id`) to the
+/// ready stream unless a publish of its `job_id` did within `window_ms`.
+/// Answers `[published|duplicate, id]` (`transitions::Appended`).
+#[derive(Debug, Clone, Copy)]
+pub struct PublishOnce<'a, P> {
+    pub ready_key: &'a str,
+    pub marker_key: &'a str,
+    /// At least 1 (`SET … PX 0` fails).
+    pub window_ms: u64,
+    /// The queue's `payload.max_bytes`: a larger envelope is refused.
+    pub payload_max_bytes: usize,
+    pub pairs: &'a P,
+}
+
+impl<P: ToRedisArgs> FunctionCall for PublishOnce<'_, P> {
+    fn function(&self) -> Function {
+        Function::PublishOnce
+    }
+
+    fn key_count(&self) -> usize {
+        2
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.marker_key)
+            .arg(self.window_ms)
+            .arg(self.payload_max_bytes)
+            .arg(self.pairs);
+    }
+}
+
+/// `delay_schedule`: keep `pairs` in the delayed set until `due_ms`.
+/// Answers `[scheduled|duplicate, due_ms]` (`transitions::DelayedReply`).
+#[derive(Debug, Clone, Copy)]
+pub struct DelaySchedule<'a, P> {
+    pub delayed_key: &'a str,
+    pub delayed_jobs_key: &'a str,
+    /// Its promotion's marker: a job_id promoted lately is a duplicate.
+    pub marker_key: &'a str,
+    pub due_ms: u64,
+    /// The queue's `payload.max_bytes`: a larger envelope is refused.
+    pub payload_max_bytes: usize,
+    pub pairs: &'a P,
+}
+
+impl<P: ToRedisArgs> FunctionCall for DelaySchedule<'_, P> {
+    fn function(&self) -> Function {
+        Function::DelaySchedule
+    }
+
+    fn key_count(&self) -> usize {
+        3
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.delayed_key)
+            .arg(self.delayed_jobs_key)
+            .arg(self.marker_key)
+            .arg(self.due_ms)
+            .arg(self.payload_max_bytes)
+            .arg(self.pairs);
+    }
+}

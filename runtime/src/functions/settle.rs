@@ -1,0 +1,319 @@
+//! Calls that move or settle a job of one partition: `retry_schedule`, `defer`, `dead_letter`, the promote functions, `replay`, `schedule_tick`, `claim`, `ack`, `ack_delete` and `renew`.
+//!
+//! All keys of one call share the partition's hash tag; what each move
+//! means, and how its reply reads, is `transitions`.
+
+use redis::{Cmd, ToRedisArgs};
+
+use super::{Function, FunctionCall};
+
+/// `retry_schedule` (or, with `defer`, `defer`): move a pending ready entry
+/// to the retry set as its next attempt (`defer` keeps the attempt).
+/// Answers `[scheduled|already, retry_id]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Reschedule<'a> {
+    /// `defer` instead of `retry_schedule`.
+    pub defer: bool,
+    pub ready_key: &'a str,
+    pub retry_key: &'a str,
+    pub retry_jobs_key: &'a str,
+    pub marker_key: &'a str,
+    pub group: &'a str,
+    pub consumer: &'a str,
+    pub source_id: &'a str,
+    pub due_ms: u64,
+    pub reason: &'a str,
+    pub marker_ttl_ms: u64,
+    /// Accepted schema versions, comma-separated (`1,2`).
+    pub accepted_schemas: &'a str,
+}
+
+impl FunctionCall for Reschedule<'_> {
+    fn function(&self) -> Function {
+        if self.defer {
+            Function::Defer
+        } else {
+            Function::RetrySchedule
+        }
+    }
+
+    fn key_count(&self) -> usize {
+        4
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.retry_key)
+            .arg(self.retry_jobs_key)
+            .arg(self.marker_key)
+            .arg(self.group)
+            .arg(self.consumer)
+            .arg(self.source_id)
+            .arg(self.due_ms)
+            .arg(self.reason)
+            .arg(self.marker_ttl_ms)
+            .arg(self.accepted_schemas);
+    }
+}
+
+/// `dead_letter`: move a pending ready entry to the dead-letter stream.
+/// Answers `[dead_lettered|already, dead_id]`.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLetterCall<'a> {
+    pub ready_key: &'a str,
+    pub dead_key: &'a str,
+    pub marker_key: &'a str,
+    pub group: &'a str,
+    pub consumer: &'a str,
+    pub source_id: &'a str,
+    /// One of the dead-letter reasons (`DeadReason::as_str`).
+    pub reason: &'a str,
+    pub detail: &'a str,
+    pub deliveries: u64,
+    pub marker_ttl_ms: u64,
+    pub dead_letter_max_len: u64,
+}
+
+impl FunctionCall for DeadLetterCall<'_> {
+    fn function(&self) -> Function {
+        Function::DeadLetter
+    }
+
+    fn key_count(&self) -> usize {
+        3
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.dead_key)
+            .arg(self.marker_key)
+            .arg(self.group)
+            .arg(self.consumer)
+            .arg(self.source_id)
+            .arg(self.reason)
+            .arg(self.detail)
+            .arg(self.deliveries)
+            .arg(self.marker_ttl_ms)
+            .arg(self.dead_letter_max_len);
+    }
+}
+
+/// `retry_promote` (or, with `delayed`, `delayed_promote`): move the due
+/// `members` of a scheduled set to the ready stream. Answers `[promoted,
+/// already, skipped, dead_lettered]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Promote<'a> {
+    /// `delayed_promote` instead of `retry_promote`.
+    pub delayed: bool,
+    pub set_key: &'a str,
+    pub jobs_key: &'a str,
+    pub ready_key: &'a str,
+    /// Where a member that can never be promoted goes.
+    pub dead_key: &'a str,
+    /// One promotion marker per member, in the order of `members`.
+    pub marker_keys: &'a [String],
+    pub now_ms: u64,
+    pub batch: usize,
+    pub marker_ttl_ms: u64,
+    pub dead_letter_max_len: u64,
+    pub members: &'a [String],
+}
+
+impl FunctionCall for Promote<'_> {
+    fn function(&self) -> Function {
+        if self.delayed {
+            Function::DelayedPromote
+        } else {
+            Function::RetryPromote
+        }
+    }
+
+    fn key_count(&self) -> usize {
+        4 + self.marker_keys.len()
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.set_key)
+            .arg(self.jobs_key)
+            .arg(self.ready_key)
+            .arg(self.dead_key)
+            .arg(self.marker_keys)
+            .arg(self.now_ms)
+            .arg(self.batch)
+            .arg(self.marker_ttl_ms)
+            .arg(self.dead_letter_max_len)
+            .arg(self.members);
+    }
+}
+
+/// `replay`: append a dead letter's envelope to the ready stream as attempt
+/// 1 (as `new_job_id` when not empty). Answers `[replayed|already, id]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Replay<'a> {
+    pub dead_key: &'a str,
+    pub ready_key: &'a str,
+    pub marker_key: &'a str,
+    pub dead_id: &'a str,
+    /// Empty: keep the dead letter's own `job_id`.
+    pub new_job_id: &'a str,
+    pub marker_ttl_ms: u64,
+    /// Accepted schema versions, comma-separated (`1,2`).
+    pub accepted_schemas: &'a str,
+}
+
+impl FunctionCall for Replay<'_> {
+    fn function(&self) -> Function {
+        Function::Replay
+    }
+
+    fn key_count(&self) -> usize {
+        3
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.dead_key)
+            .arg(self.ready_key)
+            .arg(self.marker_key)
+            .arg(self.dead_id)
+            .arg(self.new_job_id)
+            .arg(self.marker_ttl_ms)
+            .arg(self.accepted_schemas);
+    }
+}
+
+/// `schedule_tick`: append a schedule's job for one tick unless its marker
+/// says it was published. Answers `[published|already, id]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleTick<'a, F> {
+    pub ready_key: &'a str,
+    pub marker_key: &'a str,
+    pub schedule: &'a str,
+    pub tick_ms: u64,
+    pub marker_ttl_ms: u64,
+    /// The job's header and body pairs.
+    pub fields: &'a F,
+}
+
+impl<F: ToRedisArgs> FunctionCall for ScheduleTick<'_, F> {
+    fn function(&self) -> Function {
+        Function::ScheduleTick
+    }
+
+    fn key_count(&self) -> usize {
+        2
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.marker_key)
+            .arg(self.schedule)
+            .arg(self.tick_ms)
+            .arg(self.marker_ttl_ms)
+            .arg(self.fields);
+    }
+}
+
+/// `claim`: `XAUTOCLAIM` of the entries idle for `min_idle_ms` from
+/// `cursor`, at most `count`, raising the partition's claim epoch when it
+/// took any. Answers `[next_cursor, entries, deleted_ids, epoch]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    pub ready_key: &'a str,
+    pub claims_key: &'a str,
+    pub group: &'a str,
+    pub consumer: &'a str,
+    pub min_idle_ms: u64,
+    pub cursor: &'a str,
+    pub count: usize,
+}
+
+impl FunctionCall for Claim<'_> {
+    fn function(&self) -> Function {
+        Function::Claim
+    }
+
+    fn key_count(&self) -> usize {
+        2
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.claims_key)
+            .arg(self.group)
+            .arg(self.consumer)
+            .arg(self.min_idle_ms)
+            .arg(self.cursor)
+            .arg(self.count);
+    }
+}
+
+/// `ack` (or, with `delete`, `ack_delete`): acknowledge those of `ids` still
+/// pending for `consumer`. Answers `[acked, [id, owner, ...], unaccounted,
+/// epoch]` (`ack_delete` appends `deleted`); `transitions::AckFunction` reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ack<'a> {
+    /// `ack_delete` (`XACKDEL … ACKED`) instead of `ack`.
+    pub delete: bool,
+    pub ready_key: &'a str,
+    pub claims_key: &'a str,
+    pub group: &'a str,
+    pub consumer: &'a str,
+    /// A claim epoch read before the read that delivered the oldest of
+    /// `ids`: while it has not moved, nothing is listed; `None` (`-`)
+    /// checks each entry.
+    pub claim_epoch: Option<u64>,
+    pub ids: &'a [&'a str],
+}
+
+impl FunctionCall for Ack<'_> {
+    fn function(&self) -> Function {
+        if self.delete {
+            Function::AckDelete
+        } else {
+            Function::Ack
+        }
+    }
+
+    fn key_count(&self) -> usize {
+        2
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.claims_key)
+            .arg(self.group)
+            .arg(self.consumer);
+        match self.claim_epoch {
+            Some(epoch) => cmd.arg(epoch),
+            None => cmd.arg("-"),
+        };
+        cmd.arg(self.ids);
+    }
+}
+
+/// `renew`: reset the idle time of entry `id` if it is still pending for
+/// `consumer`. Answers `[1, consumer]` or `[0, owner or ""]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Renew<'a> {
+    pub ready_key: &'a str,
+    pub group: &'a str,
+    pub consumer: &'a str,
+    pub id: &'a str,
+}
+
+impl FunctionCall for Renew<'_> {
+    fn function(&self) -> Function {
+        Function::Renew
+    }
+
+    fn key_count(&self) -> usize {
+        1
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.ready_key)
+            .arg(self.group)
+            .arg(self.consumer)
+            .arg(self.id);
+    }
+}

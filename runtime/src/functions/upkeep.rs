@@ -1,0 +1,101 @@
+//! Calls that keep a queue in shape: `trim`, `rate_take` and `version`.
+
+use redis::Cmd;
+
+use super::{Function, FunctionCall};
+
+/// A group as the trim plan saw it: its name and last-delivered ID.
+#[derive(Debug, Clone)]
+pub struct TrimGroup<'a> {
+    pub name: &'a str,
+    pub last_delivered: String,
+}
+
+/// `trim`: under the lease `holder` holds, re-check the plan's groups and
+/// trim the stream to `minid`. Answers `["trimmed", removed, bytes_freed,
+/// groups…]` or `["aborted", group, change]` (read by `ops::trim`); a
+/// lease no longer this holder's is refused with `QG_LEASE <holder>`.
+#[derive(Debug, Clone, Copy)]
+pub struct Trim<'a> {
+    pub stream_key: &'a str,
+    pub lease_key: &'a str,
+    /// `ready` or `dead`: which stream of the partition.
+    pub role: &'a str,
+    pub holder: &'a str,
+    pub minid: &'a str,
+    pub retention_ms: u64,
+    /// Trim with `XTRIM … ACKED` (Redis 8.2+).
+    pub xtrim_acked: bool,
+    pub groups: &'a [TrimGroup<'a>],
+}
+
+impl FunctionCall for Trim<'_> {
+    fn function(&self) -> Function {
+        Function::Trim
+    }
+
+    fn key_count(&self) -> usize {
+        2
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.stream_key)
+            .arg(self.lease_key)
+            .arg(self.role)
+            .arg(self.holder)
+            .arg(self.minid)
+            .arg(self.retention_ms)
+            .arg(if self.xtrim_acked { "1" } else { "0" })
+            .arg(self.groups.len());
+        for group in self.groups {
+            cmd.arg(group.name).arg(&group.last_delivered);
+        }
+    }
+}
+
+/// `rate_take`: take up to `wanted` tokens of a token bucket holding `limit`
+/// per `per_ms`, first giving back (positive `carry`) or taking (negative)
+/// what an earlier grant left. Answers `[granted, wait_ms]`.
+#[derive(Debug, Clone, Copy)]
+pub struct RateTake<'a> {
+    pub bucket_key: &'a str,
+    pub limit: u32,
+    pub per_ms: u64,
+    pub wanted: usize,
+    pub carry: i64,
+}
+
+impl FunctionCall for RateTake<'_> {
+    fn function(&self) -> Function {
+        Function::RateTake
+    }
+
+    fn key_count(&self) -> usize {
+        1
+    }
+
+    fn write_args(&self, cmd: &mut Cmd) {
+        cmd.arg(self.bucket_key)
+            .arg(self.limit)
+            .arg(self.per_ms)
+            .arg(self.wanted)
+            .arg(self.carry);
+    }
+}
+
+/// `version`: the library's name (`qg_<service>_v<N>`), keyless and
+/// read-only, so sent as `FCALL_RO`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Version;
+
+impl FunctionCall for Version {
+    fn function(&self) -> Function {
+        Function::Version
+    }
+
+    fn key_count(&self) -> usize {
+        0
+    }
+
+    fn write_args(&self, _cmd: &mut Cmd) {}
+}
