@@ -316,6 +316,33 @@ fn publish_steadily(
     })
 }
 
+/// The end of a disruption test: waits (up to `timeout`) until every
+/// accepted job is handled, stops the workers, and checks that no accepted
+/// job was lost; jobs handled twice (at least once) are only logged.
+async fn none_lost(
+    tally: &Tally,
+    accepted: &BTreeSet<String>,
+    timeout: Duration,
+    workers: [Running; 2],
+    across: &str,
+) {
+    tally
+        .wait_for(accepted.len(), timeout, "every accepted job is handled")
+        .await;
+    for worker in workers {
+        worker.stop().await;
+    }
+    assert_eq!(
+        tally.missing(accepted),
+        Vec::<String>::new(),
+        "no accepted job lost across {across}"
+    );
+    tracing::info!(
+        twice = tally.twice().len(),
+        "jobs handled twice across {across}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
     init_tracing();
@@ -350,27 +377,17 @@ async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
 
     let accepted = publisher.await.unwrap();
     assert_eq!(accepted.len(), 1_000);
-    tally
-        .wait_for(
-            1_000,
-            Duration::from_secs(30),
-            "every accepted job is handled",
-        )
-        .await;
-    first.stop().await;
-    second.stop().await;
-    assert_eq!(
-        tally.missing(&accepted),
-        Vec::<String>::new(),
-        "no job lost"
-    );
     // A batch's pipeline that meets ASK/MOVED mid-migration is sent again by
     // the cluster client, so a job may be appended twice (at-least-once
     // publish) and handled twice; idempotent handlers absorb that.
-    tracing::info!(
-        twice = tally.twice().len(),
-        "jobs handled twice across the resharding"
-    );
+    none_lost(
+        &tally,
+        &accepted,
+        Duration::from_secs(30),
+        [first, second],
+        "the resharding",
+    )
+    .await;
     assert_eq!(pending_total(&redis, &config).await, 0);
 }
 
@@ -404,24 +421,14 @@ async fn a_primary_failover_while_publishing_and_acking_loses_no_accepted_job() 
     );
 
     let accepted = publisher.await.unwrap();
-    tally
-        .wait_for(
-            accepted.len(),
-            Duration::from_secs(60),
-            "every accepted job is handled",
-        )
-        .await;
-    first.stop().await;
-    second.stop().await;
-    assert_eq!(
-        tally.missing(&accepted),
-        Vec::<String>::new(),
-        "no accepted job lost"
-    );
     // At least once: a redelivery after the failover is allowed, and
     // absorbed by handlers that are idempotent by job_id.
-    tracing::info!(
-        twice = tally.twice().len(),
-        "jobs handled twice across the failover"
-    );
+    none_lost(
+        &tally,
+        &accepted,
+        Duration::from_secs(60),
+        [first, second],
+        "the failover",
+    )
+    .await;
 }

@@ -13,7 +13,9 @@ use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
     all_pending, deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
 };
-use queuegen_tests::tls::{write_by_rename, ClientAuth, TestCa, TlsFiles, TlsServer};
+use queuegen_tests::tls::{
+    write_by_rename, ClientAuth, ClientRotation, TestCa, TlsFiles, TlsServer,
+};
 use queuegen_tests::{library, AclUser, RedisServer};
 
 /// How long every wait for the jobs to settle may take.
@@ -170,14 +172,11 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
         return;
     }
     init_tracing();
-    let old_ca = TestCa::new("old CA");
-    let new_ca = TestCa::new("new CA");
-    let tls = TlsServer::start(&old_ca, ClientAuth::Required);
-    let dir = temp_dir();
     // The worker's files, rotated in place later; and a copy of the old
     // ones that stays, to show that the server no longer takes them.
-    let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
-    let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
+    let rotation = ClientRotation::write("old CA", "new CA");
+    let files = &rotation.files;
+    let tls = TlsServer::start(&rotation.old_ca, ClientAuth::Required);
     let config = config("tls-client-rotation");
 
     // Without a client certificate the server refuses the handshake.
@@ -199,13 +198,10 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
 
     // Rotation: the client's files now hold the new CA and a certificate
     // of it; the server presents and trusts only the new CA.
-    files.replace(&new_ca, &new_ca.client_cert("worker"));
-    tls.use_ca(&new_ca);
+    rotation.replace_files();
+    tls.use_ca(&rotation.new_ca);
     assert!(tls.kill_tls_clients() > 0, "the worker had TLS connections");
-    let err = Redis::connect_with(tls.url(), stale.mutual_tls_options())
-        .await
-        .expect_err("the old CA and certificate no longer work");
-    assert!(err.to_string().contains("stale-ca.pem"), "{err}");
+    rotation.assert_stale_refused(tls.url()).await;
 
     let producer = Redis::connect_with(tls.url(), files.mutual_tls_options())
         .await
