@@ -103,6 +103,17 @@ const METRICS: [Metric; 5] = [
     ("latency_p99", "ms", |r| r.latency_p99_ms),
 ];
 
+/// The process phase's costs per job, in both cost tables.
+const PROCESS_CLIENT_CPU: Metric = ("process_client_cpu", "µs/job", |r| {
+    r.process_usage.client_us_per_job(r.jobs)
+});
+const PROCESS_SERVER_CPU: Metric = ("process_server_cpu", "µs/job", |r| {
+    r.process_usage.server_us_per_job(r.jobs)
+});
+const PROCESS_COMMANDS: Metric = ("process_commands", "cmd/job", |r| {
+    r.process_usage.commands_per_job(r.jobs)
+});
+
 /// Where each phase's time went, per job (see `usage`).
 const COSTS: [Metric; 6] = [
     ("publish_client_cpu", "µs/job", |r| {
@@ -114,15 +125,9 @@ const COSTS: [Metric; 6] = [
     ("publish_commands", "cmd/job", |r| {
         r.publish_usage.commands_per_job(r.jobs)
     }),
-    ("process_client_cpu", "µs/job", |r| {
-        r.process_usage.client_us_per_job(r.jobs)
-    }),
-    ("process_server_cpu", "µs/job", |r| {
-        r.process_usage.server_us_per_job(r.jobs)
-    }),
-    ("process_commands", "cmd/job", |r| {
-        r.process_usage.commands_per_job(r.jobs)
-    }),
+    PROCESS_CLIENT_CPU,
+    PROCESS_SERVER_CPU,
+    PROCESS_COMMANDS,
 ];
 
 /// Where the process phase's CPU went, for the PostgreSQL variants.
@@ -133,15 +138,9 @@ const PG_COSTS: [Metric; 6] = [
             .postgres_cpu_secs
             .map_or(f64::NAN, |secs| secs * 1e6 / r.jobs as f64)
     }),
-    ("process_client_cpu", "µs/job", |r| {
-        r.process_usage.client_us_per_job(r.jobs)
-    }),
-    ("process_server_cpu", "µs/job", |r| {
-        r.process_usage.server_us_per_job(r.jobs)
-    }),
-    ("process_commands", "cmd/job", |r| {
-        r.process_usage.commands_per_job(r.jobs)
-    }),
+    PROCESS_CLIENT_CPU,
+    PROCESS_SERVER_CPU,
+    PROCESS_COMMANDS,
     ("process_cpus_busy", "CPUs", |r| {
         let usage = &r.process_usage;
         usage.postgres_cpu_secs.map_or(f64::NAN, |pg| {
