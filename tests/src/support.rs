@@ -459,11 +459,28 @@ where
     E: queuegen_runtime::Envelope,
     H: queuegen_runtime::Handler<E>,
 {
+    let (stop, task) = run_until_told(worker);
+    RunningWorker { stop, task }
+}
+
+/// Runs `worker` in a task until the returned sender fires (or is
+/// dropped); the task gives the worker's own result, for tests that look
+/// at how it ended ([`spawn_worker`] for those that only stop it).
+pub fn run_until_told<E, H>(
+    worker: queuegen_runtime::Worker<E, H>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
+)
+where
+    E: queuegen_runtime::Envelope,
+    H: queuegen_runtime::Handler<E>,
+{
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
     }));
-    RunningWorker { stop, task }
+    (stop, task)
 }
 
 impl RunningWorker {
@@ -475,4 +492,15 @@ impl RunningWorker {
             .expect("the worker task ends without panicking")
             .unwrap_or_else(|err| panic!("the worker failed: {err}"))
     }
+}
+
+/// Every key with its contents (`DUMP`), to prove a command wrote nothing.
+pub fn keyspace(conn: &mut redis::Connection) -> std::collections::BTreeMap<String, String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(conn).unwrap();
+            (key, format!("{dump:?}"))
+        })
+        .collect()
 }
