@@ -9,7 +9,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, unique_prefix, wait_until,
+    capture_logs, dead_letters, pending_entries, run_until_told, unique_prefix, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -103,10 +103,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
 
     let recorder = Recorder::default();
     let worker = Worker::new(&redis, config.clone(), recorder.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
 
     let seen = recorder.seen.clone();
     let decode_logs = logs.clone();

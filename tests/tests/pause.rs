@@ -8,11 +8,13 @@ use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::ops::pause;
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker, WorkerReport,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
-use queuegen_tests::support::{applied, deliver_to, pending_count, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    applied, deliver_to, pending_count, run_until_told, unique_prefix, wait_until,
+};
 use queuegen_tests::RedisServer;
 
 const BLOCK: Duration = Duration::from_millis(200);
@@ -34,19 +36,6 @@ impl Handler<TestJob> for Recording {
         self.done.lock().unwrap().push(ctx.job_id().to_owned());
         Ok(Outcome::Done)
     }
-}
-
-fn run_until_told<H: Handler<TestJob>>(
-    worker: Worker<TestJob, H>,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<queuegen_runtime::Result<WorkerReport>>,
-) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    (stop, running)
 }
 
 /// `queuegen_intake_paused` of each partition, as scraped.

@@ -10,7 +10,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    init_tracing, pending_count, pending_entries, unique_prefix, wait_until,
+    init_tracing, pending_count, pending_entries, run_until_told, unique_prefix, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -72,10 +72,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
     let handler = Sleeper::new(Duration::from_secs(30));
     let worker = Worker::new(&redis, config.clone(), handler.clone());
     let consumer = worker.consumer().to_owned();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let started = handler.started.clone();
     wait_until(Duration::from_secs(10), "all three jobs run", || {
         let started = started.clone();
@@ -136,10 +133,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
 
     let handler = Sleeper::new(Duration::from_millis(300));
     let worker = Worker::new(&redis, config.clone(), handler.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let started = handler.started.clone();
     wait_until(Duration::from_secs(10), "jobs are running", || {
         let started = started.clone();

@@ -11,7 +11,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{leak, retrying_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, unique_prefix, wait_until,
+    all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -56,10 +57,7 @@ fn start(
     handler: Recorder,
 ) -> (tokio::sync::oneshot::Sender<()>, Running) {
     let worker = Worker::new(redis, config.clone(), handler);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     (stop, running)
 }
 
