@@ -9,7 +9,7 @@ use queuegen_runtime::{
     ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
-use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
+use queuegen_tests::suite::worker::{QueueKind, Tuning};
 use queuegen_tests::suite::{Hold, WorkerSpec};
 use queuegen_tests::support::{
     applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
@@ -273,16 +273,9 @@ struct Process {
 
 impl Process {
     fn spawn(spec: &WorkerSpec) -> Process {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_suite-worker"))
-            .env(SPEC_ENV, spec.to_json())
-            .env_remove(queuegen_runtime::failpoint::ENV)
-            .env("RUST_LOG", "warn")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawning suite-worker");
-        Process { child }
+        Process {
+            child: spec.spawn_quiet(env!("CARGO_BIN_EXE_suite-worker")),
+        }
     }
 
     fn terminate(&self) {

@@ -140,7 +140,7 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
 /// process started, read from the server, stay within 1,000 + one bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_worker_processes_share_one_limit() {
-    use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
+    use queuegen_tests::suite::worker::{QueueKind, Tuning};
     use queuegen_tests::suite::{Hold, WorkerSpec};
 
     let server = RedisServer::start();
@@ -173,16 +173,7 @@ async fn five_worker_processes_share_one_limit() {
     let mut children = Vec::new();
     for n in 0..WORKERS {
         let named = spec.named(format!("rate-{n}"));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_suite-worker"))
-            .env(SPEC_ENV, named.to_json())
-            .env_remove(queuegen_runtime::failpoint::ENV)
-            .env("RUST_LOG", "warn")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawning suite-worker");
-        children.push(child);
+        children.push(named.spawn_quiet(env!("CARGO_BIN_EXE_suite-worker")));
     }
     tokio::time::sleep_until((start + RUN).into()).await;
     // Entries delivered to the group so far, by the server's count.
