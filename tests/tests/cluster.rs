@@ -9,7 +9,9 @@ use queuegen_runtime::{
     QueueConfig, Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{command_calls, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    command_calls, init_tracing, run_until_told, unique_prefix, wait_until,
+};
 use queuegen_tests::{library, RedisCluster};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -81,10 +83,7 @@ impl Running {
         assert!(redis.is_cluster(), "{url} is a Cluster node");
         let worker = Worker::new(&redis, config.clone(), tally.clone())
             .read_block(Duration::from_millis(500));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
+        let (stop, task) = run_until_told(worker);
         Running { stop, task }
     }
 

@@ -11,7 +11,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, scheduled_retries, unique_prefix,
+    capture_logs, dead_letters, pending_entries, run_until_told, scheduled_retries, unique_prefix,
     url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
@@ -48,10 +48,7 @@ async fn start(
     tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
 ) {
     let worker = Worker::new(redis, config.clone(), handler);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     (stop, running)
 }
 

@@ -9,7 +9,9 @@ use queuegen_runtime::{
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{applied, dead_letters, scheduled_retries, unique_prefix};
+use queuegen_tests::support::{
+    applied, dead_letters, run_until_told, scheduled_retries, unique_prefix,
+};
 use queuegen_tests::RedisServer;
 
 const LIMIT: u32 = 200;
@@ -70,11 +72,7 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
             .consumer_name(format!("rate-worker-{n}"))
             .with_metrics(metrics.clone())
             .read_block(Duration::from_millis(100));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
-        running.push((stop, task));
+        running.push(run_until_told(worker));
     }
     tokio::time::sleep(RUN).await;
     let within: Vec<(Instant, u32)> = handler
