@@ -321,6 +321,55 @@ pub async fn all_pending(
     all
 }
 
+/// Waits up to `timeout` until every job of `ids` is among the job IDs
+/// `handled` returns and nothing of `config` is pending on `admin` (the
+/// harness's own connection): each published job handled and acknowledged.
+pub async fn wait_handled_and_acked<C>(
+    admin: &C,
+    config: &QueueConfig,
+    ids: &[String],
+    timeout: Duration,
+    handled: impl Fn() -> std::collections::BTreeSet<String>,
+) where
+    C: redis::aio::ConnectionLike + Clone + Send,
+{
+    let expected: std::collections::BTreeSet<String> = ids.iter().cloned().collect();
+    let what = format!("all {} jobs are handled and acknowledged", ids.len());
+    wait_until(timeout, &what, || {
+        let handled = handled();
+        let mut admin = admin.clone();
+        let expected = &expected;
+        async move {
+            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
+        }
+    })
+    .await;
+}
+
+/// Makes entry `id` of `key`, pending with `consumer` in `group`, look
+/// abandoned ten minutes ago (`XCLAIM` to the same consumer with `IDLE
+/// 600000`), as a consumer that vanished long ago leaves it.
+pub async fn age_pending(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    group: &str,
+    consumer: &str,
+    id: &str,
+) {
+    let _: redis::Value = redis::cmd("XCLAIM")
+        .arg(key)
+        .arg(group)
+        .arg(consumer)
+        .arg(0)
+        .arg(id)
+        .arg("IDLE")
+        .arg(600_000)
+        .arg("JUSTID")
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XCLAIM {key} {id}: {err}"));
+}
+
 /// Delivers every new entry of `key` to `consumer` in `group`, as a worker
 /// that read them and then vanished would leave them: pending, owned by it.
 pub async fn deliver_to(

@@ -9,13 +9,11 @@ use queuegen_runtime::{
     ensure_groups, ConnectOptions, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
     Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{quick_recovery_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+    init_tracing, publish_named, spawn_worker, unique_prefix, wait_handled_and_acked, wait_until,
 };
-use queuegen_tests::tls::{
-    write_by_rename, ClientAuth, ClientRotation, TestCa, TlsCluster, TlsFiles,
-};
+use queuegen_tests::tls::{write_by_rename, ClientAuth, ClientRotation, TestCa, TlsCluster};
 use queuegen_tests::{library, AclUser};
 
 /// How long every wait for the jobs to settle may take.
@@ -60,12 +58,7 @@ impl Handler<TestJob> for Tally {
 
 /// Six partitions (spread over the three primaries), quick recovery.
 fn config(name: &str) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: Duration::from_secs(2),
-        claim_every: Duration::from_millis(200),
-        shutdown_budget: Duration::from_secs(2),
-        ..test_config(&unique_prefix(name), 6)
-    }
+    quick_recovery_config(&unique_prefix(name), 6)
 }
 
 /// Waits until every job of `ids` was handled and nothing of the queue is
@@ -77,15 +70,8 @@ async fn wait_settled(tls: &TlsCluster, config: &QueueConfig, handler: &Tally, i
         .get_async_connection()
         .await
         .expect("the harness's plain Cluster connection");
-    let expected: BTreeSet<String> = ids.iter().cloned().collect();
-    let what = format!("all {} jobs are handled and acknowledged", ids.len());
-    wait_until(SETTLE, &what, || {
-        let handled: BTreeSet<String> = handler.handled().into_keys().collect();
-        let mut admin = admin.clone();
-        let expected = &expected;
-        async move {
-            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
-        }
+    wait_handled_and_acked(&admin, config, ids, SETTLE, || {
+        handler.handled().into_keys().collect()
     })
     .await;
 }

@@ -9,13 +9,12 @@ use queuegen_runtime::{
     ensure_groups, ConnectOptions, Error, Handler, JobContext, JobError, Outcome, QueueConfig,
     Redis, Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{quick_recovery_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+    deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_handled_and_acked,
+    wait_until,
 };
-use queuegen_tests::tls::{
-    write_by_rename, ClientAuth, ClientRotation, TestCa, TlsFiles, TlsServer,
-};
+use queuegen_tests::tls::{write_by_rename, ClientAuth, ClientRotation, TestCa, TlsServer};
 use queuegen_tests::{library, AclUser, RedisServer};
 
 /// How long every wait for the jobs to settle may take.
@@ -49,12 +48,7 @@ impl Handler<TestJob> for Recorder {
 /// Quick recovery, so that a job whose ack met a killed connection is
 /// claimed and settled within the test.
 fn config(name: &str) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: Duration::from_secs(2),
-        claim_every: Duration::from_millis(200),
-        shutdown_budget: Duration::from_secs(2),
-        ..test_config(&unique_prefix(name), 2)
-    }
+    quick_recovery_config(&unique_prefix(name), 2)
 }
 
 /// Waits until every job of `ids` was handled and nothing of the queue is
@@ -70,17 +64,7 @@ async fn wait_settled(
         .get_multiplexed_async_connection()
         .await
         .expect("the harness's plain connection");
-    let expected: BTreeSet<String> = ids.iter().cloned().collect();
-    let what = format!("all {} jobs are handled and acknowledged", ids.len());
-    wait_until(SETTLE, &what, || {
-        let handled = handler.handled();
-        let mut admin = admin.clone();
-        let expected = &expected;
-        async move {
-            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
-        }
-    })
-    .await;
+    wait_handled_and_acked(&admin, config, ids, SETTLE, || handler.handled()).await;
 }
 
 /// Waits until some client on the TLS port is blocked in `XREADGROUP`.

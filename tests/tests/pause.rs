@@ -13,7 +13,7 @@ use queuegen_runtime::{
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{
-    applied, deliver_to, pending_count, run_until_told, unique_prefix, wait_until,
+    age_pending, applied, deliver_to, pending_count, run_until_told, unique_prefix, wait_until,
 };
 use queuegen_tests::RedisServer;
 
@@ -99,18 +99,14 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     deliver_to(&mut conn, &paused_key, config.group, "dead-worker").await;
     let pending: Vec<redis::streams::StreamPendingId> =
         queuegen_tests::support::pending_entries(&mut conn, &paused_key, config.group).await;
-    let _: redis::Value = redis::cmd("XCLAIM")
-        .arg(&paused_key)
-        .arg(config.group)
-        .arg("dead-worker")
-        .arg(0)
-        .arg(&pending[0].id)
-        .arg("IDLE")
-        .arg(600_000)
-        .arg("JUSTID")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    age_pending(
+        &mut conn,
+        &paused_key,
+        config.group,
+        "dead-worker",
+        &pending[0].id,
+    )
+    .await;
     let (_, changes) = pause::pause(&mut conn, &config, &[0], "test", "maintenance")
         .await
         .unwrap();
