@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::stdout;
 use queuegen_tests::support::keyspace;
 use queuegen_tests::RedisServer;
 
@@ -25,10 +26,6 @@ fn dlq(server: &RedisServer, action: &str, extra: &[&str]) -> Output {
     let mut args = vec!["dlq", action, EXAMPLE, "--queue", "ocr"];
     args.extend_from_slice(extra);
     queuegen(server, &args)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Publishes `count` ocr jobs to partition 3 by hand, delivers them, and

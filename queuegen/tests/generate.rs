@@ -4,16 +4,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn queuegen(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_queuegen"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("queuegen runs")
-}
+use queuegen_tests::cli::{run_in, stdout};
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+fn queuegen(args: &[&str], cwd: &Path) -> Output {
+    run_in(env!("CARGO_BIN_EXE_queuegen"), args, cwd)
 }
 
 /// The arguments of `queuegen generate queues.yaml --out src/queues`, then `extra`.

@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::stdout;
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -30,10 +31,6 @@ fn on_ocr(server: &RedisServer, command: &str, extra: &[&str]) -> Output {
     let mut args = vec![command, EXAMPLE, "--queue", "ocr"];
     args.extend_from_slice(extra);
     on(server, &args)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn paused_keys(conn: &mut redis::Connection) -> Vec<String> {

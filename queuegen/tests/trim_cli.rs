@@ -3,6 +3,7 @@
 
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::{stderr, stdout};
 use queuegen_tests::support::keyspace;
 use queuegen_tests::RedisServer;
 
@@ -27,14 +28,6 @@ fn trim(server: &RedisServer, extra: &[&str]) -> Output {
     let mut args = vec!["trim", EXAMPLE, "--redis", url.as_str()];
     args.extend_from_slice(extra);
     queuegen(&args)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 fn xlen(conn: &mut redis::Connection, key: &str) -> u64 {
