@@ -615,14 +615,13 @@ pub async fn write_json(
         .collect();
     let report = with_run_facts(
         redis_version,
+        cluster,
         json!({
             "redis": match (&args.redis, args.cluster) {
                 (Some(url), _) => url.as_str(),
                 (None, false) => "private redis-server (queuegen_tests::RedisServer)",
                 (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
             },
-            "cluster": cluster,
-            "machine": machine(),
             "settings": {
                 "jobs": args.jobs,
                 "partitions": args.partitions,
@@ -655,13 +654,16 @@ pub async fn write_json(
 }
 
 /// `report` (a JSON object) with what every `latest.json` opens with: when
-/// and from which command and commit the run was made, against which Redis.
-fn with_run_facts(redis_version: &str, mut report: Value) -> Value {
+/// and from which command and commit the run was made, against which Redis
+/// (a Cluster or not), on which machine.
+fn with_run_facts(redis_version: &str, cluster: bool, mut report: Value) -> Value {
     let facts = json!({
         "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         "command_line": std::env::args().collect::<Vec<_>>(),
         "git_commit": git_commit(),
         "redis_version": redis_version,
+        "cluster": cluster,
+        "machine": machine(),
     });
     if let (Value::Object(report), Value::Object(facts)) = (&mut report, facts) {
         report.extend(facts);
@@ -679,9 +681,8 @@ pub fn write_outbox_json(
 ) -> Result<PathBuf> {
     let report = with_run_facts(
         redis_version,
+        cluster,
         json!({
-            "cluster": cluster,
-            "machine": machine(),
             "postgres": postgres.json(),
             "rounds": args.rounds,
             "outbox": outbox::json(args, results),
@@ -699,9 +700,8 @@ pub fn write_fleet_json(
 ) -> Result<PathBuf> {
     let report = with_run_facts(
         redis_version,
+        cluster,
         json!({
-            "cluster": cluster,
-            "machine": machine(),
             "settings": {
                 "batch": args.batch,
                 "concurrency": args.concurrency,
