@@ -158,7 +158,8 @@ fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Met
         .collect()
 }
 
-fn rate(value: f64) -> String {
+/// A rate for a table cell: whole numbers, thousands as `k` from 10,000.
+pub fn rate(value: f64) -> String {
     if value >= 10_000.0 {
         format!("{:.0}k", value / 1000.0)
     } else {
