@@ -119,9 +119,7 @@ pub async fn run(
     let publishing = probe::publish(args, schedule.as_ref(), |range| {
         publish(&conn, &config, &keys, range, schedule.as_ref())
     });
-    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
-        .await
-        .context("timed out publishing (raise --timeout)")??;
+    let publisher_late = publishing.await?;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut observe).await?;
     if schedule.is_none() {
