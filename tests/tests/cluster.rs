@@ -160,11 +160,7 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let mut nodes = Vec::new();
     for server in cluster.servers() {
-        let mut conn = server
-            .client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut conn = server.async_connection().await;
         let () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut conn)

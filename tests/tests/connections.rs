@@ -113,12 +113,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     // Jobs a worker read and then vanished with: the running worker must
     // claim them once they are idle for claim_min_idle.
     let mut ids = publish_named(&redis, &config, "stalled", 4).await;
-    let mut admin = tls
-        .server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = tls.server.async_connection().await;
     for key in config.ready_keys() {
         deliver_to(&mut admin, &key, config.group, "vanished").await;
     }

@@ -125,11 +125,7 @@ async fn three_workers_drain_a_thousand_jobs_exactly_once() {
         }
     );
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for (partition, key) in config.ready_keys().iter().enumerate() {
         assert_eq!(
             pending_count(&mut conn, key, config.group).await,

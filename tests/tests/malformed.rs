@@ -75,11 +75,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let good = |id: &str| NewJob::new(id, "acme", TestJob::new(format!("doc-{id}"), Some(1)));
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let xadd = |fields: Vec<(&'static str, String)>| {
         let mut conn = conn.clone();
         let key = key.clone();

@@ -190,11 +190,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         }
     }
     // An entry without `subject_ref`, added by hand to partition 1.
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let _: String = redis::cmd("XADD")
         .arg(config.ready_key(1))
         .arg("*")
@@ -618,11 +614,7 @@ async fn readiness_follows_the_intake() {
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     // XREADGROUP is a write command: with writes paused, no read returns.
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
@@ -694,11 +686,7 @@ async fn deleted_pending_entries_and_claims_are_counted() {
         .await
         .unwrap();
     // A consumer that read everything and vanished; then one entry is deleted.
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     deliver_to(&mut conn, &key, config.group, "vanished").await;
     let _: usize = redis::cmd("XDEL")
         .arg(&key)

@@ -65,11 +65,7 @@ async fn dead_letters_at_once_or_reconciliation_by_outcome() {
     let worker = jobs::worker(&redis, handler.clone());
     let consumer = worker.consumer().to_owned();
     let (stop, running) = run_until_told(worker);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let reconciled = handler.reconciled.clone();
     wait_until(
         Duration::from_secs(10),

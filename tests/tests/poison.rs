@@ -63,11 +63,7 @@ async fn a_handler_that_panics_on_every_delivery_is_quarantined() {
     let handler = Crashes::default();
     let worker = Worker::new(&redis, config.clone(), handler.clone());
     let (stop, running) = run_until_told(worker);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let watched = config.clone();
     // Each redelivery waits out claim.min_idle (1.2 s): about 4 s in all.
     wait_until(

@@ -86,11 +86,7 @@ async fn setup(
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = server.async_connection().await;
     (server, redis, config, conn)
 }
 

@@ -99,11 +99,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
         "{report:?}"
     );
     assert_eq!(handler.finished.load(Ordering::SeqCst), 0);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let mut pending = Vec::new();
     for key in config.ready_keys() {
         pending.extend(pending_entries(&mut conn, &key, config.group).await);
@@ -156,11 +152,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
     assert_eq!(report.done as usize, started, "{report:?}");
     assert_eq!(report.handled as usize, started, "{report:?}");
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
         assert_eq!(
             pending_count(&mut conn, &key, config.group).await,

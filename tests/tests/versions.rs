@@ -112,11 +112,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     // The next version is loaded beside it, as `apply` does in a rolling deploy.
     let v2_code = library::as_version(&v1_code, SERVICE, current, current + 1);
     library::load_code(&redis, &v2_code).await;
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let listed: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .query_async(&mut conn)
