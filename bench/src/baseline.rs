@@ -117,9 +117,7 @@ pub async fn run(
             }
         }
     });
-    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
-        .await
-        .context("timed out publishing (raise --timeout)")??;
+    let publisher_late = publishing.await?;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut conn).await?;
     if schedule.is_none() {
@@ -135,21 +133,33 @@ pub async fn run(
     )
     .await;
     let after_last_ack = usage::sample(&mut conn).await?;
+    let timeline = last_ack.map(|last_ack| Timeline {
+        publish_start,
+        publish_end,
+        last_ack,
+        samples: [before_publish, after_publish, after_last_ack],
+    });
+    end_round(args, &probe, consumers, timeline, publisher_late).await
+}
+
+/// The end of a baseline round (standalone or Cluster): waits for the
+/// consumers to stop (one still blocked in its read returns within
+/// BLOCK_MS), then the round's figures from its timeline.
+pub async fn end_round(
+    args: &Args,
+    probe: &Probe,
+    consumers: Vec<tokio::task::JoinHandle<Result<()>>>,
+    timeline: Result<Timeline>,
+    publisher_late: Option<std::time::Duration>,
+) -> Result<RoundResult> {
     for consumer in consumers {
-        // A consumer still blocked in its read returns within BLOCK_MS.
         tokio::time::timeout(args.timeout(), consumer)
             .await
             .context("timed out waiting for a baseline consumer to stop")?
             .context("a baseline consumer panicked")?
             .context("a baseline consumer failed")?;
     }
-    let timeline = Timeline {
-        publish_start,
-        publish_end,
-        last_ack: last_ack?,
-        samples: [before_publish, after_publish, after_last_ack],
-    };
-    let mut result = RoundResult::new(args.jobs, &probe, timeline, None)?;
+    let mut result = RoundResult::new(args.jobs, probe, timeline?, None)?;
     result.publisher_late = publisher_late;
     Ok(result)
 }

@@ -32,7 +32,7 @@ use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::baseline::{consume, entry, Commit};
+use crate::baseline::{consume, end_round, entry, Commit};
 use crate::probe::{self, RoundResult, Timeline};
 use crate::steady::Schedule;
 use crate::usage;
@@ -119,9 +119,7 @@ pub async fn run(
     let publishing = probe::publish(args, schedule.as_ref(), |range| {
         publish(&conn, &config, &keys, range, schedule.as_ref())
     });
-    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
-        .await
-        .context("timed out publishing (raise --timeout)")??;
+    let publisher_late = publishing.await?;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut observe).await?;
     if schedule.is_none() {
@@ -129,22 +127,13 @@ pub async fn run(
     }
     let last_ack = probe::wait_last_ack(&mut observe, &probe, &keys, GROUP, args.timeout()).await;
     let after_last_ack = usage::sample(&mut observe).await?;
-    for consumer in running {
-        tokio::time::timeout(args.timeout(), consumer)
-            .await
-            .context("timed out waiting for a baseline consumer to stop")?
-            .context("a baseline consumer panicked")?
-            .context("a baseline consumer failed")?;
-    }
-    let timeline = Timeline {
+    let timeline = last_ack.map(|last_ack| Timeline {
         publish_start,
         publish_end,
-        last_ack: last_ack?,
+        last_ack,
         samples: [before_publish, after_publish, after_last_ack],
-    };
-    let mut result = RoundResult::new(args.jobs, &probe, timeline, None)?;
-    result.publisher_late = publisher_late;
-    Ok(result)
+    });
+    end_round(args, &probe, running, timeline, publisher_late).await
 }
 
 /// Jobs `range` split into one pipeline per partition, the pipelines in

@@ -161,9 +161,7 @@ pub async fn run(
             Ok(())
         }
     });
-    tokio::time::timeout(args.timeout(), publishing)
-        .await
-        .context("timed out publishing (raise --timeout)")??;
+    publishing.await?;
     let keys: Vec<String> = configs.iter().flat_map(QueueConfig::ready_keys).collect();
     let last_ack =
         probe::wait_last_ack(&mut conn, &probe, &keys, jobs::CONFIG.group, args.timeout()).await;

@@ -287,26 +287,14 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BASE: Variant = Variant::Baseline {
-        single: false,
-        store: Store::Nothing,
-        dedup: false,
-    };
+    pub const BASE: Variant = Variant::base_with(Store::Nothing);
     pub const BASE1: Variant = Variant::Baseline {
         single: true,
         store: Store::Nothing,
         dedup: false,
     };
-    pub const BASE_RESULTS: Variant = Variant::Baseline {
-        single: false,
-        store: Store::Redis,
-        dedup: false,
-    };
-    pub const BASE_PG: Variant = Variant::Baseline {
-        single: false,
-        store: Store::Postgres,
-        dedup: false,
-    };
+    pub const BASE_RESULTS: Variant = Variant::base_with(Store::Redis);
+    pub const BASE_PG: Variant = Variant::base_with(Store::Postgres);
     /// `base` publishing through a hand-written dedup script (baseD): what
     /// qg8d's dedup is compared with, apart from what dedup itself costs.
     pub const BASE_DEDUP: Variant = Variant::Baseline {
@@ -321,49 +309,50 @@ impl Variant {
         tracing: false,
         feature: Feature::Plain,
     };
-    pub const QG8: Variant = Variant::Queuegen {
-        workers: 8,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::Plain,
-    };
+    pub const QG8: Variant = Variant::qg8_on(Feature::Plain);
 
     /// qg8 with a rate limit it never reaches (qg8l).
-    pub const QG8_LIMITED: Variant = Variant::Queuegen {
-        workers: 8,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::RateLimit,
-    };
+    pub const QG8_LIMITED: Variant = Variant::qg8_on(Feature::RateLimit);
 
     /// qg8 on a queue with `dedup` (qg8d): publish_once per job.
-    pub const QG8_DEDUP: Variant = Variant::Queuegen {
-        workers: 8,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::Dedup,
-    };
+    pub const QG8_DEDUP: Variant = Variant::qg8_on(Feature::Dedup);
 
     /// qg8 on a queue with two lanes (qg8n): jobs alternate between them.
-    pub const QG8_LANES: Variant = Variant::Queuegen {
-        workers: 8,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::TwoLanes,
-    };
+    pub const QG8_LANES: Variant = Variant::qg8_on(Feature::TwoLanes);
 
     /// qg8 on a queue with `retention.on_ack: delete` (qg8x).
-    pub const QG8_DELETE_ON_ACK: Variant = Variant::Queuegen {
-        workers: 8,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::DeleteOnAck,
-    };
+    pub const QG8_DELETE_ON_ACK: Variant = Variant::qg8_on(Feature::DeleteOnAck);
+
+    /// `base` (many consumers, no dedup script) storing each job's result in `store`.
+    const fn base_with(store: Store) -> Variant {
+        Variant::Baseline {
+            single: false,
+            store,
+            dedup: false,
+        }
+    }
+
+    /// qg8 (no results store, telemetry or tracing) on a queue with `feature`.
+    const fn qg8_on(feature: Feature) -> Variant {
+        Variant::Queuegen {
+            workers: 8,
+            store: Store::Nothing,
+            telemetry: false,
+            tracing: false,
+            feature,
+        }
+    }
+
+    /// qg8 (no telemetry or tracing, no queue feature) storing each job's result in `store`.
+    const fn qg8_storing(store: Store) -> Variant {
+        Variant::Queuegen {
+            workers: 8,
+            store,
+            telemetry: false,
+            tracing: false,
+            feature: Feature::Plain,
+        }
+    }
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses.
@@ -392,21 +381,9 @@ impl Variant {
         Variant::BASE1,
         Variant::QG1,
         Variant::BASE_RESULTS,
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Redis,
-            telemetry: false,
-            tracing: false,
-            feature: Feature::Plain,
-        },
+        Variant::qg8_storing(Store::Redis),
         Variant::BASE_PG,
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Postgres,
-            telemetry: false,
-            tracing: false,
-            feature: Feature::Plain,
-        },
+        Variant::qg8_storing(Store::Postgres),
     ];
 
     /// The variants a steady-state run does by default.

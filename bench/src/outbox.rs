@@ -532,14 +532,6 @@ fn enqueue_rates(results: &OutboxResults, publishers: usize) -> Vec<f64> {
         .collect()
 }
 
-fn rate(value: f64) -> String {
-    if value >= 10_000.0 {
-        format!("{:.0}k", value / 1000.0)
-    } else {
-        format!("{value:.0}")
-    }
-}
-
 /// The outbox section: one row per publisher count.
 pub fn markdown(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> String {
     let mut out = format!(
@@ -573,9 +565,9 @@ pub fn markdown(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> String
         let lags = merged_lags(results, publishers);
         out.push_str(&format!(
             "| {publishers} | {} rows/s ({}–{}) | {:.2}× | {} ms | {} ms | {} ms | {} | {:.0} rows/s |\n",
-            rate(median),
-            rate(stats::min(&values).unwrap_or(f64::NAN)),
-            rate(stats::max(&values).unwrap_or(f64::NAN)),
+            report::rate(median),
+            report::rate(stats::min(&values).unwrap_or(f64::NAN)),
+            report::rate(stats::max(&values).unwrap_or(f64::NAN)),
             median / one,
             percentile(&lags, 50.0),
             percentile(&lags, 99.0),

@@ -128,11 +128,26 @@ pub fn for_args(args: &Args) -> Probe {
     }
 }
 
-/// Publishes jobs `0..--jobs` through `send` (one call per batch): without
-/// a schedule all at once in batches of `--batch`, with one on its schedule
-/// (see `steady::publish`). Returns the publisher's worst lateness (steady
-/// state only).
+/// Publishes jobs `0..--jobs` through `send` (one call per batch) within
+/// `--timeout`: without a schedule all at once in batches of `--batch`, with
+/// one on its schedule (see `steady::publish`). Returns the publisher's worst
+/// lateness (steady state only).
 pub async fn publish<F, Fut>(
+    args: &Args,
+    schedule: Option<&Schedule>,
+    send: F,
+) -> Result<Option<Duration>>
+where
+    F: FnMut(Range<u64>) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    tokio::time::timeout(args.timeout(), publish_all(args, schedule, send))
+        .await
+        .context("timed out publishing (raise --timeout)")?
+}
+
+/// [`publish`] without its time limit.
+async fn publish_all<F, Fut>(
     args: &Args,
     schedule: Option<&Schedule>,
     mut send: F,

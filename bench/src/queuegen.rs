@@ -203,9 +203,7 @@ pub async fn run(
             Ok(())
         }
     });
-    let publisher_late = tokio::time::timeout(args.timeout(), publishing)
-        .await
-        .context("timed out publishing (raise --timeout)")??;
+    let publisher_late = publishing.await?;
     let publish_end = Instant::now();
     let after_publish = usage::sample(&mut conn).await?;
     if schedule.is_none() {

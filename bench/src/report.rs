@@ -103,6 +103,17 @@ const METRICS: [Metric; 5] = [
     ("latency_p99", "ms", |r| r.latency_p99_ms),
 ];
 
+/// The process phase's costs per job, in both cost tables.
+const PROCESS_CLIENT_CPU: Metric = ("process_client_cpu", "µs/job", |r| {
+    r.process_usage.client_us_per_job(r.jobs)
+});
+const PROCESS_SERVER_CPU: Metric = ("process_server_cpu", "µs/job", |r| {
+    r.process_usage.server_us_per_job(r.jobs)
+});
+const PROCESS_COMMANDS: Metric = ("process_commands", "cmd/job", |r| {
+    r.process_usage.commands_per_job(r.jobs)
+});
+
 /// Where each phase's time went, per job (see `usage`).
 const COSTS: [Metric; 6] = [
     ("publish_client_cpu", "µs/job", |r| {
@@ -114,15 +125,9 @@ const COSTS: [Metric; 6] = [
     ("publish_commands", "cmd/job", |r| {
         r.publish_usage.commands_per_job(r.jobs)
     }),
-    ("process_client_cpu", "µs/job", |r| {
-        r.process_usage.client_us_per_job(r.jobs)
-    }),
-    ("process_server_cpu", "µs/job", |r| {
-        r.process_usage.server_us_per_job(r.jobs)
-    }),
-    ("process_commands", "cmd/job", |r| {
-        r.process_usage.commands_per_job(r.jobs)
-    }),
+    PROCESS_CLIENT_CPU,
+    PROCESS_SERVER_CPU,
+    PROCESS_COMMANDS,
 ];
 
 /// Where the process phase's CPU went, for the PostgreSQL variants.
@@ -133,15 +138,9 @@ const PG_COSTS: [Metric; 6] = [
             .postgres_cpu_secs
             .map_or(f64::NAN, |secs| secs * 1e6 / r.jobs as f64)
     }),
-    ("process_client_cpu", "µs/job", |r| {
-        r.process_usage.client_us_per_job(r.jobs)
-    }),
-    ("process_server_cpu", "µs/job", |r| {
-        r.process_usage.server_us_per_job(r.jobs)
-    }),
-    ("process_commands", "cmd/job", |r| {
-        r.process_usage.commands_per_job(r.jobs)
-    }),
+    PROCESS_CLIENT_CPU,
+    PROCESS_SERVER_CPU,
+    PROCESS_COMMANDS,
     ("process_cpus_busy", "CPUs", |r| {
         let usage = &r.process_usage;
         usage.postgres_cpu_secs.map_or(f64::NAN, |pg| {
@@ -159,7 +158,8 @@ fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Met
         .collect()
 }
 
-fn rate(value: f64) -> String {
+/// A rate for a table cell: whole numbers, thousands as `k` from 10,000.
+pub fn rate(value: f64) -> String {
     if value >= 10_000.0 {
         format!("{:.0}k", value / 1000.0)
     } else {
@@ -614,46 +614,62 @@ pub async fn write_json(
             })
         })
         .collect();
-    let report = json!({
+    let report = with_run_facts(
+        redis_version,
+        cluster,
+        json!({
+            "redis": match (&args.redis, args.cluster) {
+                (Some(url), _) => url.as_str(),
+                (None, false) => "private redis-server (queuegen_tests::RedisServer)",
+                (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
+            },
+            "settings": {
+                "jobs": args.jobs,
+                "partitions": args.partitions,
+                "rounds": args.rounds,
+                "batch": args.batch,
+                "concurrency": args.concurrency,
+                "baseline_streams": if cluster { args.partitions } else { 1 },
+                "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
+                "base1_consumers": 1,
+                "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
+                "baseline_read_count": 100,
+                "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
+                "postgres": postgres.map(|server| json!({
+                    "server": server.json(),
+                    "jobs": args.pg_jobs,
+                    "pool_per_consumer_or_worker": args.pg_pool,
+                    "connections_per_side": 8 * args.pg_pool,
+                    "baseP": "8 consumers, COUNT 100 reads, per job on its consumer's pool: transaction(), INSERT INTO documents, INSERT INTO results (handler, job_id, stream_id), commit(), cached prepared statements, a read's jobs in flight together, one XACK per read",
+                    "qg8p": "8 workers, handler: PgResults::begin, INSERT INTO documents through the job's transaction (prepare_cached), commit(b\"\"), Outcome::Done",
+                    "schema": "fresh per variant and round (queuegen's migrations + documents(job_id, subject_ref, pages)), dropped after",
+                    "checked": "documents and results hold exactly jobs rows (distinct job ids) after every round",
+                })),
+            },
+            "summary": summary,
+            "steady_state": steady_json(args, rounds),
+            "rounds": raw,
+        }),
+    );
+    write(args, &report)
+}
+
+/// `report` (a JSON object) with what every `latest.json` opens with: when
+/// and from which command and commit the run was made, against which Redis
+/// (a Cluster or not), on which machine.
+fn with_run_facts(redis_version: &str, cluster: bool, mut report: Value) -> Value {
+    let facts = json!({
         "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         "command_line": std::env::args().collect::<Vec<_>>(),
         "git_commit": git_commit(),
         "redis_version": redis_version,
-        "redis": match (&args.redis, args.cluster) {
-            (Some(url), _) => url.as_str(),
-            (None, false) => "private redis-server (queuegen_tests::RedisServer)",
-            (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
-        },
         "cluster": cluster,
         "machine": machine(),
-        "settings": {
-            "jobs": args.jobs,
-            "partitions": args.partitions,
-            "rounds": args.rounds,
-            "batch": args.batch,
-            "concurrency": args.concurrency,
-            "baseline_streams": if cluster { args.partitions } else { 1 },
-            "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
-            "base1_consumers": 1,
-            "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
-            "baseline_read_count": 100,
-            "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
-            "postgres": postgres.map(|server| json!({
-                "server": server.json(),
-                "jobs": args.pg_jobs,
-                "pool_per_consumer_or_worker": args.pg_pool,
-                "connections_per_side": 8 * args.pg_pool,
-                "baseP": "8 consumers, COUNT 100 reads, per job on its consumer's pool: transaction(), INSERT INTO documents, INSERT INTO results (handler, job_id, stream_id), commit(), cached prepared statements, a read's jobs in flight together, one XACK per read",
-                "qg8p": "8 workers, handler: PgResults::begin, INSERT INTO documents through the job's transaction (prepare_cached), commit(b\"\"), Outcome::Done",
-                "schema": "fresh per variant and round (queuegen's migrations + documents(job_id, subject_ref, pages)), dropped after",
-                "checked": "documents and results hold exactly jobs rows (distinct job ids) after every round",
-            })),
-        },
-        "summary": summary,
-        "steady_state": steady_json(args, rounds),
-        "rounds": raw,
     });
-    write(args, &report)
+    if let (Value::Object(report), Value::Object(facts)) = (&mut report, facts) {
+        report.extend(facts);
+    }
+    report
 }
 
 /// Writes the outbox mode's `latest.json` under `--out`; returns its path.
@@ -664,17 +680,15 @@ pub fn write_outbox_json(
     postgres: &ServerInfo,
     results: &OutboxResults,
 ) -> Result<PathBuf> {
-    let report = json!({
-        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
-        "command_line": std::env::args().collect::<Vec<_>>(),
-        "git_commit": git_commit(),
-        "redis_version": redis_version,
-        "cluster": cluster,
-        "machine": machine(),
-        "postgres": postgres.json(),
-        "rounds": args.rounds,
-        "outbox": outbox::json(args, results),
-    });
+    let report = with_run_facts(
+        redis_version,
+        cluster,
+        json!({
+            "postgres": postgres.json(),
+            "rounds": args.rounds,
+            "outbox": outbox::json(args, results),
+        }),
+    );
     write(args, &report)
 }
 
@@ -685,19 +699,17 @@ pub fn write_fleet_json(
     redis_version: &str,
     results: &[FleetResult],
 ) -> Result<PathBuf> {
-    let report = json!({
-        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
-        "command_line": std::env::args().collect::<Vec<_>>(),
-        "git_commit": git_commit(),
-        "redis_version": redis_version,
-        "cluster": cluster,
-        "machine": machine(),
-        "settings": {
-            "batch": args.batch,
-            "concurrency": args.concurrency,
-        },
-        "fleets": results.iter().map(fleet::json).collect::<Vec<_>>(),
-    });
+    let report = with_run_facts(
+        redis_version,
+        cluster,
+        json!({
+            "settings": {
+                "batch": args.batch,
+                "concurrency": args.concurrency,
+            },
+            "fleets": results.iter().map(fleet::json).collect::<Vec<_>>(),
+        }),
+    );
     write(args, &report)
 }
 

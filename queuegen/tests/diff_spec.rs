@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::stdout;
+
 /// Runs the binary in the fixtures directory, so paths print short.
 fn diff_spec(args: &[&str]) -> Output {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/evolution");
@@ -13,10 +15,6 @@ fn diff_spec(args: &[&str]) -> Output {
         .current_dir(dir)
         .output()
         .expect("queuegen runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The exit status and what was printed, for a golden.

@@ -1,9 +1,10 @@
 //! `queuegen dlq list|show|replay` against a private redis-server with the example's library loaded.
 
-use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 use queuegen_runtime::functions::{self, Function};
+use queuegen_tests::cli::stdout;
+use queuegen_tests::support::keyspace;
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -26,21 +27,6 @@ fn dlq(server: &RedisServer, action: &str, extra: &[&str]) -> Output {
     let mut args = vec!["dlq", action, EXAMPLE, "--queue", "ocr"];
     args.extend_from_slice(extra);
     queuegen(server, &args)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Every key with its type and contents, to prove a command wrote nothing.
-fn keyspace(conn: &mut redis::Connection) -> BTreeMap<String, String> {
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-    keys.into_iter()
-        .map(|key| {
-            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(conn).unwrap();
-            (key, format!("{dump:?}"))
-        })
-        .collect()
 }
 
 /// Publishes `count` ocr jobs to partition 3 by hand, delivers them, and

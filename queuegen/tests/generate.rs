@@ -4,16 +4,27 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::{run_in, stdout};
+
 fn queuegen(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_queuegen"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("queuegen runs")
+    run_in(env!("CARGO_BIN_EXE_queuegen"), args, cwd)
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// The arguments of `queuegen generate queues.yaml --out src/queues`, then `extra`.
+fn generate_into_src<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["generate", "queues.yaml", "--out", "src/queues"];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The names of the entries of `dir`, sorted.
+fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 fn example_spec() -> PathBuf {
@@ -30,17 +41,10 @@ fn scratch() -> tempfile::TempDir {
 #[test]
 fn generates_a_module_tree_with_headers_and_is_then_clean() {
     let dir = scratch();
-    let out = queuegen(
-        &["generate", "queues.yaml", "--out", "src/queues"],
-        dir.path(),
-    );
+    let out = queuegen(&generate_into_src(&[]), dir.path());
     assert!(out.status.success(), "{out:?}");
 
-    let mut names: Vec<String> = fs::read_dir(dir.path().join("src/queues"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = sorted_names(&dir.path().join("src/queues"));
     assert_eq!(
         names,
         [
@@ -65,18 +69,12 @@ fn generates_a_module_tree_with_headers_and_is_then_clean() {
         assert_eq!(lines.next().unwrap(), "// @generated");
     }
 
-    let check = queuegen(
-        &["generate", "queues.yaml", "--out", "src/queues", "--check"],
-        dir.path(),
-    );
+    let check = queuegen(&generate_into_src(&["--check"]), dir.path());
     assert!(check.status.success(), "{check:?}");
     assert!(stdout(&check).contains("up to date"));
 
     // A second run rewrites nothing.
-    let again = queuegen(
-        &["generate", "queues.yaml", "--out", "src/queues", "--json"],
-        dir.path(),
-    );
+    let again = queuegen(&generate_into_src(&["--json"]), dir.path());
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["written"].as_array().unwrap().len(), 0);
     assert_eq!(report["unchanged"].as_array().unwrap().len(), 6);
@@ -202,14 +200,7 @@ fn module_declarations_stay_in_rustfmt_order_when_a_queue_sorts_before_envelopes
 #[test]
 fn stubs_are_written_once_and_never_overwritten() {
     let dir = scratch();
-    let args = [
-        "generate",
-        "queues.yaml",
-        "--out",
-        "src/queues",
-        "--stubs",
-        "src/handlers",
-    ];
+    let args = generate_into_src(&["--stubs", "src/handlers"]);
     assert!(queuegen(&args, dir.path()).status.success());
     let stub = dir.path().join("src/handlers/ocr_handler.rs");
     let text = fs::read_to_string(&stub).unwrap();
@@ -227,15 +218,7 @@ fn stubs_are_written_once_and_never_overwritten() {
 #[test]
 fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     let dir = scratch();
-    let args = [
-        "generate",
-        "queues.yaml",
-        "--out",
-        "src/queues",
-        "--stubs",
-        "src/handlers",
-        "--json",
-    ];
+    let args = generate_into_src(&["--stubs", "src/handlers", "--json"]);
     let out = queuegen(&args, dir.path());
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -312,17 +295,7 @@ fn an_existing_mod_rs_is_kept_and_undeclared_new_stubs_are_pointed_out() {
     fs::create_dir_all(&handlers).unwrap();
     let mine = "mod shared;\npub mod ocr_handler;\n";
     fs::write(handlers.join("mod.rs"), mine).unwrap();
-    let out = queuegen(
-        &[
-            "generate",
-            "queues.yaml",
-            "--out",
-            "src/queues",
-            "--stubs",
-            "src/handlers",
-        ],
-        dir.path(),
-    );
+    let out = queuegen(&generate_into_src(&["--stubs", "src/handlers"]), dir.path());
     assert!(out.status.success(), "{out:?}");
     assert_eq!(fs::read_to_string(handlers.join("mod.rs")).unwrap(), mine);
     assert!(handlers.join("export_handler.rs").exists());
@@ -380,14 +353,7 @@ fn init_writes_a_starter_spec_that_checks_clean_and_is_not_overwritten() {
 #[test]
 fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
     let dir = scratch();
-    let args = [
-        "generate",
-        "queues.yaml",
-        "--out",
-        "src/queues",
-        "--deploy-out",
-        "deploy",
-    ];
+    let args = generate_into_src(&["--deploy-out", "deploy"]);
     let out = queuegen(&args, dir.path());
     assert!(out.status.success(), "{out:?}");
     assert!(stdout(&out).contains("wrote     deploy/functions.lua"));
@@ -412,13 +378,8 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
         )
     );
     assert_eq!(lines.next(), Some("-- @generated"));
-    let mut names: Vec<String> = fs::read_dir(dir.path().join("deploy"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        sorted_names(&dir.path().join("deploy")),
         [
             "RUNBOOK.md",
             "functions.lua",

@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::stdout;
 use queuegen_tests::RedisServer;
 use serde_json::Value;
 
@@ -14,10 +15,6 @@ fn on(server: &RedisServer, args: &[&str]) -> Output {
         .env_remove("REDIS_URL")
         .output()
         .expect("queuegen runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn xadd(conn: &mut redis::Connection, key: &str, job_id: &str) -> String {

@@ -5,8 +5,10 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, SystemTime};
+
+use queuegen_tests::cli::{run_in, stderr, stdout};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -27,19 +29,7 @@ fn use_spec(dir: &Path, spec: &str) {
 }
 
 fn queuegen(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_queuegen"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("queuegen runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    run_in(env!("CARGO_BIN_EXE_queuegen"), args, cwd)
 }
 
 fn lock_text(dir: &Path) -> String {

@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::stdout;
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -25,8 +26,11 @@ fn on(server: &RedisServer, args: &[&str]) -> Output {
     queuegen(&all)
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// `queuegen {command} EXAMPLE --queue ocr` with `extra` against `server`.
+fn on_ocr(server: &RedisServer, command: &str, extra: &[&str]) -> Output {
+    let mut args = vec![command, EXAMPLE, "--queue", "ocr"];
+    args.extend_from_slice(extra);
+    on(server, &args)
 }
 
 fn paused_keys(conn: &mut redis::Connection) -> Vec<String> {
@@ -42,13 +46,10 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
     assert!(out.status.success(), "{out:?}");
     let mut conn = server.client().get_connection().unwrap();
 
-    let out = on(
+    let out = on_ocr(
         &server,
+        "pause",
         &[
-            "pause",
-            EXAMPLE,
-            "--queue",
-            "ocr",
             "--partition",
             "3",
             "--partition",
@@ -77,7 +78,7 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
     assert!(value.ends_with(";reason=vendor outage"), "{value}");
 
     // status: the model (--json) and the table both name them.
-    let out = on(&server, &["status", EXAMPLE, "--queue", "ocr", "--json"]);
+    let out = on_ocr(&server, "status", &["--json"]);
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let queue = &report["queues"][0];
@@ -89,7 +90,7 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
         .starts_with("ana@"));
     assert!(queue["partitions"][3]["paused"]["at_ms"].as_u64().unwrap() > 0);
     assert!(queue["partitions"][4]["paused"].is_null());
-    let out = on(&server, &["status", EXAMPLE, "--queue", "ocr"]);
+    let out = on_ocr(&server, "status", &[]);
     let text = stdout(&out);
     assert!(
         text.contains("PAUSED partition 3 by ana@") && text.contains(": vendor outage"),
@@ -99,19 +100,10 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
     assert!(!text.contains("PAUSED partition 4"), "{text}");
 
     // Pausing again names the earlier note; JSON says what was there.
-    let out = on(
+    let out = on_ocr(
         &server,
-        &[
-            "pause",
-            EXAMPLE,
-            "--queue",
-            "ocr",
-            "--partition",
-            "3",
-            "--by",
-            "oncall",
-            "--json",
-        ],
+        "pause",
+        &["--partition", "3", "--by", "oncall", "--json"],
     );
     assert!(out.status.success(), "{out:?}");
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -121,7 +113,7 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
     assert_eq!(report["partitions"][0]["before"]["reason"], "vendor outage");
 
     // Resume all: says which were paused, deletes every flag.
-    let out = on(&server, &["resume", EXAMPLE, "--queue", "ocr"]);
+    let out = on_ocr(&server, "resume", &[]);
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
     assert!(
@@ -133,21 +125,10 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
         "{text}"
     );
     assert!(paused_keys(&mut conn).is_empty());
-    let out = on(
-        &server,
-        &[
-            "resume",
-            EXAMPLE,
-            "--queue",
-            "ocr",
-            "--partition",
-            "5",
-            "--json",
-        ],
-    );
+    let out = on_ocr(&server, "resume", &["--partition", "5", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(report["partitions"][0]["before"].is_null(), "{report}");
-    let out = on(&server, &["status", EXAMPLE, "--queue", "ocr", "--json"]);
+    let out = on_ocr(&server, "status", &["--json"]);
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
         report["queues"][0]["paused_partitions"],
@@ -159,10 +140,7 @@ fn pause_sets_the_flags_status_shows_them_and_resume_clears_them() {
 fn a_partition_or_queue_that_does_not_exist_is_refused_and_nothing_is_written() {
     let server = RedisServer::start();
     let mut conn = server.client().get_connection().unwrap();
-    let out = on(
-        &server,
-        &["pause", EXAMPLE, "--queue", "ocr", "--partition", "999"],
-    );
+    let out = on_ocr(&server, "pause", &["--partition", "999"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("queue ocr has no partition 999"), "{err}");

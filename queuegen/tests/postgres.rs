@@ -13,6 +13,8 @@ use queuegen::spec::check_str;
 use queuegen::spec::model::Spec;
 use queuegen_runtime::postgres::migrations;
 
+use queuegen_tests::cli::{run_in, stdout};
+
 /// Four queues: results and outbox, results only, outbox only, neither.
 const SPEC: &str = "\
 version: 1
@@ -229,15 +231,7 @@ fn the_spec_takes_the_schema_names_the_runtime_takes() {
 }
 
 fn queuegen(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_queuegen"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("queuegen runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    run_in(env!("CARGO_BIN_EXE_queuegen"), args, cwd)
 }
 
 const MIGRATION: &str = "sql/0001_queuegen_results_outbox.sql";

@@ -103,6 +103,12 @@ queues:
     dead_letter: { owner: shop-oncall }
 ";
 
+/// [`BASE`] with `queue` appended to its queue and `section` as a top-level
+/// line after `service`.
+fn with_section(section: &str, queue: &str) -> String {
+    format!("{BASE}{queue}").replace("service: shop", &format!("service: shop\n{section}"))
+}
+
 #[test]
 fn lanes_validate() {
     let source = format!(
@@ -191,42 +197,35 @@ fn malformed_specs_are_rejected() {
         ("outbox as a string", format!("{BASE}    outbox: \"yes\"\n")),
         (
             "postgres pool_size 0",
-            format!("{BASE}    results: postgres\n")
-                .replace("service: shop", "service: shop\npostgres: { pool_size: 0 }"),
+            with_section("postgres: { pool_size: 0 }", "    results: postgres\n"),
         ),
         (
             "unknown key under postgres",
-            format!("{BASE}    outbox: true\n").replace(
-                "service: shop",
-                "service: shop\npostgres: { schema: shop, size: 4 }",
-            ),
+            with_section("postgres: { schema: shop, size: 4 }", "    outbox: true\n"),
         ),
         (
             "postgres schema not a plain identifier",
-            format!("{BASE}    outbox: true\n").replace(
-                "service: shop",
-                "service: shop\npostgres: { schema: shop.queues }",
-            ),
+            with_section("postgres: { schema: shop.queues }", "    outbox: true\n"),
         ),
         (
             "postgres_secret not a Secret name",
-            format!("{BASE}    results: postgres\n").replace(
-                "service: shop",
-                "service: shop\nkubernetes: { postgres_secret: Shop_Postgres }",
+            with_section(
+                "kubernetes: { postgres_secret: Shop_Postgres }",
+                "    results: postgres\n",
             ),
         ),
         (
             "psql_image with a space",
-            format!("{BASE}    outbox: true\n").replace(
-                "service: shop",
-                "service: shop\nkubernetes: { postgres_secret: shop-pg, psql_image: \"postgres 16\" }",
+            with_section(
+                "kubernetes: { postgres_secret: shop-pg, psql_image: \"postgres 16\" }",
+                "    outbox: true\n",
             ),
         ),
         (
             "unknown key under kubernetes",
-            format!("{BASE}    outbox: true\n").replace(
-                "service: shop",
-                "service: shop\nkubernetes: { postgres_secret: shop-pg, database_secret: shop-pg }",
+            with_section(
+                "kubernetes: { postgres_secret: shop-pg, database_secret: shop-pg }",
+                "    outbox: true\n",
             ),
         ),
         (
@@ -262,7 +261,9 @@ fn malformed_specs_are_rejected() {
         ),
         (
             "tenant_rate classes above 4096",
-            format!("{BASE}    handler: {{ tenant_rate: {{ limit: 10, per: 1s, classes: 4097 }} }}\n"),
+            format!(
+                "{BASE}    handler: {{ tenant_rate: {{ limit: 10, per: 1s, classes: 4097 }} }}\n"
+            ),
         ),
         (
             "unknown key under tenant_rate",

@@ -1,9 +1,10 @@
 //! `queuegen trim` against a private redis-server holding the example's queues:
 //! the dry run's plan, `--json`, a real trim, and bad inputs that change nothing.
 
-use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
+use queuegen_tests::cli::{stderr, stdout};
+use queuegen_tests::support::keyspace;
 use queuegen_tests::RedisServer;
 
 const EXAMPLE: &str = concat!(
@@ -27,25 +28,6 @@ fn trim(server: &RedisServer, extra: &[&str]) -> Output {
     let mut args = vec!["trim", EXAMPLE, "--redis", url.as_str()];
     args.extend_from_slice(extra);
     queuegen(&args)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Every key with its type and contents, to prove a command wrote nothing.
-fn keyspace(conn: &mut redis::Connection) -> BTreeMap<String, String> {
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-    keys.into_iter()
-        .map(|key| {
-            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(conn).unwrap();
-            (key, format!("{dump:?}"))
-        })
-        .collect()
 }
 
 fn xlen(conn: &mut redis::Connection, key: &str) -> u64 {
@@ -108,11 +90,24 @@ fn seed(server: &RedisServer) -> String {
     id(4)
 }
 
-#[test]
-fn a_dry_run_prints_the_plan_and_changes_nothing() {
+/// A server holding the example's queues (`apply`) and the [`seed`]ed
+/// entries; the ID of the entry left pending.
+fn seeded_server() -> (RedisServer, String) {
     let server = RedisServer::start();
     apply(&server);
     let pending = seed(&server);
+    (server, pending)
+}
+
+/// The stderr of a trim refused before it started (exit code 2).
+fn refused(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    stderr(out)
+}
+
+#[test]
+fn a_dry_run_prints_the_plan_and_changes_nothing() {
+    let (server, pending) = seeded_server();
     let mut conn = server.client().get_connection().unwrap();
     let before = keyspace(&mut conn);
 
@@ -152,9 +147,7 @@ fn a_dry_run_prints_the_plan_and_changes_nothing() {
 
 #[test]
 fn json_has_the_plan_of_every_stream_and_the_totals() {
-    let server = RedisServer::start();
-    apply(&server);
-    let pending = seed(&server);
+    let (server, pending) = seeded_server();
 
     let out = trim(
         &server,
@@ -205,9 +198,7 @@ fn json_has_the_plan_of_every_stream_and_the_totals() {
 
 #[test]
 fn a_real_trim_removes_what_the_plan_said_and_leaves_no_lease() {
-    let server = RedisServer::start();
-    apply(&server);
-    seed(&server);
+    let (server, _) = seeded_server();
     let mut conn = server.client().get_connection().unwrap();
 
     let out = trim(&server, &["--queue", "ocr", "--partition", "3", "--json"]);
@@ -246,8 +237,7 @@ fn a_wrong_url_is_named_and_nothing_runs() {
         "redis://127.0.0.1:1/",
         "--dry-run",
     ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = stderr(&out);
+    let err = refused(&out);
     assert!(err.contains("connecting to Redis at 127.0.0.1:1"), "{err}");
 
     let out = queuegen(&["trim", EXAMPLE, "--redis", "http://nowhere"]);
@@ -259,8 +249,7 @@ fn a_wrong_url_is_named_and_nothing_runs() {
 fn a_missing_stream_says_to_run_apply_and_creates_nothing() {
     let server = RedisServer::start();
     let out = trim(&server, &["--queue", "ocr"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = stderr(&out);
+    let err = refused(&out);
     assert!(
         err.contains("stream work:{ocr-00}:ready does not exist")
             && err.contains("run `queuegen apply`"),
@@ -276,9 +265,7 @@ fn a_missing_stream_says_to_run_apply_and_creates_nothing() {
 
 #[test]
 fn a_key_of_the_wrong_type_is_named_and_nothing_is_trimmed() {
-    let server = RedisServer::start();
-    apply(&server);
-    seed(&server);
+    let (server, _) = seeded_server();
     let mut conn = server.client().get_connection().unwrap();
     let squatted = "work:{ocr-02}:ready";
     redis::cmd("DEL").arg(squatted).exec(&mut conn).unwrap();
@@ -290,8 +277,7 @@ fn a_key_of_the_wrong_type_is_named_and_nothing_is_trimmed() {
     let before = keyspace(&mut conn);
 
     let out = trim(&server, &["--queue", "ocr"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = stderr(&out);
+    let err = refused(&out);
     assert!(
         err.contains(&format!("key {squatted}")) && err.contains("is a string, not a stream"),
         "{err}"
@@ -303,9 +289,7 @@ fn a_key_of_the_wrong_type_is_named_and_nothing_is_trimmed() {
 
 #[test]
 fn a_spec_that_fails_check_is_reported_and_nothing_runs() {
-    let server = RedisServer::start();
-    apply(&server);
-    seed(&server);
+    let (server, _) = seeded_server();
     let mut conn = server.client().get_connection().unwrap();
     let before = keyspace(&mut conn);
     let dir = tempfile::tempdir().unwrap();
@@ -337,9 +321,7 @@ fn a_spec_that_fails_check_is_reported_and_nothing_runs() {
 
 #[test]
 fn a_missing_library_or_partition_is_refused_before_trimming() {
-    let server = RedisServer::start();
-    apply(&server);
-    seed(&server);
+    let (server, _) = seeded_server();
     let mut conn = server.client().get_connection().unwrap();
     let library = queuegen::gen::functions::library_name("docs-pipeline");
     redis::cmd("FUNCTION")
@@ -350,8 +332,7 @@ fn a_missing_library_or_partition_is_refused_before_trimming() {
     let before = keyspace(&mut conn);
 
     let out = trim(&server, &["--queue", "ocr"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = stderr(&out);
+    let err = refused(&out);
     assert!(
         err.contains(&library) && err.contains("run `queuegen apply`"),
         "{err}"

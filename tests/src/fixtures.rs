@@ -26,6 +26,19 @@ pub fn test_config(key_prefix: &str, partitions: u16) -> QueueConfig {
     }
 }
 
+/// The `jobs` queue settings under `key_prefix` with `partitions` and quick
+/// recovery (claim after 2 s idle, every 200 ms; a 2 s shutdown budget), so
+/// that a job whose ack met a cut connection is claimed and settled within
+/// a test.
+pub fn quick_recovery_config(key_prefix: &str, partitions: u16) -> QueueConfig {
+    QueueConfig {
+        claim_min_idle: std::time::Duration::from_secs(2),
+        claim_every: std::time::Duration::from_millis(200),
+        shutdown_budget: std::time::Duration::from_secs(2),
+        ..test_config(key_prefix, partitions)
+    }
+}
+
 /// The generated `retrying` queue settings (short backoff, claim and poison
 /// timings) under `key_prefix`.
 pub fn retrying_config(key_prefix: &str) -> QueueConfig {

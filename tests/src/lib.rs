@@ -2,6 +2,7 @@
 
 pub mod acl;
 pub mod browser;
+pub mod cli;
 pub mod evolved;
 pub mod exposition;
 pub mod fixtures;

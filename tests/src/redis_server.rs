@@ -343,6 +343,15 @@ impl RedisServer {
         conn
     }
 
+    /// A multiplexed async connection for the test's own reads and writes
+    /// (no timeouts: the code under test's connections are its own).
+    pub async fn async_connection(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|err| panic!("connecting to {}: {err}", self.addr()))
+    }
+
     /// The server's `INFO section` text.
     pub fn info(&self, section: &str) -> String {
         redis::cmd("INFO")

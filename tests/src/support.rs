@@ -321,6 +321,55 @@ pub async fn all_pending(
     all
 }
 
+/// Waits up to `timeout` until every job of `ids` is among the job IDs
+/// `handled` returns and nothing of `config` is pending on `admin` (the
+/// harness's own connection): each published job handled and acknowledged.
+pub async fn wait_handled_and_acked<C>(
+    admin: &C,
+    config: &QueueConfig,
+    ids: &[String],
+    timeout: Duration,
+    handled: impl Fn() -> std::collections::BTreeSet<String>,
+) where
+    C: redis::aio::ConnectionLike + Clone + Send,
+{
+    let expected: std::collections::BTreeSet<String> = ids.iter().cloned().collect();
+    let what = format!("all {} jobs are handled and acknowledged", ids.len());
+    wait_until(timeout, &what, || {
+        let handled = handled();
+        let mut admin = admin.clone();
+        let expected = &expected;
+        async move {
+            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
+        }
+    })
+    .await;
+}
+
+/// Makes entry `id` of `key`, pending with `consumer` in `group`, look
+/// abandoned ten minutes ago (`XCLAIM` to the same consumer with `IDLE
+/// 600000`), as a consumer that vanished long ago leaves it.
+pub async fn age_pending(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+    group: &str,
+    consumer: &str,
+    id: &str,
+) {
+    let _: redis::Value = redis::cmd("XCLAIM")
+        .arg(key)
+        .arg(group)
+        .arg(consumer)
+        .arg(0)
+        .arg(id)
+        .arg("IDLE")
+        .arg(600_000)
+        .arg("JUSTID")
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("XCLAIM {key} {id}: {err}"));
+}
+
 /// Delivers every new entry of `key` to `consumer` in `group`, as a worker
 /// that read them and then vanished would leave them: pending, owned by it.
 pub async fn deliver_to(
@@ -459,11 +508,28 @@ where
     E: queuegen_runtime::Envelope,
     H: queuegen_runtime::Handler<E>,
 {
+    let (stop, task) = run_until_told(worker);
+    RunningWorker { stop, task }
+}
+
+/// Runs `worker` in a task until the returned sender fires (or is
+/// dropped); the task gives the worker's own result, for tests that look
+/// at how it ended ([`spawn_worker`] for those that only stop it).
+pub fn run_until_told<E, H>(
+    worker: queuegen_runtime::Worker<E, H>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
+)
+where
+    E: queuegen_runtime::Envelope,
+    H: queuegen_runtime::Handler<E>,
+{
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(worker.run_until(async {
         let _ = stopped.await;
     }));
-    RunningWorker { stop, task }
+    (stop, task)
 }
 
 impl RunningWorker {
@@ -475,4 +541,15 @@ impl RunningWorker {
             .expect("the worker task ends without panicking")
             .unwrap_or_else(|err| panic!("the worker failed: {err}"))
     }
+}
+
+/// Every key with its contents (`DUMP`), to prove a command wrote nothing.
+pub fn keyspace(conn: &mut redis::Connection) -> std::collections::BTreeMap<String, String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(conn).unwrap();
+            (key, format!("{dump:?}"))
+        })
+        .collect()
 }

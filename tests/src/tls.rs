@@ -178,6 +178,52 @@ impl TlsFiles {
     }
 }
 
+/// A worker's client certificate files for a rotation test: the CA the
+/// servers start on, the CA they rotate to, the worker's files (of the old
+/// CA, replaced in place later) and a `stale` copy of the old ones that
+/// stays, to show that the servers no longer take them.
+pub struct ClientRotation {
+    pub old_ca: TestCa,
+    pub new_ca: TestCa,
+    pub files: TlsFiles,
+    pub stale: TlsFiles,
+    _dir: tempfile::TempDir,
+}
+
+impl ClientRotation {
+    /// Two new CAs named `old` and `new`, and the worker's and the stale
+    /// files of `old` in a directory of their own.
+    pub fn write(old: &str, new: &str) -> ClientRotation {
+        let old_ca = TestCa::new(old);
+        let new_ca = TestCa::new(new);
+        let dir = certificates_dir("queuegen-client-rotation-");
+        let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
+        let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
+        ClientRotation {
+            old_ca,
+            new_ca,
+            files,
+            stale,
+            _dir: dir,
+        }
+    }
+
+    /// Replaces the worker's files on disk by the new CA and a certificate of it.
+    pub fn replace_files(&self) {
+        self.files
+            .replace(&self.new_ca, &self.new_ca.client_cert("worker"));
+    }
+
+    /// Checks that a connection to `url` made from the stale files is refused,
+    /// naming the stale CA file.
+    pub async fn assert_stale_refused(&self, url: String) {
+        let err = queuegen_runtime::Redis::connect_with(url, self.stale.mutual_tls_options())
+            .await
+            .expect_err("the old CA and certificate no longer work");
+        assert!(err.to_string().contains("stale-ca.pem"), "{err}");
+    }
+}
+
 /// Writes `text` to `path` through a temporary file and a rename.
 pub fn write_by_rename(path: &Path, text: &str) {
     let staged = path.with_extension("staged");
@@ -197,6 +243,62 @@ pub enum ClientAuth {
     Required,
 }
 
+impl ClientAuth {
+    /// The value of `tls-auth-clients`.
+    fn config_value(self) -> &'static str {
+        match self {
+            ClientAuth::None => "no",
+            ClientAuth::Required => "yes",
+        }
+    }
+}
+
+impl TlsFiles {
+    /// A server's arguments presenting these files (certificate and key) and
+    /// trusting their CA, for clients as `client_auth` says.
+    fn server_args(&self, client_auth: ClientAuth) -> Vec<String> {
+        let path = |path: &Path| path.to_str().expect("a UTF-8 temp path").to_owned();
+        vec![
+            "--tls-cert-file".to_owned(),
+            path(&self.cert),
+            "--tls-key-file".to_owned(),
+            path(&self.key),
+            "--tls-ca-cert-file".to_owned(),
+            path(&self.ca),
+            "--tls-auth-clients".to_owned(),
+            client_auth.config_value().to_owned(),
+        ]
+    }
+}
+
+/// Panics where the server binary has no TLS: a test that starts a
+/// `harness` (`TlsServer`, `TlsCluster`) asks [`skip_without_tls`] first.
+fn require_tls_support(harness: &str) {
+    if let Err(why) = crate::server_kind::tls_support() {
+        panic!(
+            "a {harness} on a server without TLS ({why}): a test that starts \
+             one calls queuegen_tests::tls::skip_without_tls() first"
+        );
+    }
+}
+
+/// A new temporary directory for a server's certificate files.
+fn certificates_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("a temporary directory")
+}
+
+/// The lines of a `CLIENT LIST` reply of the clients that came in on `port`.
+fn clients_on_port(list: &str, port: u16) -> Vec<String> {
+    let laddr = format!("laddr=127.0.0.1:{port}");
+    list.lines()
+        .filter(|line| line.split(' ').any(|field| field == laddr))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A private redis-server with a TLS port as well as its plain one.
 pub struct TlsServer {
     pub server: RedisServer,
@@ -210,35 +312,13 @@ impl TlsServer {
     /// Starts a server whose TLS port presents a certificate of `ca` and
     /// trusts `ca` for client certificates.
     pub fn start(ca: &TestCa, client_auth: ClientAuth) -> TlsServer {
-        if let Err(why) = crate::server_kind::tls_support() {
-            panic!(
-                "a TlsServer on a server without TLS ({why}): a test that starts \
-                 one calls queuegen_tests::tls::skip_without_tls() first"
-            );
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("queuegen-tls-")
-            .tempdir()
-            .expect("a temporary directory");
+        require_tls_support("TlsServer");
+        let dir = certificates_dir("queuegen-tls-");
         let files = TlsFiles::write(dir.path(), "server-0", ca, &ca.server_cert());
         let tls_port = free_port();
-        let path = |path: &Path| path.to_str().expect("a UTF-8 temp path").to_owned();
-        let server = RedisServer::start_with(&[
-            "--tls-port".to_owned(),
-            tls_port.to_string(),
-            "--tls-cert-file".to_owned(),
-            path(&files.cert),
-            "--tls-key-file".to_owned(),
-            path(&files.key),
-            "--tls-ca-cert-file".to_owned(),
-            path(&files.ca),
-            "--tls-auth-clients".to_owned(),
-            match client_auth {
-                ClientAuth::None => "no",
-                ClientAuth::Required => "yes",
-            }
-            .to_owned(),
-        ]);
+        let mut args = vec!["--tls-port".to_owned(), tls_port.to_string()];
+        args.extend(files.server_args(client_auth));
+        let server = RedisServer::start_with(&args);
         TlsServer {
             server,
             tls_port,
@@ -291,11 +371,7 @@ impl TlsServer {
             .arg("LIST")
             .query(&mut self.server.connection())
             .unwrap_or_else(|err| panic!("CLIENT LIST: {err}"));
-        let laddr = format!("laddr=127.0.0.1:{}", self.tls_port);
-        list.lines()
-            .filter(|line| line.split(' ').any(|field| field == laddr))
-            .map(str::to_owned)
-            .collect()
+        clients_on_port(&list, self.tls_port)
     }
 
     /// Closes every connection that came in on the TLS port (as a server
@@ -336,38 +412,11 @@ impl TlsCluster {
     /// Starts the cluster with every node presenting a certificate of `ca`
     /// and trusting `ca` (for clients and for the other nodes).
     pub fn start(ca: &TestCa, client_auth: ClientAuth) -> TlsCluster {
-        if let Err(why) = crate::server_kind::tls_support() {
-            panic!(
-                "a TlsCluster on a server without TLS ({why}): a test that starts \
-                 one calls queuegen_tests::tls::skip_without_tls() first"
-            );
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("queuegen-tls-cluster-")
-            .tempdir()
-            .expect("a temporary directory");
+        require_tls_support("TlsCluster");
+        let dir = certificates_dir("queuegen-tls-cluster-");
         let files = TlsFiles::write(dir.path(), "nodes-0", ca, &ca.node_cert());
-        let path = |path: &Path| path.to_str().expect("a UTF-8 temp path").to_owned();
-        let common: Vec<String> = [
-            "--tls-cert-file",
-            &path(&files.cert),
-            "--tls-key-file",
-            &path(&files.key),
-            "--tls-ca-cert-file",
-            &path(&files.ca),
-            "--tls-auth-clients",
-            match client_auth {
-                ClientAuth::None => "no",
-                ClientAuth::Required => "yes",
-            },
-            "--tls-cluster",
-            "yes",
-            "--tls-replication",
-            "yes",
-        ]
-        .iter()
-        .map(|arg| (*arg).to_owned())
-        .collect();
+        let mut common = files.server_args(client_auth);
+        common.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(str::to_owned));
         // A TLS port whose +10000 is free: with tls-cluster the bus port
         // is the TLS port + 10000.
         let cluster = RedisCluster::start_with_per_node(&common, || {
@@ -480,12 +529,7 @@ impl TlsCluster {
                     .arg("normal")
                     .query(&mut node.connection())
                     .unwrap_or_else(|err| panic!("CLIENT LIST on {}: {err}", node.addr()));
-                let laddr = format!("laddr=127.0.0.1:{}", self.tls_port(node.port()));
-                let lines = list
-                    .lines()
-                    .filter(|line| line.split(' ').any(|field| field == laddr))
-                    .map(str::to_owned)
-                    .collect();
+                let lines = clients_on_port(&list, self.tls_port(node.port()));
                 (node.port(), lines)
             })
             .collect()

@@ -342,11 +342,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
     let key = config.ready_key(0);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     add_audit_group(&mut conn, &key).await;
     let mut ids = Vec::new();
     for n in 0..3 {

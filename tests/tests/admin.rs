@@ -24,11 +24,7 @@ async fn ensure_groups_creates_then_reports_existing_groups() {
     assert_eq!(second.len(), 3);
     assert!(second.iter().all(|setup| !setup.created), "{second:?}");
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
         let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
             .arg("GROUPS")
@@ -47,11 +43,7 @@ async fn a_key_of_the_wrong_type_is_an_error_naming_the_key() {
     let server = RedisServer::start();
     let config = test_config(&unique_prefix("admin-wrongtype"), 2);
     let redis = Redis::connect(server.url()).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let squatted = config.ready_key(1);
     let () = redis::cmd("SET")
         .arg(&squatted)

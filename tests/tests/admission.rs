@@ -36,11 +36,7 @@ async fn setup(name: &str, partitions: u16, refresh: Duration) -> Setup {
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     ensure_groups(&redis, &config).await.unwrap();
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = server.async_connection().await;
     Setup {
         server,
         config,

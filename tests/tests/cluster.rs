@@ -9,7 +9,9 @@ use queuegen_runtime::{
     QueueConfig, Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{command_calls, init_tracing, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    command_calls, init_tracing, run_until_told, unique_prefix, wait_until,
+};
 use queuegen_tests::{library, RedisCluster};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -81,10 +83,7 @@ impl Running {
         assert!(redis.is_cluster(), "{url} is a Cluster node");
         let worker = Worker::new(&redis, config.clone(), tally.clone())
             .read_block(Duration::from_millis(500));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
+        let (stop, task) = run_until_told(worker);
         Running { stop, task }
     }
 
@@ -161,11 +160,7 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let mut nodes = Vec::new();
     for server in cluster.servers() {
-        let mut conn = server
-            .client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut conn = server.async_connection().await;
         let () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut conn)
@@ -316,6 +311,33 @@ fn publish_steadily(
     })
 }
 
+/// The end of a disruption test: waits (up to `timeout`) until every
+/// accepted job is handled, stops the workers, and checks that no accepted
+/// job was lost; jobs handled twice (at least once) are only logged.
+async fn none_lost(
+    tally: &Tally,
+    accepted: &BTreeSet<String>,
+    timeout: Duration,
+    workers: [Running; 2],
+    across: &str,
+) {
+    tally
+        .wait_for(accepted.len(), timeout, "every accepted job is handled")
+        .await;
+    for worker in workers {
+        worker.stop().await;
+    }
+    assert_eq!(
+        tally.missing(accepted),
+        Vec::<String>::new(),
+        "no accepted job lost across {across}"
+    );
+    tracing::info!(
+        twice = tally.twice().len(),
+        "jobs handled twice across {across}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
     init_tracing();
@@ -350,27 +372,17 @@ async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
 
     let accepted = publisher.await.unwrap();
     assert_eq!(accepted.len(), 1_000);
-    tally
-        .wait_for(
-            1_000,
-            Duration::from_secs(30),
-            "every accepted job is handled",
-        )
-        .await;
-    first.stop().await;
-    second.stop().await;
-    assert_eq!(
-        tally.missing(&accepted),
-        Vec::<String>::new(),
-        "no job lost"
-    );
     // A batch's pipeline that meets ASK/MOVED mid-migration is sent again by
     // the cluster client, so a job may be appended twice (at-least-once
     // publish) and handled twice; idempotent handlers absorb that.
-    tracing::info!(
-        twice = tally.twice().len(),
-        "jobs handled twice across the resharding"
-    );
+    none_lost(
+        &tally,
+        &accepted,
+        Duration::from_secs(30),
+        [first, second],
+        "the resharding",
+    )
+    .await;
     assert_eq!(pending_total(&redis, &config).await, 0);
 }
 
@@ -404,24 +416,14 @@ async fn a_primary_failover_while_publishing_and_acking_loses_no_accepted_job() 
     );
 
     let accepted = publisher.await.unwrap();
-    tally
-        .wait_for(
-            accepted.len(),
-            Duration::from_secs(60),
-            "every accepted job is handled",
-        )
-        .await;
-    first.stop().await;
-    second.stop().await;
-    assert_eq!(
-        tally.missing(&accepted),
-        Vec::<String>::new(),
-        "no accepted job lost"
-    );
     // At least once: a redelivery after the failover is allowed, and
     // absorbed by handlers that are idempotent by job_id.
-    tracing::info!(
-        twice = tally.twice().len(),
-        "jobs handled twice across the failover"
-    );
+    none_lost(
+        &tally,
+        &accepted,
+        Duration::from_secs(60),
+        [first, second],
+        "the failover",
+    )
+    .await;
 }

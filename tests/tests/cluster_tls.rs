@@ -9,11 +9,11 @@ use queuegen_runtime::{
     ensure_groups, ConnectOptions, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
     Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{quick_recovery_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+    init_tracing, publish_named, spawn_worker, unique_prefix, wait_handled_and_acked, wait_until,
 };
-use queuegen_tests::tls::{write_by_rename, ClientAuth, TestCa, TlsCluster, TlsFiles};
+use queuegen_tests::tls::{write_by_rename, ClientAuth, ClientRotation, TestCa, TlsCluster};
 use queuegen_tests::{library, AclUser};
 
 /// How long every wait for the jobs to settle may take.
@@ -58,12 +58,7 @@ impl Handler<TestJob> for Tally {
 
 /// Six partitions (spread over the three primaries), quick recovery.
 fn config(name: &str) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: Duration::from_secs(2),
-        claim_every: Duration::from_millis(200),
-        shutdown_budget: Duration::from_secs(2),
-        ..test_config(&unique_prefix(name), 6)
-    }
+    quick_recovery_config(&unique_prefix(name), 6)
 }
 
 /// Waits until every job of `ids` was handled and nothing of the queue is
@@ -75,15 +70,8 @@ async fn wait_settled(tls: &TlsCluster, config: &QueueConfig, handler: &Tally, i
         .get_async_connection()
         .await
         .expect("the harness's plain Cluster connection");
-    let expected: BTreeSet<String> = ids.iter().cloned().collect();
-    let what = format!("all {} jobs are handled and acknowledged", ids.len());
-    wait_until(SETTLE, &what, || {
-        let handled: BTreeSet<String> = handler.handled().into_keys().collect();
-        let mut admin = admin.clone();
-        let expected = &expected;
-        async move {
-            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
-        }
+    wait_handled_and_acked(&admin, config, ids, SETTLE, || {
+        handler.handled().into_keys().collect()
     })
     .await;
 }
@@ -330,18 +318,14 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         return;
     }
     init_tracing();
-    let old_ca = TestCa::new("old cluster CA");
-    let new_ca = TestCa::new("new cluster CA");
-    let tls = TlsCluster::start(&old_ca, ClientAuth::Required);
-    let dir = temp_dir();
-    let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
-    let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
+    let rotation = ClientRotation::write("old cluster CA", "new cluster CA");
+    let tls = TlsCluster::start(&rotation.old_ca, ClientAuth::Required);
     let config = config("cluster-tls-certs");
     let admin = Redis::connect(tls.cluster.url()).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
 
-    let redis = Redis::connect_with(tls.url(), files.mutual_tls_options())
+    let redis = Redis::connect_with(tls.url(), rotation.files.mutual_tls_options())
         .await
         .unwrap();
     assert!(redis.is_cluster());
@@ -352,8 +336,8 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
 
     // The rotation: every node moves to the new CA (rolling), then the
     // worker's files are replaced on disk. Its connections stay up.
-    tls.use_ca(&new_ca);
-    files.replace(&new_ca, &new_ca.client_cert("worker"));
+    tls.use_ca(&rotation.new_ca);
+    rotation.replace_files();
     ids.extend(publish_named(&admin, &config, "during", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
 
@@ -363,10 +347,7 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         tls.kill_tls_clients(None) > 0,
         "the worker had TLS connections"
     );
-    let err = Redis::connect_with(tls.url(), stale.mutual_tls_options())
-        .await
-        .expect_err("the old CA and certificate no longer work");
-    assert!(err.to_string().contains("stale-ca.pem"), "{err}");
+    rotation.assert_stale_refused(tls.url()).await;
     ids.extend(publish_named(&admin, &config, "after", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
     let clients = tls.tls_clients();

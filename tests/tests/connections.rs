@@ -9,11 +9,12 @@ use queuegen_runtime::{
     ensure_groups, ConnectOptions, Error, Handler, JobContext, JobError, Outcome, QueueConfig,
     Redis, Worker,
 };
-use queuegen_tests::fixtures::{test_config, TestJob};
+use queuegen_tests::fixtures::{quick_recovery_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_until,
+    deliver_to, init_tracing, publish_named, spawn_worker, unique_prefix, wait_handled_and_acked,
+    wait_until,
 };
-use queuegen_tests::tls::{write_by_rename, ClientAuth, TestCa, TlsFiles, TlsServer};
+use queuegen_tests::tls::{write_by_rename, ClientAuth, ClientRotation, TestCa, TlsServer};
 use queuegen_tests::{library, AclUser, RedisServer};
 
 /// How long every wait for the jobs to settle may take.
@@ -47,12 +48,7 @@ impl Handler<TestJob> for Recorder {
 /// Quick recovery, so that a job whose ack met a killed connection is
 /// claimed and settled within the test.
 fn config(name: &str) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: Duration::from_secs(2),
-        claim_every: Duration::from_millis(200),
-        shutdown_budget: Duration::from_secs(2),
-        ..test_config(&unique_prefix(name), 2)
-    }
+    quick_recovery_config(&unique_prefix(name), 2)
 }
 
 /// Waits until every job of `ids` was handled and nothing of the queue is
@@ -68,17 +64,7 @@ async fn wait_settled(
         .get_multiplexed_async_connection()
         .await
         .expect("the harness's plain connection");
-    let expected: BTreeSet<String> = ids.iter().cloned().collect();
-    let what = format!("all {} jobs are handled and acknowledged", ids.len());
-    wait_until(SETTLE, &what, || {
-        let handled = handler.handled();
-        let mut admin = admin.clone();
-        let expected = &expected;
-        async move {
-            handled.is_superset(expected) && all_pending(&mut admin, config).await.is_empty()
-        }
-    })
-    .await;
+    wait_handled_and_acked(&admin, config, ids, SETTLE, || handler.handled()).await;
 }
 
 /// Waits until some client on the TLS port is blocked in `XREADGROUP`.
@@ -127,12 +113,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     // Jobs a worker read and then vanished with: the running worker must
     // claim them once they are idle for claim_min_idle.
     let mut ids = publish_named(&redis, &config, "stalled", 4).await;
-    let mut admin = tls
-        .server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = tls.server.async_connection().await;
     for key in config.ready_keys() {
         deliver_to(&mut admin, &key, config.group, "vanished").await;
     }
@@ -170,14 +151,11 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
         return;
     }
     init_tracing();
-    let old_ca = TestCa::new("old CA");
-    let new_ca = TestCa::new("new CA");
-    let tls = TlsServer::start(&old_ca, ClientAuth::Required);
-    let dir = temp_dir();
     // The worker's files, rotated in place later; and a copy of the old
     // ones that stays, to show that the server no longer takes them.
-    let files = TlsFiles::write(dir.path(), "worker", &old_ca, &old_ca.client_cert("worker"));
-    let stale = TlsFiles::write(dir.path(), "stale", &old_ca, &old_ca.client_cert("stale"));
+    let rotation = ClientRotation::write("old CA", "new CA");
+    let files = &rotation.files;
+    let tls = TlsServer::start(&rotation.old_ca, ClientAuth::Required);
     let config = config("tls-client-rotation");
 
     // Without a client certificate the server refuses the handshake.
@@ -199,13 +177,10 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
 
     // Rotation: the client's files now hold the new CA and a certificate
     // of it; the server presents and trusts only the new CA.
-    files.replace(&new_ca, &new_ca.client_cert("worker"));
-    tls.use_ca(&new_ca);
+    rotation.replace_files();
+    tls.use_ca(&rotation.new_ca);
     assert!(tls.kill_tls_clients() > 0, "the worker had TLS connections");
-    let err = Redis::connect_with(tls.url(), stale.mutual_tls_options())
-        .await
-        .expect_err("the old CA and certificate no longer work");
-    assert!(err.to_string().contains("stale-ca.pem"), "{err}");
+    rotation.assert_stale_refused(tls.url()).await;
 
     let producer = Redis::connect_with(tls.url(), files.mutual_tls_options())
         .await

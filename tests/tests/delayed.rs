@@ -13,7 +13,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    applied, delayed_jobs, init_tracing, spawn_worker, unique_prefix, wait_until,
+    applied, delayed_jobs, init_tracing, run_until_told, spawn_worker, unique_prefix, wait_until,
 };
 use queuegen_tests::RedisServer;
 
@@ -64,10 +64,7 @@ async fn a_thousand_random_delays_start_never_early_and_promptly() {
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let starts = Starts::default();
     let worker = Worker::new(&redis, config.clone(), starts.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
 
     // Delays of 0 to 3 s, from a fixed-seed generator: reproducible.
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -233,10 +230,7 @@ async fn a_due_time_in_the_past_runs_at_the_next_tick_and_bad_input_writes_nothi
         .await
         .unwrap();
     let worker = Worker::new(&redis, config.clone(), starts.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let seen = starts.clone();
     wait_until(Duration::from_secs(5), "the overdue job ran", || {
         let ran = seen.0.lock().unwrap().contains_key("late");

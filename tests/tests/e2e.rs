@@ -10,7 +10,9 @@ use queuegen_runtime::{
     Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{init_tracing, pending_count, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    init_tracing, pending_count, run_until_told, unique_prefix, wait_until,
+};
 use queuegen_tests::{library, RedisServer};
 
 const JOBS: u32 = 1_000;
@@ -123,11 +125,7 @@ async fn three_workers_drain_a_thousand_jobs_exactly_once() {
         }
     );
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for (partition, key) in config.ready_keys().iter().enumerate() {
         assert_eq!(
             pending_count(&mut conn, key, config.group).await,
@@ -187,10 +185,7 @@ async fn a_worker_never_runs_more_jobs_than_its_concurrency() {
 
     let gauge = Gauge::default();
     let worker = Worker::new(&redis, config.clone(), gauge.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let done = gauge.done.clone();
     wait_until(Duration::from_secs(30), "all jobs are done", || {
         let done = done.clone();

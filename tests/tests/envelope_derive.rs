@@ -85,6 +85,19 @@ struct Export {
     deadline: Priority,
 }
 
+/// The header fields every encoded job starts with, in wire order (`prev_id`
+/// and `reason` follow on a rescheduled job only), written out here so the
+/// tests check the runtime's order rather than read it back.
+const HEADER_ALWAYS: [&str; 7] = [
+    "job_id",
+    "type",
+    "tenant",
+    "schema",
+    "created_at",
+    "trace_id",
+    "attempt",
+];
+
 fn header_for<E: Envelope>() -> Header {
     Header {
         job_id: "job-7".into(),
@@ -211,23 +224,20 @@ fn header_comes_first_then_body_in_declaration_order() {
     assert_eq!(
         names(&pairs),
         [
-            "job_id",
-            "type",
-            "tenant",
-            "schema",
-            "created_at",
-            "trace_id",
-            "attempt",
-            "subject_ref",
-            "page_count",
-            "pages",
-            "searchable",
-            "requested_at",
-            "priority",
-            "max_retries",
-            "lang",
-            "offset",
+            &HEADER_ALWAYS[..],
+            &[
+                "subject_ref",
+                "page_count",
+                "pages",
+                "searchable",
+                "requested_at",
+                "priority",
+                "max_retries",
+                "lang",
+                "offset",
+            ],
         ]
+        .concat()
     );
     assert_eq!(value(&pairs, "type"), Some("OcrRequested"));
     assert_eq!(value(&pairs, "schema"), Some("3"));
@@ -252,18 +262,10 @@ fn header_comes_first_then_body_in_declaration_order() {
     assert_eq!(
         names(&pairs),
         [
-            "job_id",
-            "type",
-            "tenant",
-            "schema",
-            "created_at",
-            "trace_id",
-            "attempt",
-            "prev_id",
-            "reason",
-            "ref",
-            "priority",
+            &HEADER_ALWAYS[..],
+            &["prev_id", "reason", "ref", "priority"]
         ]
+        .concat()
     );
 }
 
@@ -596,16 +598,6 @@ fn empty_body_round_trips() {
 fn header_field_names_match_what_the_derive_rejects() {
     assert_eq!(
         header_fields::ALL,
-        [
-            "job_id",
-            "type",
-            "tenant",
-            "schema",
-            "created_at",
-            "trace_id",
-            "attempt",
-            "prev_id",
-            "reason",
-        ]
+        [&HEADER_ALWAYS[..], &["prev_id", "reason"]].concat()
     );
 }

@@ -162,11 +162,7 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
         queues::outbox_publisher(&pg, &redis).run_until(until_stopped(stopped.clone())),
     );
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let db = &db;
     wait_until(Duration::from_secs(30), "every job has its result", || {
         let mut conn = conn.clone();

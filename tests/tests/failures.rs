@@ -11,7 +11,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, scheduled_retries, unique_prefix,
+    capture_logs, dead_letters, pending_entries, run_until_told, scheduled_retries, unique_prefix,
     url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
@@ -48,10 +48,7 @@ async fn start(
     tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>,
 ) {
     let worker = Worker::new(redis, config.clone(), handler);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     (stop, running)
 }
 
@@ -120,11 +117,7 @@ async fn each_failure_is_settled_by_its_kind() {
         (4, 1, 1, 1, 1, 0),
         "{report:?}"
     );
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let pending: Vec<String> = pending_entries(&mut conn, &key, config.group)
         .await
         .into_iter()
@@ -197,11 +190,7 @@ async fn the_worker_reconnects_after_its_connections_are_killed() {
     let handler = Scripted::default();
     let (stop, running) = start(&worker_redis, &config, handler.clone()).await;
 
-    let mut admin = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = server.async_connection().await;
     wait_until(
         Duration::from_secs(10),
         "the worker blocks in XREADGROUP",
@@ -270,11 +259,7 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
     let admin = Redis::connect(server.url()).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let producer = Producer::<TestJob>::new(&admin, config.clone());
     let jobs = (0..6).map(|n| {
         NewJob::new(

@@ -51,11 +51,7 @@ async fn every_decision_is_an_event_in_the_jobs_span() {
             let _ = stopped.await;
         }),
     );
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = server.async_connection().await;
     let watched = logs.clone();
     wait_until(Duration::from_secs(10), "both jobs are settled", || {
         let mut conn = conn.clone();

@@ -9,10 +9,11 @@ use queuegen_runtime::{
     ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
-use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
+use queuegen_tests::suite::worker::{QueueKind, Tuning};
 use queuegen_tests::suite::{Hold, WorkerSpec};
 use queuegen_tests::support::{
-    applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
+    age_pending, applied, command_calls, deliver_to, pending_count, run_until_told, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{exposition, RedisServer};
 use tokio::time::Instant;
@@ -96,18 +97,7 @@ async fn stuck_entry(
         .await
         .unwrap();
     deliver_to(conn, &key, config.group, "vanished").await;
-    let _: redis::Value = redis::cmd("XCLAIM")
-        .arg(&key)
-        .arg(config.group)
-        .arg("vanished")
-        .arg(0)
-        .arg(&id)
-        .arg("IDLE")
-        .arg(600_000)
-        .arg("JUSTID")
-        .query_async(conn)
-        .await
-        .unwrap();
+    age_pending(conn, &key, config.group, "vanished", &id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,11 +126,7 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
         let worker = Worker::new(&redis, config.clone(), handler.clone())
             .consumer_name(name)
             .with_metrics(metrics.clone());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
-        running.push((stop, task));
+        running.push(run_until_told(worker));
     }
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let jobs = (0..RETRIES)
@@ -273,16 +259,9 @@ struct Process {
 
 impl Process {
     fn spawn(spec: &WorkerSpec) -> Process {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_suite-worker"))
-            .env(SPEC_ENV, spec.to_json())
-            .env_remove(queuegen_runtime::failpoint::ENV)
-            .env("RUST_LOG", "warn")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawning suite-worker");
-        Process { child }
+        Process {
+            child: spec.spawn_quiet(env!("CARGO_BIN_EXE_suite-worker")),
+        }
     }
 
     fn terminate(&self) {
@@ -460,10 +439,7 @@ async fn each_group_has_its_own_leader() {
     for config in [&first, &second] {
         let worker = Worker::new(&redis, config.clone(), Recording::default());
         let consumer = worker.consumer().to_owned();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
+        let (stop, task) = run_until_told(worker);
         running.push((config, consumer, stop, task));
     }
     for (config, consumer, _, _) in &running {

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker, WorkerReport,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{
-    applied, command_calls, deliver_to, pending_count, unique_prefix, wait_until,
+    age_pending, applied, command_calls, deliver_to, pending_count, run_until_told, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::RedisServer;
 use tokio::sync::Semaphore;
@@ -30,20 +31,6 @@ impl Holding {
             done: Arc::default(),
         }
     }
-}
-
-/// Runs `worker` on a task of its own until the returned sender fires.
-fn run_until_told<H: Handler<TestJob>>(
-    worker: Worker<TestJob, H>,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<queuegen_runtime::Result<WorkerReport>>,
-) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    (stop, running)
 }
 
 impl Handler<TestJob> for Holding {
@@ -81,18 +68,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         .await
         .unwrap();
     deliver_to(&mut conn, &key, config.group, "vanished").await;
-    let _: redis::Value = redis::cmd("XCLAIM")
-        .arg(&key)
-        .arg(config.group)
-        .arg("vanished")
-        .arg(0)
-        .arg("1000-0")
-        .arg("IDLE")
-        .arg(600_000)
-        .arg("JUSTID")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    age_pending(&mut conn, &key, config.group, "vanished", "1000-0").await;
 
     // Fresh entries that stay pending while their handlers hold them.
     let producer = Producer::<TestJob>::new(&redis, config.clone());

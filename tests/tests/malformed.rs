@@ -9,7 +9,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, unique_prefix, wait_until,
+    capture_logs, dead_letters, pending_entries, run_until_told, unique_prefix, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -75,11 +75,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let good = |id: &str| NewJob::new(id, "acme", TestJob::new(format!("doc-{id}"), Some(1)));
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let xadd = |fields: Vec<(&'static str, String)>| {
         let mut conn = conn.clone();
         let key = key.clone();
@@ -103,10 +99,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
 
     let recorder = Recorder::default();
     let worker = Worker::new(&redis, config.clone(), recorder.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
 
     let seen = recorder.seen.clone();
     let decode_logs = logs.clone();

@@ -16,8 +16,8 @@ use queuegen_tests::exposition::{http_get, parse, promtool_check, Exposition};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
 use queuegen_tests::redis_server::free_port;
 use queuegen_tests::support::{
-    all_pending, dead_letters, deliver_to, init_tracing, scheduled_retries, unique_prefix,
-    url_of_user_without, wait_until,
+    all_pending, dead_letters, deliver_to, init_tracing, run_until_told, scheduled_retries,
+    unique_prefix, url_of_user_without, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -190,11 +190,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         }
     }
     // An entry without `subject_ref`, added by hand to partition 1.
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let _: String = redis::cmd("XADD")
         .arg(config.ready_key(1))
         .arg("*")
@@ -216,10 +212,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics_addr(addr);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
 
     // Settled in Redis: every dead letter written, nothing pending or scheduled.
     let watched = config.clone();
@@ -560,10 +553,7 @@ async fn an_application_registry_gets_the_worker_metrics() {
     publish(0, 3).await.unwrap();
     let mut registry = Registry::default();
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     wait_until(Duration::from_secs(10), "three jobs counted done", || {
         let counted = encode(&registry).value("queuegen_jobs_total", &done);
         async move { counted == Some(3.0) }
@@ -624,11 +614,7 @@ async fn readiness_follows_the_intake() {
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     // XREADGROUP is a write command: with writes paused, no read returns.
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
@@ -640,10 +626,7 @@ async fn readiness_follows_the_intake() {
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics_addr(addr);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     wait_until(Duration::from_secs(5), "/healthz answers", || async move {
         http_get(addr, "/healthz", None)
             .await
@@ -703,11 +686,7 @@ async fn deleted_pending_entries_and_claims_are_counted() {
         .await
         .unwrap();
     // A consumer that read everything and vanished; then one entry is deleted.
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     deliver_to(&mut conn, &key, config.group, "vanished").await;
     let _: usize = redis::cmd("XDEL")
         .arg(&key)
@@ -718,10 +697,7 @@ async fn deleted_pending_entries_and_claims_are_counted() {
 
     let mut registry = Registry::default();
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let partition = [
         ("queue", config.queue),
         ("partition", "0"),
@@ -787,10 +763,7 @@ async fn refused_acks_are_counted_by_partition() {
     let redis = Redis::connect(url).await.unwrap();
     let mut registry = Registry::default();
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     wait_until(Duration::from_secs(10), "every XACK failed", || {
         let failed = encode(&registry).sum("queuegen_ack_failures_total", &[]);
         async move { failed == 6.0 }

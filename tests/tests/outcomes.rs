@@ -6,7 +6,7 @@ use std::time::Duration;
 use queuegen_runtime::{ensure_groups, JobContext, JobError, NewJob, Outcome, Redis};
 use queuegen_tests::queues::jobs::{self, TestJob};
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, wait_until,
+    all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -64,15 +64,8 @@ async fn dead_letters_at_once_or_reconciliation_by_outcome() {
     let handler = Outcomes::default();
     let worker = jobs::worker(&redis, handler.clone());
     let consumer = worker.consumer().to_owned();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (stop, running) = run_until_told(worker);
+    let mut conn = server.async_connection().await;
     let reconciled = handler.reconciled.clone();
     wait_until(
         Duration::from_secs(10),

@@ -8,11 +8,13 @@ use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::ops::pause;
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker, WorkerReport,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
-use queuegen_tests::support::{applied, deliver_to, pending_count, unique_prefix, wait_until};
+use queuegen_tests::support::{
+    age_pending, applied, deliver_to, pending_count, run_until_told, unique_prefix, wait_until,
+};
 use queuegen_tests::RedisServer;
 
 const BLOCK: Duration = Duration::from_millis(200);
@@ -34,19 +36,6 @@ impl Handler<TestJob> for Recording {
         self.done.lock().unwrap().push(ctx.job_id().to_owned());
         Ok(Outcome::Done)
     }
-}
-
-fn run_until_told<H: Handler<TestJob>>(
-    worker: Worker<TestJob, H>,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<queuegen_runtime::Result<WorkerReport>>,
-) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    (stop, running)
 }
 
 /// `queuegen_intake_paused` of each partition, as scraped.
@@ -110,18 +99,14 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     deliver_to(&mut conn, &paused_key, config.group, "dead-worker").await;
     let pending: Vec<redis::streams::StreamPendingId> =
         queuegen_tests::support::pending_entries(&mut conn, &paused_key, config.group).await;
-    let _: redis::Value = redis::cmd("XCLAIM")
-        .arg(&paused_key)
-        .arg(config.group)
-        .arg("dead-worker")
-        .arg(0)
-        .arg(&pending[0].id)
-        .arg("IDLE")
-        .arg(600_000)
-        .arg("JUSTID")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    age_pending(
+        &mut conn,
+        &paused_key,
+        config.group,
+        "dead-worker",
+        &pending[0].id,
+    )
+    .await;
     let (_, changes) = pause::pause(&mut conn, &config, &[0], "test", "maintenance")
         .await
         .unwrap();

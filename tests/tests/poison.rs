@@ -9,7 +9,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, unique_prefix, wait_until,
+    all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -61,15 +62,8 @@ async fn a_handler_that_panics_on_every_delivery_is_quarantined() {
 
     let handler = Crashes::default();
     let worker = Worker::new(&redis, config.clone(), handler.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (stop, running) = run_until_told(worker);
+    let mut conn = server.async_connection().await;
     let watched = config.clone();
     // Each redelivery waits out claim.min_idle (1.2 s): about 4 s in all.
     wait_until(

@@ -9,11 +9,7 @@ use queuegen_tests::support::{init_tracing, unique_prefix};
 use queuegen_tests::RedisServer;
 
 async fn stream_lengths(server: &RedisServer, keys: &[String]) -> Vec<usize> {
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let mut lengths = Vec::new();
     for key in keys {
         let len: usize = redis::cmd("XLEN")
@@ -54,11 +50,7 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
     );
     assert_eq!(published.partition, expected);
 
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = server.async_connection().await;
     let read = |key: String, id: String| {
         let mut conn = conn.clone();
         async move {
@@ -216,11 +208,7 @@ async fn durability_reports_how_many_replicas_hold_the_job() {
     let primary = RedisServer::start();
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    let mut primary_conn = primary
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut primary_conn = primary.async_connection().await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let info: String = redis::cmd("INFO")
@@ -251,11 +239,7 @@ async fn durability_reports_how_many_replicas_hold_the_job() {
         .await
         .unwrap();
     assert_eq!(published.replicas, Some(1));
-    let mut replica_conn = replica
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut replica_conn = replica.async_connection().await;
     let on_replica: Vec<redis::Value> = redis::cmd("XRANGE")
         .arg(config.ready_key(published.partition))
         .arg(&published.stream_id)

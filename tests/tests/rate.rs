@@ -9,7 +9,9 @@ use queuegen_runtime::{
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, TestJob};
-use queuegen_tests::support::{applied, dead_letters, scheduled_retries, unique_prefix};
+use queuegen_tests::support::{
+    applied, dead_letters, run_until_told, scheduled_retries, unique_prefix,
+};
 use queuegen_tests::RedisServer;
 
 const LIMIT: u32 = 200;
@@ -70,11 +72,7 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
             .consumer_name(format!("rate-worker-{n}"))
             .with_metrics(metrics.clone())
             .read_block(Duration::from_millis(100));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async {
-            let _ = stopped.await;
-        }));
-        running.push((stop, task));
+        running.push(run_until_told(worker));
     }
     tokio::time::sleep(RUN).await;
     let within: Vec<(Instant, u32)> = handler
@@ -140,7 +138,7 @@ async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
 /// process started, read from the server, stay within 1,000 + one bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_worker_processes_share_one_limit() {
-    use queuegen_tests::suite::worker::{QueueKind, Tuning, SPEC_ENV};
+    use queuegen_tests::suite::worker::{QueueKind, Tuning};
     use queuegen_tests::suite::{Hold, WorkerSpec};
 
     let server = RedisServer::start();
@@ -173,16 +171,7 @@ async fn five_worker_processes_share_one_limit() {
     let mut children = Vec::new();
     for n in 0..WORKERS {
         let named = spec.named(format!("rate-{n}"));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_suite-worker"))
-            .env(SPEC_ENV, named.to_json())
-            .env_remove(queuegen_runtime::failpoint::ENV)
-            .env("RUST_LOG", "warn")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawning suite-worker");
-        children.push(child);
+        children.push(named.spawn_quiet(env!("CARGO_BIN_EXE_suite-worker")));
     }
     tokio::time::sleep_until((start + RUN).into()).await;
     // Entries delivered to the group so far, by the server's count.

@@ -35,11 +35,7 @@ async fn the_first_commit_wins_and_later_ones_get_it_back() {
     // Another queue's job of the same id is another result.
     assert_eq!(results.find("export", "job-1").await.unwrap(), None);
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let ttl_ms: i64 = redis::cmd("PTTL")
         .arg(results.key("ocr", "job-1"))
         .query_async(&mut conn)
@@ -221,11 +217,7 @@ async fn a_job_delivered_twice_has_its_effect_once() {
         "the second delivery found the first's result"
     );
     assert_eq!(report.done, 2, "{report:?}");
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
         assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
     }
@@ -238,11 +230,7 @@ async fn a_failing_commit_in_a_batch_fails_alone() {
     let server = RedisServer::start();
     let redis = Redis::connect(server.url()).await.unwrap();
     let results = RedisResults::new(&redis, unique_prefix("results-batch"), TTL);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let wrong = results.key("ocr", "job-13");
     let _: () = redis::cmd("HSET")
         .arg(&wrong)

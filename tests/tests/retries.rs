@@ -11,8 +11,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, stream_entries, unique_prefix,
-    wait_until,
+    all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, stream_entries,
+    unique_prefix, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -63,10 +63,7 @@ type Running = tokio::task::JoinHandle<queuegen_runtime::Result<WorkerReport>>;
 
 fn start(redis: &Redis, config: &QueueConfig, handler: Recorder) -> (impl FnOnce(), Running) {
     let worker = Worker::new(redis, config.clone(), handler);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     (
         move || {
             let _ = stop.send(());
@@ -89,11 +86,7 @@ async fn setup(
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
-    let conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let conn = server.async_connection().await;
     (server, redis, config, conn)
 }
 
@@ -291,10 +284,7 @@ async fn a_replayed_dead_letter_is_handled_again_with_the_same_job_id() {
 
     let fixed = Fixed::default();
     let worker = Worker::new(&redis, config.clone(), fixed.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let done = fixed.done.clone();
     wait_until(Duration::from_secs(10), "the replayed job is done", || {
         let finished = !done.lock().unwrap().is_empty();

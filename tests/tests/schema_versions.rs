@@ -190,11 +190,7 @@ async fn a_schema_2_worker_handles_versions_1_and_2_and_dead_letters_3() {
     library::load_example(&redis).await;
     let config = ocr::CONFIG;
     ensure_groups(&redis, &config).await.unwrap();
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
 
     // One partition's stream holds entries of schema 1 (an older producer,
     // or a replay), 2 (current) and 3 (a producer deployed before this worker).

@@ -10,7 +10,7 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    init_tracing, pending_count, pending_entries, unique_prefix, wait_until,
+    init_tracing, pending_count, pending_entries, run_until_told, unique_prefix, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -72,10 +72,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
     let handler = Sleeper::new(Duration::from_secs(30));
     let worker = Worker::new(&redis, config.clone(), handler.clone());
     let consumer = worker.consumer().to_owned();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let started = handler.started.clone();
     wait_until(Duration::from_secs(10), "all three jobs run", || {
         let started = started.clone();
@@ -102,11 +99,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
         "{report:?}"
     );
     assert_eq!(handler.finished.load(Ordering::SeqCst), 0);
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let mut pending = Vec::new();
     for key in config.ready_keys() {
         pending.extend(pending_entries(&mut conn, &key, config.group).await);
@@ -136,10 +129,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
 
     let handler = Sleeper::new(Duration::from_millis(300));
     let worker = Worker::new(&redis, config.clone(), handler.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     let started = handler.started.clone();
     wait_until(Duration::from_secs(10), "jobs are running", || {
         let started = started.clone();
@@ -162,11 +152,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
     assert_eq!(report.done as usize, started, "{report:?}");
     assert_eq!(report.handled as usize, started, "{report:?}");
 
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
         assert_eq!(
             pending_count(&mut conn, &key, config.group).await,

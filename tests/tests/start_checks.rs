@@ -47,11 +47,7 @@ async fn with_the_override_it_starts_and_warns() {
                 let _ = stopped.await;
             }),
     );
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let key = config.ready_key(0);
     wait_until(Duration::from_secs(10), "the job is acknowledged", || {
         let mut conn = conn.clone();

@@ -11,7 +11,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{leak, retrying_config, TestJob};
 use queuegen_tests::support::{
-    all_pending, dead_letters, init_tracing, scheduled_retries, unique_prefix, wait_until,
+    all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
+    wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -56,10 +57,7 @@ fn start(
     handler: Recorder,
 ) -> (tokio::sync::oneshot::Sender<()>, Running) {
     let worker = Worker::new(redis, config.clone(), handler);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     (stop, running)
 }
 
@@ -114,11 +112,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     // The next version is loaded beside it, as `apply` does in a rolling deploy.
     let v2_code = library::as_version(&v1_code, SERVICE, current, current + 1);
     library::load_code(&redis, &v2_code).await;
-    let mut conn = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.async_connection().await;
     let listed: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .query_async(&mut conn)

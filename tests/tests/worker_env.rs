@@ -13,7 +13,7 @@ use queuegen_runtime::{
 use queuegen_tests::exposition::http_get;
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::redis_server::free_port;
-use queuegen_tests::support::{applied, unique_prefix, wait_until};
+use queuegen_tests::support::{applied, run_until_told, unique_prefix, wait_until};
 use queuegen_tests::RedisServer;
 
 struct Done;
@@ -60,10 +60,7 @@ async fn the_pod_name_and_metrics_address_come_from_the_environment() {
         .unwrap();
     assert_eq!(worker.consumer(), "docs-pipeline-ocr-7d9f8-x2k4q");
 
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run_until(async {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = run_until_told(worker);
     wait_until(
         Duration::from_secs(10),
         "/readyz at the address given",

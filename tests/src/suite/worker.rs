@@ -73,6 +73,22 @@ pub struct WorkerSpec {
 }
 
 impl WorkerSpec {
+    /// Starts `binary` (`env!("CARGO_BIN_EXE_suite-worker")`, which only an
+    /// integration test can name) as a worker process for this spec that
+    /// logs warnings only, writes nothing on stdout, has no failpoint and is
+    /// killed when dropped: for tests that only need workers running.
+    pub fn spawn_quiet(&self, binary: &str) -> tokio::process::Child {
+        tokio::process::Command::new(binary)
+            .env(SPEC_ENV, self.to_json())
+            .env_remove(queuegen_runtime::failpoint::ENV)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawning suite-worker")
+    }
+
     /// The queue settings: the generated queue's, under `key_prefix`, tuned.
     pub fn config(&self) -> QueueConfig {
         let base = match self.queue {
