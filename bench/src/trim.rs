@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use queuegen_runtime::ops::trim::{self, StreamRole, TrimOptions};
-use queuegen_runtime::ops::StreamId;
+use queuegen_runtime::stream_id::StreamId;
+use queuegen_runtime::trim::{self, StreamRole, TrimOptions};
 use queuegen_runtime::{QueueConfig, Redis};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};

@@ -7,7 +7,7 @@ use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
 use crate::error::{Error, Result};
 use crate::functions::{self, is_function_not_found, Function, Version};
-use crate::ops::lease;
+use crate::lease;
 
 /// The result of setting up one partition's group.
 #[derive(Debug, Clone, PartialEq, Eq)]

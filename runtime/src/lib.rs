@@ -17,6 +17,8 @@ pub mod field;
 pub mod functions;
 pub mod handler;
 pub mod host;
+pub mod inventory;
+pub mod lease;
 pub mod metrics;
 pub mod ops;
 pub mod outcome;
@@ -28,7 +30,9 @@ pub mod retry;
 pub mod roles;
 pub mod schedule;
 pub mod signal;
+pub mod stream_id;
 pub mod transitions;
+pub mod trim;
 pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};

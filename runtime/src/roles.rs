@@ -318,7 +318,7 @@ const PUBLISH: &[&str] = &["xadd", "wait"];
 const PUBLISH_INTERNALS: &[&str] = &["type", "get", "set", "xadd", "zscore", "zadd", "hset"];
 
 /// The producer's admission check reads each partition's group inventory
-/// (`ops::inventory`).
+/// (`inventory`).
 const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
 
 /// What the worker sends outside the library: the read (`XREADGROUP`; on a
@@ -351,15 +351,15 @@ const FEATURE_PROBES: &[&str] = &["command|info", "command|docs"];
 /// The calls themselves; which functions is limited per role (`fcall|name`).
 const FUNCTION_CALLS: &[&str] = &["fcall", "fcall_ro"];
 
-/// `ops::inventory`: the groups, length, pending summary and oldest entries
+/// `inventory`: the groups, length, pending summary and oldest entries
 /// of a stream, read by trims, `status` and the monitor.
 const INVENTORY: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange", "type"];
 
-/// `ops::trim` outside its Function: the server's clock and version, the
+/// `trim` outside its Function: the server's clock and version, the
 /// bounds of what it may trim, and the memory estimate it reports.
 const TRIM_DIRECT: &[&str] = &["time", "info", "xrange", "xrevrange", "memory|usage"];
 
-/// `ops::lease` (trim leases and the loops leases): take with `SET NX PX`
+/// `lease` (trim leases and the loops leases): take with `SET NX PX`
 /// (while an older library without `lease_acquire` is loaded), renew with
 /// `GET` + `PEXPIRE` in `MULTI`, release with the library's `lease_release`.
 /// No `EVAL`: a role runs the library's reviewed functions, never a script
@@ -489,12 +489,12 @@ mod tests {
         ("src/transitions.rs", &[Role::Worker, Role::Operator]),
         ("src/admin.rs", &[Role::Deployer, Role::Worker]),
         (
-            "src/ops/inventory.rs",
+            "src/inventory.rs",
             &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
         ),
-        ("src/ops/trim.rs", &[Role::Worker, Role::Operator]),
+        ("src/trim.rs", &[Role::Worker, Role::Operator]),
         (
-            "src/ops/lease.rs",
+            "src/lease.rs",
             &[Role::Worker, Role::Operator, Role::Deployer],
         ),
         ("src/ops/pause.rs", &[Role::Operator]),

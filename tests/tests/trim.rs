@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use queuegen_runtime::ops::lease::{self, Lease};
-use queuegen_runtime::ops::trim::{self, Boundary, Removable, StreamRole, TrimOptions};
-use queuegen_runtime::ops::StreamId;
+use queuegen_runtime::lease::{self, Lease};
+use queuegen_runtime::stream_id::StreamId;
+use queuegen_runtime::trim::{self, Boundary, Removable, StreamRole, TrimOptions};
 use queuegen_runtime::{
     ensure_groups, Error, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
     TransitionCode, Worker,

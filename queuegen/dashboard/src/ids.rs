@@ -3,7 +3,7 @@
 //! is the operator's mistake (400, naming it and the expected form), never a
 //! Redis error passed on as a 502.
 
-use queuegen_runtime::ops::StreamId;
+use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::QueueConfig;
 
 use crate::Error;

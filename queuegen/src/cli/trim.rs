@@ -11,8 +11,8 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::units::short_duration;
-use queuegen_runtime::ops::lease;
-use queuegen_runtime::ops::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
+use queuegen_runtime::lease;
+use queuegen_runtime::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
 use queuegen_runtime::{admin, Error, QueueConfig};
 
 use super::common;
@@ -627,7 +627,7 @@ fn bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use queuegen_runtime::ops::trim::Boundary;
+    use queuegen_runtime::trim::Boundary;
 
     use super::*;
 

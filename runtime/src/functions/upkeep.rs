@@ -13,7 +13,7 @@ pub struct TrimGroup<'a> {
 
 /// `trim`: under the lease `holder` holds, re-check the plan's groups and
 /// trim the stream to `minid`. Answers `["trimmed", removed, bytes_freed,
-/// groups…]` or `["aborted", group, change]` (read by `ops::trim`); a
+/// groups…]` or `["aborted", group, change]` (read by `trim`); a
 /// lease no longer this holder's is refused with `QG_LEASE <holder>`.
 #[derive(Debug, Clone, Copy)]
 pub struct Trim<'a> {

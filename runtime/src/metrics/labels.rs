@@ -129,7 +129,7 @@ impl Settlement {
 }
 
 /// Which stream of a partition a trim worked on: the `stream` label of the trim metrics.
-pub use crate::ops::trim::StreamRole;
+pub use crate::trim::StreamRole;
 
 /// How one trim pass over one stream ended: the `outcome` label of `queuegen_trim_passes_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

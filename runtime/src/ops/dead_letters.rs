@@ -11,10 +11,10 @@ use redis::streams::{StreamId as Entry, StreamRangeReply};
 use redis::Value;
 use serde::Serialize;
 
-use super::stream_id::StreamId;
 use crate::config::MarkerKind;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::stream_id::StreamId;
 
 /// Which dead letters to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

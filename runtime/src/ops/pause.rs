@@ -158,14 +158,14 @@ async fn changes<C: ConnectionLike>(
 /// `ignore_errors` (`None`: not paused). A flag of another type is an error
 /// naming its key.
 pub(crate) fn note_of(key: &str, answer: Option<RedisResult<Value>>) -> Result<Option<PauseNote>> {
-    let answer = answer.ok_or_else(|| super::inventory::short_reply("GET"))?;
+    let answer = answer.ok_or_else(|| crate::inventory::short_reply("GET"))?;
     match answer {
         Ok(Value::Nil) => Ok(None),
         Ok(Value::BulkString(bytes)) => {
             Ok(Some(PauseNote::decode(&String::from_utf8_lossy(&bytes))))
         }
         Ok(Value::SimpleString(text)) => Ok(Some(PauseNote::decode(&text))),
-        Ok(other) => Err(super::inventory::unexpected(key, "GET", &other)),
+        Ok(other) => Err(crate::inventory::unexpected(key, "GET", &other)),
         Err(err) => Err(Error::redis(format!("GET {key}"), err)),
     }
 }

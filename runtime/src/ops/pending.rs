@@ -17,11 +17,11 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use serde::Serialize;
 
-use super::inventory::{self, integer, pending_rows, text};
 use super::status::server_time;
-use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::inventory::{self, integer, pending_rows, text};
+use crate::stream_id::StreamId;
 
 /// Pending entries examined per partition when `limit` is smaller: the
 /// ordering is over these (the lowest IDs of each partition's list).

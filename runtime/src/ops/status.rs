@@ -22,13 +22,13 @@ use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use serde::Serialize;
 
-use super::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
 use super::pause::{self, PauseNote};
-use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::error::{Error, Result};
 use crate::functions::{self, Function, Version};
+use crate::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
+use crate::stream_id::StreamId;
 
 /// The spec's `alerts` of one queue (`QueueConfig` does not carry them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! `admission.max_oldest_ready_age`.
 //!
 //! Each partition's oldest undelivered entry is read with the stream
-//! inventory ([`crate::ops::inventory`]) and cached; a cached reading is
+//! inventory ([`crate::inventory`]) and cached; a cached reading is
 //! trusted for `admission.refresh`, so between refreshes a publish costs a
 //! clock read and a short uncontended lock, never a round trip. Its age keeps
 //! growing from the reading by the monotonic clock: an entry still undelivered
@@ -19,8 +19,8 @@ use crate::connect::Connection;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::host::now_ms;
-use crate::ops::inventory::inventory;
-use crate::ops::stream_id::StreamId;
+use crate::inventory::inventory;
+use crate::stream_id::StreamId;
 
 /// The admission state of one queue, shared by every clone of its producer.
 pub(crate) struct Admission {

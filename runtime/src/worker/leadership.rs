@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use super::{every, Core};
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
-use crate::ops::lease::{self, Lease};
+use crate::lease::{self, Lease};
 
 /// Ticks a lease lasts: a leader missing two renewals in a row still leads.
 const TICKS_PER_LEASE: u32 = 3;

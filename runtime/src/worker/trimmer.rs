@@ -4,7 +4,7 @@
 //! time work a partition, and a worker finding the lease held skips that
 //! partition until its next pass (another worker, `queuegen trim` or
 //! `queuegen apply` is on it). The procedure and why it is safe are in
-//! `ops::trim`. The first pass runs one period after start, so a starting
+//! `trim`. The first pass runs one period after start, so a starting
 //! fleet begins by working jobs. With `retention.trim: cronjob` the loop
 //! only waits for shutdown: a CronJob running `queuegen trim` trims.
 
@@ -17,7 +17,7 @@ use super::events::Events;
 use super::{classify_error, Core, Failure};
 use crate::error::{Error, Result};
 use crate::metrics::TrimOutcome;
-use crate::ops::trim::{self, StreamRole, StreamTrim, TrimOptions};
+use crate::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use queuegen_runtime::functions::Function;
-use queuegen_runtime::ops::lease;
+use queuegen_runtime::lease;
 use queuegen_runtime::{MarkerKind, QueueConfig};
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning};
 use queuegen_tests::support::{deliver_to, last_delivered};

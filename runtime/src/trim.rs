@@ -35,12 +35,12 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
-use super::inventory::{first_id, inventory, StreamInventory};
-use super::lease::{self, Lease};
-use super::stream_id::StreamId;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
 use crate::functions::{self, CallContext, Function, TrimGroup};
+use crate::inventory::{first_id, inventory, StreamInventory};
+use crate::lease::{self, Lease};
+use crate::stream_id::StreamId;
 
 /// How long a trimmer's lease lasts. A pass over one partition takes a few
 /// round trips; a trimmer that dies holding it blocks the partition's
@@ -926,7 +926,7 @@ mod tests {
 
     #[test]
     fn verification_checks_what_was_kept_and_pending_below_the_minid() {
-        use crate::ops::inventory::{GroupInventory, PendingHead};
+        use crate::inventory::{GroupInventory, PendingHead};
         let kept = [
             CheckedGroup {
                 name: "a".into(),

@@ -12,8 +12,8 @@ use redis::aio::ConnectionLike;
 use redis::streams::StreamInfoGroupsReply;
 use redis::Value;
 
-use super::stream_id::StreamId;
 use crate::error::{Error, Result};
+use crate::stream_id::StreamId;
 
 /// One stream and every consumer group reading it, at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
