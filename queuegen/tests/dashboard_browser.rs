@@ -65,17 +65,24 @@ impl Drop for Served {
 }
 
 /// The text of the element `css`, waiting for it: a click that navigates
-/// returns before the next page is there.
+/// returns before the next page is there, and the overview's refresh can
+/// replace the element between finding it and reading it (stale), so that
+/// one error finds it again.
 async fn text(client: &Client, css: &str) -> String {
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|err| panic!("no element {css}: {err}"))
-        .text()
-        .await
-        .expect("its text")
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let element = client
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|err| panic!("no element {css}: {err}"));
+        match element.text().await {
+            Ok(text) => return text,
+            Err(err) if err.is_stale_element_reference() && Instant::now() < deadline => continue,
+            Err(err) => panic!("the text of {css}: {err}"),
+        }
+    }
 }
 
 /// The overview's cell of `queue` and `field`.
