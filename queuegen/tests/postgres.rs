@@ -203,33 +203,6 @@ fn the_stub_of_a_results_postgres_queue_works_in_the_jobs_transaction() {
     assert_rustfmt_clean(&stubs);
 }
 
-#[test]
-fn the_spec_takes_the_schema_names_the_runtime_takes() {
-    let long = "s".repeat(64);
-    for name in [
-        "queuegen",
-        "docs_pipeline",
-        "_q",
-        "q1",
-        &long[1..],
-        &long,
-        "",
-        "1q",
-        "Q",
-        "docs-pipeline",
-        "a.b",
-        "a b",
-        "é",
-        "q\u{0}",
-    ] {
-        assert_eq!(
-            queuegen::spec::v1::is_sql_identifier(name),
-            migrations::is_valid_schema(name),
-            "{name:?}"
-        );
-    }
-}
-
 fn queuegen(args: &[&str], cwd: &Path) -> Output {
     run_in(env!("CARGO_BIN_EXE_queuegen"), args, cwd)
 }

@@ -2,8 +2,9 @@
 //! runtime must agree on, in one place each: [`units`] (how durations and
 //! sizes are written and read), [`cadence`] (when a schedule ticks, and the
 //! job and marker IDs of a tick) and [`wire`] (the header fields of an entry
-//! and the Function library's limits).
+//! and the Function library's limits) and [`sql`] (which SQL names need no quoting).
 
 pub mod cadence;
+pub mod sql;
 pub mod units;
 pub mod wire;

@@ -91,7 +91,7 @@ impl DashboardQueue {
             .iter()
             .map(|name| (*name).to_owned())
             .collect();
-        shown_fields.insert("replay_of".to_owned());
+        shown_fields.insert(header_fields::REPLAY_OF.to_owned());
         shown_fields.extend(envelope.fields.iter().map(|field| field.name.clone()));
         for change in &envelope.changes {
             shown_fields.extend(change.removed.iter().map(|field| field.name.clone()));

@@ -84,7 +84,7 @@ impl Postgres {
     }
 
     async fn from_pool_named(pool: Pool, schema: &str, target: String) -> Result<Postgres> {
-        if !migrations::is_valid_schema(schema) {
+        if !queuegen_core::sql::is_plain_identifier(schema) {
             return Err(Error::PostgresSetup {
                 target,
                 problem: format!(

@@ -20,21 +20,12 @@ pub struct Migration {
     pub sql: String,
 }
 
-/// Whether `schema` can name the schema of queuegen's tables: a lowercase SQL
-/// identifier (letters, digits, `_`, not starting with a digit), at most 63
-/// bytes, so that it never needs quoting.
-pub fn is_valid_schema(schema: &str) -> bool {
-    let mut bytes = schema.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
-        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        && schema.len() <= 63
-}
-
 /// Every migration for the tables in `schema`, oldest first. `service` only
-/// appears in comments. `schema` must pass [`is_valid_schema`].
+/// appears in comments. `schema` must be a plain identifier
+/// ([`queuegen_core::sql::is_plain_identifier`]).
 pub fn migrations(service: &str, schema: &str) -> Vec<Migration> {
     assert!(
-        is_valid_schema(schema),
+        queuegen_core::sql::is_plain_identifier(schema),
         "schema {schema:?} is not a plain lowercase SQL identifier"
     );
     vec![Migration {
@@ -124,24 +115,6 @@ COMMIT;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schema_names_are_plain_lowercase_identifiers() {
-        for good in ["queuegen", "docs_pipeline", "_q1", &"a".repeat(63)] {
-            assert!(is_valid_schema(good), "{good}");
-        }
-        for bad in [
-            "",
-            "1abc",
-            "Docs",
-            "docs-pipeline",
-            "a.b",
-            "a b",
-            &"a".repeat(64),
-        ] {
-            assert!(!is_valid_schema(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn the_latest_migration_is_the_last_one_and_names_its_schema_everywhere() {

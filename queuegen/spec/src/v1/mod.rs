@@ -20,7 +20,6 @@ use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
 use postgres::PostgresUse;
 use read::{entries, object, Item, Object};
 
-pub use postgres::is_sql_identifier;
 pub(crate) use read::Ctx;
 
 /// The only format version this queuegen reads.

@@ -17,19 +17,8 @@ pub const DEFAULT_SCHEMA: &str = "queuegen";
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 const MAX_POOL_SIZE: u64 = 10_000;
 
-/// Whether `name` is a plain lowercase SQL identifier: letters, digits and
-/// `_`, not starting with a digit, at most 63 bytes (PostgreSQL's limit).
-///
-/// The same rule as `queuegen_runtime::postgres::migrations::is_valid_schema`,
-/// which the runtime applies at start and the generator's `migrations`
-/// asserts (queuegen's tests hold the two together): this crate stays free
-/// of the runtime's dependencies, since the derive macro reads specs too.
-pub fn is_sql_identifier(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
-        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        && name.len() <= 63
-}
+/// The rule for names written unquoted, shared with the runtime.
+use queuegen_core::sql::is_plain_identifier as is_sql_identifier;
 
 /// PostgreSQL's keywords that cannot name a schema unquoted (its reserved
 /// and type/function-name keywords, PostgreSQL 17): `CREATE SCHEMA user`
@@ -362,25 +351,6 @@ fn queue_asks_for_postgres(queue: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sql_identifiers() {
-        for good in ["queuegen", "docs_pipeline", "_q1", &"a".repeat(63)] {
-            assert!(is_sql_identifier(good), "{good}");
-        }
-        for bad in [
-            "",
-            "1abc",
-            "Docs",
-            "docs-pipeline",
-            "a.b",
-            "a b",
-            "é",
-            &"a".repeat(64),
-        ] {
-            assert!(!is_sql_identifier(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn reserved_words_are_sorted_identifiers() {
