@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
-use queuegen_runtime::{partition_of, QueueConfig, Redis};
+use queuegen_runtime::partition::partition_of;
+use queuegen_runtime::{QueueConfig, Redis};
 use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

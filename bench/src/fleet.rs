@@ -109,7 +109,7 @@ pub async fn run(
         .await
         .context("connecting the producer")?;
     for config in &configs {
-        queuegen_runtime::ensure_groups(&redis, config)
+        queuegen_runtime::admin::ensure_groups(&redis, config)
             .await
             .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
     }

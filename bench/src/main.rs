@@ -703,7 +703,7 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         .with_context(|| format!("connecting to {url}"))?;
     let code = std::fs::read_to_string(queuegen_tests::library::tests_library_path())
         .context("reading the tests' Function library (tests/deploy/functions.lua)")?;
-    queuegen_runtime::load_library(&redis, &code)
+    queuegen_runtime::admin::load_library(&redis, &code)
         .await
         .context("loading the Function library")?;
     let redis_version = report::redis_version(&redis).await?;

@@ -127,7 +127,7 @@ pub async fn run(
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;
-    queuegen_runtime::ensure_groups(&redis, &config)
+    queuegen_runtime::admin::ensure_groups(&redis, &config)
         .await
         .context("creating the consumer groups")?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());

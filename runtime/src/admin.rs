@@ -1,12 +1,14 @@
-//! Setting up a queue's Redis state: the consumer group on every partition's
-//! stream, and the service's Function library.
+//! Setting up a queue's Redis state, as `queuegen apply` does: the consumer group on every partition's stream, and the service's Function library.
+//!
+//! Operator code (the `operator` feature): a worker never loads a library or
+//! creates groups; it only checks the library is there
+//! ([`crate::functions::verify_library`]).
 
 use std::time::Duration;
 
 use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
 use crate::error::{Error, Result};
-use crate::functions::{self, is_function_not_found, Function, Version};
 use crate::lease;
 
 /// The result of setting up one partition's group.
@@ -154,50 +156,6 @@ async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> 
         server,
         replaced,
     })
-}
-
-/// Checks that every primary has `library` loaded: `FCALL_RO <library>_version 0`
-/// on each must answer the library's own name. A primary without it (or
-/// answering another name) is [`Error::LibraryMissing`], naming every such
-/// primary and the library.
-pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
-    let mut missing: Vec<(String, String)> = Vec::new();
-    for node in redis.primaries().await? {
-        if let Some(problem) = library_problem_on(&node, library).await? {
-            missing.push((node.addr(), problem));
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Error::LibraryMissing {
-        server: missing
-            .iter()
-            .map(|(server, _)| server.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        library: library.to_owned(),
-        problem: missing[0].1.clone(),
-    })
-}
-
-/// Why `node` lacks `library`, or `None` when it has it.
-async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
-    let server = node.addr();
-    let function = Function::Version.in_library(library);
-    let mut conn = node.connection().await?;
-    let reply: redis::RedisResult<String> = functions::command(&function, &Version)
-        .query_async(&mut conn)
-        .await;
-    match reply {
-        Ok(name) if name == library => Ok(None),
-        Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
-        Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
-        Err(err) => Err(Error::redis(
-            format!("FCALL_RO {function} 0 on {server}"),
-            err,
-        )),
-    }
 }
 
 /// The library name of `#!lua name=<library>` on the code's first line.

@@ -14,6 +14,9 @@
 //! - A panic: the job stays pending, nothing else. A crash loop is what poison
 //!   quarantine (by delivery count) is for, not the retry budget.
 
+#[cfg(feature = "postgres")]
+pub(crate) mod sqlstate;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -144,7 +147,7 @@ where
         let source = source.into();
         let kind = kind_of_source(&*source).unwrap_or(ErrorKind::Transient);
         #[cfg(feature = "postgres")]
-        let source = crate::postgres::with_server_message(source);
+        let source = sqlstate::with_server_message(source);
         JobError { kind, source }
     }
 }
@@ -152,7 +155,7 @@ where
 /// The kind an error's source chain implies, if any does.
 fn kind_of_source(source: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<ErrorKind> {
     #[cfg(feature = "postgres")]
-    return crate::postgres::kind_in_chain(source);
+    return sqlstate::kind_in_chain(source);
     #[cfg(not(feature = "postgres"))]
     {
         let _ = source;

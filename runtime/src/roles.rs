@@ -487,7 +487,7 @@ mod tests {
         // for the Function library's transitions.
         ("src/postgres/", &[Role::Producer, Role::Worker]),
         ("src/transitions.rs", &[Role::Worker, Role::Operator]),
-        ("src/admin.rs", &[Role::Deployer, Role::Worker]),
+        ("src/admin.rs", &[Role::Deployer]),
         (
             "src/inventory.rs",
             &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],

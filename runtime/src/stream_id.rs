@@ -82,7 +82,9 @@ impl StreamId {
     }
 }
 
-/// Serialized as its text (`"1700000000000-3"`), as Redis prints it.
+/// Serialized as its text (`"1700000000000-3"`), as Redis prints it (for
+/// the operator's JSON views).
+#[cfg(feature = "operator")]
 impl serde::Serialize for StreamId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)

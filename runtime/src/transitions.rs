@@ -21,7 +21,7 @@
 //! A refusal (`QG_*` error reply; nothing was written) becomes
 //! [`Error::Transition`] naming the function, key, partition and job, or
 //! [`Error::NotOwner`] naming the entry's current owner. The `version` check
-//! at worker start is `admin::verify_library`.
+//! at worker start is `functions::verify_library`.
 
 use std::fmt;
 

@@ -425,7 +425,7 @@ pub async fn applied(
         .await
         .unwrap_or_else(|err| panic!("connecting to {}: {err}", server.url()));
     crate::library::load(&redis).await;
-    queuegen_runtime::ensure_groups(&redis, config)
+    queuegen_runtime::admin::ensure_groups(&redis, config)
         .await
         .unwrap_or_else(|err| panic!("creating the groups of {}: {err}", config.queue));
     let conn = server

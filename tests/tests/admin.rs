@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use queuegen_runtime::{ensure_groups, Error, Redis, Worker};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{Error, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, unique_prefix};
 use queuegen_tests::{library, RedisServer};

@@ -8,8 +8,10 @@
 
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::host::now_ms;
-use queuegen_runtime::{ensure_groups, partition_of, Error, NewJob, Producer, QueueConfig, Redis};
+use queuegen_runtime::partition::partition_of;
+use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs, capture_logs_at, pending_count, unique_prefix};
 use queuegen_tests::RedisServer;

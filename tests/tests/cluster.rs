@@ -4,9 +4,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    ensure_groups, Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer,
-    QueueConfig, Redis, Worker, WorkerReport,
+    Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
+    Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{

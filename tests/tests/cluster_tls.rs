@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    ensure_groups, ConnectOptions, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
-    Worker,
+    ConnectOptions, Handler, JobContext, JobError, Outcome, QueueConfig, Redis, Worker,
 };
 use queuegen_tests::fixtures::{quick_recovery_config, TestJob};
 use queuegen_tests::support::{

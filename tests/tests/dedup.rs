@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use queuegen_runtime::functions::Function;
-use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis, TransitionCode};
+use queuegen_runtime::transitions::TransitionCode;
+use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{applied, init_tracing, stream_entries, unique_prefix};
 use queuegen_tests::RedisServer;

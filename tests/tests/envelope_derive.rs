@@ -4,9 +4,10 @@
 // The generated code must not make its users' crates warn.
 #![deny(unused)]
 
+use queuegen_runtime::envelope::Header;
 use queuegen_runtime::envelope::{self, header_fields};
 use queuegen_runtime::{
-    Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Header, Timestamp, Upcast,
+    Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Timestamp, Upcast,
 };
 
 // `HighPriority` is there to exercise the multi-word snake_case wire name.

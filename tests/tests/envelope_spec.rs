@@ -9,9 +9,8 @@
 #![deny(unused)]
 
 use queuegen_runtime::envelope;
-use queuegen_runtime::{
-    Envelope, Error, FieldEnum, FieldMap, FieldProblem, Header, Timestamp, Upcast,
-};
+use queuegen_runtime::envelope::Header;
+use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, FieldProblem, Timestamp, Upcast};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FieldEnum)]
 enum Priority {

@@ -12,7 +12,8 @@ use docs_pipeline::queues::envelopes::{
 };
 use docs_pipeline::queues::{self, export, notification, ocr, reconciliation};
 use docs_pipeline::requests::request_export;
-use queuegen_runtime::{ensure_groups, NewJob, Timestamp};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{NewJob, Timestamp};
 use queuegen_tests::support::{init_tracing, pending_count, wait_until};
 use queuegen_tests::{library, pg_app, PostgresServer, RedisServer};
 

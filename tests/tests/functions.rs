@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use queuegen_runtime::{admin, Error, Redis};
+use queuegen_runtime::{admin, functions, Error, Redis};
 use queuegen_tests::support::{init_tracing, unique_prefix};
 use queuegen_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
@@ -1993,7 +1993,7 @@ async fn the_runtime_loads_verifies_and_names_a_missing_library() {
     let code = std::fs::read_to_string(COMMITTED_LIBRARY).expect("tests/deploy/functions.lua");
     let (_, name) = library(queuegen::gen::functions::LIBRARY_VERSION);
 
-    let missing = admin::verify_library(&redis, &name).await.unwrap_err();
+    let missing = functions::verify_library(&redis, &name).await.unwrap_err();
     let message = missing.to_string();
     assert!(
         matches!(missing, Error::LibraryMissing { .. }),
@@ -2009,12 +2009,12 @@ async fn the_runtime_loads_verifies_and_names_a_missing_library() {
     assert_eq!(first.len(), 1, "a standalone server is the one primary");
     assert_eq!(first[0].library, name);
     assert!(!first[0].replaced);
-    admin::verify_library(&redis, &name).await.unwrap();
+    functions::verify_library(&redis, &name).await.unwrap();
     let second = admin::load_library(&redis, &code).await.unwrap();
     assert!(second[0].replaced);
-    admin::verify_library(&redis, &name).await.unwrap();
+    functions::verify_library(&redis, &name).await.unwrap();
 
-    let other = admin::verify_library(&redis, "qg_queuegen_tests_v999")
+    let other = functions::verify_library(&redis, "qg_queuegen_tests_v999")
         .await
         .unwrap_err();
     assert!(matches!(other, Error::LibraryMissing { .. }), "{other:?}");

@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker,
-};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs_at, dead_letters, unique_prefix, wait_until};
 use queuegen_tests::{library, RedisServer};

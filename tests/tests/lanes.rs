@@ -365,7 +365,7 @@ async fn lanes_work_on_a_cluster_each_in_its_partition_s_slot() {
     let config = laned_config("lanes-cluster");
     let redis = Redis::connect(cluster.url()).await.unwrap();
     queuegen_tests::library::load(&redis).await;
-    queuegen_runtime::ensure_groups(&redis, &config)
+    queuegen_runtime::admin::ensure_groups(&redis, &config)
         .await
         .unwrap();
     for stream in 0..config.streams() {

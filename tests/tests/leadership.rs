@@ -4,9 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::metrics::{Registry, WorkerMetrics};
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::suite::worker::{QueueKind, Tuning};

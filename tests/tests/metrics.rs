@@ -4,13 +4,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::metrics::{
     prometheus_client, FailedTransition, JobOutcome, Registry, Settlement, StreamRole, TrimOutcome,
     WorkerMetrics,
 };
+use queuegen_runtime::transitions::DeadReason;
 use queuegen_runtime::{
-    ensure_groups, DeadReason, Handler, JobContext, JobError, NewJob, Outcome, Producer,
-    QueueConfig, Redis, Timestamp, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Timestamp, Worker,
 };
 use queuegen_tests::exposition::{http_get, parse, promtool_check, Exposition};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};

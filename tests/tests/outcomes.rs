@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuegen_runtime::{ensure_groups, JobContext, JobError, NewJob, Outcome, Redis};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{JobContext, JobError, NewJob, Outcome, Redis};
 use queuegen_tests::queues::jobs::{self, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, wait_until,

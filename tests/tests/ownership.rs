@@ -3,11 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Worker, WorkerReport,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
+    WorkerReport,
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, TestJob};

@@ -265,7 +265,7 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
         ..test_config(&unique_prefix("pause-cluster"), 3)
     };
     queuegen_tests::library::load(&redis).await;
-    queuegen_runtime::ensure_groups(&redis, &config)
+    queuegen_runtime::admin::ensure_groups(&redis, &config)
         .await
         .unwrap();
     let mut conn = redis.shared();

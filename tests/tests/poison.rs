@@ -4,9 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker,
-};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,

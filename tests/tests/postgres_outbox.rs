@@ -349,7 +349,7 @@ async fn the_publisher_and_the_results_work_on_a_cluster() {
     let config = test_config(&unique_prefix("outbox-cluster"), 6);
     let redis = Redis::connect(cluster.url()).await.unwrap();
     queuegen_tests::library::load(&redis).await;
-    queuegen_runtime::ensure_groups(&redis, &config)
+    queuegen_runtime::admin::ensure_groups(&redis, &config)
         .await
         .unwrap();
     let pg = Postgres::connect(&postgres_server.url(), SCHEMA, 4)

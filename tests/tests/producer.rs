@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use queuegen_runtime::envelope::{self, FieldMap};
-use queuegen_runtime::{partition_of, Error, NewJob, Producer, Redis};
+use queuegen_runtime::partition::partition_of;
+use queuegen_runtime::{Error, NewJob, Producer, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, unique_prefix};
 use queuegen_tests::RedisServer;

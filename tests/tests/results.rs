@@ -4,9 +4,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    ensure_groups, Committed, Durability, Error, Handler, JobContext, JobError, NewJob, Outcome,
-    Producer, Redis, RedisResults, Results, Worker,
+    Committed, Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis,
+    RedisResults, Results, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{pending_count, unique_prefix, wait_until};

@@ -4,10 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::retry::backoff;
 use queuegen_runtime::{
-    ensure_groups, transitions, Envelope, Handler, JobContext, JobError, NewJob, Outcome, Producer,
-    QueueConfig, Redis, Worker, WorkerReport,
+    transitions, Envelope, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
+    Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{

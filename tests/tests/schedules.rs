@@ -6,9 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::schedule::job_id;
-use queuegen_runtime::{
-    transitions, Error, MarkerKind, Missed, Redis, Scheduler, SchedulerReport, TransitionCode,
-};
+use queuegen_runtime::transitions::TransitionCode;
+use queuegen_runtime::{transitions, Error, MarkerKind, Missed, Redis, Scheduler, SchedulerReport};
 use queuegen_tests::library;
 use queuegen_tests::schedules::{jobs_by_id, TestSchedule, TickJob, SCHEDULE_ENV};
 use queuegen_tests::support::unique_prefix;

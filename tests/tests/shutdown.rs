@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use queuegen_runtime::{
-    ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker,
-};
+use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{all_pending, capture_logs, unique_prefix, wait_until};
 use queuegen_tests::{library, RedisServer};

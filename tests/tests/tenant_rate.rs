@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::partition::tenant_class;
 use queuegen_runtime::{
-    tenant_class, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
-    TenantRateLimit, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, TenantRateLimit, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{

@@ -8,13 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::lease::{self, Lease};
 use queuegen_runtime::stream_id::StreamId;
+use queuegen_runtime::transitions::TransitionCode;
 use queuegen_runtime::trim::{self, Boundary, Removable, StreamRole, TrimOptions};
-use queuegen_runtime::{
-    ensure_groups, Error, Handler, JobContext, JobError, Outcome, QueueConfig, Redis,
-    TransitionCode, Worker,
-};
+use queuegen_runtime::{Error, Handler, JobContext, JobError, Outcome, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs, init_tracing, unique_prefix, wait_until};
 use queuegen_tests::{library, RedisServer};

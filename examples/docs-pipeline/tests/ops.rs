@@ -35,7 +35,7 @@ async fn the_ops_app_serves_the_dashboard_under_its_mount_point() {
     let redis = queuegen_runtime::Redis::connect(server.url())
         .await
         .unwrap();
-    queuegen_runtime::load_library(&redis, include_str!("../deploy/functions.lua"))
+    queuegen_runtime::admin::load_library(&redis, include_str!("../deploy/functions.lua"))
         .await
         .unwrap();
     for config in [
@@ -44,7 +44,7 @@ async fn the_ops_app_serves_the_dashboard_under_its_mount_point() {
         export::CONFIG,
         reconciliation::CONFIG,
     ] {
-        queuegen_runtime::ensure_groups(&redis, &config)
+        queuegen_runtime::admin::ensure_groups(&redis, &config)
             .await
             .unwrap();
     }

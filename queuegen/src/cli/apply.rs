@@ -8,7 +8,8 @@ use anyhow::Context;
 use queuegen::gen;
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
-use queuegen_runtime::{admin, LibraryLoad, Redis};
+use queuegen_runtime::admin::LibraryLoad;
+use queuegen_runtime::{admin, functions, Redis};
 
 use super::common;
 
@@ -66,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .first()
             .map(|load| load.library.clone())
             .unwrap_or_default();
-        admin::verify_library(&redis, &library)
+        functions::verify_library(&redis, &library)
             .await
             .context("verifying the Function library")?;
         let mut rows = Vec::new();

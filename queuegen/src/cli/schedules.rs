@@ -9,7 +9,8 @@ use queuegen::runtime_config::queue_config;
 use queuegen::spec::cadence::{self, Cadence};
 use queuegen::spec::model::{Schedule, Spec};
 use queuegen_runtime::envelope::header_fields;
-use queuegen_runtime::{partition_of, MarkerKind};
+use queuegen_runtime::partition::partition_of;
+use queuegen_runtime::MarkerKind;
 use serde::Serialize;
 
 use super::common;

@@ -13,7 +13,7 @@ use queuegen::runtime_config::queue_config;
 use queuegen::spec::units::short_duration;
 use queuegen_runtime::lease;
 use queuegen_runtime::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
-use queuegen_runtime::{admin, Error, QueueConfig};
+use queuegen_runtime::{functions, Error, QueueConfig};
 
 use super::common;
 
@@ -162,7 +162,7 @@ async fn trim_all(
             let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| c.functions).collect();
             libraries.dedup();
             for library in libraries {
-                admin::verify_library(&redis, library).await?;
+                functions::verify_library(&redis, library).await?;
             }
             Some(trim::xtrim_acked_supported(&redis).await.with_context(|| {
                 format!("asking the primaries of {server} for COMMAND DOCS XTRIM")

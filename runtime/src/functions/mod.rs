@@ -13,6 +13,7 @@
 
 mod call;
 mod leases;
+mod library;
 mod publish;
 mod reply;
 mod settle;
@@ -21,8 +22,10 @@ mod upkeep;
 pub use call::{command, pipe_command, FunctionCall};
 pub(crate) use call::{refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
+pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishOnce};
 pub use reply::{Moved, TransitionCode};
+pub(crate) use settle::ClaimReply;
 pub use settle::{Ack, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick};
 pub use upkeep::{RateTake, Trim, TrimGroup, Version};
 

@@ -3,7 +3,9 @@
 //! All keys of one call share the partition's hash tag; what each move
 //! means, and how its reply reads, is `transitions`.
 
-use redis::{Cmd, ToRedisArgs};
+use redis::{Cmd, FromRedisValue, ParsingError, ToRedisArgs, Value};
+
+use crate::entry::{entries_of, Entry};
 
 use super::{Function, FunctionCall};
 
@@ -244,6 +246,37 @@ impl FunctionCall for Claim<'_> {
             .arg(self.min_idle_ms)
             .arg(self.cursor)
             .arg(self.count);
+    }
+}
+
+/// The reply of [`Claim`]: `[next_cursor, entries, deleted_ids, epoch]`.
+pub(crate) struct ClaimReply {
+    pub(crate) next_cursor: String,
+    pub(crate) claimed: Vec<Entry>,
+    pub(crate) deleted_ids: Vec<String>,
+    /// The partition's claim epoch after the call; the claimed entries carry it.
+    pub(crate) epoch: u64,
+}
+
+impl FromRedisValue for ClaimReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let Value::Array(parts) = value else {
+            return Err(ParsingError::from(format!(
+                "expected [next_cursor, entries, deleted_ids, epoch], found {value:?}"
+            )));
+        };
+        let mut parts = parts.into_iter();
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(next), Some(entries), Some(deleted), Some(epoch)) => Ok(ClaimReply {
+                next_cursor: String::from_redis_value(next)?,
+                claimed: entries_of(entries)?,
+                deleted_ids: Vec::from_redis_value(deleted)?,
+                epoch: u64::from_redis_value(epoch)?,
+            }),
+            _ => Err(ParsingError::from(
+                "expected [next_cursor, entries, deleted_ids, epoch]",
+            )),
+        }
     }
 }
 

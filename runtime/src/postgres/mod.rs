@@ -12,8 +12,6 @@
 pub mod migrations;
 
 #[cfg(feature = "postgres")]
-mod classify;
-#[cfg(feature = "postgres")]
 mod connect;
 #[cfg(feature = "postgres")]
 mod fence;
@@ -25,9 +23,9 @@ mod publisher;
 mod results;
 
 #[cfg(feature = "postgres")]
-pub use classify::error_kind;
+pub(crate) use crate::outcome::sqlstate::describe;
 #[cfg(feature = "postgres")]
-pub(crate) use classify::{describe, kind_in_chain, with_server_message};
+pub use crate::outcome::sqlstate::error_kind;
 #[cfg(feature = "postgres")]
 pub use connect::Postgres;
 #[cfg(feature = "postgres")]

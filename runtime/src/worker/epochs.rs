@@ -20,14 +20,14 @@ pub(super) struct Epochs {
 }
 
 impl Epochs {
-    pub fn new(partitions: u16) -> Epochs {
+    pub(super) fn new(partitions: u16) -> Epochs {
         Epochs {
             seen: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
     /// The newest epoch seen for `partition`; `None` before any.
-    pub fn current(&self, partition: u16) -> Option<u64> {
+    pub(super) fn current(&self, partition: u16) -> Option<u64> {
         match self.seen[usize::from(partition)].load(Ordering::Acquire) {
             0 => None,
             plus_one => Some(plus_one - 1),
@@ -36,7 +36,7 @@ impl Epochs {
 
     /// Records an epoch read from Redis. Epochs only rise, and replies can
     /// arrive out of order, so an older one never replaces a newer one.
-    pub fn observe(&self, partition: u16, epoch: u64) {
+    pub(super) fn observe(&self, partition: u16, epoch: u64) {
         self.seen[usize::from(partition)].fetch_max(epoch.saturating_add(1), Ordering::AcqRel);
     }
 }

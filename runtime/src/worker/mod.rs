@@ -302,7 +302,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     ) -> Result<WorkerReport> {
         start_checks::eviction_policy(&self.redis, self.allow_eviction_policy).await?;
         // Never loads anything itself: which code runs on the server is `apply`'s decision.
-        crate::admin::verify_library(&self.redis, self.config.functions).await?;
+        crate::functions::verify_library(&self.redis, self.config.functions).await?;
         let block = effective_read_block(self.read_block, self.config.shutdown_budget);
         let span = tracing::info_span!(
             "worker",

@@ -46,10 +46,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::streams::StreamPendingCountReply;
-use redis::{FromRedisValue, ParsingError, Value};
 
 use super::claim_pace::ClaimPace;
-use super::reply::{self, Entry};
 use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
@@ -197,7 +195,9 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         let cmd = crate::functions::command(&claim_function, &claim);
         let reply = shared
             .cancel
-            .unless_raised(cmd.query_async::<ClaimReply>(&mut shared.multiplexed.clone()))
+            .unless_raised(
+                cmd.query_async::<crate::functions::ClaimReply>(&mut shared.multiplexed.clone()),
+            )
             .await
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
@@ -385,37 +385,6 @@ async fn quarantine_partition(
             .await
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XPENDING", &[key.as_str()], config.group))?;
-    }
-}
-
-/// The library's `claim` reply: `[next_cursor, entries, deleted_ids, epoch]`.
-struct ClaimReply {
-    next_cursor: String,
-    claimed: Vec<Entry>,
-    deleted_ids: Vec<String>,
-    /// The partition's claim epoch after the call; the claimed entries carry it.
-    epoch: u64,
-}
-
-impl FromRedisValue for ClaimReply {
-    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let Value::Array(parts) = value else {
-            return Err(ParsingError::from(format!(
-                "expected [next_cursor, entries, deleted_ids, epoch], found {value:?}"
-            )));
-        };
-        let mut parts = parts.into_iter();
-        match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some(next), Some(entries), Some(deleted), Some(epoch)) => Ok(ClaimReply {
-                next_cursor: String::from_redis_value(next)?,
-                claimed: reply::entries_of(entries)?,
-                deleted_ids: Vec::from_redis_value(deleted)?,
-                epoch: u64::from_redis_value(epoch)?,
-            }),
-            _ => Err(ParsingError::from(
-                "expected [next_cursor, entries, deleted_ids, epoch]",
-            )),
-        }
     }
 }
 

@@ -13,8 +13,9 @@
 
 use std::process::Command;
 
+use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::roles::Role;
-use queuegen_runtime::{ensure_groups, QueueConfig, Redis};
+use queuegen_runtime::{QueueConfig, Redis};
 
 use crate::{library, RedisCluster, RedisPair, RedisServer};
 

@@ -1,4 +1,7 @@
-//! What a PostgreSQL error means for a job: its SQLSTATE class says whether another attempt can succeed.
+//! What a PostgreSQL error means for a job: its SQLSTATE class says whether another attempt can succeed (feature `postgres`).
+//!
+//! Here, under `outcome`, because `JobError`'s `?` conversion asks it; the
+//! `postgres` module re-exports [`error_kind`] and builds on it.
 //!
 //! A database error a handler returns with `?` becomes a [`JobError`](crate::JobError)
 //! of the kind [`error_kind`] gives (the conversion looks for a
@@ -11,7 +14,7 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::{DbError, SqlState};
 
-use crate::outcome::ErrorKind;
+use super::ErrorKind;
 
 /// The kind of a driver error: by SQLSTATE class for an error the server
 /// sent, transient for a connection that failed or closed.

@@ -1,0 +1,49 @@
+//! Whether the service's Function library is loaded: the check a worker makes before it starts, and `queuegen apply` after it loads.
+
+use crate::connect::{Node, Redis};
+use crate::error::{Error, Result};
+
+use super::{command, is_function_not_found, Function, Version};
+
+/// Checks that every primary has `library` loaded: `FCALL_RO <library>_version 0`
+/// on each must answer the library's own name. A primary without it (or
+/// answering another name) is [`Error::LibraryMissing`], naming every such
+/// primary and the library.
+pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for node in redis.primaries().await? {
+        if let Some(problem) = library_problem_on(&node, library).await? {
+            missing.push((node.addr(), problem));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::LibraryMissing {
+        server: missing
+            .iter()
+            .map(|(server, _)| server.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        library: library.to_owned(),
+        problem: missing[0].1.clone(),
+    })
+}
+
+/// Why `node` lacks `library`, or `None` when it has it.
+async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
+    let server = node.addr();
+    let function = Function::Version.in_library(library);
+    let mut conn = node.connection().await?;
+    let reply: redis::RedisResult<String> =
+        command(&function, &Version).query_async(&mut conn).await;
+    match reply {
+        Ok(name) if name == library => Ok(None),
+        Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
+        Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
+        Err(err) => Err(Error::redis(
+            format!("FCALL_RO {function} 0 on {server}"),
+            err,
+        )),
+    }
+}
