@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
-use crate::error::{Error, Result};
+use crate::error::{Error, LibraryProblem, Result, SetupError};
 use crate::functions::{self, is_function_not_found, Function, Version};
 use crate::lease;
 
@@ -101,16 +101,8 @@ pub struct LibraryLoad {
 /// rolling deploy). Stops at the first primary that refuses, naming it; the
 /// primaries before it keep the library, and running it again is safe.
 pub async fn load_library(redis: &Redis, code: &str) -> Result<Vec<LibraryLoad>> {
-    let library = library_name_of(code).ok_or_else(|| Error::InvalidLibrary {
-        problem: format!(
-            "the code does not start with `#!lua name=<library>` (first line: {:?})",
-            code.lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(80)
-                .collect::<String>()
-        ),
+    let library = library_name_of(code).ok_or_else(|| SetupError::NoLibraryName {
+        first_line: code.lines().next().unwrap_or("").chars().take(80).collect(),
     })?;
     let mut loads = Vec::new();
     for node in redis.primaries().await? {
@@ -145,9 +137,12 @@ async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> 
         .await
         .map_err(|err| Error::redis(format!("FUNCTION LOAD REPLACE {library} on {server}"), err))?;
     if loaded != library {
-        return Err(Error::InvalidLibrary {
-            problem: format!("{server} loaded it as {loaded:?}, not {library:?}"),
-        });
+        return Err(SetupError::LibraryLoadedAs {
+            server,
+            loaded,
+            library: library.to_owned(),
+        }
+        .into());
     }
     Ok(LibraryLoad {
         library: library.to_owned(),
@@ -158,10 +153,10 @@ async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> 
 
 /// Checks that every primary has `library` loaded: `FCALL_RO <library>_version 0`
 /// on each must answer the library's own name. A primary without it (or
-/// answering another name) is [`Error::LibraryMissing`], naming every such
+/// answering another name) is [`SetupError::LibraryMissing`], naming every such
 /// primary and the library.
 pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
-    let mut missing: Vec<(String, String)> = Vec::new();
+    let mut missing: Vec<(String, LibraryProblem)> = Vec::new();
     for node in redis.primaries().await? {
         if let Some(problem) = library_problem_on(&node, library).await? {
             missing.push((node.addr(), problem));
@@ -170,7 +165,7 @@ pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(Error::LibraryMissing {
+    Err(Error::Setup(SetupError::LibraryMissing {
         server: missing
             .iter()
             .map(|(server, _)| server.as_str())
@@ -178,11 +173,11 @@ pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
             .join(", "),
         library: library.to_owned(),
         problem: missing[0].1.clone(),
-    })
+    }))
 }
 
 /// Why `node` lacks `library`, or `None` when it has it.
-async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
+async fn library_problem_on(node: &Node, library: &str) -> Result<Option<LibraryProblem>> {
     let server = node.addr();
     let function = Function::Version.in_library(library);
     let mut conn = node.connection().await?;
@@ -191,8 +186,13 @@ async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>
         .await;
     match reply {
         Ok(name) if name == library => Ok(None),
-        Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
-        Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
+        Ok(name) => Ok(Some(LibraryProblem::OtherName {
+            function: function.to_string(),
+            name,
+        })),
+        Err(err) if is_function_not_found(&err) => Ok(Some(LibraryProblem::NoFunction {
+            function: function.to_string(),
+        })),
         Err(err) => Err(Error::redis(
             format!("FCALL_RO {function} 0 on {server}"),
             err,

@@ -9,6 +9,7 @@
 #![deny(unused)]
 
 use queuegen_runtime::envelope;
+use queuegen_runtime::error::DecodeError;
 use queuegen_runtime::{
     Envelope, Error, FieldEnum, FieldMap, FieldProblem, Header, Timestamp, Upcast,
 };
@@ -167,11 +168,11 @@ fn matching_structs_round_trip() {
 fn is_subject_ref_17_of_16(error: &Error) -> bool {
     matches!(
         error,
-        Error::Field {
+        Error::Decode(DecodeError::Field {
             field: "subject_ref",
             problem: FieldProblem::Oversized { len: 17, max: 16 },
             ..
-        }
+        })
     )
 }
 
@@ -220,11 +221,11 @@ fn required_fields_without_a_default_are_still_required() {
     assert!(
         matches!(
             error,
-            Error::Field {
+            Error::Decode(DecodeError::Field {
                 field: "requested_at",
                 problem: FieldProblem::Missing,
                 ..
-            }
+            })
         ),
         "{error:?}"
     );

@@ -18,7 +18,7 @@ pub enum TransitionCode {
     /// `QG_BATCH <n> > <max>`
     Batch,
     /// `QG_NOT_OWNER <id> ...`: the entry is pending for another consumer,
-    /// or no longer pending. Calls return it as [`Error::NotOwner`](crate::error::Error::NotOwner).
+    /// or no longer pending. Calls return it as [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner).
     NotOwner,
     /// A `QG_` code this runtime does not know (a newer library); the
     /// error's detail starts with the code itself.

@@ -38,7 +38,30 @@ pub use outbox::{Enqueued, InTransaction, PgOutbox};
 pub use publisher::{OutboxPublisher, PublisherReport};
 #[cfg(feature = "postgres")]
 pub use results::{Begun, PgJob, PgResults};
+#[cfg(not(feature = "postgres"))]
+pub(crate) use without_driver::{kind_in_chain, with_server_message};
 /// The driver and pool the PostgreSQL types here are built on, so that an
 /// application uses the same versions.
 #[cfg(feature = "postgres")]
 pub use {deadpool_postgres, tokio_postgres};
+
+/// What `JobError`'s `?` conversion asks of this module, in a build without
+/// the driver: no error can be a driver error, so none has a SQLSTATE to
+/// classify it by or a server message to show. The conversion itself is the
+/// same code in every build.
+#[cfg(not(feature = "postgres"))]
+mod without_driver {
+    use std::error::Error as StdError;
+
+    use crate::outcome::ErrorKind;
+
+    pub(crate) fn kind_in_chain(_err: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+        None
+    }
+
+    pub(crate) fn with_server_message(
+        source: Box<dyn StdError + Send + Sync>,
+    ) -> Box<dyn StdError + Send + Sync> {
+        source
+    }
+}

@@ -52,7 +52,7 @@ use super::claim_pace::ClaimPace;
 use super::reply::{self, Entry};
 use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
 use crate::envelope::Envelope;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransitionError};
 use crate::handler::Handler;
 use crate::metrics::{FailedTransition, Settlement};
 use crate::transitions::{self, DeadReason};
@@ -187,7 +187,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         let claims_key = shared.claims_key(partition);
         let claim = crate::functions::Claim {
             ready_key: &key,
-            claims_key: &claims_key,
+            claims_key,
             group: config.group,
             consumer: &shared.consumer,
             min_idle_ms,
@@ -341,7 +341,7 @@ async fn quarantine_partition(
                     );
                 }
                 // Claimed by another worker since this one took it over: theirs now.
-                Err(Error::NotOwner(refused)) => {
+                Err(Error::Transition(TransitionError::NotOwner(refused))) => {
                     shared
                         .events
                         .ownership_lost(partition, Settlement::DeadLetter, 1);
