@@ -28,7 +28,7 @@ pub use publish::PublishError;
 pub use redis::RedisError;
 pub use results::ResultError;
 pub use setup::{LibraryProblem, SetupError};
-pub use transition::{NotOwner, TransitionError};
+pub use transition::{NotOwner, TransitionCode, TransitionError};
 
 /// Any runtime failure, by domain.
 #[derive(Debug, thiserror::Error)]
@@ -68,23 +68,6 @@ impl Error {
     pub fn redis(context: impl Into<String>, source: ::redis::RedisError) -> Self {
         Error::Redis(RedisError {
             context: context.into(),
-            source,
-        })
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Error {
-    /// Wraps a PostgreSQL driver error with the database and what was being done.
-    pub fn postgres(
-        target: impl Into<String>,
-        context: impl Into<String>,
-        source: tokio_postgres::Error,
-    ) -> Self {
-        Error::Postgres(PostgresError::Driver {
-            target: target.into(),
-            context: context.into(),
-            detail: crate::postgres::describe(&source),
             source,
         })
     }

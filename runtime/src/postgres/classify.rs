@@ -11,6 +11,7 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::{DbError, SqlState};
 
+use crate::error::{Error, PostgresError};
 use crate::outcome::ErrorKind;
 
 /// The kind of a driver error: by SQLSTATE class for an error the server
@@ -91,6 +92,24 @@ impl std::fmt::Display for Described {
 impl StdError for Described {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         Some(&self.driver)
+    }
+}
+
+// The constructor lives with `describe`, so that `error` does not import
+// this module.
+impl Error {
+    /// Wraps a PostgreSQL driver error with the database and what was being done.
+    pub fn postgres(
+        target: impl Into<String>,
+        context: impl Into<String>,
+        source: tokio_postgres::Error,
+    ) -> Self {
+        Error::Postgres(PostgresError::Driver {
+            target: target.into(),
+            context: context.into(),
+            detail: describe(&source),
+            source,
+        })
     }
 }
 

@@ -27,7 +27,7 @@ mod results;
 #[cfg(feature = "postgres")]
 pub use classify::error_kind;
 #[cfg(feature = "postgres")]
-pub(crate) use classify::{describe, kind_in_chain, with_server_message};
+pub(crate) use classify::{kind_in_chain, with_server_message};
 #[cfg(feature = "postgres")]
 pub use connect::Postgres;
 #[cfg(feature = "postgres")]
