@@ -209,10 +209,12 @@ fn read_field(field: &WireField<'_>) -> TokenStream {
             <#ty as ::queuegen_runtime::FieldValue>::decode_field(
                 ::core::option::Option::Some(#text),
             )
-            .map_err(|problem| ::queuegen_runtime::Error::Field {
-                envelope: <Self as ::queuegen_runtime::Envelope>::TYPE,
-                field: #wire_name,
-                problem,
+            .map_err(|problem| {
+                ::queuegen_runtime::Error::from(::queuegen_runtime::error::DecodeError::field(
+                    <Self as ::queuegen_runtime::Envelope>::TYPE,
+                    #wire_name,
+                    problem,
+                ))
             })?
         },
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 use crate::lease;
 
 /// The result of setting up one partition's group.
@@ -103,16 +103,8 @@ pub struct LibraryLoad {
 /// rolling deploy). Stops at the first primary that refuses, naming it; the
 /// primaries before it keep the library, and running it again is safe.
 pub async fn load_library(redis: &Redis, code: &str) -> Result<Vec<LibraryLoad>> {
-    let library = library_name_of(code).ok_or_else(|| Error::InvalidLibrary {
-        problem: format!(
-            "the code does not start with `#!lua name=<library>` (first line: {:?})",
-            code.lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(80)
-                .collect::<String>()
-        ),
+    let library = library_name_of(code).ok_or_else(|| SetupError::NoLibraryName {
+        first_line: code.lines().next().unwrap_or("").chars().take(80).collect(),
     })?;
     let mut loads = Vec::new();
     for node in redis.primaries().await? {
@@ -147,9 +139,12 @@ async fn load_on(node: &Node, library: &str, code: &str) -> Result<LibraryLoad> 
         .await
         .map_err(|err| Error::redis(format!("FUNCTION LOAD REPLACE {library} on {server}"), err))?;
     if loaded != library {
-        return Err(Error::InvalidLibrary {
-            problem: format!("{server} loaded it as {loaded:?}, not {library:?}"),
-        });
+        return Err(SetupError::LibraryLoadedAs {
+            server,
+            loaded,
+            library: library.to_owned(),
+        }
+        .into());
     }
     Ok(LibraryLoad {
         library: library.to_owned(),

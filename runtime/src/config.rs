@@ -315,7 +315,7 @@ impl QueueConfig {
 
     /// The partitions `chosen` names, sorted and without repeats, or every
     /// partition when it names none. A partition the queue does not have is
-    /// [`crate::Error::NoSuchPartition`]: the one check the worker, the CLI,
+    /// [`OperationError::NoSuchPartition`](crate::error::OperationError::NoSuchPartition): the one check the worker, the CLI,
     /// the operator views and the dashboard make.
     pub fn chosen_partitions(&self, chosen: &[u16]) -> crate::Result<Vec<u16>> {
         if chosen.is_empty() {
@@ -325,11 +325,13 @@ impl QueueConfig {
         partitions.sort_unstable();
         partitions.dedup();
         match partitions.iter().find(|&&p| p >= self.partitions) {
-            Some(&partition) => Err(crate::Error::NoSuchPartition {
-                queue: self.queue,
-                partition,
-                partitions: self.partitions,
-            }),
+            Some(&partition) => Err(crate::Error::Operation(
+                crate::error::OperationError::NoSuchPartition {
+                    queue: self.queue,
+                    partition,
+                    partitions: self.partitions,
+                },
+            )),
             None => Ok(partitions),
         }
     }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{Error, FieldProblem};
+use crate::error::{DecodeError, Error, FieldProblem};
 use crate::field::{FieldValue, Timestamp};
 
 /// Header field names, in the order they are written; the list lives with
@@ -167,11 +167,11 @@ impl FieldWriter {
     }
 
     fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
-        Error::Field {
+        Error::Decode(DecodeError::Field {
             envelope: self.envelope,
             field,
             problem,
-        }
+        })
     }
 
     pub fn into_pairs(self) -> Vec<(&'static str, String)> {
@@ -258,11 +258,11 @@ impl<'a> FieldMap<'a> {
     }
 
     fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
-        Error::Field {
+        Error::Decode(DecodeError::Field {
             envelope: self.envelope,
             field,
             problem,
-        }
+        })
     }
 }
 
@@ -316,17 +316,17 @@ pub fn decode_header(fields: &FieldMap<'_>) -> Result<Header, Error> {
 pub fn decode<E: Envelope>(fields: &FieldMap<'_>) -> Result<(Header, E), Error> {
     let header = decode_header(fields)?;
     if header.envelope_type != E::TYPE {
-        return Err(Error::WrongType {
+        return Err(Error::Decode(DecodeError::WrongType {
             expected: E::TYPE,
             found: header.envelope_type,
-        });
+        }));
     }
     if !E::ACCEPTS.contains(&header.schema) {
-        return Err(Error::UnsupportedSchema {
+        return Err(Error::Decode(DecodeError::UnsupportedSchema {
             envelope: E::TYPE,
             seen: header.schema,
             accepted: E::ACCEPTS,
-        });
+        }));
     }
     let body = E::decode_body(fields, header.schema)?;
     Ok((header, body))

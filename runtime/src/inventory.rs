@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 use redis::streams::StreamInfoGroupsReply;
 use redis::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, InventoryProblem, OperationError, Result};
 use crate::stream_id::StreamId;
 
 /// One stream and every consumer group reading it, at one moment.
@@ -297,9 +297,11 @@ pub(crate) fn text(value: Value) -> Option<String> {
 }
 
 pub(crate) fn parse_id(key: &str, id: &str) -> Result<StreamId> {
-    id.parse().map_err(|err| Error::Inventory {
-        key: key.to_owned(),
-        problem: format!("{err}"),
+    id.parse().map_err(|err| {
+        Error::Operation(OperationError::Inventory {
+            key: key.to_owned(),
+            problem: InventoryProblem::BadId(err),
+        })
     })
 }
 
@@ -310,22 +312,27 @@ pub(crate) fn is_no_such_key(err: &redis::RedisError) -> bool {
 }
 
 pub(crate) fn short_reply(key: &str) -> Error {
-    Error::Inventory {
+    Error::Operation(OperationError::Inventory {
         key: key.to_owned(),
-        problem: "the server answered fewer replies than commands sent".to_owned(),
-    }
+        problem: InventoryProblem::ShortReply,
+    })
 }
 
 pub(crate) fn malformed(key: &str, command: &str) -> Error {
-    Error::Inventory {
+    Error::Operation(OperationError::Inventory {
         key: key.to_owned(),
-        problem: format!("malformed {command} reply"),
-    }
+        problem: InventoryProblem::Malformed {
+            command: command.to_owned(),
+        },
+    })
 }
 
 pub(crate) fn unexpected(key: &str, command: &str, found: &Value) -> Error {
-    Error::Inventory {
+    Error::Operation(OperationError::Inventory {
         key: key.to_owned(),
-        problem: format!("unexpected {command} reply: {found:?}"),
-    }
+        problem: InventoryProblem::Unexpected {
+            command: command.to_owned(),
+            found: format!("{found:?}"),
+        },
+    })
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, OperationError, Result};
 use crate::functions::{self, is_function_not_found, Function, LeaseAcquire, LeaseRelease};
 
 /// How long [`acquire_waiting`] sleeps between two attempts.
@@ -40,7 +40,7 @@ impl Lease {
 }
 
 /// A holder name unique to this process: `{role}:{host}-{pid}-{random hex}`,
-/// so [`Error::LeaseHeld`] says which host and process holds a lease.
+/// so [`OperationError::LeaseHeld`] says which host and process holds a lease.
 pub fn unique_holder(role: &str) -> String {
     format!(
         "{role}:{}-{}-{:08x}",
@@ -51,7 +51,7 @@ pub fn unique_holder(role: &str) -> String {
 }
 
 /// Takes the lease `key` for `holder` for `ttl` (at least 1 ms), or fails
-/// with [`Error::LeaseHeld`] naming whoever holds it.
+/// with [`OperationError::LeaseHeld`] naming whoever holds it.
 ///
 /// It goes through the library `functions`' `lease_acquire`, which runs past
 /// maxmemory (a full server is when trimming is needed most); on a server
@@ -83,11 +83,11 @@ pub async fn acquire<C: ConnectionLike>(
             holder: holder.to_owned(),
         });
     }
-    Err(Error::LeaseHeld {
+    Err(Error::Operation(OperationError::LeaseHeld {
         key: key.to_owned(),
         // Expired between the SET and the GET: the next attempt may win.
         holder: current.unwrap_or_else(|| "(just released)".to_owned()),
-    })
+    }))
 }
 
 /// `SET key holder NX PX ttl_ms`, then `GET key` in one pipeline: (1, holder)
@@ -119,7 +119,7 @@ async fn set_nx<C: ConnectionLike>(
 }
 
 /// Like [`acquire`], but while someone else holds the lease, tries again
-/// every 25 ms for up to `wait`; then [`Error::LeaseHeld`].
+/// every 25 ms for up to `wait`; then [`OperationError::LeaseHeld`].
 pub async fn acquire_waiting<C: ConnectionLike>(
     conn: &mut C,
     functions: &str,
@@ -131,7 +131,9 @@ pub async fn acquire_waiting<C: ConnectionLike>(
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         match acquire(conn, functions, key, holder, ttl).await {
-            Err(Error::LeaseHeld { .. }) if tokio::time::Instant::now() < deadline => {
+            Err(Error::Operation(OperationError::LeaseHeld { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
             other => return other,

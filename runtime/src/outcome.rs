@@ -17,6 +17,27 @@
 #[cfg(feature = "postgres")]
 pub(crate) mod sqlstate;
 
+/// What `JobError`'s `?` conversion asks of [`sqlstate`] in a build without
+/// the driver: no error can be a driver error, so none has a SQLSTATE to
+/// classify it by or a server message to show. The conversion itself is the
+/// same code in every build.
+#[cfg(not(feature = "postgres"))]
+mod sqlstate {
+    use std::error::Error as StdError;
+
+    use super::ErrorKind;
+
+    pub(crate) fn kind_in_chain(_err: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+        None
+    }
+
+    pub(crate) fn with_server_message(
+        source: Box<dyn StdError + Send + Sync>,
+    ) -> Box<dyn StdError + Send + Sync> {
+        source
+    }
+}
+
 use std::fmt;
 use std::time::Duration;
 
@@ -94,9 +115,9 @@ impl fmt::Display for ErrorKind {
 
 /// A handler failure with its classification.
 ///
-/// Any error converts with `?` as [`ErrorKind::Transient`] (with the
-/// `postgres` feature, a database error as its SQLSTATE class says:
-/// `postgres::error_kind`); use
+/// Any error converts with `?` as [`ErrorKind::Transient`], except a
+/// PostgreSQL driver error (feature `postgres`), which converts as its
+/// SQLSTATE class says (`postgres::error_kind`); use
 /// [`JobError::permanent`] or [`JobError::ambiguous`] to say otherwise. Like
 /// `anyhow::Error`, it deliberately does not implement `std::error::Error` so
 /// that the blanket `From` conversion is possible.
@@ -141,25 +162,15 @@ impl<E> From<E> for JobError
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    /// Transient, except (with the `postgres` feature) a database error,
-    /// found anywhere along the source chain: its SQLSTATE decides.
+    /// Transient, except a PostgreSQL driver error found anywhere along the
+    /// source chain: its SQLSTATE decides (`postgres::error_kind`). The same
+    /// code runs in every build; a build without the `postgres` feature
+    /// does not link the driver, so it recognises none.
     fn from(source: E) -> Self {
         let source = source.into();
-        let kind = kind_of_source(&*source).unwrap_or(ErrorKind::Transient);
-        #[cfg(feature = "postgres")]
+        let kind = sqlstate::kind_in_chain(&*source).unwrap_or(ErrorKind::Transient);
         let source = sqlstate::with_server_message(source);
         JobError { kind, source }
-    }
-}
-
-/// The kind an error's source chain implies, if any does.
-fn kind_of_source(source: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<ErrorKind> {
-    #[cfg(feature = "postgres")]
-    return sqlstate::kind_in_chain(source);
-    #[cfg(not(feature = "postgres"))]
-    {
-        let _ = source;
-        None
     }
 }
 

@@ -12,7 +12,7 @@ use self::admission::Admission;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::{self, Envelope, Header};
-use crate::error::{Error, Result};
+use crate::error::{Error, PublishError, Result};
 use crate::field::Timestamp;
 use crate::partition::partition_of;
 use crate::transitions::{self, Appended, DelayedReply};
@@ -126,7 +126,7 @@ impl Durability {
 ///
 /// With `admission.max_oldest_ready_age` set, a publish to a partition whose
 /// oldest undelivered entry (for its slowest group) is older than that is
-/// refused with [`Error::Backpressure`]. Each partition's age is re-read at
+/// refused with [`PublishError::Backpressure`]. Each partition's age is re-read at
 /// most every `admission.refresh` and cached on the [`Redis`] handle, so
 /// every producer of the queue made from that handle (or its clones) shares
 /// one reading per partition.
@@ -211,7 +211,9 @@ impl<E: Envelope> Producer<E> {
     /// Counts a refusal by admission; any other error is not the metrics' business.
     fn refused(&self, err: &Error) {
         #[cfg(feature = "metrics")]
-        if let (Some(metrics), Error::Backpressure { partition, .. }) = (&self.metrics, err) {
+        if let (Some(metrics), Error::Publish(PublishError::Backpressure { partition, .. })) =
+            (&self.metrics, err)
+        {
             metrics.refused(self.config.queue, *partition);
         }
         #[cfg(not(feature = "metrics"))]
@@ -239,7 +241,7 @@ impl<E: Envelope> Producer<E> {
 
     /// Validates, encodes and appends one job to its partition's stream.
     ///
-    /// Refused with [`Error::Backpressure`], writing nothing, while admission
+    /// Refused with [`PublishError::Backpressure`], writing nothing, while admission
     /// finds the partition's oldest undelivered entry older than
     /// `admission.max_oldest_ready_age`.
     pub async fn publish(&self, job: NewJob<E>) -> Result<Published> {
@@ -336,7 +338,7 @@ impl<E: Envelope> Producer<E> {
             .await
     }
 
-    /// Refused with [`Error::Backpressure`] while admission finds the
+    /// Refused with [`PublishError::Backpressure`] while admission finds the
     /// partition behind; nothing to do without `admission`.
     async fn admit(&self, partition: u16) -> Result<()> {
         if let Some(admission) = &self.admission {
@@ -477,7 +479,7 @@ impl<E: Envelope> Producer<E> {
     /// With admission on, every partition the batch touches is checked
     /// before anything is sent (stale readings refreshed together, in one
     /// inventory round): if any one partition is refused, the whole batch is
-    /// refused with [`Error::Backpressure`] naming the lowest refused
+    /// refused with [`PublishError::Backpressure`] naming the lowest refused
     /// partition, and nothing of it is written, not even the jobs bound for
     /// partitions that were fine.
     ///
@@ -641,22 +643,24 @@ pub(crate) fn encode<E: Envelope>(
 ) -> Result<Encoded> {
     let queue = config.queue;
     if job.job_id.is_empty() {
-        return Err(Error::EmptyJobId { queue, position });
+        return Err(Error::Publish(PublishError::EmptyJobId { queue, position }));
     }
     let lane = match &job.lane {
         None => config.default_lane,
-        Some(name) => config.lane_index(name).ok_or_else(|| Error::UnknownLane {
-            queue,
-            job_id: job.job_id.clone(),
-            lane: name.clone(),
-            known: match config.lanes {
-                [] => "none".to_owned(),
-                lanes => lanes
-                    .iter()
-                    .map(|lane| lane.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            },
+        Some(name) => config.lane_index(name).ok_or_else(|| {
+            Error::Publish(PublishError::UnknownLane {
+                queue,
+                job_id: job.job_id.clone(),
+                lane: name.clone(),
+                known: match config.lanes {
+                    [] => "none".to_owned(),
+                    lanes => lanes
+                        .iter()
+                        .map(|lane| lane.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+            })
         })?,
     };
     let header = Header {
@@ -670,19 +674,21 @@ pub(crate) fn encode<E: Envelope>(
         prev_id: None,
         reason: None,
     };
-    let pairs = envelope::encode(&header, &job.body).map_err(|source| Error::InvalidJob {
-        queue,
-        job_id: header.job_id.clone(),
-        source: Box::new(source),
+    let pairs = envelope::encode(&header, &job.body).map_err(|source| {
+        Error::Publish(PublishError::InvalidJob {
+            queue,
+            job_id: header.job_id.clone(),
+            source: Box::new(source),
+        })
     })?;
     let len = encoded_len(&pairs);
     if len > config.payload_max_bytes {
-        return Err(Error::PayloadTooLarge {
+        return Err(Error::Publish(PublishError::PayloadTooLarge {
             queue,
             job_id: header.job_id,
             len,
             max: config.payload_max_bytes,
-        });
+        }));
     }
     let partition = config.stream(lane, partition_of(config, &pairs));
     Ok(Encoded { partition, pairs })

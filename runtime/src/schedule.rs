@@ -35,7 +35,7 @@ use redis::aio::ConnectionLike;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::header_fields;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 use crate::failpoint::failpoint;
 use crate::host::now_ms;
 use crate::partition::partition_of;
@@ -162,13 +162,12 @@ impl Scheduler {
     pub async fn run_until(self, stop: impl Future<Output = ()> + Send) -> Result<SchedulerReport> {
         let mut parsed = Vec::new();
         for schedule in self.schedules {
-            let ticks = schedule
-                .cadence
-                .ticks()
-                .map_err(|err| Error::InvalidWorker {
+            let ticks = schedule.cadence.ticks().map_err(|err| {
+                Error::Setup(SetupError::InvalidWorker {
                     queue: schedule.queue.queue,
                     problem: format!("schedule `{}`: {err}", schedule.name),
-                })?;
+                })
+            })?;
             parsed.push((schedule, ticks));
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -15,12 +15,12 @@
 //! `dead_letter`, `ack`, `renew`) names the caller's consumer, and the
 //! function acts only on an entry still pending for it: a worker that
 //! stalled past `claim.min_idle`, whose entry another worker claimed since,
-//! is refused ([`Error::NotOwner`], or a refused entry of [`Acked`]) and
+//! is refused ([`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner), or a refused entry of [`Acked`]) and
 //! changes nothing.
 //!
 //! A refusal (`QG_*` error reply; nothing was written) becomes
-//! [`Error::Transition`] naming the function, key, partition and job, or
-//! [`Error::NotOwner`] naming the entry's current owner. The `version` check
+//! [`TransitionError::Refused`](crate::error::TransitionError::Refused) naming the function, key, partition and job, or
+//! [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) naming the entry's current owner. The `version` check
 //! at worker start is `functions::verify_library`.
 
 use std::fmt;
@@ -136,7 +136,7 @@ pub struct DeadLetter<'a> {
 }
 
 /// Calls `retry_schedule`; the source is acknowledged when this returns `Ok`.
-/// [`Error::NotOwner`] when the entry is no longer pending for `retry.consumer`.
+/// [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) when the entry is no longer pending for `retry.consumer`.
 pub async fn retry_schedule<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
@@ -147,7 +147,7 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
 
 /// Calls `defer`: as [`retry_schedule`], with the attempt kept, for a job set
 /// aside before it ran (its tenant's rate was spent); it waits in the retry
-/// set until `due_ms`. [`Error::NotOwner`] as for a retry.
+/// set until `due_ms`. [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) as for a retry.
 pub async fn defer<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
@@ -199,7 +199,7 @@ async fn schedule_again<C: ConnectionLike + Send>(
 }
 
 /// Calls `dead_letter`; the source is acknowledged when this returns `Ok`.
-/// [`Error::NotOwner`] when the entry is no longer pending for `dead.consumer`.
+/// [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) when the entry is no longer pending for `dead.consumer`.
 pub async fn dead_letter<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,

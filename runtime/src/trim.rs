@@ -36,7 +36,7 @@ use redis::aio::ConnectionLike;
 use redis::Value;
 
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, InventoryProblem, OperationError, Result};
 use crate::functions::{self, CallContext, Function, TrimGroup};
 use crate::inventory::{first_id, inventory, StreamInventory};
 use crate::lease::{self, Lease};
@@ -370,10 +370,10 @@ async fn count_removable<C: ConnectionLike>(
         let (Some(last), Some(below), Some(memory)) =
             (answers.next(), answers.next(), answers.next())
         else {
-            return Err(Error::Inventory {
+            return Err(Error::Operation(OperationError::Inventory {
                 key,
-                problem: "the server answered fewer replies than commands sent".to_owned(),
-            });
+                problem: InventoryProblem::ShortReply,
+            }));
         };
         let last = last
             .map_err(|err| Error::redis(format!("XREVRANGE {key} + - COUNT 1"), err))
@@ -382,10 +382,13 @@ async fn count_removable<C: ConnectionLike>(
             Error::redis(format!("XRANGE {key} - ({} COUNT {cap}", plan.minid), err)
         })?;
         let Value::Array(below) = below else {
-            return Err(Error::Inventory {
+            return Err(Error::Operation(OperationError::Inventory {
                 key,
-                problem: format!("unexpected XRANGE reply: {below:?}"),
-            });
+                problem: InventoryProblem::Unexpected {
+                    command: "XRANGE".to_owned(),
+                    found: format!("{below:?}"),
+                },
+            }));
         };
         let below = below.len() as u64;
         plan.removable = match last {
@@ -426,9 +429,9 @@ pub struct Trimmed {
 /// then the stream is inventoried again and every entry a group needs is
 /// checked (`XRANGE id id`).
 ///
-/// Errors: [`Error::TrimAborted`] (nothing removed) when the groups changed
-/// since the plan; [`Error::LeaseHeld`] (nothing removed) when the lease is
-/// no longer this caller's; [`Error::TrimUnverified`] when an entry a group
+/// Errors: [`OperationError::TrimAborted`] (nothing removed) when the groups changed
+/// since the plan; [`OperationError::LeaseHeld`] (nothing removed) when the lease is
+/// no longer this caller's; [`OperationError::TrimUnverified`] when an entry a group
 /// needs is gone after the trim. `xtrim_acked` adds `ACKED` (Redis 8.2+
 /// only: see [`xtrim_acked_supported`]).
 pub async fn apply<C: ConnectionLike>(
@@ -464,11 +467,11 @@ pub async fn apply<C: ConnectionLike>(
     let trimmed = TrimReply::parse(&plan.key, reply)?;
     let (removed, bytes_freed, groups) = match trimmed {
         TrimReply::Aborted { group, change } => {
-            return Err(Error::TrimAborted {
+            return Err(Error::Operation(OperationError::TrimAborted {
                 key: plan.key.clone(),
                 group,
                 change,
-            })
+            }))
         }
         TrimReply::Trimmed {
             removed,
@@ -487,7 +490,7 @@ pub async fn apply<C: ConnectionLike>(
 }
 
 /// A `QG_*` refusal of the trim function as the runtime's error: `QG_LEASE`
-/// as [`Error::LeaseHeld`], the others as for every function call.
+/// as [`OperationError::LeaseHeld`], the others as for every function call.
 fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Lease) -> Error {
     let job = format!("trim to MINID {}", plan.minid);
     let call = CallContext {
@@ -514,10 +517,10 @@ fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Leas
             "(none)" => "nobody (this trimmer's lease expired)".to_owned(),
             holder => holder.to_owned(),
         };
-        return Error::LeaseHeld {
+        return Error::Operation(OperationError::LeaseHeld {
             key: lease.key().to_owned(),
             holder,
-        };
+        });
     }
     call.transition(code, detail)
 }
@@ -548,9 +551,11 @@ enum TrimReply {
 
 impl TrimReply {
     fn parse(key: &str, reply: Value) -> Result<TrimReply> {
-        let bad = || Error::Inventory {
-            key: key.to_owned(),
-            problem: "unexpected reply from the trim function".to_owned(),
+        let bad = || {
+            Error::Operation(OperationError::Inventory {
+                key: key.to_owned(),
+                problem: InventoryProblem::TrimReply,
+            })
         };
         let Value::Array(items) = reply else {
             return Err(bad());
@@ -651,15 +656,13 @@ async fn verify<C: ConnectionLike>(
         settled_since(conn, key, &checks, &mut stored).await?;
     }
     match first_missing(&checks, &stored) {
-        Some(check) => Err(Error::TrimUnverified {
+        Some(check) => Err(Error::Operation(OperationError::TrimUnverified {
             key: key.to_owned(),
             minid: minid.to_string(),
             group: check.group.clone(),
-            problem: format!(
-                "lost its {} {}: XRANGE {} {} is empty",
-                check.what, check.id, check.id, check.id
-            ),
-        }),
+            what: check.what,
+            id: check.id.to_string(),
+        })),
         None => Ok(checks.len()),
     }
 }
@@ -775,7 +778,7 @@ pub struct TrimOptions {
     /// Add `ACKED` to `XTRIM` (only where [`xtrim_acked_supported`]).
     pub xtrim_acked: bool,
     /// How long to wait for a lease someone else holds before giving up
-    /// with [`Error::LeaseHeld`]; zero: do not wait.
+    /// with [`OperationError::LeaseHeld`]; zero: do not wait.
     pub lease_wait: Duration,
 }
 
@@ -791,7 +794,7 @@ pub struct StreamTrim {
 /// each plan with something to remove, releases the lease. A stream that
 /// does not exist is left out (a dead-letter stream before its first dead
 /// letter). Fails as a whole only when the lease cannot be had
-/// ([`Error::LeaseHeld`]) or the plan cannot be read; one stream's failed
+/// ([`OperationError::LeaseHeld`]) or the plan cannot be read; one stream's failed
 /// apply is in its [`StreamTrim::result`].
 pub async fn trim_partition<C: ConnectionLike>(
     conn: &mut C,

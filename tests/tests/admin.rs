@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::{RedisError, SetupError};
 use queuegen_runtime::{Error, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, unique_prefix};
@@ -55,7 +56,7 @@ async fn a_key_of_the_wrong_type_is_an_error_naming_the_key() {
 
     let err = ensure_groups(&redis, &config).await.unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, Error::Redis { .. }), "{err:?}");
+    assert!(matches!(err, Error::Redis(RedisError { .. })), "{err:?}");
     assert!(message.contains(&squatted), "{message}");
     assert!(message.contains("WRONGTYPE"), "{message}");
     assert!(message.contains(config.group), "{message}");
@@ -76,7 +77,7 @@ async fn a_worker_without_its_group_says_to_run_apply() {
         .expect("a missing group stops the worker")
         .unwrap_err();
     match &err {
-        Error::NoGroup { key, group } => {
+        Error::Setup(SetupError::NoGroup { key, group }) => {
             assert!(config.ready_keys().contains(key), "{key}");
             assert_eq!(group, config.group);
         }
@@ -110,7 +111,10 @@ async fn a_worker_for_a_partition_that_does_not_exist_is_refused() {
         .run_until(std::future::pending())
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidWorker { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Setup(SetupError::InvalidWorker { .. })),
+        "{err:?}"
+    );
     assert!(
         err.to_string()
             .contains("queue jobs has no partition 5: its partitions are 0 to 1"),

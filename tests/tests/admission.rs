@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::PublishError;
 use queuegen_runtime::host::now_ms;
 use queuegen_runtime::partition::partition_of;
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
@@ -141,13 +142,13 @@ fn backpressure<T: std::fmt::Debug>(
     result: queuegen_runtime::Result<T>,
 ) -> (&'static str, u16, Duration, Duration) {
     match result {
-        Err(Error::Backpressure {
+        Err(Error::Publish(PublishError::Backpressure {
             queue,
             partition,
             lane: None,
             oldest_ready_age,
             limit,
-        }) => (queue, partition, oldest_ready_age, limit),
+        })) => (queue, partition, oldest_ready_age, limit),
         other => panic!("expected Backpressure, got {other:?}"),
     }
 }
@@ -186,13 +187,13 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
         1,
         "a refused publish writes nothing"
     );
-    let message = Error::Backpressure {
+    let message = Error::Publish(PublishError::Backpressure {
         queue,
         partition,
         lane: None,
         oldest_ready_age: Duration::from_secs(3600),
         limit,
-    }
+    })
     .to_string();
     assert_eq!(
         message,
@@ -222,7 +223,9 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
     let published = loop {
         match producer.publish(job_for(&config, 1, 2)).await {
             Ok(published) => break published,
-            Err(Error::Backpressure { .. }) if tokio::time::Instant::now() < deadline => {
+            Err(Error::Publish(PublishError::Backpressure { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(err) => panic!("still refused after refresh + 5s: {err}"),

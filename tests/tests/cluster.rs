@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::SetupError;
 use queuegen_runtime::{
     Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
     Redis, Worker, WorkerReport,
@@ -235,7 +236,10 @@ async fn a_worker_refuses_a_cluster_where_one_primary_lacks_the_library() {
         .await
         .unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, Error::LibraryMissing { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Setup(SetupError::LibraryMissing { .. })),
+        "{err:?}"
+    );
     assert!(
         message.contains(&victim.addr()),
         "names the primary: {message}"
@@ -274,7 +278,7 @@ async fn a_worker_refuses_a_cluster_where_one_primary_may_evict() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::EvictionPolicy { server, policy } if *server == victim.addr() && policy == "allkeys-lru"),
+        matches!(&err, Error::Setup(SetupError::EvictionPolicy { server, policy }) if *server == victim.addr() && policy == "allkeys-lru"),
         "{err:?}"
     );
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::ConnectionError;
 use queuegen_runtime::{
     ConnectOptions, Error, Handler, JobContext, JobError, Outcome, QueueConfig, Redis, Worker,
 };
@@ -269,7 +270,13 @@ async fn a_password_rotated_while_workers_run_is_read_from_the_file_at_reconnect
     let err = Redis::connect_with(server.url(), options)
         .await
         .expect_err("the old password is refused");
-    assert!(matches!(err, Error::Authentication { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Connection(ConnectionError::Authentication { .. })
+        ),
+        "{err:?}"
+    );
     let message = err.to_string();
     assert!(message.contains("\"worker\""), "{message}");
     assert!(
@@ -292,7 +299,13 @@ async fn bad_connection_input_is_an_error_naming_what_and_where() {
     let err = Redis::connect_with(tls.url(), ConnectOptions::new().tls_ca_file(&missing))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::ConnectionFile { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Connection(ConnectionError::ConnectionFile { .. })
+        ),
+        "{err:?}"
+    );
     assert!(
         err.to_string()
             .starts_with(&format!("reading the TLS CA file {}: ", missing.display())),
@@ -305,7 +318,10 @@ async fn bad_connection_input_is_an_error_naming_what_and_where() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConnectionFile { .. }),
+        matches!(
+            err,
+            Error::Connection(ConnectionError::InvalidConnectionFile { .. })
+        ),
         "{err:?}"
     );
     assert!(err.to_string().contains("not-a-ca.pem"), "{err}");
@@ -343,7 +359,13 @@ async fn bad_connection_input_is_an_error_naming_what_and_where() {
     )
     .await
     .unwrap_err();
-    assert!(matches!(err, Error::Authentication { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Connection(ConnectionError::Authentication { .. })
+        ),
+        "{err:?}"
+    );
     assert!(
         err.to_string()
             .contains("user \"producer\" with the password from the URL"),

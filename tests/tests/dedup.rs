@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use queuegen_runtime::error::TransitionError;
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::transitions::TransitionCode;
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
@@ -231,12 +232,12 @@ async fn an_error_of_the_function_names_queue_partition_and_job() {
 
     let err = producer.publish(job("taken")).await.unwrap_err();
     match &err {
-        Error::Transition {
+        Error::Transition(TransitionError::Refused {
             code,
             partition: at,
             job,
             ..
-        } => {
+        }) => {
             assert_eq!(*code, TransitionCode::WrongType);
             assert_eq!(*at, partition);
             assert_eq!(job, "taken");
@@ -277,10 +278,10 @@ async fn a_ready_key_of_another_type_is_refused_and_no_marker_is_left() {
     assert!(
         matches!(
             &err,
-            Error::Transition {
+            Error::Transition(TransitionError::Refused {
                 code: TransitionCode::WrongType,
                 ..
-            }
+            })
         ),
         "{err:?}"
     );

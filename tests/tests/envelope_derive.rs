@@ -6,6 +6,7 @@
 
 use queuegen_runtime::envelope::Header;
 use queuegen_runtime::envelope::{self, header_fields};
+use queuegen_runtime::error::DecodeError;
 use queuegen_runtime::{
     Envelope, Error, FieldEnum, FieldMap, FieldProblem, FieldValue, Timestamp, Upcast,
 };
@@ -175,11 +176,11 @@ fn field_error(pairs: &[(&'static str, String)], field: &str) -> FieldProblem {
         "{text:?} does not name field `{field}`"
     );
     match error {
-        Error::Field {
+        Error::Decode(DecodeError::Field {
             envelope,
             field: named,
             problem,
-        } => {
+        }) => {
             assert_eq!(envelope, "OcrRequested");
             assert_eq!(named, field);
             problem
@@ -419,11 +420,11 @@ fn oversized_string_is_refused_when_encoding() {
     assert!(
         matches!(
             error,
-            Error::Field {
+            Error::Decode(DecodeError::Field {
                 envelope: "OcrRequested",
                 field: "subject_ref",
                 problem: FieldProblem::Oversized { len: 17, max: 16 },
-            }
+            })
         ),
         "{error:?}"
     );
@@ -451,11 +452,11 @@ fn only_accepted_schemas_decode() {
     assert!(
         matches!(
             error,
-            Error::UnsupportedSchema {
+            Error::Decode(DecodeError::UnsupportedSchema {
                 envelope: "OcrRequested",
                 seen: 4,
                 accepted: &[2, 3],
-            }
+            })
         ),
         "{error:?}"
     );
@@ -469,11 +470,11 @@ fn only_accepted_schemas_decode() {
     assert!(
         matches!(
             error,
-            Error::UnsupportedSchema {
+            Error::Decode(DecodeError::UnsupportedSchema {
                 seen: 2,
                 accepted: &[1],
                 ..
-            }
+            })
         ),
         "{error:?}"
     );
@@ -499,11 +500,11 @@ fn older_accepted_schemas_go_through_upcast() {
     assert!(
         matches!(
             error,
-            Error::Field {
+            Error::Decode(DecodeError::Field {
                 field: "offset",
                 problem: FieldProblem::Missing,
                 ..
-            }
+            })
         ),
         "{error:?}"
     );
@@ -554,11 +555,11 @@ fn a_default_text_the_type_does_not_take_is_a_malformed_field() {
     assert!(
         matches!(
             &error,
-            Error::Field {
+            Error::Decode(DecodeError::Field {
                 envelope: "Export",
                 field: "deadline",
                 problem: FieldProblem::Malformed { found, .. },
-            } if found == "asap"
+            }) if found == "asap"
         ),
         "{error:?}"
     );
@@ -574,10 +575,10 @@ fn wrong_type_header_is_refused() {
     assert!(
         matches!(
             &error,
-            Error::WrongType {
+            Error::Decode(DecodeError::WrongType {
                 expected: "OcrRequested",
                 found,
-            } if found == "Reindex"
+            }) if found == "Reindex"
         ),
         "{error:?}"
     );

@@ -10,6 +10,7 @@
 
 use queuegen_runtime::envelope;
 use queuegen_runtime::envelope::Header;
+use queuegen_runtime::error::DecodeError;
 use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, FieldProblem, Timestamp, Upcast};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FieldEnum)]
@@ -166,11 +167,11 @@ fn matching_structs_round_trip() {
 fn is_subject_ref_17_of_16(error: &Error) -> bool {
     matches!(
         error,
-        Error::Field {
+        Error::Decode(DecodeError::Field {
             field: "subject_ref",
             problem: FieldProblem::Oversized { len: 17, max: 16 },
             ..
-        }
+        })
     )
 }
 
@@ -219,11 +220,11 @@ fn required_fields_without_a_default_are_still_required() {
     assert!(
         matches!(
             error,
-            Error::Field {
+            Error::Decode(DecodeError::Field {
                 field: "requested_at",
                 problem: FieldProblem::Missing,
                 ..
-            }
+            })
         ),
         "{error:?}"
     );

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use queuegen_runtime::error::SetupError;
 use queuegen_runtime::{admin, functions, Error, Redis};
 use queuegen_tests::support::{init_tracing, unique_prefix};
 use queuegen_tests::RedisServer;
@@ -1996,7 +1997,7 @@ async fn the_runtime_loads_verifies_and_names_a_missing_library() {
     let missing = functions::verify_library(&redis, &name).await.unwrap_err();
     let message = missing.to_string();
     assert!(
-        matches!(missing, Error::LibraryMissing { .. }),
+        matches!(missing, Error::Setup(SetupError::LibraryMissing { .. })),
         "{missing:?}"
     );
     assert!(message.contains(&name), "{message}");
@@ -2017,10 +2018,13 @@ async fn the_runtime_loads_verifies_and_names_a_missing_library() {
     let other = functions::verify_library(&redis, "qg_queuegen_tests_v999")
         .await
         .unwrap_err();
-    assert!(matches!(other, Error::LibraryMissing { .. }), "{other:?}");
+    assert!(
+        matches!(other, Error::Setup(SetupError::LibraryMissing { .. })),
+        "{other:?}"
+    );
     let invalid = admin::load_library(&redis, "return 1").await.unwrap_err();
     assert!(
-        matches!(invalid, Error::InvalidLibrary { .. }),
+        matches!(invalid, Error::Setup(SetupError::NoLibraryName { .. })),
         "{invalid:?}"
     );
 }

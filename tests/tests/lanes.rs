@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuegen_runtime::error::PublishError;
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
 use queuegen_runtime::{
@@ -298,12 +299,12 @@ async fn a_job_without_a_lane_goes_to_the_default_lane_and_an_unknown_lane_is_re
         .publish_many([job(2, Some("high")), job(3, Some("urgent"))])
         .await;
     match refused {
-        Err(Error::UnknownLane {
+        Err(Error::Publish(PublishError::UnknownLane {
             queue,
             job_id,
             lane,
             known,
-        }) => {
+        })) => {
             assert_eq!(
                 (queue, job_id.as_str(), lane.as_str()),
                 ("laned", "job-3", "urgent")

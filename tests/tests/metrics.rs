@@ -813,7 +813,7 @@ async fn an_address_in_use_is_refused_by_name() {
         .await
         .expect_err("the port is taken");
     assert!(
-        matches!(&err, queuegen_runtime::Error::Http { addr: named, .. } if *named == addr.to_string()),
+        matches!(&err, queuegen_runtime::Error::Setup(queuegen_runtime::error::SetupError::Http { addr: named, .. }) if *named == addr.to_string()),
         "{err:?}"
     );
     assert!(err.to_string().contains(&addr.to_string()), "{err}");

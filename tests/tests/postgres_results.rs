@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use queuegen_runtime::error::PostgresError;
 use queuegen_runtime::postgres::{Begun, PgResults, Postgres};
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
@@ -323,7 +324,10 @@ async fn a_bad_setup_fails_at_start_naming_what_and_where() {
         .err()
         .expect("no tables");
     let text = err.to_string();
-    assert!(matches!(err, Error::PostgresSetup { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Postgres(PostgresError::Setup { .. })),
+        "{err:?}"
+    );
     assert!(
         text.contains(&format!("queuegen@127.0.0.1:{port}/queuegen"))
             && text.contains("queuegen.migrations")

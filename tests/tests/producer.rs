@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use queuegen_runtime::envelope::{self, FieldMap};
+use queuegen_runtime::error::PublishError;
 use queuegen_runtime::partition::partition_of;
 use queuegen_runtime::{Error, NewJob, Producer, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
@@ -115,12 +116,12 @@ async fn an_oversized_job_is_refused_naming_queue_job_and_sizes() {
         .await
         .unwrap_err();
     match &err {
-        Error::PayloadTooLarge {
+        Error::Publish(PublishError::PayloadTooLarge {
             queue,
             job_id,
             len,
             max,
-        } => {
+        }) => {
             assert_eq!(*queue, "jobs");
             assert_eq!(job_id, "big-job");
             assert_eq!(*max, 180);
@@ -159,7 +160,10 @@ async fn publish_many_sends_nothing_when_any_job_is_invalid() {
     ];
     let err = producer.publish_many(batch).await.unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, Error::InvalidJob { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Publish(PublishError::InvalidJob { .. })),
+        "{err:?}"
+    );
     assert!(message.contains("bad-job"), "{message}");
     assert!(message.contains("subject_ref"), "{message}");
 
@@ -174,10 +178,10 @@ async fn publish_many_sends_nothing_when_any_job_is_invalid() {
     assert!(
         matches!(
             err,
-            Error::EmptyJobId {
+            Error::Publish(PublishError::EmptyJobId {
                 queue: "jobs",
                 position: 2
-            }
+            })
         ),
         "{err:?}"
     );

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::ResultError;
 use queuegen_runtime::{
     Committed, Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis,
     RedisResults, Results, Worker,
@@ -95,12 +96,12 @@ async fn a_durable_commit_waits_for_the_replica_and_fails_without_one() {
         .expect_err("no replica acknowledged");
     pair.replica().resume();
     match &err {
-        Error::NotReplicated {
+        Error::Results(ResultError::NotReplicated {
             key,
             replicas: 1,
             acknowledged: 0,
             ..
-        } => assert_eq!(key, &results.key("ocr", "job-2")),
+        }) => assert_eq!(key, &results.key("ocr", "job-2")),
         other => panic!("expected NotReplicated, got {other:?}"),
     }
     assert!(err.to_string().contains("0 of the 1 replica(s)"), "{err}");

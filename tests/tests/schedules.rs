@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use queuegen_runtime::error::TransitionError;
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::schedule::job_id;
 use queuegen_runtime::transitions::TransitionCode;
@@ -328,10 +329,10 @@ async fn schedule_tick_publishes_once_and_refuses_bad_keys_writing_nothing() {
     assert!(
         matches!(
             err,
-            Error::Transition {
+            Error::Transition(TransitionError::Refused {
                 code: TransitionCode::WrongType,
                 ..
-            }
+            })
         ),
         "{err}"
     );

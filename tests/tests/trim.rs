@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::error::{OperationError, TransitionError};
 use queuegen_runtime::lease::{self, Lease};
 use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::transitions::TransitionCode;
@@ -530,11 +531,11 @@ async fn a_group_created_between_plan_and_apply_aborts_with_nothing_removed() {
         .await
         .unwrap_err();
     match &err {
-        Error::TrimAborted {
+        Error::Operation(OperationError::TrimAborted {
             key: aborted,
             group,
             change,
-        } => {
+        }) => {
             assert_eq!(aborted, &key);
             assert_eq!(group, "late");
             assert!(change.contains("created"), "{change}");
@@ -577,7 +578,7 @@ async fn a_group_removed_between_plan_and_apply_aborts_too() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::TrimAborted { group, change, .. } if group == "a" && change.contains("removed")),
+        matches!(&err, Error::Operation(OperationError::TrimAborted { group, change, .. }) if group == "a" && change.contains("removed")),
         "{err:?}"
     );
     assert_eq!(xlen(conn, &key).await, 5, "nothing removed");
@@ -610,7 +611,7 @@ async fn setid_backwards_between_plan_and_apply_aborts_with_nothing_removed() {
         .await
         .unwrap_err();
     match &err {
-        Error::TrimAborted { group, change, .. } => {
+        Error::Operation(OperationError::TrimAborted { group, change, .. }) => {
             assert_eq!(group, "a");
             assert!(
                 change.contains("moved back") && change.contains("SETID"),
@@ -644,10 +645,10 @@ async fn the_function_refuses_a_minid_younger_than_the_policy() {
     assert!(
         matches!(
             &err,
-            Error::Transition {
+            Error::Transition(TransitionError::Refused {
                 code: TransitionCode::BadArg,
                 ..
-            }
+            })
         ),
         "{err:?}"
     );
@@ -671,10 +672,10 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
         .await
         .unwrap_err();
     match &err {
-        Error::LeaseHeld {
+        Error::Operation(OperationError::LeaseHeld {
             key: lease_key,
             holder,
-        } => {
+        }) => {
             assert_eq!(lease_key, &config.trim_lease_key(0));
             assert_eq!(holder, "first");
         }
@@ -700,7 +701,10 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     )
     .await
     .unwrap_err();
-    assert!(matches!(stolen, Error::LeaseHeld { .. }), "{stolen:?}");
+    assert!(
+        matches!(stolen, Error::Operation(OperationError::LeaseHeld { .. })),
+        "{stolen:?}"
+    );
     assert!(lease::release(conn, config.functions, &first)
         .await
         .unwrap());
@@ -753,7 +757,7 @@ async fn two_trimmers_at_once_never_both_trim() {
                         removed += stream.result.unwrap().map_or(0, |t| t.removed);
                     }
                 }
-                Err(Error::LeaseHeld { holder, .. }) => {
+                Err(Error::Operation(OperationError::LeaseHeld { holder, .. })) => {
                     assert!(holder == "one" || holder == "two", "{holder}");
                 }
                 Err(other) => panic!("round {round}: {other:?}"),
@@ -792,7 +796,7 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::LeaseHeld { holder, .. } if holder == "next"),
+        matches!(&err, Error::Operation(OperationError::LeaseHeld { holder, .. }) if holder == "next"),
         "{err:?}"
     );
     assert_eq!(xlen(conn, &key).await, 6, "nothing removed");

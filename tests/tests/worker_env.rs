@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use queuegen_runtime::error::SetupError;
 use queuegen_runtime::{
     Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, Worker, CONSUMER_ENV,
     METRICS_ADDR_ENV,
@@ -34,7 +35,7 @@ async fn the_pod_name_and_metrics_address_come_from_the_environment() {
     std::env::set_var(METRICS_ADDR_ENV, "metrics-port");
     let refused = Worker::new(&redis, config.clone(), Done).with_env();
     match refused {
-        Err(Error::InvalidWorker { problem, .. }) => {
+        Err(Error::Setup(SetupError::InvalidWorker { problem, .. })) => {
             assert!(
                 problem.contains("QUEUEGEN_METRICS_ADDR=metrics-port"),
                 "{problem}"

@@ -25,13 +25,19 @@ impl Error {
         match self {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::BadRequest(_)
-            | Error::Runtime(queuegen_runtime::Error::BadDeadLetterId { .. }) => {
-                StatusCode::BAD_REQUEST
-            }
+            | Error::Runtime(queuegen_runtime::Error::Operation(
+                queuegen_runtime::error::OperationError::BadDeadLetterId { .. },
+            )) => StatusCode::BAD_REQUEST,
             Error::Runtime(
-                queuegen_runtime::Error::NoSuchPartition { .. }
-                | queuegen_runtime::Error::NoSuchLane { .. }
-                | queuegen_runtime::Error::NoSuchDeadLetter { .. },
+                queuegen_runtime::Error::Operation(
+                    queuegen_runtime::error::OperationError::NoSuchPartition { .. },
+                )
+                | queuegen_runtime::Error::Operation(
+                    queuegen_runtime::error::OperationError::NoSuchLane { .. },
+                )
+                | queuegen_runtime::Error::Operation(
+                    queuegen_runtime::error::OperationError::NoSuchDeadLetter { .. },
+                ),
             ) => StatusCode::NOT_FOUND,
             // Redis refused or could not be reached: the dashboard is a gateway to it.
             Error::Runtime(_) => StatusCode::BAD_GATEWAY,

@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::units::short_duration;
+use queuegen_runtime::error::OperationError;
 use queuegen_runtime::lease;
 use queuegen_runtime::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
 use queuegen_runtime::{functions, Error, QueueConfig};
@@ -206,7 +207,7 @@ async fn trim_all(
                         }
                     }
                 }
-                Err(Error::LeaseHeld { key, holder }) => {
+                Err(Error::Operation(OperationError::LeaseHeld { key, holder })) => {
                     for role in StreamRole::BOTH {
                         let mut row = Row::missing(config, *partition, role);
                         row.result = "lease_held";
@@ -442,9 +443,9 @@ impl Row {
                 row.entries_exact = true;
                 row.bytes = Some(0);
                 row.result = match err {
-                    Error::TrimAborted { .. } => "aborted",
-                    Error::LeaseHeld { .. } => "lease_held",
-                    Error::TrimUnverified { .. } => "unverified",
+                    Error::Operation(OperationError::TrimAborted { .. }) => "aborted",
+                    Error::Operation(OperationError::LeaseHeld { .. }) => "lease_held",
+                    Error::Operation(OperationError::TrimUnverified { .. }) => "unverified",
                     _ => "failed",
                 };
                 row.detail = Some(err.to_string());

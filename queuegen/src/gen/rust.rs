@@ -393,6 +393,7 @@ fn envelope_imports(envelopes: &[Envelope]) -> Vec<&'static str> {
     let mut names = vec!["Envelope"];
     if upcasts {
         names.push("Error");
+        names.push("error::DecodeError");
     }
     if fields().any(|f| matches!(f.ty, FieldType::Enum { .. })) {
         names.push("FieldEnum");

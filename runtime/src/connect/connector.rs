@@ -12,7 +12,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::options::{ConnectOptions, PasswordSource};
-use crate::error::{Error, Result};
+use crate::error::{ConnectionError, Error, FileProblem, OptionsProblem, Result};
 
 /// The URL and options of one deployment; makes clients on demand.
 #[derive(Clone, Debug)]
@@ -28,19 +28,17 @@ impl Connector {
             .into_connection_info()
             .map_err(|err| Error::redis("parsing the Redis URL", err))?;
         let connector = Connector { url, options };
-        let problem = |problem: &str| Error::ConnectOptions {
-            url: connector.redacted_url(),
-            problem: problem.to_owned(),
+        let problem = |problem: OptionsProblem| {
+            Error::from(ConnectionError::ConnectOptions {
+                url: connector.redacted_url(),
+                problem,
+            })
         };
         if connector.options.has_tls_files() && !connector.is_tls() {
-            return Err(problem(
-                "TLS files (CA, client certificate or key) are given, but the URL is not rediss://; use rediss:// for TLS",
-            ));
+            return Err(problem(OptionsProblem::TlsFilesWithoutTls));
         }
         if connector.options.tls_cert.is_some() != connector.options.tls_key.is_some() {
-            return Err(problem(
-                "a TLS client certificate needs its private key, and a key its certificate: give both",
-            ));
+            return Err(problem(OptionsProblem::HalfAClientCertificate));
         }
         if connector.is_tls() {
             // The redis crate leaves the choice of crypto provider to the
@@ -99,9 +97,11 @@ impl Connector {
             Some(certificates) => redis::Client::build_with_tls(info, certificates),
             None => redis::Client::open(info),
         };
-        built.map_err(|err| Error::ConnectOptions {
-            url: self.redacted_url(),
-            problem: err.to_string(),
+        built.map_err(|err| {
+            Error::Connection(ConnectionError::ConnectOptions {
+                url: self.redacted_url(),
+                problem: OptionsProblem::Client(err.to_string()),
+            })
         })
     }
 
@@ -167,12 +167,12 @@ impl Connector {
         let refused_credentials = err.kind() == redis::ErrorKind::AuthenticationFailed
             || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"));
         if refused_credentials {
-            return Error::Authentication {
+            return Error::Connection(ConnectionError::Authentication {
                 server: self.addr(),
                 user: self.username().to_owned(),
                 password_from: self.password_from(),
                 source: err,
-            };
+            });
         }
         let tls = if self.is_tls() {
             match &self.options.tls_ca {
@@ -207,30 +207,34 @@ impl Connector {
 /// most editors add one, a Kubernetes Secret usually has none.
 fn read_password(path: &Path) -> Result<String> {
     let what = "password file";
-    let text = std::fs::read_to_string(path).map_err(|source| Error::ConnectionFile {
-        what,
-        path: path.to_owned(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        Error::Connection(ConnectionError::ConnectionFile {
+            what,
+            path: path.to_owned(),
+            source,
+        })
     })?;
     let password = text
         .strip_suffix("\r\n")
         .or_else(|| text.strip_suffix('\n'))
         .unwrap_or(&text);
     if password.is_empty() {
-        return Err(Error::InvalidConnectionFile {
+        return Err(Error::Connection(ConnectionError::InvalidConnectionFile {
             what,
             path: path.to_owned(),
-            problem: "it is empty".to_owned(),
-        });
+            problem: FileProblem::Empty,
+        }));
     }
     Ok(password.to_owned())
 }
 
 fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::ConnectionFile {
-        what,
-        path: path.to_owned(),
-        source,
+    std::fs::read(path).map_err(|source| {
+        Error::Connection(ConnectionError::ConnectionFile {
+            what,
+            path: path.to_owned(),
+            source,
+        })
     })
 }
 
@@ -238,16 +242,18 @@ fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
 /// file is named now rather than failing every handshake later.
 fn read_certificates(path: &Path, what: &'static str) -> Result<Vec<u8>> {
     let pem = read_file(path, what)?;
-    let invalid = |problem: String| Error::InvalidConnectionFile {
-        what,
-        path: path.to_owned(),
-        problem,
+    let invalid = |problem: FileProblem| {
+        Error::Connection(ConnectionError::InvalidConnectionFile {
+            what,
+            path: path.to_owned(),
+            problem,
+        })
     };
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|err| invalid(format!("not a PEM certificate file: {err}")))?;
+        .map_err(|err| invalid(FileProblem::NotPemCertificates(err.to_string())))?;
     if certificates.is_empty() {
-        return Err(invalid("it holds no PEM certificate".to_owned()));
+        return Err(invalid(FileProblem::NoCertificate));
     }
     Ok(pem)
 }
@@ -255,10 +261,12 @@ fn read_certificates(path: &Path, what: &'static str) -> Result<Vec<u8>> {
 fn read_private_key(path: &Path) -> Result<Vec<u8>> {
     let what = "TLS client key file";
     let pem = read_file(path, what)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|err| Error::InvalidConnectionFile {
-        what,
-        path: path.to_owned(),
-        problem: format!("it holds no PEM private key: {err}"),
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|err| {
+        Error::Connection(ConnectionError::InvalidConnectionFile {
+            what,
+            path: path.to_owned(),
+            problem: FileProblem::NoPrivateKey(err.to_string()),
+        })
     })?;
     Ok(pem)
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{ConnectionError, Error, Result};
 
 /// How long a command sent to one node may take to answer.
 const NODE_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,8 +47,11 @@ impl std::fmt::Debug for Node {
 /// The distinct primaries of a `CLUSTER SLOTS` reply, in the order of the
 /// slots they own, each reached with `seed`'s credentials and TLS settings.
 pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<Node>> {
-    let malformed = |what: &str| Error::Cluster {
-        problem: format!("CLUSTER SLOTS answered something unexpected ({what}): {slots:?}"),
+    let malformed = |what: &str| {
+        Error::from(ConnectionError::ClusterSlots {
+            what: what.to_owned(),
+            reply: format!("{slots:?}"),
+        })
     };
     let Value::Array(ranges) = slots else {
         return Err(malformed("not an array"));

@@ -1,6 +1,7 @@
 //! Building one `FCALL` from a typed call, and reading its refusals as the runtime's errors.
 
 use super::{Function, Moved, TransitionCode};
+use crate::error::TransitionError;
 use crate::error::{Error, NotOwner, Result};
 
 /// One call of a library function: the values of its KEYS and ARGV, each a
@@ -48,7 +49,7 @@ pub(crate) struct CallContext<'a> {
     pub partition: u16,
     pub job: &'a str,
     /// The pending entry the call settles and the consumer settling it, for
-    /// [`Error::NotOwner`].
+    /// [`TransitionError::NotOwner`].
     pub entry: Option<(&'a str, &'a str)>,
 }
 
@@ -66,7 +67,7 @@ impl CallContext<'_> {
         }
     }
 
-    /// A refusal (`QG_*`) as [`Error::Transition`] or [`Error::NotOwner`];
+    /// A refusal (`QG_*`) as [`TransitionError::Refused`] or [`TransitionError::NotOwner`];
     /// any other error as a Redis error naming the call.
     pub fn error(&self, err: redis::RedisError) -> Error {
         let (code, detail) = match refusal_of(&err) {
@@ -83,7 +84,7 @@ impl CallContext<'_> {
         };
         let parsed = TransitionCode::parse(code).expect("checked for the QG_ prefix");
         if let (TransitionCode::NotOwner, Some((stream_id, consumer))) = (parsed, self.entry) {
-            return Error::NotOwner(Box::new(NotOwner {
+            return Error::Transition(TransitionError::NotOwner(Box::new(NotOwner {
                 function: self.function.to_owned(),
                 key: self.key.clone(),
                 partition: self.partition,
@@ -91,26 +92,26 @@ impl CallContext<'_> {
                 stream_id: stream_id.to_owned(),
                 consumer: consumer.to_owned(),
                 owner: owner_in_refusal(detail),
-            }));
+            })));
         }
         self.transition(code, detail)
     }
 
-    /// The refusal `code detail` as [`Error::Transition`].
+    /// The refusal `code detail` as [`TransitionError::Refused`].
     pub fn transition(&self, code: &str, detail: &str) -> Error {
         let parsed = TransitionCode::parse(code).unwrap_or(TransitionCode::Unknown);
         let detail = match parsed {
             TransitionCode::Unknown => format!("{code} {detail}"),
             _ => detail.to_owned(),
         };
-        Error::Transition {
+        Error::Transition(TransitionError::Refused {
             function: self.function.to_owned(),
             key: self.key.clone(),
             partition: self.partition,
             job: self.job.to_owned(),
             code: parsed,
             detail,
-        }
+        })
     }
 
     /// A reply that does not have the contract's shape.

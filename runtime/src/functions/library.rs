@@ -1,16 +1,16 @@
 //! Whether the service's Function library is loaded: the check a worker makes before it starts, and `queuegen apply` after it loads.
 
 use crate::connect::{Node, Redis};
-use crate::error::{Error, Result};
+use crate::error::{Error, LibraryProblem, Result, SetupError};
 
 use super::{command, is_function_not_found, Function, Version};
 
 /// Checks that every primary has `library` loaded: `FCALL_RO <library>_version 0`
 /// on each must answer the library's own name. A primary without it (or
-/// answering another name) is [`Error::LibraryMissing`], naming every such
+/// answering another name) is [`SetupError::LibraryMissing`], naming every such
 /// primary and the library.
 pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
-    let mut missing: Vec<(String, String)> = Vec::new();
+    let mut missing: Vec<(String, LibraryProblem)> = Vec::new();
     for node in redis.primaries().await? {
         if let Some(problem) = library_problem_on(&node, library).await? {
             missing.push((node.addr(), problem));
@@ -19,7 +19,7 @@ pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    Err(Error::LibraryMissing {
+    Err(Error::Setup(SetupError::LibraryMissing {
         server: missing
             .iter()
             .map(|(server, _)| server.as_str())
@@ -27,11 +27,11 @@ pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
             .join(", "),
         library: library.to_owned(),
         problem: missing[0].1.clone(),
-    })
+    }))
 }
 
 /// Why `node` lacks `library`, or `None` when it has it.
-async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>> {
+async fn library_problem_on(node: &Node, library: &str) -> Result<Option<LibraryProblem>> {
     let server = node.addr();
     let function = Function::Version.in_library(library);
     let mut conn = node.connection().await?;
@@ -39,8 +39,13 @@ async fn library_problem_on(node: &Node, library: &str) -> Result<Option<String>
         command(&function, &Version).query_async(&mut conn).await;
     match reply {
         Ok(name) if name == library => Ok(None),
-        Ok(name) => Ok(Some(format!("{function} answered {name:?}"))),
-        Err(err) if is_function_not_found(&err) => Ok(Some(format!("no function {function}"))),
+        Ok(name) => Ok(Some(LibraryProblem::OtherName {
+            function: function.to_string(),
+            name,
+        })),
+        Err(err) if is_function_not_found(&err) => Ok(Some(LibraryProblem::NoFunction {
+            function: function.to_string(),
+        })),
         Err(err) => Err(Error::redis(
             format!("FCALL_RO {function} 0 on {server}"),
             err,

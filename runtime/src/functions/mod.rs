@@ -19,12 +19,13 @@ mod reply;
 mod settle;
 mod upkeep;
 
+pub use crate::error::TransitionCode;
 pub use call::{command, pipe_command, FunctionCall};
 pub(crate) use call::{refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishOnce};
-pub use reply::{Moved, TransitionCode};
+pub use reply::Moved;
 pub(crate) use settle::ClaimReply;
 pub use settle::{Ack, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick};
 pub use upkeep::{RateTake, Trim, TrimGroup, Version};

@@ -9,7 +9,7 @@ use axum::routing::get;
 use axum::Router;
 use prometheus_client::registry::Registry;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 
 /// The OpenMetrics text format, for scrapers that ask for it (Prometheus does).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -63,7 +63,7 @@ pub async fn serve(
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(|source| Error::Http { addr, source })
+        .map_err(|source| Error::Setup(SetupError::Http { addr, source }))
 }
 
 fn scrape(registry: &Registry, openmetrics: bool) -> axum::response::Response {

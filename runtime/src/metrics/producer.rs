@@ -41,7 +41,7 @@ impl ProducerMetrics {
         );
         registry.register(
             "queuegen_backpressure_refusals",
-            "Publishes refused with Error::Backpressure: the partition's oldest undelivered entry was older than admission.max_oldest_ready_age; nothing was written",
+            "Publishes refused with PublishError::Backpressure: the partition's oldest undelivered entry was older than admission.max_oldest_ready_age; nothing was written",
             self.refusals.clone(),
         );
     }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::config::MarkerKind;
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, OperationError, Result};
 use crate::stream_id::StreamId;
 
 /// Which dead letters to read.
@@ -106,17 +106,19 @@ pub fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result
     };
     match &query.lane {
         None => Ok(config.streams_of(&partitions)),
-        Some(lane) if config.lane_index(lane).is_none() => Err(Error::NoSuchLane {
-            queue: config.queue,
-            lane: lane.clone(),
-            known: match config.lanes {
-                [] => "no lanes".to_owned(),
-                lanes => format!(
-                    "lanes {}",
-                    lanes.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
-                ),
-            },
-        }),
+        Some(lane) if config.lane_index(lane).is_none() => {
+            Err(Error::Operation(OperationError::NoSuchLane {
+                queue: config.queue,
+                lane: lane.clone(),
+                known: match config.lanes {
+                    [] => "no lanes".to_owned(),
+                    lanes => format!(
+                        "lanes {}",
+                        lanes.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
+                    ),
+                },
+            }))
+        }
         Some(lane) => Ok(partitions
             .iter()
             .filter_map(|&p| config.stream_named(Some(lane), p))
@@ -133,9 +135,11 @@ pub async fn dead_letters<C: ConnectionLike>(
 ) -> Result<Vec<DeadLetter>> {
     let streams = selected_streams(config, query)?;
     if let Some(id) = &query.id {
-        StreamId::parse_whole(id).map_err(|_| Error::BadDeadLetterId {
-            queue: config.queue,
-            id: id.clone(),
+        StreamId::parse_whole(id).map_err(|_| {
+            Error::Operation(OperationError::BadDeadLetterId {
+                queue: config.queue,
+                id: id.clone(),
+            })
         })?;
     }
     let mut pipe = redis::pipe();
@@ -173,7 +177,7 @@ pub async fn dead_letters<C: ConnectionLike>(
         })
         .collect();
     if let (Some(id), true) = (&query.id, found.is_empty()) {
-        return Err(Error::NoSuchDeadLetter {
+        return Err(Error::Operation(OperationError::NoSuchDeadLetter {
             queue: config.queue,
             id: id.clone(),
             place: match (&query.lane, query.partition) {
@@ -182,7 +186,7 @@ pub async fn dead_letters<C: ConnectionLike>(
                 (None, Some(p)) => format!("partition {p}"),
                 (None, None) => "any partition".to_owned(),
             },
-        });
+        }));
     }
     // Newest first across partitions: stream IDs start with their Unix ms.
     found.sort_by_key(|dead| std::cmp::Reverse(id_order(&dead.id)));

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::status::server_time;
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 use crate::inventory::{self, integer, pending_rows, text};
 use crate::stream_id::StreamId;
 
@@ -88,8 +88,8 @@ pub struct PendingEntry {
 
 /// The pending entries of `config`'s group selected by `query`, worst first.
 ///
-/// Errors name the key: a missing ready stream ([`Error::MissingStream`]), a
-/// stream without the group ([`Error::NoGroup`]), a key of the wrong type
+/// Errors name the key: a missing ready stream ([`SetupError::MissingStream`]), a
+/// stream without the group ([`SetupError::NoGroup`]), a key of the wrong type
 /// (`WRONGTYPE` from `XPENDING`), a partition the queue does not have.
 pub async fn pending<C: ConnectionLike>(
     conn: &mut C,
@@ -147,14 +147,14 @@ pub async fn pending<C: ConnectionLike>(
             .map_err(|err| Error::redis(format!("TYPE {key}"), err))
             .map(|value| text(value).unwrap_or_default())?;
         if kind == "none" {
-            return Err(Error::MissingStream { key });
+            return Err(Error::Setup(SetupError::MissingStream { key }));
         }
         let xpending_error = |err: redis::RedisError| {
             if err.code() == Some("NOGROUP") {
-                Error::NoGroup {
+                Error::Setup(SetupError::NoGroup {
                     key: key.clone(),
                     group: config.group.to_owned(),
-                }
+                })
             } else {
                 Error::redis(format!("XPENDING {key} {}", config.group), err)
             }

@@ -25,7 +25,7 @@ use serde::Serialize;
 use super::pause::{self, PauseNote};
 use crate::config::QueueConfig;
 use crate::connect::Redis;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 use crate::functions::{self, Function, Version};
 use crate::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
 use crate::stream_id::StreamId;
@@ -286,8 +286,8 @@ pub async fn status_of(redis: &Redis, queues: &[WatchedQueue]) -> Result<StatusR
 /// Reads the status of every partition of `queues` in two round trips.
 ///
 /// Errors name the key: a ready stream that does not exist
-/// ([`Error::MissingStream`]: run `queuegen apply`), a ready stream without
-/// the queue's group ([`Error::NoGroup`]), a key of the wrong type (the
+/// ([`SetupError::MissingStream`]: run `queuegen apply`), a ready stream without
+/// the queue's group ([`SetupError::NoGroup`]), a key of the wrong type (the
 /// command and Redis's `WRONGTYPE`). A missing retry set or dead-letter
 /// stream is simply empty: both are created on first use.
 pub async fn status<C: ConnectionLike>(
@@ -354,7 +354,7 @@ pub async fn status<C: ConnectionLike>(
         for partition in 0..config.streams() {
             let ready = config.ready_key(partition);
             let stream = inventory::read_stream(&ready, &mut answers)?
-                .ok_or_else(|| Error::MissingStream { key: ready.clone() })?;
+                .ok_or_else(|| Error::Setup(SetupError::MissingStream { key: ready.clone() }))?;
             let consumers = consumers(&ready, config.group, answers.next())?;
             let retries = scheduled_set(config.retry_key(partition), server_time_ms, &mut answers)?;
             let delayed =
@@ -635,10 +635,10 @@ fn consumers(
     let reply = match answer {
         Ok(reply) => reply,
         Err(err) if err.code() == Some("NOGROUP") => {
-            return Err(Error::NoGroup {
+            return Err(Error::Setup(SetupError::NoGroup {
                 key: key.to_owned(),
                 group: group.to_owned(),
-            })
+            }))
         }
         Err(err) => return Err(Error::redis(format!("XINFO CONSUMERS {key} {group}"), err)),
     };

@@ -9,7 +9,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::NoTls;
 
 use super::migrations::{self, LATEST};
-use crate::error::{Error, Result};
+use crate::error::{Error, PostgresError, Result};
 
 /// How long opening one connection may take when the URL does not say
 /// (`connect_timeout`): a host that drops packets fails the start instead
@@ -43,15 +43,16 @@ impl Postgres {
     /// migrations are applied in `schema`.
     ///
     /// A bad URL, an unreachable server, a refused login, a missing table
-    /// or an old migration each fail here with [`Error::PostgresSetup`] or
-    /// [`Error::Postgres`], naming the database (never the password) and
+    /// or an old migration each fail here with [`PostgresError::Setup`] or
+    /// [`PostgresError::Driver`], naming the database (never the password) and
     /// what to do: so a worker fails at start, not at its first job.
     pub async fn connect(url: &str, schema: &str, pool_size: usize) -> Result<Postgres> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|err| Error::PostgresSetup {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
+            Error::Postgres(PostgresError::Setup {
                 target: redact(url),
                 problem: format!("the database URL cannot be used: {err}"),
-            })?;
+            })
+        })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -69,9 +70,11 @@ impl Postgres {
             .max_size(pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|err| Error::PostgresSetup {
-                target: target.clone(),
-                problem: format!("cannot build a connection pool: {err}"),
+            .map_err(|err| {
+                Error::Postgres(PostgresError::Setup {
+                    target: target.clone(),
+                    problem: format!("cannot build a connection pool: {err}"),
+                })
             })?;
         Self::from_pool_named(pool, schema, target).await
     }
@@ -85,12 +88,12 @@ impl Postgres {
 
     async fn from_pool_named(pool: Pool, schema: &str, target: String) -> Result<Postgres> {
         if !queuegen_core::sql::is_plain_identifier(schema) {
-            return Err(Error::PostgresSetup {
+            return Err(Error::Postgres(PostgresError::Setup {
                 target,
                 problem: format!(
                     "schema {schema:?} is not a plain lowercase SQL identifier (spec `postgres.schema`)"
                 ),
-            });
+            }));
         }
         let postgres = Postgres {
             inner: Arc::new(Inner {
@@ -127,10 +130,10 @@ impl Postgres {
     pub(crate) async fn client(&self, doing: &str) -> Result<Object> {
         self.inner.pool.get().await.map_err(|err| match err {
             deadpool_postgres::PoolError::Backend(source) => self.error(doing, source),
-            other => Error::PostgresSetup {
+            other => Error::Postgres(PostgresError::Setup {
                 target: self.target().to_owned(),
                 problem: format!("{doing}: no connection from the pool: {other}"),
-            },
+            }),
         })
     }
 
@@ -160,10 +163,10 @@ impl Postgres {
         );
         if !missing.is_empty() {
             let names: Vec<String> = missing.iter().map(|t| self.table(t)).collect();
-            return Err(Error::PostgresSetup {
+            return Err(Error::Postgres(PostgresError::Setup {
                 target: self.target().to_owned(),
                 problem: format!("table {} does not exist: {fix}", names.join(", ")),
-            });
+            }));
         }
         let applied: Option<i32> = client
             .query_one(
@@ -175,14 +178,14 @@ impl Postgres {
             .get(0);
         match applied {
             Some(version) if version >= LATEST => Ok(()),
-            applied => Err(Error::PostgresSetup {
+            applied => Err(Error::Postgres(PostgresError::Setup {
                 target: self.target().to_owned(),
                 problem: format!(
                     "{} records migration {} applied, this runtime needs {LATEST}: {fix}",
                     self.table("migrations"),
                     applied.map_or("none".to_owned(), |v| v.to_string()),
                 ),
-            }),
+            })),
         }
     }
 }

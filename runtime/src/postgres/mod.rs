@@ -14,6 +14,8 @@ pub mod migrations;
 #[cfg(feature = "postgres")]
 mod connect;
 #[cfg(feature = "postgres")]
+mod error;
+#[cfg(feature = "postgres")]
 mod fence;
 #[cfg(feature = "postgres")]
 mod outbox;
@@ -22,8 +24,6 @@ mod publisher;
 #[cfg(feature = "postgres")]
 mod results;
 
-#[cfg(feature = "postgres")]
-pub(crate) use crate::outcome::sqlstate::describe;
 #[cfg(feature = "postgres")]
 pub use crate::outcome::sqlstate::error_kind;
 #[cfg(feature = "postgres")]

@@ -22,7 +22,7 @@ use deadpool_postgres::{ClientWrapper, Object};
 
 use super::connect::Postgres;
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, PostgresError, Result};
 use crate::failpoint::failpoint;
 use crate::handler::JobContext;
 
@@ -70,7 +70,7 @@ impl PgResults {
 
     /// The results of handler `handler` working the queue `config`
     /// describes: registers the name in `handlers` and refuses to start
-    /// ([`Error::PostgresSetup`], naming the table, handler and queues) when
+    /// ([`PostgresError::Setup`], naming the table, handler and queues) when
     /// - the name is registered for another queue: both queues' results
     ///   would share job ids, and a job of one would be skipped as done by
     ///   a result of the other;
@@ -188,10 +188,10 @@ impl PgResults {
                 .map_err(|err| pg.error(context(), err));
         };
         // Dropping the transaction rolls the registration back.
-        Err(Error::PostgresSetup {
+        Err(Error::Postgres(PostgresError::Setup {
             target: pg.target().to_owned(),
             problem,
-        })
+        }))
     }
 
     /// Opens this delivery's transaction and takes the job's marker, or

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::connect::Connection;
 
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, PublishError, Result};
 use crate::host::now_ms;
 use crate::inventory::inventory;
 use crate::stream_id::StreamId;
@@ -106,13 +106,13 @@ impl Admission {
         }
     }
 
-    /// Admits a publish to `partition`, or refuses it with `Error::Backpressure`.
+    /// Admits a publish to `partition`, or refuses it with `PublishError::Backpressure`.
     pub(super) async fn admit(&self, conn: &Connection, partition: u16) -> Result<()> {
         self.admit_all(conn, &[partition]).await
     }
 
     /// Admits a batch touching `partitions` (ascending, no duplicates), or
-    /// refuses all of it with `Error::Backpressure` naming the lowest refused
+    /// refuses all of it with `PublishError::Backpressure` naming the lowest refused
     /// partition. Stale readings of these partitions are refreshed together
     /// in one inventory round.
     pub(super) async fn admit_all(&self, conn: &Connection, partitions: &[u16]) -> Result<()> {
@@ -230,13 +230,13 @@ impl Admission {
                 "publish refused: backpressure (the slowest group is behind; further refusals until the next refresh log at debug)"
             );
         }
-        Err(Error::Backpressure {
+        Err(Error::Publish(PublishError::Backpressure {
             queue: self.config.queue,
             partition: self.config.partition_of_stream(partition),
             lane: self.config.lane_of_stream(partition).map(|lane| lane.name),
             oldest_ready_age: age,
             limit: self.limit,
-        })
+        }))
     }
 }
 

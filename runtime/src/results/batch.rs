@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::committed;
 use crate::connect::Connection;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultError};
 use crate::producer::Durability;
 
 /// Most commits one pipeline carries.
@@ -128,12 +128,12 @@ async fn send(settings: &Settings, batch: &mut Vec<Commit>) {
                 .map_err(|err| Error::redis(context(), err.into())),
         };
         let answer = match stored {
-            Ok(_) if acknowledged < replicas => Err(Error::NotReplicated {
+            Ok(_) if acknowledged < replicas => Err(Error::Results(ResultError::NotReplicated {
                 key: commit.key.clone(),
                 replicas,
                 acknowledged,
                 timeout,
-            }),
+            })),
             other => other.map(committed),
         };
         let _ = commit.reply.send(answer);

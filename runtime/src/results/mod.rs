@@ -12,7 +12,7 @@
 //! primary's last writes, and a job whose result was forgotten while its ack
 //! reached the new primary would be done without its effect.
 //! [`RedisResults::with_durability`] sends a `WAIT` in the same pipeline as
-//! the `SET` and fails the commit ([`Error::NotReplicated`]) when too few
+//! the `SET` and fails the commit ([`ResultError::NotReplicated`]) when too few
 //! replicas acknowledge it, so the job is retried rather than acknowledged.
 //!
 //! On one server, commits made at the same time (the jobs of one read) go
@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::connect::Connection;
 
 use crate::connect::Redis;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultError};
 use crate::producer::Durability;
 
 /// What a commit found.
@@ -98,7 +98,7 @@ impl RedisResults {
 
     /// This store, each commit followed (in the same pipeline, so on the
     /// same connection and node) by `WAIT replicas timeout`; a commit that
-    /// fewer replicas acknowledged fails with [`Error::NotReplicated`].
+    /// fewer replicas acknowledged fails with [`ResultError::NotReplicated`].
     /// Like a producer's [`Durability`], it says how many replicas hold the
     /// result, not that a failover cannot lose it. `WAIT` counts this
     /// connection's writes: a result found stored by another worker a
@@ -181,12 +181,12 @@ impl Results for RedisResults {
             .await
             .map_err(|err| Error::redis(context(), err))?;
         if acknowledged < replicas {
-            return Err(Error::NotReplicated {
+            return Err(Error::Results(ResultError::NotReplicated {
                 key,
                 replicas,
                 acknowledged,
                 timeout,
-            });
+            }));
         }
         Ok(committed(previous))
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SetupError};
 use crate::metrics::{self, Registry, WorkerMetrics};
 
 /// How long stopping waits for open scrapes to finish before dropping them.
@@ -30,9 +30,11 @@ pub(super) async fn start(
 ) -> Result<Endpoint> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| Error::Http {
-            addr: addr.to_string(),
-            source,
+        .map_err(|source| {
+            Error::Setup(SetupError::Http {
+                addr: addr.to_string(),
+                source,
+            })
         })?;
     let addr = listener.local_addr().unwrap_or(addr);
     let mut registry = Registry::default();

@@ -27,7 +27,7 @@ use super::acks::{AckRequest, InHandler};
 use super::in_flight::Slot;
 use super::{due_ms, is_connection_error, Core, Delivery, Runner};
 use crate::envelope::{self, Envelope, FieldMap};
-use crate::error::{Error, NotOwner, Result};
+use crate::error::{DecodeError, Error, NotOwner, RedisError, Result, TransitionError};
 use crate::failpoint::failpoint;
 use crate::handler::{Handler, JobContext};
 use crate::metrics::{FailedTransition, JobOutcome, Settlement};
@@ -294,7 +294,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
         E::TYPE,
     );
     let reason = match err {
-        Error::UnsupportedSchema { .. } => DeadReason::UnsupportedSchema,
+        Error::Decode(DecodeError::UnsupportedSchema { .. }) => DeadReason::UnsupportedSchema,
         _ => DeadReason::DecodeError,
     };
     dead_letter(
@@ -433,7 +433,7 @@ fn transition_failed(
     err: Error,
 ) {
     match err {
-        Error::NotOwner(refused) => {
+        Error::Transition(TransitionError::NotOwner(refused)) => {
             let NotOwner {
                 job,
                 stream_id,
@@ -452,10 +452,10 @@ fn transition_failed(
                 "{what} refused: the entry is no longer pending for this worker; its new owner settles it",
             );
         }
-        Error::Transition {
+        Error::Transition(TransitionError::Refused {
             code: TransitionCode::NoSource,
             ..
-        } => {
+        }) => {
             // Deleted from the stream while pending (recovery reports the lost job).
             tracing::warn!(error = %err, "{what}: the entry no longer exists");
         }
@@ -552,7 +552,7 @@ where
     let mut attempt = 1;
     loop {
         match call().await {
-            Err(Error::Redis { source, context })
+            Err(Error::Redis(RedisError { source, context }))
                 if attempt < CALL_ATTEMPTS && is_connection_error(&source) =>
             {
                 tracing::warn!(error = %source, context, attempt, "{what} failed; retrying");

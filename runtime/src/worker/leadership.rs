@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::{every, Core};
 use crate::config::QueueConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, OperationError, Result};
 use crate::lease::{self, Lease};
 
 /// Ticks a lease lasts: a leader missing two renewals in a row still leads.
@@ -262,7 +262,7 @@ async fn take<C: redis::aio::ConnectionLike>(
     let key = config.loops_lease_key(partition);
     match lease::acquire(conn, config.functions, &key, &leadership.holder, period).await {
         Ok(lease) => Ok(Some(lease)),
-        Err(Error::LeaseHeld { .. }) => Ok(None),
+        Err(Error::Operation(OperationError::LeaseHeld { .. })) => Ok(None),
         Err(err) => Err(err),
     }
 }

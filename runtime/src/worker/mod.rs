@@ -65,7 +65,7 @@ use self::core::{Core, Jobs};
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::envelope::Envelope;
-use crate::error::{Error, Result};
+use crate::error::{Error, RedisError, Result, SetupError, TransitionError};
 use crate::handler::{Handler, Ownership};
 use crate::transitions::{AckFunction, AckPath, TransitionCode};
 use epochs::Epochs;
@@ -157,7 +157,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     ///   e.g. `0.0.0.0:9464`.
     ///
     /// An unset or empty variable leaves the setting as it was. Fails with
-    /// [`Error::InvalidWorker`] naming the variable when a value is unusable.
+    /// [`SetupError::InvalidWorker`] naming the variable when a value is unusable.
     pub fn with_env(self) -> Result<Self> {
         self.with_env_from(|name| std::env::var(name).ok())
     }
@@ -171,21 +171,23 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         if let Some(addr) = get(METRICS_ADDR_ENV) {
             #[cfg(feature = "metrics")]
             {
-                let parsed = addr.trim().parse().map_err(|err| Error::InvalidWorker {
-                    queue: self.config.queue,
-                    problem: format!(
+                let parsed = addr.trim().parse().map_err(|err| {
+                    Error::Setup(SetupError::InvalidWorker {
+                        queue: self.config.queue,
+                        problem: format!(
                         "{METRICS_ADDR_ENV}={addr} is not an address such as 0.0.0.0:9464: {err}"
                     ),
+                    })
                 })?;
                 self.metrics_addr = Some(parsed);
             }
             #[cfg(not(feature = "metrics"))]
-            return Err(Error::InvalidWorker {
+            return Err(Error::Setup(SetupError::InvalidWorker {
                 queue: self.config.queue,
                 problem: format!(
                     "{METRICS_ADDR_ENV}={addr} is set, but queuegen-runtime was built without its `metrics` feature"
                 ),
-            });
+            }));
         }
         Ok(self)
     }
@@ -196,7 +198,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     }
 
     /// Starts even when the server's `maxmemory-policy` is not `noeviction`,
-    /// logging a warning instead of refusing with [`Error::EvictionPolicy`].
+    /// logging a warning instead of refusing with [`SetupError::EvictionPolicy`].
     /// Under memory pressure such a server deletes keys, stream entries of
     /// pending jobs included: accept that only for a cache-like queue whose
     /// jobs may be lost.
@@ -234,7 +236,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// included), `GET /metrics` (this worker's metrics), `/healthz` (200
     /// while the process runs) and `/readyz` (200 while the intake is
     /// reading, 503 before its first read, while its reads fail, and once
-    /// it stopped at shutdown). `run_until` fails with [`Error::Http`] if it
+    /// it stopped at shutdown). `run_until` fails with [`SetupError::Http`] if it
     /// cannot bind `addr`.
     #[cfg(feature = "metrics")]
     pub fn metrics_addr(mut self, addr: std::net::SocketAddr) -> Self {
@@ -246,10 +248,10 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// `config.shutdown_budget` (plus the moment it takes to abandon whatever
     /// still runs then) and reports.
     ///
-    /// Refuses to start, with [`Error::EvictionPolicy`] naming the server
+    /// Refuses to start, with [`SetupError::EvictionPolicy`] naming the server
     /// and the policy, when the server's `maxmemory-policy` (from `INFO
     /// memory`) is not `noeviction`, unless [`Worker::allow_eviction_policy`];
-    /// and with [`Error::LibraryMissing`] naming the server and the library,
+    /// and with [`SetupError::LibraryMissing`] naming the server and the library,
     /// when the server lacks the Function library `config.functions`
     /// (`queuegen apply` loads it).
     ///
@@ -413,9 +415,11 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// The stream numbers this worker works (see [`QueueConfig::streams`]):
     /// its partitions, each in every lane.
     fn checked_streams(&self) -> Result<Vec<u16>> {
-        let invalid = |problem: String| Error::InvalidWorker {
-            queue: self.config.queue,
-            problem,
+        let invalid = |problem: String| {
+            Error::Setup(SetupError::InvalidWorker {
+                queue: self.config.queue,
+                problem,
+            })
         };
         if self.config.concurrency == 0 {
             return Err(invalid("handler.concurrency is 0".into()));
@@ -578,12 +582,14 @@ enum Failure {
 /// on the server (after a failover, say) is retried until `apply` loads it.
 fn classify_error(err: Error) -> Failure {
     match &err {
-        Error::Transition {
+        Error::Transition(TransitionError::Refused {
             code: TransitionCode::WrongType,
             ..
-        } => Failure::Fatal(err),
-        Error::Redis { source, .. } if source.code() == Some("WRONGTYPE") => Failure::Fatal(err),
-        Error::Redis { source, .. } => {
+        }) => Failure::Fatal(err),
+        Error::Redis(RedisError { source, .. }) if source.code() == Some("WRONGTYPE") => {
+            Failure::Fatal(err)
+        }
+        Error::Redis(RedisError { source, .. }) => {
             let reconnect = is_connection_error(source);
             Failure::Retry {
                 error: err,
@@ -617,10 +623,10 @@ fn classify(err: redis::RedisError, command: &str, keys: &[&str], group: &str) -
                     .and_then(|detail| detail.split('\'').nth(1))
                     .map_or_else(|| keys.join(", "), str::to_owned),
             };
-            return Failure::Fatal(Error::NoGroup {
+            return Failure::Fatal(Error::Setup(SetupError::NoGroup {
                 key,
                 group: group.to_owned(),
-            });
+            }));
         }
         // A Cluster reader whose slot moved away: simply read again.
         Some("UNBLOCKED") | Some("LOADING") | Some("TRYAGAIN") | Some("CLUSTERDOWN")

@@ -50,7 +50,7 @@ use redis::streams::StreamPendingCountReply;
 use super::claim_pace::ClaimPace;
 use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
 use crate::envelope::Envelope;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransitionError};
 use crate::handler::Handler;
 use crate::metrics::{FailedTransition, Settlement};
 use crate::transitions::{self, DeadReason};
@@ -341,7 +341,7 @@ async fn quarantine_partition(
                     );
                 }
                 // Claimed by another worker since this one took it over: theirs now.
-                Err(Error::NotOwner(refused)) => {
+                Err(Error::Transition(TransitionError::NotOwner(refused))) => {
                     shared
                         .events
                         .ownership_lost(partition, Settlement::DeadLetter, 1);

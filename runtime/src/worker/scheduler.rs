@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::{classify_error, every, now_ms, Core, Failure};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransitionError};
 use crate::failpoint::failpoint;
 use crate::metrics::FailedTransition;
 use crate::transitions::{self, DeadReason, DueSet};
@@ -73,7 +73,7 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
                 Err(Failure::Retry { error, .. }) => match error {
                     // The library refused the batch (a damaged entry of the
                     // set): it will again until someone looks.
-                    Error::Transition { .. } => {
+                    Error::Transition(TransitionError::Refused { .. }) => {
                         tracing::error!(partition, ?set, error = %error, "the library refused to promote due members; retrying next period");
                     }
                     // The core connection reconnects by itself.

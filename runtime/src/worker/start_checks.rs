@@ -1,6 +1,7 @@
 //! Checks a worker makes before it reads anything: that the server never evicts queue data.
 
 use crate::connect::{Node, Redis};
+use crate::error::SetupError;
 use crate::error::{Error, Result};
 
 /// The only policy under which Redis never deletes keys to free memory.
@@ -47,7 +48,7 @@ async fn eviction_policy_of(node: &Node, allow: bool) -> Result<()> {
         );
         return Ok(());
     }
-    Err(Error::EvictionPolicy { server, policy })
+    Err(Error::Setup(SetupError::EvictionPolicy { server, policy }))
 }
 
 /// The `maxmemory_policy` value of an `INFO` reply.

@@ -15,7 +15,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::events::Events;
 use super::{classify_error, Core, Failure};
-use crate::error::{Error, Result};
+use crate::error::{Error, OperationError, RedisError, Result};
 use crate::metrics::TrimOutcome;
 use crate::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
@@ -62,13 +62,13 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
             match trim::trim_partition(&mut conn, &core.config, partition, &options).await {
                 Ok(streams) => {
                     for stream in streams {
-                        if matches!(stream.result, Err(Error::Redis { .. })) {
+                        if matches!(stream.result, Err(Error::Redis(RedisError { .. }))) {
                             probed = None;
                         }
                         record(&core.events, partition, stream)?;
                     }
                 }
-                Err(Error::LeaseHeld { key, holder }) => {
+                Err(Error::Operation(OperationError::LeaseHeld { key, holder })) => {
                     for role in StreamRole::BOTH {
                         core.events
                             .trim_pass(partition, role, TrimOutcome::LeaseHeld);
@@ -95,8 +95,8 @@ fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
     let outcome = match &stream.result {
         Ok(Some(trimmed)) if trimmed.removed > 0 => TrimOutcome::Trimmed,
         Ok(_) => TrimOutcome::NothingToTrim,
-        Err(Error::TrimAborted { .. }) => TrimOutcome::Aborted,
-        Err(Error::LeaseHeld { .. }) => TrimOutcome::LeaseHeld,
+        Err(Error::Operation(OperationError::TrimAborted { .. })) => TrimOutcome::Aborted,
+        Err(Error::Operation(OperationError::LeaseHeld { .. })) => TrimOutcome::LeaseHeld,
         Err(_) => TrimOutcome::Failed,
     };
     events.trim_pass(partition, role, outcome);
@@ -118,11 +118,14 @@ fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
         Ok(None) => {
             tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
         }
-        Err(err @ (Error::TrimAborted { .. } | Error::LeaseHeld { .. })) => {
+        Err(
+            err @ (Error::Operation(OperationError::TrimAborted { .. })
+            | Error::Operation(OperationError::LeaseHeld { .. })),
+        ) => {
             events.trim_aborted();
             tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
         }
-        Err(err @ Error::TrimUnverified { .. }) => {
+        Err(err @ Error::Operation(OperationError::TrimUnverified { .. })) => {
             tracing::error!(partition, key = %plan.key, error = %err, "trim verification failed");
         }
         Err(err) => match classify_error(err) {

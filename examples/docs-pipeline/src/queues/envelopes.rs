@@ -6,7 +6,9 @@
 //! Each struct is one envelope's body; the runtime adds the standard header
 //! (`job_id`, `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`).
 
-use queuegen_runtime::{Envelope, Error, FieldEnum, FieldMap, Timestamp, Upcast};
+use queuegen_runtime::{
+    Envelope, Error, error::DecodeError, FieldEnum, FieldMap, Timestamp, Upcast,
+};
 
 /// The `OcrRequested` envelope, written with schema version 2; also decodes version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
@@ -91,11 +93,10 @@ impl Upcast for OcrRequested {
                 Ok(Self::from(v1))
             }
             _ => {
-                Err(Error::UnsupportedSchema {
-                    envelope: Self::TYPE,
-                    seen: schema,
-                    accepted: Self::ACCEPTS,
-                })
+                Err(
+                    DecodeError::unsupported_schema(Self::TYPE, schema, Self::ACCEPTS)
+                        .into(),
+                )
             }
         }
     }

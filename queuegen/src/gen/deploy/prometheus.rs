@@ -316,7 +316,7 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
             Vec::new(),
             "Queue {{ $labels.queue }} partition {{ $labels.partition }}: producers are refusing jobs (backpressure)".to_owned(),
             format!(
-                "For 5 minutes the oldest undelivered entry of this partition has been older than admission.max_oldest_ready_age ({}), so producers refuse publishes to it. Callers get Error::Backpressure and must publish again later or shed the jobs; producers that serve /metrics count each refusal in queuegen_backpressure_refusals_total.",
+                "For 5 minutes the oldest undelivered entry of this partition has been older than admission.max_oldest_ready_age ({}), so producers refuse publishes to it. Callers get PublishError::Backpressure and must publish again later or shed the jobs; producers that serve /metrics count each refusal in queuegen_backpressure_refusals_total.",
                 format_duration(admit)
             ),
             Some(format!("admission.max_oldest_ready_age: {}", format_duration(admit))),

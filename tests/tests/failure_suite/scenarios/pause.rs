@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use queuegen_runtime::error::RedisError;
 use queuegen_runtime::Error;
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning};
 
@@ -62,7 +63,7 @@ pub async fn server_paused(run: Run) -> Verdict {
         for job in &during {
             while let Err(err) = producer.publish(new_job(job)).await {
                 publish_failures += 1;
-                if !matches!(err, Error::Redis { .. }) {
+                if !matches!(err, Error::Redis(RedisError { .. })) {
                     panic!("publishing {}: {err}", job.job_id);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

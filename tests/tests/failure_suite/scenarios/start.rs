@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use queuegen_runtime::error::SetupError;
 use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::{Error, Redis, Result, WorkerReport};
 use queuegen_tests::library;
@@ -69,9 +70,9 @@ pub async fn library_missing(run: Run) -> Verdict {
         let outcome = run_to_refusal(&stage, &spec).await;
         let message = refusal_message(&outcome);
         match outcome {
-            Some(Err(Error::LibraryMissing {
+            Some(Err(Error::Setup(SetupError::LibraryMissing {
                 server, library, ..
-            })) => verdict.check(
+            }))) => verdict.check(
                 // One server, or every Cluster primary without it, by address.
                 server
                     .split(", ")
@@ -126,7 +127,7 @@ pub async fn eviction_policy_refused(run: Run) -> Verdict {
     let outcome = run_to_refusal(&stage, &stage.spec.named("refused")).await;
     let message = refusal_message(&outcome);
     match outcome {
-        Some(Err(Error::EvictionPolicy { server, policy })) => {
+        Some(Err(Error::Setup(SetupError::EvictionPolicy { server, policy }))) => {
             verdict.check(
                 primaries.contains(&server) && policy == "allkeys-lru",
                 || format!("the refusal names {server} and {policy}"),

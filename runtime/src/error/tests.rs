@@ -1,0 +1,157 @@
+//! The top-level error displays exactly as the domain error it holds.
+
+use std::time::Duration;
+
+use super::*;
+
+fn redis_error() -> ::redis::RedisError {
+    ::redis::RedisError::from((::redis::ErrorKind::Io, "connection closed"))
+}
+
+#[test]
+fn each_domain_displays_the_same_through_the_top_level_error() {
+    let samples: Vec<(String, Error)> = vec![
+        (
+            DecodeError::unsupported_schema("OcrRequested", 7, &[1, 2]).to_string(),
+            DecodeError::unsupported_schema("OcrRequested", 7, &[1, 2]).into(),
+        ),
+        (
+            PublishError::EmptyJobId {
+                queue: "ocr",
+                position: 2,
+            }
+            .to_string(),
+            PublishError::EmptyJobId {
+                queue: "ocr",
+                position: 2,
+            }
+            .into(),
+        ),
+        (
+            SetupError::MissingStream { key: "k".into() }.to_string(),
+            SetupError::MissingStream { key: "k".into() }.into(),
+        ),
+        (
+            OperationError::LeaseHeld {
+                key: "lease".into(),
+                holder: "h".into(),
+            }
+            .to_string(),
+            OperationError::LeaseHeld {
+                key: "lease".into(),
+                holder: "h".into(),
+            }
+            .into(),
+        ),
+        (
+            ResultError::NotReplicated {
+                key: "r".into(),
+                replicas: 2,
+                acknowledged: 1,
+                timeout: Duration::from_millis(50),
+            }
+            .to_string(),
+            ResultError::NotReplicated {
+                key: "r".into(),
+                replicas: 2,
+                acknowledged: 1,
+                timeout: Duration::from_millis(50),
+            }
+            .into(),
+        ),
+        (
+            ConnectionError::ConnectOptions {
+                url: "redis://h:1".into(),
+                problem: OptionsProblem::TlsFilesWithoutTls,
+            }
+            .to_string(),
+            ConnectionError::ConnectOptions {
+                url: "redis://h:1".into(),
+                problem: OptionsProblem::TlsFilesWithoutTls,
+            }
+            .into(),
+        ),
+        (
+            PostgresError::Setup {
+                target: "u@h:5432/db".into(),
+                problem: "p".into(),
+            }
+            .to_string(),
+            PostgresError::Setup {
+                target: "u@h:5432/db".into(),
+                problem: "p".into(),
+            }
+            .into(),
+        ),
+        (
+            TransitionError::NotOwner(Box::new(NotOwner {
+                function: "ack".into(),
+                key: "k".into(),
+                partition: 0,
+                job: "j".into(),
+                stream_id: "1-0".into(),
+                consumer: "c".into(),
+                owner: None,
+            }))
+            .to_string(),
+            TransitionError::NotOwner(Box::new(NotOwner {
+                function: "ack".into(),
+                key: "k".into(),
+                partition: 0,
+                job: "j".into(),
+                stream_id: "1-0".into(),
+                consumer: "c".into(),
+                owner: None,
+            }))
+            .into(),
+        ),
+        (
+            RedisError {
+                context: "XADD k".into(),
+                source: redis_error(),
+            }
+            .to_string(),
+            Error::redis("XADD k", redis_error()),
+        ),
+    ];
+    for (domain, top) in samples {
+        assert_eq!(top.to_string(), domain);
+    }
+}
+
+#[test]
+fn messages_that_were_free_text_read_as_before() {
+    let unverified = OperationError::TrimUnverified {
+        key: "q:{0}:ready".into(),
+        minid: "5-0".into(),
+        group: "g".into(),
+        what: "pending entry",
+        id: "3-0".into(),
+    };
+    assert_eq!(
+        unverified.to_string(),
+        "trim of q:{0}:ready to MINID 5-0: verification failed: group \"g\" lost its pending entry 3-0: XRANGE 3-0 3-0 is empty"
+    );
+    let inventory = OperationError::Inventory {
+        key: "k".into(),
+        problem: InventoryProblem::Unexpected {
+            command: "XRANGE".into(),
+            found: "nil".into(),
+        },
+    };
+    assert_eq!(
+        inventory.to_string(),
+        "inventory of stream k: unexpected XRANGE reply: nil"
+    );
+    let missing = SetupError::LibraryMissing {
+        server: "h:1".into(),
+        library: "qg_v1".into(),
+        problem: LibraryProblem::NoFunction {
+            function: "qg_v1_version".into(),
+        },
+    };
+    assert_eq!(
+        missing.to_string(),
+        "redis h:1 does not have the Function library qg_v1 (no function qg_v1_version): run `queuegen apply` to load it"
+    );
+}
