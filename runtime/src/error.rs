@@ -67,7 +67,7 @@ pub enum Error {
         "queue {queue}: job {job_id:?} encodes to {len} bytes, above payload.max_bytes = {max}"
     )]
     PayloadTooLarge {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         len: usize,
         max: usize,
@@ -75,15 +75,12 @@ pub enum Error {
 
     /// A job handed to a producer has an empty `job_id`; `position` is its index in the batch.
     #[error("queue {queue}: job at position {position} has an empty job_id")]
-    EmptyJobId {
-        queue: &'static str,
-        position: usize,
-    },
+    EmptyJobId { queue: String, position: usize },
 
     /// A job names a lane its queue does not have; nothing of its batch was sent.
     #[error("queue {queue}: job {job_id:?} names lane {lane:?}, which is not one of the queue's lanes ({known})")]
     UnknownLane {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         lane: String,
         /// The queue's lanes, comma-separated, or `none` when it has no lanes.
@@ -93,7 +90,7 @@ pub enum Error {
     /// A job could not be encoded; nothing of its batch was sent.
     #[error("queue {queue}: job {job_id:?} is invalid: {source}")]
     InvalidJob {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         #[source]
         source: Box<Error>,
@@ -105,10 +102,7 @@ pub enum Error {
 
     /// A worker was set up in a way that cannot run (bad partition list, zero concurrency).
     #[error("queue {queue}: invalid worker setup: {problem}")]
-    InvalidWorker {
-        queue: &'static str,
-        problem: String,
-    },
+    InvalidWorker { queue: String, problem: String },
 
     /// A Function library call refused a transition (a `QG_*` error reply); it wrote nothing.
     #[error("{function} on {key} (partition {partition}, job {job}) refused: {code} {detail}")]
@@ -152,7 +146,7 @@ pub enum Error {
     /// An operator asked about a partition the queue does not have.
     #[error("queue {queue} has no partition {partition}: its partitions are 0 to {}", partitions.saturating_sub(1))]
     NoSuchPartition {
-        queue: &'static str,
+        queue: String,
         partition: u16,
         partitions: u16,
     },
@@ -160,7 +154,7 @@ pub enum Error {
     /// An operator named a lane the queue does not have.
     #[error("queue {queue} has {known}; there is no lane {lane:?}")]
     NoSuchLane {
-        queue: &'static str,
+        queue: String,
         lane: String,
         /// `lanes high, normal` or `no lanes`.
         known: String,
@@ -169,7 +163,7 @@ pub enum Error {
     /// An operator named a dead letter that is not (or no longer) stored.
     #[error("queue {queue}: no dead letter with ID {id} in {place}")]
     NoSuchDeadLetter {
-        queue: &'static str,
+        queue: String,
         id: String,
         /// `partition 3`, `lane high, partition 3` or `any partition`.
         place: String,
@@ -181,7 +175,7 @@ pub enum Error {
          <unix ms>-<sequence>, two whole numbers such as 1733486400000-0 \
          (copy it from `queuegen dlq list` or the partition's page)"
     )]
-    BadDeadLetterId { queue: &'static str, id: String },
+    BadDeadLetterId { queue: String, id: String },
 
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]
@@ -191,15 +185,15 @@ pub enum Error {
     /// entry (for its slowest group) is older than `admission.max_oldest_ready_age`.
     #[error(
         "queue {queue} partition {partition}{}: backpressure: the oldest undelivered entry is {}, above admission.max_oldest_ready_age = {}",
-        lane.map(|lane| format!(" lane {lane}")).unwrap_or_default(),
+        lane.as_ref().map(|lane| format!(" lane {lane}")).unwrap_or_default(),
         humantime::format_duration(*oldest_ready_age),
         humantime::format_duration(*limit)
     )]
     Backpressure {
-        queue: &'static str,
+        queue: String,
         partition: u16,
         /// The lane, for a queue with lanes: each lane's stream is admitted on its own.
-        lane: Option<&'static str>,
+        lane: Option<String>,
         oldest_ready_age: std::time::Duration,
         limit: std::time::Duration,
     },

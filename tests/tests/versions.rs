@@ -9,7 +9,7 @@ use queuegen_runtime::{
     ensure_groups, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
     Worker, WorkerReport,
 };
-use queuegen_tests::fixtures::{leak, retrying_config, TestJob};
+use queuegen_tests::fixtures::{owned, retrying_config, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
     wait_until,
@@ -94,7 +94,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
         v1.functions
     );
     let v2 = QueueConfig {
-        functions: leak(
+        functions: owned(
             &v1.functions
                 .replace(&format!("_v{current}"), &format!("_v{}", current + 1)),
         ),
@@ -120,7 +120,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
         .unwrap();
     let listed = format!("{listed:?}");
     assert!(
-        listed.contains(v1.functions) && listed.contains(v2.functions),
+        listed.contains(&*v1.functions) && listed.contains(&*v2.functions),
         "both versions are loaded: {listed}"
     );
 
@@ -137,7 +137,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     // With the old workers gone, the old version can go too.
     let () = redis::cmd("FUNCTION")
         .arg("DELETE")
-        .arg(v1.functions)
+        .arg(&*v1.functions)
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -322,15 +322,28 @@ fn const_ident(name: &str) -> String {
 /// What the queue's module uses of `queuegen_runtime`, sorted.
 fn runtime_imports(queue: &Queue, schedules: bool) -> Vec<&'static str> {
     let mut names = vec![
+        "AdmissionConfig",
+        "Backoff",
+        "ClaimConfig",
+        "DeadLetterConfig",
+        "DurabilityConfig",
+        "HandlerConfig",
         "Jitter",
         "JobContext",
         "JobError",
         "Outcome",
+        "PayloadConfig",
+        "PoisonConfig",
         "Producer",
         "QueueConfig",
         "Redis",
+        "RetentionConfig",
+        "RetryConfig",
         "Worker",
     ];
+    if queue.dedup.is_some() {
+        names.push("DedupConfig");
+    }
     if schedules {
         names.extend(["Cadence", "Missed", "Schedule", "Scheduler"]);
     }

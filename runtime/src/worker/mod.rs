@@ -172,7 +172,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             #[cfg(feature = "metrics")]
             {
                 let parsed = addr.trim().parse().map_err(|err| Error::InvalidWorker {
-                    queue: self.config.queue,
+                    queue: self.config.queue.to_string(),
                     problem: format!(
                         "{METRICS_ADDR_ENV}={addr} is not an address such as 0.0.0.0:9464: {err}"
                     ),
@@ -302,12 +302,12 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     ) -> Result<WorkerReport> {
         start_checks::eviction_policy(&self.redis, self.allow_eviction_policy).await?;
         // Never loads anything itself: which code runs on the server is `apply`'s decision.
-        crate::admin::verify_library(&self.redis, self.config.functions).await?;
-        let block = effective_read_block(self.read_block, self.config.shutdown_budget);
+        crate::admin::verify_library(&self.redis, &self.config.functions).await?;
+        let block = effective_read_block(self.read_block, self.config.handler.shutdown_budget);
         let span = tracing::info_span!(
             "worker",
-            queue = self.config.queue,
-            group = self.config.group,
+            queue = &*self.config.queue,
+            group = &*self.config.group,
             consumer = %self.consumer,
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
@@ -331,7 +331,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         )
         .await
         {
-            tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
+            tracing::warn!(error = %err, queue = &*self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }
         let ack_path = ack_path(&self.redis, &self.config).await;
         let core = Arc::new(Core {
@@ -339,7 +339,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             paused,
             multiplexed: self.redis.shared(),
             jobs: Jobs {
-                permits: Arc::new(Semaphore::new(self.config.concurrency)),
+                permits: Arc::new(Semaphore::new(self.config.handler.concurrency)),
                 in_flight: Arc::new(InFlight::default()),
                 handling: handling.clone(),
                 acker: acks::start(acks::Acker {
@@ -347,7 +347,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                     function: AckFunction::on(&self.config, ack_path),
                     keep: AckFunction::new(&self.config),
                     xackdel_refused: AtomicBool::new(false),
-                    queue: self.config.queue,
+                    queue: self.config.queue.clone(),
                     partitions: self.config.partitions,
                     consumer: consumer.clone(),
                     keys: ready_keys.clone(),
@@ -379,7 +379,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             _envelope: PhantomData,
         });
         tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
-        if core.config.delete_on_ack && ack_path == AckPath::Xack {
+        if core.config.retention.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
                 "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
@@ -414,25 +414,25 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// its partitions, each in every lane.
     fn checked_streams(&self) -> Result<Vec<u16>> {
         let invalid = |problem: String| Error::InvalidWorker {
-            queue: self.config.queue,
+            queue: self.config.queue.to_string(),
             problem,
         };
-        if self.config.concurrency == 0 {
+        if self.config.handler.concurrency == 0 {
             return Err(invalid("handler.concurrency is 0".into()));
         }
-        if self.config.claim_batch == 0 {
+        if self.config.claim.batch == 0 {
             return Err(invalid("claim.batch is 0".into()));
         }
-        if self.config.claim_rate == 0 {
+        if self.config.claim.rate == 0 {
             return Err(invalid("claim.rate is 0".into()));
         }
-        if self.config.retry_max_attempts == 0 {
+        if self.config.retry.max_attempts == 0 {
             return Err(invalid("retry.max_attempts is 0".into()));
         }
-        if self.config.retry_promote_batch == 0 {
+        if self.config.retry.promote_batch == 0 {
             return Err(invalid("retry.promote_batch is 0".into()));
         }
-        if self.config.poison_max_deliveries == 0 {
+        if self.config.poison.max_deliveries == 0 {
             return Err(invalid("poison.max_deliveries is 0".into()));
         }
         if self.config.functions.is_empty() {
@@ -461,14 +461,14 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
 /// cannot be asked (a users file without `+command|info`) gets `XACK`, with a
 /// warning.
 pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
-    if !config.delete_on_ack {
+    if !config.retention.delete_on_ack {
         return AckPath::Xack;
     }
     match crate::connect::every_primary_has_command(redis, "xackdel").await {
         Ok(true) => AckPath::XackDel,
         Ok(false) => AckPath::Xack,
         Err(err) => {
-            tracing::warn!(queue = config.queue, error = %err, "asking the primaries for XACKDEL failed; acknowledging with XACK");
+            tracing::warn!(queue = &*config.queue, error = %err, "asking the primaries for XACKDEL failed; acknowledging with XACK");
             AckPath::Xack
         }
     }
