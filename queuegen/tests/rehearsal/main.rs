@@ -632,7 +632,7 @@ async fn the_example_deploys_as_generated() {
     stage.check_rules(&dead).await;
 
     // The cause is fixed; the runbook's commands replay the dead letter.
-    database.psql(&format!("DELETE FROM exports WHERE job_id = 'held'"));
+    database.psql("DELETE FROM exports WHERE job_id = 'held'");
     stage.run_runbook(&dead, Some(&database.url()));
     let after = stage.settle("after the replay").await;
     // A replay leaves the dead letter in its stream (transitions::replay)

@@ -319,7 +319,7 @@ mod tests {
         );
         // Another exporter's metric passes only where the rule says whose it is.
         let kube = rule("time() - kube_cronjob_status_last_successful_time > 60");
-        assert_eq!(unexported(&[kube.clone()], &scraped).len(), 1);
+        assert_eq!(unexported(std::slice::from_ref(&kube), &scraped).len(), 1);
         let declared = Rule {
             description:
                 "This rule reads kube-state-metrics (kube_cronjob_status_last_successful_time)."

@@ -2,6 +2,10 @@
 //!
 //! A series appears at its first event.
 
+// Labels take `&Cow` and clone it: free for a generated config's borrowed
+// names, where `&str` would allocate a `String` per series.
+#![allow(clippy::ptr_arg)]
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -6,6 +6,10 @@
 //! scrape, and its `increase()` counts the first pass (a series born at 1
 //! hides it). Removed entries appear at the first trim.
 
+// Labels take `&Cow` and clone it: free for a generated config's borrowed
+// names, where `&str` would allocate a `String` per series.
+#![allow(clippy::ptr_arg)]
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -187,7 +187,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         let claims_key = shared.claims_key(partition);
         let claim = crate::functions::Claim {
             ready_key: &key,
-            claims_key: &claims_key,
+            claims_key,
             group: &config.group,
             consumer: &shared.consumer,
             min_idle_ms,
