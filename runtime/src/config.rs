@@ -422,7 +422,7 @@ impl QueueConfig {
 
     /// The partition's loops lease of this queue's group:
     /// `{prefix}:{queue-NN}:lease:loops-{group}`. The group's worker holding
-    /// it runs the partition's recovery and retry scheduler; the group's
+    /// it runs the partition's recovery and promotion loops; the group's
     /// other workers skip the partition in those loops. Per group, because
     /// each group has its own pending lists to recover.
     pub fn loops_lease_key(&self, partition: u16) -> String {

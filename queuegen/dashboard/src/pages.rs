@@ -6,8 +6,8 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use minijinja::context;
 use queuegen_runtime::ops::dead_letters::{dead_letters, replayed_as, DeadLetterQuery};
+use queuegen_runtime::ops::held::{held_jobs, HeldFor};
 use queuegen_runtime::ops::pending::{pending, PendingQuery};
-use queuegen_runtime::ops::scheduled::{scheduled, HeldFor};
 use queuegen_runtime::ops::status::status_of;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -183,10 +183,10 @@ pub(super) async fn partition(
         let mut delayed_total = 0;
         for stream in config.streams_of(&[partition]) {
             let lane = config.lane_of_stream(stream).map(|lane| lane.name.clone());
-            let set = scheduled(&mut conn, config, stream, HeldFor::Retry, SHOWN).await?;
+            let set = held_jobs(&mut conn, config, stream, HeldFor::Retry, SHOWN).await?;
             retries_total += set.total;
             retries.extend(set.jobs.into_iter().map(|job| (lane.clone(), job)));
-            let set = scheduled(&mut conn, config, stream, HeldFor::Delay, SHOWN).await?;
+            let set = held_jobs(&mut conn, config, stream, HeldFor::Delay, SHOWN).await?;
             delayed_total += set.total;
             delayed.extend(set.jobs.into_iter().map(|job| (lane.clone(), job)));
         }

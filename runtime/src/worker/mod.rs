@@ -8,9 +8,9 @@
 //! - `recovery`: one loop that quarantines poison entries (by delivery count)
 //!   and claims idle pending entries with `XAUTOCLAIM`, paced per partition
 //!   by `claim_pace` (`claim.rate`);
-//! - `scheduler`: one loop that promotes due retries back to the ready streams;
+//! - `promotion`: one loop that promotes due retries and delayed jobs to the ready streams;
 //! - `leadership`: one loop that holds each partition's loops lease, so that
-//!   recovery and the scheduler run a partition in one worker at a time;
+//!   recovery and promotion run a partition in one worker at a time;
 //! - `rate`: the queue's rate limit (`handler.rate`), a token bucket in
 //!   Redis the intake asks once per round;
 //! - `pause`: one loop that refreshes which partitions are paused
@@ -39,11 +39,11 @@ mod job;
 mod lanes;
 mod leadership;
 mod pause;
+mod promotion;
 mod rate;
 mod recovery;
 mod reply;
 mod report;
-mod scheduler;
 mod shutdown;
 mod start_checks;
 mod tenant_rate;
@@ -385,7 +385,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                 "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
             );
         }
-        // Lead what is free before recovery and the scheduler first look.
+        // Lead what is free before recovery and promotion first look.
         let mut leases = leadership::Leases::new(partitions.clone());
         leases.pass(&core).instrument(span.clone()).await;
         let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
@@ -395,15 +395,15 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         );
         let recovery =
             tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
-        let scheduler =
-            tokio::spawn(scheduler::run(core.clone(), partitions.clone()).instrument(span.clone()));
+        let promotion =
+            tokio::spawn(promotion::run(core.clone(), partitions.clone()).instrument(span.clone()));
         let pausing = tokio::spawn(
             pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
         );
         let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
         shutdown::run(
             core,
-            [intake, recovery, scheduler, trimmer, leading, pausing],
+            [intake, recovery, promotion, trimmer, leading, pausing],
             shutdown,
         )
         .instrument(span)
@@ -653,7 +653,7 @@ fn every(period: Duration) -> tokio::time::Interval {
 }
 
 /// The Unix ms at which `delay` from now has fully passed: rounded up, so
-/// that a scheduler comparing with [`now_ms`] (rounded down) never runs a
+/// that promotion comparing with [`now_ms`] (rounded down) never runs a
 /// retry before its delay.
 fn due_ms(delay: Duration) -> u64 {
     std::time::SystemTime::now()

@@ -1,4 +1,4 @@
-//! The scheduler loop: every `retry_promote_every`, move due retries and due delayed jobs of each partition to its ready stream.
+//! The promotion loop: every `retry.promote_every`, move due retries and due delayed jobs of each partition to its ready stream.
 //!
 //! Each tick reads `ZRANGEBYSCORE <set> -inf now LIMIT 0 batch` of the
 //! retry set and the delayed set of every partition in one pipeline; a set
@@ -7,7 +7,7 @@
 //! holds (see `leadership`), to save the other workers' commands; safety
 //! does not rest on it. Were two workers to promote one partition at once,
 //! that is safe because the function
-//! re-checks each member atomically (a member another scheduler promoted
+//! re-checks each member atomically (a member another worker promoted
 //! first is skipped, or only cleaned up after a crash), so a retry is
 //! appended to the ready stream once. Due times are Unix ms of the workers'
 //! clocks: skew between hosts shifts a retry by that much, never loses it.
