@@ -20,7 +20,7 @@ pub trait RustValue {
 }
 
 /// `value` as Rust source text (unformatted: the file goes through
-/// [`super::layout::format`]).
+/// `layout::format`).
 pub fn source(value: &impl RustValue) -> String {
     value.rust().to_string()
 }

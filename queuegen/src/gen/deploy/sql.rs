@@ -1,6 +1,6 @@
 //! `sql/NNNN_*.sql`: the PostgreSQL migrations of queuegen's tables (results, fences, outbox), written only when a queue uses PostgreSQL.
 //!
-//! The SQL itself is the runtime's ([`migrations`]), since the runtime's
+//! The SQL itself is the runtime's ([`migrations()`]), since the runtime's
 //! queries are what the tables must fit and it checks at start that they
 //! are applied; this module only names the files and puts the generated
 //! header, as SQL comments, in front.
