@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
-    DedupConfig, JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results,
-    Worker,
+    JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
 };
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen::gen::deploy::acl;
+use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::results::{RedisResults, Results};
 use queuegen_runtime::roles::Role;
 use queuegen_runtime::{
-    DedupConfig, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis,
-    Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
 };
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::eventually;

@@ -36,11 +36,7 @@ pub mod trim;
 pub mod worker;
 
 pub use admin::{ensure_groups, load_library, verify_library, GroupSetup, LibraryLoad};
-pub use config::{
-    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig, DurabilityConfig,
-    HandlerConfig, Jitter, Lane, MarkerKind, PayloadConfig, PoisonConfig, QueueConfig, RateLimit,
-    RetentionConfig, RetryConfig, TenantRateLimit,
-};
+pub use config::{Jitter, Lane, MarkerKind, QueueConfig, RateLimit, TenantRateLimit};
 pub use connect::{ConnectOptions, Connection, PasswordSource, Redis};
 pub use envelope::{Envelope, FieldMap, Header, Upcast};
 pub use error::{Error, FieldProblem, NotOwner, Result};

@@ -12,7 +12,7 @@ use queuegen_tests::RedisServer;
 fn deduplicating(name: &str, window: Duration) -> QueueConfig {
     {
         let mut config = test_config(&unique_prefix(name), 4);
-        config.dedup = Some(window).map(|window| queuegen_runtime::DedupConfig { window });
+        config.dedup = Some(queuegen_runtime::config::DedupConfig { window });
         config
     }
 }

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 
+use queuegen_runtime::config as sections;
 use queuegen_runtime::{self as runtime, QueueConfig};
 
 use crate::spec::model::{Jitter, OnAck, Queue, Spec, TrimMode};
@@ -22,7 +23,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         group: owned(&queue.group.name),
         group_start: owned(queue.group.start.as_redis_arg()),
         functions: Cow::Owned(super::functions::library_name(&spec.service)),
-        handler: runtime::HandlerConfig {
+        handler: sections::HandlerConfig {
             timeout: queue.handler.timeout,
             concurrency: queue.handler.concurrency as usize,
             shutdown_budget: queue.handler.shutdown_budget,
@@ -39,18 +40,18 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
                     classes: rate.classes,
                 }),
         },
-        claim: runtime::ClaimConfig {
+        claim: sections::ClaimConfig {
             min_idle: queue.claim.min_idle,
             every: queue.claim.every,
             batch: queue.claim.batch as usize,
             rate: queue.claim.rate,
         },
-        payload: runtime::PayloadConfig {
+        payload: sections::PayloadConfig {
             max_bytes: queue.payload.max_bytes as usize,
         },
-        retry: runtime::RetryConfig {
+        retry: sections::RetryConfig {
             max_attempts: queue.retry.max_attempts,
-            backoff: runtime::Backoff {
+            backoff: sections::Backoff {
                 initial: queue.retry.backoff.initial,
                 max: queue.retry.backoff.max,
                 factor: queue.retry.backoff.factor,
@@ -62,29 +63,29 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
             promote_every: queue.retry.promote_every,
             promote_batch: queue.retry.promote_batch as usize,
         },
-        poison: runtime::PoisonConfig {
+        poison: sections::PoisonConfig {
             max_deliveries: queue.poison.max_deliveries,
         },
-        dead_letter: runtime::DeadLetterConfig {
+        dead_letter: sections::DeadLetterConfig {
             max_len: queue.dead_letter.max_len,
             retention: queue.dead_letter.retention,
         },
-        retention: runtime::RetentionConfig {
+        retention: sections::RetentionConfig {
             min_age: queue.retention.min_age,
             marker_ttl: queue.retention.min_age,
             trim_every: queue.retention.trim_every,
             trim_in_process: queue.retention.trim == TrimMode::InProcess,
             delete_on_ack: queue.retention.on_ack == OnAck::Delete,
         },
-        admission: runtime::AdmissionConfig {
+        admission: sections::AdmissionConfig {
             max_oldest_ready_age: queue.admission.max_oldest_ready_age,
             refresh: queue.admission.refresh,
         },
-        redis: runtime::DurabilityConfig {
+        redis: sections::DurabilityConfig {
             wait_replicas: spec.redis.wait_replicas,
             wait_timeout: spec.redis.wait_timeout,
         },
-        dedup: queue.dedup.as_ref().map(|dedup| runtime::DedupConfig {
+        dedup: queue.dedup.as_ref().map(|dedup| sections::DedupConfig {
             window: dedup.window,
         }),
         lanes: queue

@@ -7,11 +7,11 @@ use std::time::Duration;
 use proc_macro2::{Literal, TokenStream};
 use std::borrow::Cow;
 
-use queuegen_runtime::{
+use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig, DurabilityConfig,
-    HandlerConfig, Jitter, Lane, PayloadConfig, PoisonConfig, QueueConfig, RateLimit,
-    RetentionConfig, RetryConfig, TenantRateLimit,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
+use queuegen_runtime::{Jitter, Lane, QueueConfig, RateLimit, TenantRateLimit};
 use quote::{format_ident, quote};
 
 /// A value that generated code can spell as a Rust expression.

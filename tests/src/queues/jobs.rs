@@ -7,11 +7,13 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{
-    AdmissionConfig, Backoff, Cadence, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, Jitter, JobContext, JobError, Missed, Outcome, PayloadConfig,
-    PoisonConfig, Producer, QueueConfig, Redis, RetentionConfig, RetryConfig, Schedule,
-    Scheduler, Worker,
+    Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
+    Schedule, Scheduler, Worker,
 };
 
 pub use super::envelopes::TestJob;

@@ -8,10 +8,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{PgResults, Postgres};
-use queuegen_runtime::{
+use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, Jitter, JobContext, JobError, Outcome, PayloadConfig, PoisonConfig,
-    Producer, QueueConfig, Redis, RetentionConfig, RetryConfig, Worker,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
+use queuegen_runtime::{
+    Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
 };
 
 pub use super::envelopes::ReconciliationRequested;
