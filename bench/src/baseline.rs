@@ -201,7 +201,7 @@ impl ResultStore {
     pub fn new(prefix: &str) -> ResultStore {
         ResultStore {
             key_prefix: prefix.to_owned(),
-            ttl_ms: jobs::CONFIG.marker_ttl.as_millis() as u64,
+            ttl_ms: jobs::CONFIG.retention.marker_ttl.as_millis() as u64,
         }
     }
 

@@ -22,6 +22,7 @@
 //! and reported apart, and "other commands" are the rest, the loops' and
 //! leases' share.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,17 +93,18 @@ pub async fn run(
     workers: usize,
     idle: Duration,
 ) -> Result<FleetResult> {
-    // QueueConfig holds `&'static str`s: a few small leaks, once per run.
-    let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
     let configs: Vec<QueueConfig> = PARTITIONS
         .iter()
         .enumerate()
-        .map(|(q, &partitions)| QueueConfig {
-            key_prefix,
-            queue: Box::leak(format!("fleetq{q}").into_boxed_str()),
-            partitions,
-            concurrency: args.concurrency,
-            ..jobs::CONFIG
+        .map(|(q, &partitions)| {
+            let mut config = QueueConfig {
+                key_prefix: Cow::Owned(prefix.to_owned()),
+                queue: Cow::Owned(format!("fleetq{q}")),
+                partitions,
+                ..jobs::CONFIG
+            };
+            config.handler.concurrency = args.concurrency;
+            config
         })
         .collect();
     let redis = Redis::connect(url)
@@ -163,11 +165,21 @@ pub async fn run(
     });
     publishing.await?;
     let keys: Vec<String> = configs.iter().flat_map(QueueConfig::ready_keys).collect();
-    let last_ack =
-        probe::wait_last_ack(&mut conn, &probe, &keys, jobs::CONFIG.group, args.timeout()).await;
+    let last_ack = probe::wait_last_ack(
+        &mut conn,
+        &probe,
+        &keys,
+        &jobs::CONFIG.group,
+        args.timeout(),
+    )
+    .await;
     let burst_end = usage::sample(&mut conn).await;
     let _ = stop.send(true);
-    let done = stopped_workers_done(running, jobs::CONFIG.shutdown_budget + args.timeout()).await?;
+    let done = stopped_workers_done(
+        running,
+        jobs::CONFIG.handler.shutdown_budget + args.timeout(),
+    )
+    .await?;
     let last_ack = last_ack?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);

@@ -249,11 +249,11 @@ pub enum Feature {
 /// qg8n's lanes.
 pub const TWO_LANES: &[queuegen_runtime::Lane] = &[
     queuegen_runtime::Lane {
-        name: "first",
+        name: std::borrow::Cow::Borrowed("first"),
         weight: 1,
     },
     queuegen_runtime::Lane {
-        name: "second",
+        name: std::borrow::Cow::Borrowed("second"),
         weight: 1,
     },
 ];

@@ -143,7 +143,7 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
 
 /// A fresh key prefix and schema for one phase of one round.
 async fn fresh(pg_url: &str, round: u32, name: &str) -> Result<(&'static str, PgRound)> {
-    // QueueConfig holds `&'static str`s: one small leak per phase and round.
+    // Leaked so the phase's tasks can share it; one small leak per phase and round.
     let prefix: &'static str =
         Box::leak(format!("qgbench{}r{round}{name}", std::process::id()).into_boxed_str());
     let schema = pg::schema_name(round, name);
@@ -162,9 +162,9 @@ async fn clean_up(redis: &Redis, prefix: &str, pg: &PgRound) -> Result<()> {
 }
 
 /// The `jobs` queue's settings under `prefix`, with `--partitions`.
-fn config(args: &Args, prefix: &'static str) -> QueueConfig {
+fn config(args: &Args, prefix: &str) -> QueueConfig {
     QueueConfig {
-        key_prefix: prefix,
+        key_prefix: prefix.to_owned().into(),
         partitions: args.partitions,
         ..jobs::CONFIG
     }

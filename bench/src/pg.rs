@@ -43,7 +43,9 @@ const REPORTED: [&str; 8] = [
 ];
 
 /// The handler name of the marker rows: `PgResults::start` keys them by the queue's name.
-pub const HANDLER: &str = jobs::CONFIG.queue;
+pub fn handler() -> String {
+    jobs::CONFIG.queue.into_owned()
+}
 
 /// The server the PostgreSQL runs use, as the report describes it.
 pub struct ServerInfo {
@@ -308,9 +310,12 @@ impl BaselineStore {
         )
         .await
         .context("INSERT INTO documents")?;
-        tx.execute(&marker, &[&HANDLER, &document.job_id, &document.stream_id])
-            .await
-            .context("INSERT INTO results")?;
+        tx.execute(
+            &marker,
+            &[&handler(), &document.job_id, &document.stream_id],
+        )
+        .await
+        .context("INSERT INTO results")?;
         tx.commit().await.context("COMMIT")?;
         Ok(())
     }

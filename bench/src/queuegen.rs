@@ -16,10 +16,12 @@
 //! With telemetry, each worker records its metrics into a registry of its
 //! own (`Worker::metrics`), and the run checks that they counted every job.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
@@ -112,18 +114,16 @@ pub async fn run(
     telemetry: bool,
     options: QueueOptions,
 ) -> Result<RoundResult> {
-    // QueueConfig holds `&'static str`s: one small leak per variant and round.
-    let key_prefix: &'static str = Box::leak(prefix.to_owned().into_boxed_str());
-    let config = QueueConfig {
-        key_prefix,
+    let mut config = QueueConfig {
+        key_prefix: Cow::Owned(prefix.to_owned()),
         partitions: args.partitions,
-        concurrency: args.concurrency,
-        rate: options.rate,
-        dedup_window: options.dedup_window,
-        lanes: options.lanes,
-        delete_on_ack: options.delete_on_ack,
+        dedup: options.dedup_window.map(|window| DedupConfig { window }),
+        lanes: Cow::Borrowed(options.lanes),
         ..jobs::CONFIG
     };
+    config.handler.concurrency = args.concurrency;
+    config.handler.rate = options.rate;
+    config.retention.delete_on_ack = options.delete_on_ack;
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;
@@ -156,7 +156,7 @@ pub async fn run(
             let handler = Bench {
                 probe: probe.clone(),
                 results: matches!(sink, Sink::Redis)
-                    .then(|| RedisResults::new(redis, key_prefix, config.marker_ttl)),
+                    .then(|| RedisResults::new(redis, prefix, config.retention.marker_ttl)),
                 documents: match sink {
                     Sink::Postgres(round) => Some(Documents {
                         results: worker_pg[n].clone(),
@@ -194,7 +194,7 @@ pub async fn run(
             let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
             match options.lanes {
                 [] => job,
-                lanes => job.in_lane(lanes[n as usize % lanes.len()].name),
+                lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
             }
         });
         let producer = &producer;
@@ -211,10 +211,11 @@ pub async fn run(
     }
     let keys = config.ready_keys();
     let last_ack =
-        probe::wait_last_ack(&mut conn, &probe, &keys, config.group, args.timeout()).await;
+        probe::wait_last_ack(&mut conn, &probe, &keys, &config.group, args.timeout()).await;
     let after_last_ack = usage::sample(&mut conn).await;
     let _ = stop.send(true);
-    let done = stopped_workers_done(running, config.shutdown_budget + args.timeout()).await?;
+    let done =
+        stopped_workers_done(running, config.handler.shutdown_budget + args.timeout()).await?;
     let last_ack = last_ack?;
     let after_last_ack = after_last_ack?;
     if done < args.jobs {

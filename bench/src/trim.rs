@@ -45,13 +45,13 @@ pub async fn run(redis: &Redis, prefix: &str, sizes: &[u64]) -> Result<Vec<(Pass
     let mut costs = Vec::new();
     for &size in sizes {
         let key_prefix = format!("{prefix}n{size}");
-        let config = QueueConfig {
-            key_prefix: Box::leak(key_prefix.clone().into_boxed_str()),
+        let mut config = QueueConfig {
+            key_prefix: key_prefix.clone().into(),
             partitions: 1,
-            retention_min_age: Duration::from_millis(HOUR_MS),
-            dead_letter_retention: Duration::from_millis(HOUR_MS),
             ..queuegen_tests::queues::jobs::CONFIG
         };
+        config.retention.min_age = Duration::from_millis(HOUR_MS);
+        config.dead_letter.retention = Duration::from_millis(HOUR_MS);
         let outcome = measure(redis, &config, size).await;
         let cleaned = crate::report::delete_prefix(redis, &key_prefix).await;
         let pair = outcome.with_context(|| format!("trim pass over {size} entries"))?;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen::gen::deploy::acl;
+use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::roles::Role;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
@@ -110,11 +111,10 @@ use queuegen_tests::acl::acl_log;
 /// a worker's in-process trim runs too, with admission on so producers read
 /// the groups.
 fn config() -> QueueConfig {
-    QueueConfig {
-        trim_every: Duration::from_millis(200),
-        admission_max_oldest_ready_age: Some(Duration::from_secs(3600)),
-        ..retrying_config(PREFIX)
-    }
+    let mut config = retrying_config(PREFIX);
+    config.retention.trim_every = Duration::from_millis(200);
+    config.admission.max_oldest_ready_age = Some(Duration::from_secs(3600));
+    config
 }
 
 /// `ok-*` commit a result and are done, `retry` asks for one retry,
@@ -165,7 +165,7 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
     // A consumer that died holding `stalled`: the worker's recovery claims it.
     let stalled_partition = producer_redis_partition(&producer_redis, &config, "stalled").await;
     let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg(&["GROUP", config.group, "ghost", "COUNT", "10", "STREAMS"])
+        .arg(&["GROUP", &config.group, "ghost", "COUNT", "10", "STREAMS"])
         .arg(config.ready_key(stalled_partition))
         .arg(">")
         .query(&mut admin)
@@ -179,7 +179,9 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
     let deduplicating = Producer::<TestJob>::new(
         &producer_redis,
         QueueConfig {
-            dedup_window: Some(Duration::from_secs(60)),
+            dedup: Some(DedupConfig {
+                window: Duration::from_secs(60),
+            }),
             ..config.clone()
         },
     );

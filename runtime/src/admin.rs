@@ -44,7 +44,7 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
         let key = config.ready_key(partition);
         let lease = lease::acquire_waiting(
             &mut conn,
-            config.functions,
+            &config.functions,
             &config.trim_lease_key(partition),
             &holder,
             GROUP_LEASE_TTL,
@@ -54,12 +54,12 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
         let reply: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&key)
-            .arg(config.group)
-            .arg(config.group_start)
+            .arg(&*config.group)
+            .arg(&*config.group_start)
             .arg("MKSTREAM")
             .query_async(&mut conn)
             .await;
-        lease::release(&mut conn, config.functions, &lease).await?;
+        lease::release(&mut conn, &config.functions, &lease).await?;
         let created = match reply {
             Ok(()) => true,
             Err(err) if err.code() == Some("BUSYGROUP") => false,
@@ -75,7 +75,7 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
         };
         setups.push(GroupSetup {
             key,
-            group: config.group.to_owned(),
+            group: config.group.to_string(),
             created,
         });
     }

@@ -1,27 +1,63 @@
 //! A queue's settings as generated from the spec, and the Redis key names derived from them.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// Everything the runtime needs to know about one queue. Generated code bakes
 /// one of these in as a `const`, so a running worker's settings are exactly
 /// what was reviewed in `queues.yaml`.
+///
+/// The sections mirror the spec's: `config.retry.backoff.initial` is
+/// `retry.backoff.initial` in `queues.yaml`. Names and lists are
+/// `Cow<'static, _>`: generated consts borrow literals
+/// (`Cow::Borrowed`), while the CLI and dashboard, which build the value from
+/// a spec read at run time, own theirs (no leaked strings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueConfig {
     /// The service that owns the spec; names the Function library and ACL users.
-    pub service: &'static str,
-    /// First segment of every key: `{key_prefix}:{queue-NN}:ready`.
-    pub key_prefix: &'static str,
-    pub queue: &'static str,
+    pub service: Cow<'static, str>,
+    /// First segment of every key (`redis.key_prefix`): `{key_prefix}:{queue-NN}:ready`.
+    pub key_prefix: Cow<'static, str>,
+    pub queue: Cow<'static, str>,
     /// Number of partitions, each its own stream with its own hash tag.
     pub partitions: u16,
     /// Envelope fields (header or body) whose values pick the partition.
-    pub partition_by: &'static [&'static str],
-    /// Consumer group name.
-    pub group: &'static str,
-    /// Where a newly created group starts: `$`, `0-0` or a stream ID.
-    pub group_start: &'static str,
+    pub partition_by: Cow<'static, [Cow<'static, str>]>,
+    /// Consumer group name (`group.name`).
+    pub group: Cow<'static, str>,
+    /// Where a newly created group starts (`group.start`): `$`, `0-0` or a stream ID.
+    pub group_start: Cow<'static, str>,
+    /// The service's Function library, e.g. `qg_docs_pipeline_v1`: the
+    /// version this code was generated with. Function names are
+    /// `{functions}_{name}`, so two versions run side by side.
+    pub functions: Cow<'static, str>,
+    pub handler: HandlerConfig,
+    pub claim: ClaimConfig,
+    pub payload: PayloadConfig,
+    pub retry: RetryConfig,
+    pub poison: PoisonConfig,
+    pub dead_letter: DeadLetterConfig,
+    pub retention: RetentionConfig,
+    pub admission: AdmissionConfig,
+    /// The spec's `redis.wait_*` durability settings.
+    pub redis: DurabilityConfig,
+    /// `dedup:`; `None`: publishes are not deduplicated.
+    pub dedup: Option<DedupConfig>,
+    /// The queue's priority lanes in spec order (`lanes:`); empty: one
+    /// unnamed lane. Each lane is a stream of its own per partition, in the
+    /// partition's hash tag; see [`QueueConfig::streams`].
+    pub lanes: Cow<'static, [Lane]>,
+    /// Index into `lanes` of the lane a job goes to when it names none.
+    /// Its keys are the queue's unlaned ones, so adding lanes to a live
+    /// queue keeps its backlog in this lane.
+    pub default_lane: usize,
+}
+
+/// `handler:`: how one worker process runs jobs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HandlerConfig {
     /// A handler running longer than this is abandoned; the job is retried as a transient failure.
-    pub handler_timeout: Duration,
+    pub timeout: Duration,
     /// Jobs one worker process runs at once; also the most it reads ahead.
     pub concurrency: usize,
     /// How long shutdown waits for jobs in flight before leaving them pending.
@@ -32,84 +68,123 @@ pub struct QueueConfig {
     /// The queue's per-tenant rate limit (`handler.tenant_rate`): one bucket
     /// per tenant class ([`QueueConfig::tenant_rate_key`]); `None`: no limit.
     pub tenant_rate: Option<TenantRateLimit>,
+}
+
+/// `claim:`: recovery of entries left pending by a consumer that went away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClaimConfig {
     /// Pending entries idle longer than this are claimed by another consumer.
-    pub claim_min_idle: Duration,
+    pub min_idle: Duration,
     /// How often the recovery loop looks for idle pending entries.
-    pub claim_every: Duration,
+    pub every: Duration,
     /// Most entries claimed by one `XAUTOCLAIM` call; also the largest burst
-    /// of claims the `claim_rate` allows.
-    pub claim_batch: usize,
+    /// of claims `rate` allows.
+    pub batch: usize,
     /// Most entries recovery claims per second per partition (`claim.rate`),
     /// so that a claim storm after an outage starts handlers at a bounded pace.
-    pub claim_rate: u32,
+    pub rate: u32,
+}
+
+/// `payload:`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PayloadConfig {
     /// Largest encoded envelope (sum of field names and values) a producer accepts.
-    pub payload_max_bytes: usize,
-    /// The service's Function library, e.g. `qg_docs_pipeline_v1`: the
-    /// version this code was generated with. Function names are
-    /// `{functions}_{name}`, so two versions run side by side.
-    pub functions: &'static str,
+    pub max_bytes: usize,
+}
+
+/// `retry:`: failed attempts and their promotion back to the ready stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryConfig {
     /// Total application attempts, including the first; the last failure dead-letters.
-    pub retry_max_attempts: u32,
-    /// Backoff before the second attempt.
-    pub retry_initial: Duration,
-    /// Longest backoff between two attempts.
-    pub retry_max: Duration,
-    /// Growth of the backoff per attempt: `initial * factor^(attempt-1)`, capped at `max`.
-    pub retry_factor: f64,
-    pub retry_jitter: Jitter,
-    /// How often the scheduler moves due retries back to the ready stream.
-    pub retry_promote_every: Duration,
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    /// How often retry promotion moves due retries back to the ready stream.
+    pub promote_every: Duration,
     /// Most retries one `retry_promote` call moves.
-    pub retry_promote_batch: usize,
+    pub promote_batch: usize,
+}
+
+/// `retry.backoff:`: the wait before each attempt after the first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// Backoff before the second attempt.
+    pub initial: Duration,
+    /// Longest backoff between two attempts.
+    pub max: Duration,
+    /// Growth of the backoff per attempt: `initial * factor^(attempt-1)`, capped at `max`.
+    pub factor: f64,
+    pub jitter: Jitter,
+}
+
+/// `poison:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoisonConfig {
     /// Deliveries (the pending list's count) after which an entry is quarantined
     /// as poison: a crash loop, independent of the application attempt.
-    pub poison_max_deliveries: u32,
+    pub max_deliveries: u32,
+}
+
+/// `dead_letter:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterConfig {
     /// Approximate cap of each partition's dead-letter stream (`MAXLEN ~`).
-    pub dead_letter_max_len: u64,
+    pub max_len: u64,
+    /// Dead letters younger than this are never trimmed (`dead_letter.retention`).
+    pub retention: Duration,
+}
+
+/// `retention:`: how long entries and markers stay, and who trims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionConfig {
+    /// Ready entries younger than this are never trimmed (`retention.min_age`).
+    pub min_age: Duration,
     /// Lifetime of transition markers: `retention.min_age`, so a re-run of a
     /// transition finds its marker as long as its source can still exist.
     pub marker_ttl: Duration,
-    /// Ready entries younger than this are never trimmed (`retention.min_age`).
-    pub retention_min_age: Duration,
     /// How often workers trim their partitions' streams (`retention.trim_every`).
     pub trim_every: Duration,
     /// Whether workers run the trim loop: false for `retention.trim: cronjob`,
-    /// where a scheduled `queuegen trim` trims instead.
+    /// where a cron-scheduled `queuegen trim` trims instead.
     pub trim_in_process: bool,
     /// `retention.on_ack: delete`: a done job's ack deletes its entry
     /// (`XACKDEL … ACKED`, once every group has read it and none holds it
     /// pending) where every primary has `XACKDEL`; elsewhere workers
     /// acknowledge with `XACK` and keep it, as with `false`.
     pub delete_on_ack: bool,
-    /// Dead letters younger than this are never trimmed (`dead_letter.retention`).
-    pub dead_letter_retention: Duration,
+}
+
+/// `admission:`: producers refuse work a backlogged partition cannot take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionConfig {
     /// Producers refuse a partition whose oldest undelivered entry is older
     /// than this (`admission.max_oldest_ready_age`); `None`: never.
-    pub admission_max_oldest_ready_age: Option<Duration>,
+    pub max_oldest_ready_age: Option<Duration>,
     /// How often a producer re-reads a partition's oldest undelivered age (`admission.refresh`).
-    pub admission_refresh: Duration,
+    pub refresh: Duration,
+}
+
+/// `redis.wait_*`: how many replicas a publish waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurabilityConfig {
     /// Replicas each publish waits for with `WAIT` (`redis.wait_replicas`); 0: none.
     pub wait_replicas: u32,
     /// The longest a publish waits for them (`redis.wait_timeout`).
     pub wait_timeout: Duration,
-    /// With `dedup.window`: a publish of a job_id published within this
-    /// long before writes nothing and answers the first entry's ID.
-    pub dedup_window: Option<Duration>,
-    /// The queue's priority lanes in spec order (`lanes:`); empty: one
-    /// unnamed lane. Each lane is a stream of its own per partition, in the
-    /// partition's hash tag; see [`QueueConfig::streams`].
-    pub lanes: &'static [Lane],
-    /// Index into `lanes` of the lane a job goes to when it names none.
-    /// Its keys are the queue's unlaned ones, so adding lanes to a live
-    /// queue keeps its backlog in this lane.
-    pub default_lane: usize,
+}
+
+/// `dedup:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupConfig {
+    /// A publish of a job_id published within this long before writes
+    /// nothing and answers the first entry's ID.
+    pub window: Duration,
 }
 
 /// One priority lane of a queue (`lanes:`): under a backlog in every lane,
 /// intake hands each lane a share of the jobs proportional to its weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lane {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub weight: u32,
 }
 
@@ -217,7 +292,7 @@ impl QueueConfig {
     }
 
     /// The lane a stream number belongs to; `None` for a queue without lanes.
-    pub fn lane_of_stream(&self, stream: u16) -> Option<&'static Lane> {
+    pub fn lane_of_stream(&self, stream: u16) -> Option<&Lane> {
         let slot = usize::from(stream / self.partitions.max(1));
         let lane = match slot {
             0 => self.default_lane,
@@ -327,7 +402,7 @@ impl QueueConfig {
         match partitions.iter().find(|&&p| p >= self.partitions) {
             Some(&partition) => Err(crate::Error::Operation(
                 crate::error::OperationError::NoSuchPartition {
-                    queue: self.queue,
+                    queue: self.queue.to_string(),
                     partition,
                     partitions: self.partitions,
                 },
@@ -349,7 +424,7 @@ impl QueueConfig {
 
     /// The partition's loops lease of this queue's group:
     /// `{prefix}:{queue-NN}:lease:loops-{group}`. The group's worker holding
-    /// it runs the partition's recovery and retry scheduler; the group's
+    /// it runs the partition's recovery and promotion loops; the group's
     /// other workers skip the partition in those loops. Per group, because
     /// each group has its own pending lists to recover.
     pub fn loops_lease_key(&self, partition: u16) -> String {
@@ -390,7 +465,7 @@ impl QueueConfig {
     /// [`QueueConfig::rate_key`], and shaped like it for the library's
     /// `rate_take`.
     pub fn tenant_rate_key(&self, class: u16) -> String {
-        let classes = self.tenant_rate.map_or(1, |rate| rate.classes);
+        let classes = self.handler.tenant_rate.map_or(1, |rate| rate.classes);
         let width = partition_digits(classes);
         format!(
             "{}:tenant-{class:0width$}:{{{}}}:rate",
@@ -430,59 +505,75 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) const OCR: QueueConfig = QueueConfig {
-        service: "docs-pipeline",
-        key_prefix: "work",
-        queue: "ocr",
+        service: Cow::Borrowed("docs-pipeline"),
+        key_prefix: Cow::Borrowed("work"),
+        queue: Cow::Borrowed("ocr"),
         partitions: 32,
-        partition_by: &["tenant", "subject_ref"],
-        group: "ocr-workers-v2",
-        group_start: "$",
-        handler_timeout: Duration::from_secs(60),
-        concurrency: 16,
-        shutdown_budget: Duration::from_secs(20),
-        rate: None,
-        tenant_rate: None,
-        claim_min_idle: Duration::from_secs(120),
-        claim_every: Duration::from_secs(10),
-        claim_batch: 50,
-        claim_rate: 1000,
-        payload_max_bytes: 2048,
-        functions: "qg_docs_pipeline_v1",
-        retry_max_attempts: 5,
-        retry_initial: Duration::from_secs(2),
-        retry_max: Duration::from_secs(600),
-        retry_factor: 2.0,
-        retry_jitter: Jitter::Full,
-        retry_promote_every: Duration::from_secs(1),
-        retry_promote_batch: 100,
-        poison_max_deliveries: 4,
-        dead_letter_max_len: 100_000,
-        marker_ttl: Duration::from_secs(3 * 86_400),
-        retention_min_age: Duration::from_secs(3 * 86_400),
-        trim_every: Duration::from_secs(60),
-        trim_in_process: true,
-        delete_on_ack: false,
-        dead_letter_retention: Duration::from_secs(14 * 86_400),
-        admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
-        admission_refresh: Duration::from_secs(1),
-        wait_replicas: 0,
-        wait_timeout: Duration::from_secs(1),
-        dedup_window: None,
-        lanes: &[],
+        partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant"), Cow::Borrowed("subject_ref")]),
+        group: Cow::Borrowed("ocr-workers-v2"),
+        group_start: Cow::Borrowed("$"),
+        functions: Cow::Borrowed("qg_docs_pipeline_v1"),
+        handler: HandlerConfig {
+            timeout: Duration::from_secs(60),
+            concurrency: 16,
+            shutdown_budget: Duration::from_secs(20),
+            rate: None,
+            tenant_rate: None,
+        },
+        claim: ClaimConfig {
+            min_idle: Duration::from_secs(120),
+            every: Duration::from_secs(10),
+            batch: 50,
+            rate: 1000,
+        },
+        payload: PayloadConfig { max_bytes: 2048 },
+        retry: RetryConfig {
+            max_attempts: 5,
+            backoff: Backoff {
+                initial: Duration::from_secs(2),
+                max: Duration::from_secs(600),
+                factor: 2.0,
+                jitter: Jitter::Full,
+            },
+            promote_every: Duration::from_secs(1),
+            promote_batch: 100,
+        },
+        poison: PoisonConfig { max_deliveries: 4 },
+        dead_letter: DeadLetterConfig {
+            max_len: 100_000,
+            retention: Duration::from_secs(14 * 86_400),
+        },
+        retention: RetentionConfig {
+            min_age: Duration::from_secs(3 * 86_400),
+            marker_ttl: Duration::from_secs(3 * 86_400),
+            trim_every: Duration::from_secs(60),
+            trim_in_process: true,
+            delete_on_ack: false,
+        },
+        admission: AdmissionConfig {
+            max_oldest_ready_age: Some(Duration::from_secs(300)),
+            refresh: Duration::from_secs(1),
+        },
+        redis: DurabilityConfig {
+            wait_replicas: 0,
+            wait_timeout: Duration::from_secs(1),
+        },
+        dedup: None,
+        lanes: Cow::Borrowed(&[]),
         default_lane: 0,
     };
 
     pub(crate) const LANES: &[Lane] = &[
         Lane {
-            name: "high",
+            name: Cow::Borrowed("high"),
             weight: 6,
         },
         Lane {
-            name: "normal",
+            name: Cow::Borrowed("normal"),
             weight: 3,
         },
         Lane {
-            name: "low",
+            name: Cow::Borrowed("low"),
             weight: 1,
         },
     ];
@@ -502,14 +593,12 @@ pub(crate) mod tests {
         assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
         assert_eq!(OCR.paused_key(3), "work:{ocr-03}:paused");
         assert_eq!(OCR.rate_key(), "work:{ocr}:rate");
-        let per_tenant = QueueConfig {
-            tenant_rate: Some(TenantRateLimit {
-                limit: 10,
-                per: Duration::from_secs(1),
-                classes: 64,
-            }),
-            ..OCR
-        };
+        let mut per_tenant = OCR;
+        per_tenant.handler.tenant_rate = Some(TenantRateLimit {
+            limit: 10,
+            per: Duration::from_secs(1),
+            classes: 64,
+        });
         assert_eq!(per_tenant.tenant_rate_key(7), "work:tenant-07:{ocr}:rate");
         assert_eq!(
             OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
@@ -529,7 +618,7 @@ pub(crate) mod tests {
     fn each_lane_is_a_stream_per_partition_in_the_partition_s_slot() {
         let laned = QueueConfig {
             partitions: 4,
-            lanes: LANES,
+            lanes: Cow::Borrowed(LANES),
             default_lane: 1,
             ..OCR
         };

@@ -9,7 +9,7 @@
 //! - `before_retry_schedule` / `after_retry_schedule`: around the
 //!   `retry_schedule` call (after = it returned, before any local bookkeeping);
 //! - `before_dead_letter` / `after_dead_letter`: likewise for `dead_letter`;
-//! - `after_retry_promote`: the scheduler's `retry_promote` call returned.
+//! - `after_retry_promote`: the promotion loop's `retry_promote` call returned.
 //! - `before_schedule_tick` / `after_schedule_tick`: around a schedule
 //!   loop's `schedule_tick` call (after = it published the tick, before the
 //!   schedule's hint is set).

@@ -20,7 +20,6 @@ pub struct JobContext {
     /// The stream number of the job's lane and partition
     /// ([`QueueConfig::streams`]); the partition's number without lanes.
     pub(crate) stream: u16,
-    pub(crate) queue: &'static str,
     /// The partition's claim epoch before this delivery's read (`None`:
     /// unknown); its ack carries it.
     pub(crate) claim_epoch: Option<u64>,
@@ -83,15 +82,15 @@ impl JobContext {
 
     /// The priority lane the job was published to (`lanes:`); `None` for a
     /// queue without lanes. Its retries and replays stay in it.
-    pub fn lane(&self) -> Option<&'static str> {
+    pub fn lane(&self) -> Option<&str> {
         self.owner
             .config
             .lane_of_stream(self.stream)
-            .map(|lane| lane.name)
+            .map(|lane| &*lane.name)
     }
 
-    pub fn queue(&self) -> &'static str {
-        self.queue
+    pub fn queue(&self) -> &str {
+        &self.owner.config.queue
     }
 
     /// The consumer (worker process) this delivery belongs to.
@@ -142,7 +141,7 @@ impl JobContext {
             Renewal::Renewed => Ok(true),
             Renewal::NotOwner { owner } => {
                 tracing::warn!(
-                    queue = self.queue,
+                    queue = self.queue(),
                     partition = self.partition(),
                     lane = self.lane(),
                     job_id = self.job_id(),

@@ -1,6 +1,6 @@
 //! A partition's lease: one holder at a time for work that must not overlap
 //! on a partition (trimming it, creating its groups), or that one worker is
-//! enough for (its recovery and retry scheduler, see `worker::leadership`).
+//! enough for (its recovery and promotion loops, see `worker::leadership`).
 //!
 //! `SET <key> <holder> NX PX <ttl>` (the library's `lease_acquire`) takes it. Only its holder releases it,
 //! with a compare-and-delete (the library's `lease_release`), so a holder

@@ -49,7 +49,7 @@
 
 #[cfg(feature = "operator")]
 pub mod admin;
-mod config;
+pub mod config;
 pub mod connect;
 mod entry;
 pub mod envelope;

@@ -117,7 +117,7 @@ mod tests {
             fnv1a_values(["t", ""]) % 32
         );
         let unordered = QueueConfig {
-            partition_by: &[],
+            partition_by: std::borrow::Cow::Borrowed(&[]),
             ..CONFIG
         };
         let job = pairs(&[("job_id", "j-7"), ("tenant", "t")]);

@@ -2,6 +2,7 @@
 
 pub(crate) mod admission;
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub struct Published {
     pub stream_id: String,
     pub partition: u16,
     /// The lane it went to; `None` for a queue without lanes.
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// With a [`Durability`] that asks for replicas: how many acknowledged
     /// the job within its timeout (`WAIT`'s answer, possibly fewer than
     /// asked). `None` when the publish did not wait.
@@ -77,7 +78,7 @@ pub struct Published {
 pub struct Delayed {
     pub partition: u16,
     /// The lane it waits for; `None` for a queue without lanes.
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// When the scheduler appends it to the ready stream, in Unix ms.
     pub due_ms: u64,
     /// The job_id was already waiting: its first envelope and due time were
@@ -112,8 +113,8 @@ impl Durability {
     /// The spec's choice for the queue `config` describes.
     pub fn of(config: &QueueConfig) -> Durability {
         Durability {
-            replicas: config.wait_replicas,
-            timeout: config.wait_timeout,
+            replicas: config.redis.wait_replicas,
+            timeout: config.redis.wait_timeout,
         }
     }
 
@@ -176,7 +177,7 @@ impl<E: Envelope> Producer<E> {
         let ready_keys: Arc<[String]> = config.ready_keys().into();
         // Shared through the `Redis` handle, so `ocr::producer(&redis)` per
         // request still refreshes each partition at most every `refresh`.
-        let admission = config.admission_max_oldest_ready_age.map(|limit| {
+        let admission = config.admission.max_oldest_ready_age.map(|limit| {
             redis.shared_state(Admission::name(&config, limit), || {
                 Admission::new(&config, limit, ready_keys.clone())
             })
@@ -214,7 +215,7 @@ impl<E: Envelope> Producer<E> {
         if let (Some(metrics), Error::Publish(PublishError::Backpressure { partition, .. })) =
             (&self.metrics, err)
         {
-            metrics.refused(self.config.queue, *partition);
+            metrics.refused(&self.config.queue, *partition);
         }
         #[cfg(not(feature = "metrics"))]
         let _ = err;
@@ -226,9 +227,9 @@ impl<E: Envelope> Producer<E> {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.metrics {
             let partition = self.config.partition_of_stream(stream);
-            metrics.published(self.config.queue, partition, jobs - duplicates);
+            metrics.published(&self.config.queue, partition, jobs - duplicates);
             if duplicates > 0 {
-                metrics.duplicates(self.config.queue, partition, duplicates);
+                metrics.duplicates(&self.config.queue, partition, duplicates);
             }
         }
         #[cfg(not(feature = "metrics"))]
@@ -261,7 +262,7 @@ impl<E: Envelope> Producer<E> {
             .map_err(|err| self.append_error(&job, err))?;
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
-            queue = self.config.queue,
+            queue = &*self.config.queue,
             partition = job.partition,
             stream_id = %appended.stream_id,
             duplicate = appended.duplicate,
@@ -274,7 +275,7 @@ impl<E: Envelope> Producer<E> {
             lane: self
                 .config
                 .lane_of_stream(job.partition)
-                .map(|lane| lane.name),
+                .map(|lane| lane.name.clone()),
             replicas,
             duplicate: appended.duplicate,
         })
@@ -314,7 +315,7 @@ impl<E: Envelope> Producer<E> {
             })?;
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
-            queue = self.config.queue,
+            queue = &*self.config.queue,
             partition = job.partition,
             due_ms = reply.due_ms,
             duplicate = reply.duplicate,
@@ -325,7 +326,7 @@ impl<E: Envelope> Producer<E> {
             lane: self
                 .config
                 .lane_of_stream(job.partition)
-                .map(|lane| lane.name),
+                .map(|lane| lane.name.clone()),
             due_ms: reply.due_ms,
             duplicate: reply.duplicate,
             replicas,
@@ -354,7 +355,7 @@ impl<E: Envelope> Producer<E> {
     /// the library's `publish_once` (marker check, `XADD` and marker in one
     /// Function call).
     fn append_command(&self, job: &Encoded) -> redis::Cmd {
-        match self.config.dedup_window {
+        match self.config.dedup.map(|dedup| dedup.window) {
             Some(window) => transitions::publish_once_command(
                 &self.config,
                 job.partition,
@@ -375,7 +376,7 @@ impl<E: Envelope> Producer<E> {
     /// The error of [`Producer::append_command`]'s reply, naming key, partition and job.
     fn append_error(&self, job: &Encoded, err: redis::RedisError) -> Error {
         let key = &self.ready_keys[usize::from(job.partition)];
-        match self.config.dedup_window {
+        match self.config.dedup.map(|dedup| dedup.window) {
             Some(_) => transitions::publish_error(
                 &self.config,
                 crate::functions::Function::PublishOnce,
@@ -421,7 +422,7 @@ impl<E: Envelope> Producer<E> {
     ) {
         if replicas < durability.replicas {
             tracing::warn!(
-                queue = self.config.queue,
+                queue = &*self.config.queue,
                 partition,
                 stream_id,
                 replicas,
@@ -545,7 +546,7 @@ impl<E: Envelope> Producer<E> {
             .append(pipes, &partitions, per_partition)
             .await
             .map_err(|err| {
-                let command = match self.config.dedup_window {
+                let command = match self.config.dedup.map(|dedup| dedup.window) {
                     Some(_) => "publish_once calls",
                     None => "XADDs",
                 };
@@ -565,7 +566,10 @@ impl<E: Envelope> Producer<E> {
             .map(|(appended, stream)| Published {
                 stream_id: appended.stream_id,
                 partition: self.config.partition_of_stream(stream),
-                lane: self.config.lane_of_stream(stream).map(|lane| lane.name),
+                lane: self
+                    .config
+                    .lane_of_stream(stream)
+                    .map(|lane| lane.name.clone()),
                 replicas: replicas.as_ref().map(|counts| counts[usize::from(stream)]),
                 duplicate: appended.duplicate,
             })
@@ -573,7 +577,7 @@ impl<E: Envelope> Producer<E> {
         for (published, job_id) in published.iter().zip(&job_ids) {
             tracing::debug!(
                 job_id = job_id.as_str(),
-                queue = self.config.queue,
+                queue = &*self.config.queue,
                 partition = published.partition,
                 stream_id = %published.stream_id,
                 "accepted"
@@ -641,22 +645,25 @@ pub(crate) fn encode<E: Envelope>(
     job: NewJob<E>,
     position: usize,
 ) -> Result<Encoded> {
-    let queue = config.queue;
+    let queue = &config.queue;
     if job.job_id.is_empty() {
-        return Err(Error::Publish(PublishError::EmptyJobId { queue, position }));
+        return Err(Error::Publish(PublishError::EmptyJobId {
+            queue: queue.to_string(),
+            position,
+        }));
     }
     let lane = match &job.lane {
         None => config.default_lane,
         Some(name) => config.lane_index(name).ok_or_else(|| {
             Error::Publish(PublishError::UnknownLane {
-                queue,
+                queue: queue.to_string(),
                 job_id: job.job_id.clone(),
                 lane: name.clone(),
-                known: match config.lanes {
+                known: match &*config.lanes {
                     [] => "none".to_owned(),
                     lanes => lanes
                         .iter()
-                        .map(|lane| lane.name)
+                        .map(|lane| &*lane.name)
                         .collect::<Vec<_>>()
                         .join(", "),
                 },
@@ -676,18 +683,18 @@ pub(crate) fn encode<E: Envelope>(
     };
     let pairs = envelope::encode(&header, &job.body).map_err(|source| {
         Error::Publish(PublishError::InvalidJob {
-            queue,
+            queue: queue.to_string(),
             job_id: header.job_id.clone(),
             source: Box::new(source),
         })
     })?;
     let len = encoded_len(&pairs);
-    if len > config.payload_max_bytes {
+    if len > config.payload.max_bytes {
         return Err(Error::Publish(PublishError::PayloadTooLarge {
-            queue,
+            queue: queue.to_string(),
             job_id: header.job_id,
             len,
-            max: config.payload_max_bytes,
+            max: config.payload.max_bytes,
         }));
     }
     let partition = config.stream(lane, partition_of(config, &pairs));

@@ -8,20 +8,21 @@ use crate::config::{Jitter, QueueConfig};
 
 /// Whether `attempt` (1-based) was the last one `retry.max_attempts` allows.
 pub fn attempts_exhausted(config: &QueueConfig, attempt: u32) -> bool {
-    attempt >= config.retry_max_attempts
+    attempt >= config.retry.max_attempts
 }
 
 /// The un-jittered backoff after attempt `attempt` (1-based) failed:
 /// `initial * factor^(attempt-1)`, capped at `max`.
 pub fn backoff(config: &QueueConfig, attempt: u32) -> Duration {
-    let max = config.retry_max.as_secs_f64();
+    let max = config.retry.backoff.max.as_secs_f64();
     let exponent = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
-    let delay = config.retry_initial.as_secs_f64() * config.retry_factor.powi(exponent);
+    let delay =
+        config.retry.backoff.initial.as_secs_f64() * config.retry.backoff.factor.powi(exponent);
     // NaN (a zero initial times an infinite power) and overflow both end at the cap.
     if delay.is_finite() && delay < max {
         Duration::from_secs_f64(delay.max(0.0))
     } else {
-        config.retry_max
+        config.retry.backoff.max
     }
 }
 
@@ -29,7 +30,7 @@ pub fn backoff(config: &QueueConfig, attempt: u32) -> Duration {
 /// or with full jitter a uniform draw in `[0, backoff]`.
 pub fn delay(config: &QueueConfig, attempt: u32, rng: &mut impl Rng) -> Duration {
     let cap = backoff(config, attempt);
-    match config.retry_jitter {
+    match config.retry.backoff.jitter {
         Jitter::None => cap,
         Jitter::Full => {
             let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
@@ -41,23 +42,25 @@ pub fn delay(config: &QueueConfig, attempt: u32, rng: &mut impl Rng) -> Duration
 /// A handler's own `Outcome::Retry { after }`, held to `retry.backoff.max` so
 /// that a job's retries stay inside the retention the spec was checked against.
 pub fn requested_delay(config: &QueueConfig, after: Duration) -> Duration {
-    after.min(config.retry_max)
+    after.min(config.retry.backoff.max)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::tests::OCR;
+    use crate::config::Backoff;
 
     fn config(jitter: Jitter) -> QueueConfig {
-        QueueConfig {
-            retry_max_attempts: 4,
-            retry_initial: Duration::from_millis(100),
-            retry_max: Duration::from_secs(1),
-            retry_factor: 2.0,
-            retry_jitter: jitter,
-            ..OCR
-        }
+        let mut config = OCR;
+        config.retry.max_attempts = 4;
+        config.retry.backoff = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            factor: 2.0,
+            jitter,
+        };
+        config
     }
 
     #[test]

@@ -386,7 +386,7 @@ const PAUSE: &[&str] = &["time", "set", "getdel"];
 
 /// `status`, `pending`, `dlq list`, the monitor and the dashboard: the newest
 /// entries, consumers, retry sets and the envelopes of the jobs in them
-/// (`HMGET`, `ops::scheduled`), the pause flags and replay markers (`GET`)
+/// (`HMGET`, `ops::held`), the pause flags and replay markers (`GET`)
 /// and the server clock.
 const READS: &[&str] = &[
     "get",

@@ -164,7 +164,7 @@ impl Scheduler {
         for schedule in self.schedules {
             let ticks = schedule.cadence.ticks().map_err(|err| {
                 Error::Setup(SetupError::InvalidWorker {
-                    queue: schedule.queue.queue,
+                    queue: schedule.queue.queue.to_string(),
                     problem: format!("schedule `{}`: {err}", schedule.name),
                 })
             })?;
@@ -207,7 +207,7 @@ async fn run_one(
     let mut report = SchedulerReport::default();
     let grace_ms = u64::try_from(schedule.grace.as_millis()).unwrap_or(u64::MAX);
     let hint_key = schedule.hint_key();
-    let marker_ttl = u64::try_from(schedule.queue.marker_ttl.as_millis())
+    let marker_ttl = u64::try_from(schedule.queue.retention.marker_ttl.as_millis())
         .unwrap_or(u64::MAX)
         .max(1000);
     // Where this process left off: the latest tick handled (published,

@@ -23,6 +23,7 @@
 //! [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) naming the entry's current owner. The `version` check
 //! at worker start is `functions::verify_library`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use redis::aio::ConnectionLike;
@@ -179,7 +180,7 @@ async fn schedule_again<C: ConnectionLike + Send>(
             retry_key: &config.retry_key(p),
             retry_jobs_key: &config.retry_jobs_key(p),
             marker_key: &config.marker_key(p, kind, retry.source_id),
-            group: config.group,
+            group: &config.group,
             consumer: retry.consumer,
             source_id: retry.source_id,
             due_ms: retry.due_ms,
@@ -214,14 +215,14 @@ pub async fn dead_letter<C: ConnectionLike + Send>(
             ready_key: &ready_key,
             dead_key: &config.dead_key(p),
             marker_key: &config.marker_key(p, MarkerKind::Dead, dead.source_id),
-            group: config.group,
+            group: &config.group,
             consumer: dead.consumer,
             source_id: dead.source_id,
             reason: dead.reason.as_str(),
             detail: dead.detail,
             deliveries: dead.deliveries,
             marker_ttl_ms: marker_ttl_ms(config),
-            dead_letter_max_len: config.dead_letter_max_len,
+            dead_letter_max_len: config.dead_letter.max_len,
         },
     );
     let call = Call {
@@ -388,9 +389,9 @@ pub async fn promote<C: ConnectionLike + Send>(
             dead_key: &config.dead_key(p),
             marker_keys: &marker_keys,
             now_ms,
-            batch: config.retry_promote_batch,
+            batch: config.retry.promote_batch,
             marker_ttl_ms: marker_ttl_ms(config),
-            dead_letter_max_len: config.dead_letter_max_len,
+            dead_letter_max_len: config.dead_letter.max_len,
             members,
         },
     );
@@ -438,7 +439,7 @@ pub fn publish_once_command(
             marker_key: &config.marker_key(partition, MarkerKind::Publish, job_id),
             // A zero window would make SET ... PX fail; the spec never gives one.
             window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1),
-            payload_max_bytes: config.payload_max_bytes,
+            payload_max_bytes: config.payload.max_bytes,
             pairs,
         },
     )
@@ -464,7 +465,7 @@ pub fn delay_schedule_command(
             delayed_jobs_key: &config.delayed_jobs_key(partition),
             marker_key: &config.marker_key(partition, MarkerKind::Delayed, job_id),
             due_ms,
-            payload_max_bytes: config.payload_max_bytes,
+            payload_max_bytes: config.payload.max_bytes,
             pairs: &pairs,
         },
     )
@@ -694,7 +695,7 @@ pub type AckAnswer = redis::RedisResult<Vec<redis::Value>>;
 pub struct AckFunction {
     function: String,
     path: AckPath,
-    group: &'static str,
+    group: Cow<'static, str>,
     /// The queue's partition count: errors name the partition of a stream number.
     partitions: u16,
 }
@@ -719,7 +720,7 @@ impl AckFunction {
         AckFunction {
             function: config.function(name),
             path,
-            group: config.group,
+            group: config.group.clone(),
             partitions: config.partitions.max(1),
         }
     }
@@ -745,7 +746,7 @@ impl AckFunction {
                 delete: self.path == AckPath::XackDel,
                 ready_key,
                 claims_key,
-                group: self.group,
+                group: &self.group,
                 consumer,
                 claim_epoch,
                 ids,
@@ -861,7 +862,7 @@ pub async fn renew<C: ConnectionLike + Send>(
         &function,
         &functions::Renew {
             ready_key: &key,
-            group: config.group,
+            group: &config.group,
             consumer,
             id,
         },
@@ -896,7 +897,7 @@ pub async fn pending_owner<C: ConnectionLike + Send>(
     let key = config.ready_key(partition);
     let reply: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
         .arg(&key)
-        .arg(config.group)
+        .arg(&*config.group)
         .arg(id)
         .arg(id)
         .arg(1)
@@ -908,7 +909,7 @@ pub async fn pending_owner<C: ConnectionLike + Send>(
 
 fn marker_ttl_ms(config: &QueueConfig) -> u64 {
     // A zero TTL would make SET ... PX fail; markers live at least a second.
-    u64::try_from(config.marker_ttl.as_millis())
+    u64::try_from(config.retention.marker_ttl.as_millis())
         .unwrap_or(u64::MAX)
         .max(1000)
 }

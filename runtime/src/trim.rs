@@ -82,8 +82,8 @@ impl StreamRole {
     /// How long the stream keeps entries at least.
     pub fn retention(self, config: &QueueConfig) -> Duration {
         match self {
-            StreamRole::Ready => config.retention_min_age,
-            StreamRole::Dead => config.dead_letter_retention,
+            StreamRole::Ready => config.retention.min_age,
+            StreamRole::Dead => config.dead_letter.retention,
         }
     }
 
@@ -804,11 +804,11 @@ pub async fn trim_partition<C: ConnectionLike>(
 ) -> Result<Vec<StreamTrim>> {
     let key = config.trim_lease_key(partition);
     let lease = if options.lease_wait.is_zero() {
-        lease::acquire(conn, config.functions, &key, &options.holder, LEASE_TTL).await?
+        lease::acquire(conn, &config.functions, &key, &options.holder, LEASE_TTL).await?
     } else {
         lease::acquire_waiting(
             conn,
-            config.functions,
+            &config.functions,
             &key,
             &options.holder,
             LEASE_TTL,
@@ -818,7 +818,7 @@ pub async fn trim_partition<C: ConnectionLike>(
     };
     let trimmed = trim_leased(conn, config, partition, &lease, options.xtrim_acked).await;
     // Released whatever happened; if that fails, the lease expires by itself.
-    if let Err(err) = lease::release(conn, config.functions, &lease).await {
+    if let Err(err) = lease::release(conn, &config.functions, &lease).await {
         tracing::warn!(lease = lease.key(), error = %err, "releasing the trim lease failed; it expires by itself");
     }
     trimmed

@@ -1,6 +1,7 @@
 //! The test envelope and queue settings, taken from the generated code of tests/queues.yaml.
 
 use queuegen_runtime::QueueConfig;
+use std::borrow::Cow;
 
 pub use crate::queues::envelopes::TestJob;
 
@@ -20,7 +21,7 @@ impl TestJob {
 /// tests adjust other fields with struct update syntax.
 pub fn test_config(key_prefix: &str, partitions: u16) -> QueueConfig {
     QueueConfig {
-        key_prefix: leak(key_prefix),
+        key_prefix: owned(key_prefix),
         partitions,
         ..crate::queues::jobs::CONFIG
     }
@@ -31,26 +32,25 @@ pub fn test_config(key_prefix: &str, partitions: u16) -> QueueConfig {
 /// that a job whose ack met a cut connection is claimed and settled within
 /// a test.
 pub fn quick_recovery_config(key_prefix: &str, partitions: u16) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: std::time::Duration::from_secs(2),
-        claim_every: std::time::Duration::from_millis(200),
-        shutdown_budget: std::time::Duration::from_secs(2),
-        ..test_config(key_prefix, partitions)
-    }
+    let mut config = test_config(key_prefix, partitions);
+    config.claim.min_idle = std::time::Duration::from_secs(2);
+    config.claim.every = std::time::Duration::from_millis(200);
+    config.handler.shutdown_budget = std::time::Duration::from_secs(2);
+    config
 }
 
 /// The generated `retrying` queue settings (short backoff, claim and poison
 /// timings) under `key_prefix`.
 pub fn retrying_config(key_prefix: &str) -> QueueConfig {
     QueueConfig {
-        key_prefix: leak(key_prefix),
+        key_prefix: owned(key_prefix),
         ..crate::queues::retrying::CONFIG
     }
 }
 
-/// `QueueConfig` holds `&'static str` (generated code bakes in literals).
-pub fn leak(text: &str) -> &'static str {
-    Box::leak(text.to_owned().into_boxed_str())
+/// A name for a `QueueConfig` built at run time (generated code borrows literals).
+pub fn owned(text: &str) -> Cow<'static, str> {
+    Cow::Owned(text.to_owned())
 }
 
 /// The field/value pairs of a `TestJob` (`subject_ref` "ok") with `job_id`,

@@ -154,15 +154,15 @@ pub fn pg_process(
         .arg(mode)
         .env("QG_REDIS_URL", servers.redis_server.url())
         .env("QG_DATABASE_URL", servers.postgres_server.url())
-        .env("QG_PREFIX", config.key_prefix)
+        .env("QG_PREFIX", &*config.key_prefix)
         .env("QG_PARTITIONS", config.partitions.to_string())
         .env(
             "QG_CLAIM_MIN_IDLE_MS",
-            config.claim_min_idle.as_millis().to_string(),
+            config.claim.min_idle.as_millis().to_string(),
         )
         .env(
             "QG_CLAIM_EVERY_MS",
-            config.claim_every.as_millis().to_string(),
+            config.claim.every.as_millis().to_string(),
         )
         .env("QG_CONSUMER", format!("{mode}-process"))
         .envs(extra_env.iter().copied())

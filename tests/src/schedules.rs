@@ -69,8 +69,8 @@ impl TestSchedule {
     /// `partition_by`), so that ticks spread over its 4 partitions.
     pub fn queue(&self) -> QueueConfig {
         QueueConfig {
-            key_prefix: leak(&self.prefix),
-            partition_by: &[],
+            key_prefix: crate::fixtures::owned(&self.prefix),
+            partition_by: std::borrow::Cow::Borrowed(&[]),
             ..jobs::CONFIG
         }
     }

@@ -316,7 +316,7 @@ pub async fn all_pending(
 ) -> Vec<redis::streams::StreamPendingId> {
     let mut all = Vec::new();
     for key in config.ready_keys() {
-        all.extend(pending_entries(conn, &key, config.group).await);
+        all.extend(pending_entries(conn, &key, &config.group).await);
     }
     all
 }

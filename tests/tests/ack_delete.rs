@@ -18,9 +18,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::transitions::{AckFunction, AckPath};
-use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
-};
+use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
     init_tracing, pending_count, pending_entries, spawn_worker, stream_entries, unique_prefix,
@@ -113,9 +111,10 @@ async fn on_a_cluster_done_entries_go_with_their_ack_only_where_every_group_is_d
 }
 
 async fn done_entries_go_only_where_every_group_is_done(url: &str, partitions: u16) {
-    let config = QueueConfig {
-        delete_on_ack: true,
-        ..test_config(&unique_prefix("ack-delete"), partitions)
+    let config = {
+        let mut config = test_config(&unique_prefix("ack-delete"), partitions);
+        config.retention.delete_on_ack = true;
+        config
     };
     let admin = Redis::connect(url).await.unwrap();
     library::load(&admin).await;
@@ -211,7 +210,7 @@ async fn done_entries_go_only_where_every_group_is_done(url: &str, partitions: u
     for _ in 0..100 {
         let mut pending = 0;
         for key in config.ready_keys() {
-            pending += pending_count(&mut conn, &key, config.group).await;
+            pending += pending_count(&mut conn, &key, &config.group).await;
         }
         if pending == 0 {
             settled = true;
@@ -264,7 +263,7 @@ async fn done_entries_go_only_where_every_group_is_done(url: &str, partitions: u
     )
     .unwrap();
     let exposition = queuegen_tests::exposition::parse(&text).unwrap();
-    let exported = |name: &str| exposition.sum(name, &[("queue", config.queue)]) as u64;
+    let exported = |name: &str| exposition.sum(name, &[("queue", &config.queue)]) as u64;
     assert_eq!(
         (
             exported("queuegen_deleted_on_ack_total"),
@@ -275,9 +274,9 @@ async fn done_entries_go_only_where_every_group_is_done(url: &str, partitions: u
     );
     for partition in 0..partitions {
         let labels = [
-            ("queue", config.queue),
+            ("queue", &*config.queue),
             ("partition", &partition.to_string()),
-            ("group", config.group),
+            ("group", &*config.group),
         ];
         assert!(
             exposition
@@ -357,7 +356,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         ids.push(id);
     }
     // Our group read all three; audit read (and acknowledged) the first only.
-    queuegen_tests::support::deliver_to(&mut conn, &key, config.group, "me").await;
+    queuegen_tests::support::deliver_to(&mut conn, &key, &config.group, "me").await;
     audit_reads(&mut conn, &key, 1).await;
     let _: u64 = redis::cmd("XACK")
         .arg(&key)
@@ -401,5 +400,5 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         .await;
     let again = function.reply(&key, 0, answer).unwrap();
     assert_eq!((again.acked, again.deleted, again.refused.len()), (0, 0, 1));
-    assert_eq!(pending_count(&mut conn, &key, config.group).await, 1);
+    assert_eq!(pending_count(&mut conn, &key, &config.group).await, 1);
 }

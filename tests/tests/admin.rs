@@ -35,7 +35,7 @@ async fn ensure_groups_creates_then_reports_existing_groups() {
             .await
             .unwrap();
         let names: Vec<&str> = groups.groups.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(names, [config.group], "groups on {key}");
+        assert_eq!(names, [&*config.group], "groups on {key}");
     }
 }
 
@@ -59,7 +59,7 @@ async fn a_key_of_the_wrong_type_is_an_error_naming_the_key() {
     assert!(matches!(err, Error::Redis(RedisError { .. })), "{err:?}");
     assert!(message.contains(&squatted), "{message}");
     assert!(message.contains("WRONGTYPE"), "{message}");
-    assert!(message.contains(config.group), "{message}");
+    assert!(message.contains(&*config.group), "{message}");
 }
 
 #[tokio::test]
@@ -79,7 +79,7 @@ async fn a_worker_without_its_group_says_to_run_apply() {
     match &err {
         Error::Setup(SetupError::NoGroup { key, group }) => {
             assert!(config.ready_keys().contains(key), "{key}");
-            assert_eq!(group, config.group);
+            assert_eq!(group, &config.group);
         }
         other => panic!("expected NoGroup, got {other:?}"),
     }

@@ -32,10 +32,11 @@ struct Setup {
 
 async fn setup(name: &str, partitions: u16, refresh: Duration) -> Setup {
     let server = RedisServer::start();
-    let config = QueueConfig {
-        admission_max_oldest_ready_age: Some(LIMIT),
-        admission_refresh: refresh,
-        ..test_config(&unique_prefix(name), partitions)
+    let config = {
+        let mut config = test_config(&unique_prefix(name), partitions);
+        config.admission.max_oldest_ready_age = Some(LIMIT);
+        config.admission.refresh = refresh;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     ensure_groups(&redis, &config).await.unwrap();
@@ -140,7 +141,7 @@ async fn reset_stats(conn: &mut MultiplexedConnection) {
 /// Unwraps a `Backpressure` refusal into `(queue, partition, age, limit)`.
 fn backpressure<T: std::fmt::Debug>(
     result: queuegen_runtime::Result<T>,
-) -> (&'static str, u16, Duration, Duration) {
+) -> (String, u16, Duration, Duration) {
     match result {
         Err(Error::Publish(PublishError::Backpressure {
             queue,
@@ -180,7 +181,7 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
     let (logs, _guard) = capture_logs();
     let refused = producer.publish(job_for(&config, 1, 0)).await;
     let (queue, partition, age, limit) = backpressure(refused);
-    assert_eq!((queue, partition, limit), ("jobs", 1, LIMIT));
+    assert_eq!((queue.as_str(), partition, limit), ("jobs", 1, LIMIT));
     assert_age_of(age, entry_ms);
     assert_eq!(
         xlen(&mut conn, &key).await,
@@ -214,8 +215,8 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
     backpressure(producer.publish(job_for(&config, 1, 1)).await);
     assert_eq!(logs.lines_with(&["WARN"]).len(), 1, "{}", logs.text());
 
-    assert_eq!(catch_up(&mut conn, &key, config.group).await, 1);
-    assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
+    assert_eq!(catch_up(&mut conn, &key, &config.group).await, 1);
+    assert_eq!(pending_count(&mut conn, &key, &config.group).await, 0);
 
     // Admitted again once the cached reading is refreshed: within `refresh`
     // (the deadline adds slack for a busy machine; no timing is asserted).
@@ -258,13 +259,13 @@ async fn the_slowest_group_decides() {
         .unwrap();
     let entry_ms = add_old_entry(&mut conn, &key, HOUR).await;
     // The queue's own group is caught up; only `audit` lags.
-    assert_eq!(catch_up(&mut conn, &key, config.group).await, 1);
+    assert_eq!(catch_up(&mut conn, &key, &config.group).await, 1);
 
     let (logs, _guard) = capture_logs();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let (queue, partition, age, limit) =
         backpressure(producer.publish(job_for(&config, 0, 0)).await);
-    assert_eq!((queue, partition, limit), ("jobs", 0, LIMIT));
+    assert_eq!((queue.as_str(), partition, limit), ("jobs", 0, LIMIT));
     assert_age_of(age, entry_ms);
     assert_eq!(xlen(&mut conn, &key).await, 1);
     assert_eq!(
@@ -311,7 +312,7 @@ async fn publish_many_with_one_refused_partition_writes_nothing() {
         .map(|n| job_for(&config, (n % 4) as u16, n))
         .collect();
     let (queue, partition, _, limit) = backpressure(producer.publish_many(batch).await);
-    assert_eq!((queue, partition, limit), ("jobs", 2, LIMIT));
+    assert_eq!((queue.as_str(), partition, limit), ("jobs", 2, LIMIT));
     let mut lengths = Vec::new();
     for p in 0..4 {
         lengths.push(xlen(&mut conn, &config.ready_key(p)).await);
@@ -396,9 +397,10 @@ async fn without_a_limit_a_stalled_queue_is_published_to_with_no_inventory() {
         redis,
         mut conn,
     } = setup("admission-off", 1, Duration::from_millis(100)).await;
-    let config = QueueConfig {
-        admission_max_oldest_ready_age: None,
-        ..config
+    let config = {
+        let mut config = config;
+        config.admission.max_oldest_ready_age = None;
+        config
     };
     let key = config.ready_key(0);
     add_old_entry(&mut conn, &key, HOUR).await;

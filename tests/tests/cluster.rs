@@ -119,7 +119,7 @@ async fn pending_total(redis: &Redis, config: &QueueConfig) -> u64 {
     for partition in 0..config.partitions {
         let summary: redis::Value = redis::cmd("XPENDING")
             .arg(config.ready_key(partition))
-            .arg(config.group)
+            .arg(&*config.group)
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -225,7 +225,7 @@ async fn a_worker_refuses_a_cluster_where_one_primary_lacks_the_library() {
         .unwrap();
     let _: () = redis::cmd("FUNCTION")
         .arg("DELETE")
-        .arg(config.functions)
+        .arg(&*config.functions)
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -250,7 +250,7 @@ async fn a_worker_refuses_a_cluster_where_one_primary_lacks_the_library() {
             "only the primary without it: {message}"
         );
     }
-    assert!(message.contains(config.functions), "{message}");
+    assert!(message.contains(&*config.functions), "{message}");
 }
 
 #[tokio::test]

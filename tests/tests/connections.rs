@@ -116,7 +116,7 @@ async fn over_tls_a_server_certificate_replaced_under_a_blocked_worker_loses_no_
     let mut ids = publish_named(&redis, &config, "stalled", 4).await;
     let mut admin = tls.server.async_connection().await;
     for key in config.ready_keys() {
-        deliver_to(&mut admin, &key, config.group, "vanished").await;
+        deliver_to(&mut admin, &key, &config.group, "vanished").await;
     }
 
     let handler = Recorder::default();

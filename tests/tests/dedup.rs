@@ -12,9 +12,10 @@ use queuegen_tests::support::{applied, init_tracing, stream_entries, unique_pref
 use queuegen_tests::RedisServer;
 
 fn deduplicating(name: &str, window: Duration) -> QueueConfig {
-    QueueConfig {
-        dedup_window: Some(window),
-        ..test_config(&unique_prefix(name), 4)
+    {
+        let mut config = test_config(&unique_prefix(name), 4);
+        config.dedup = Some(queuegen_runtime::config::DedupConfig { window });
+        config
     }
 }
 
@@ -148,7 +149,7 @@ async fn the_function_refuses_a_malformed_call_and_writes_nothing() {
         .collect();
     // ARGV = [window_ms, max_bytes (the queue's payload.max_bytes), fields...].
     let with = |window: &str, fields: &[String]| {
-        [window.to_owned(), config.payload_max_bytes.to_string()]
+        [window.to_owned(), config.payload.max_bytes.to_string()]
             .into_iter()
             .chain(fields.iter().cloned())
             .collect::<Vec<_>>()

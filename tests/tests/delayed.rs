@@ -20,10 +20,11 @@ use queuegen_tests::RedisServer;
 const PROMOTE_EVERY: Duration = Duration::from_millis(100);
 
 fn config(name: &str) -> QueueConfig {
-    QueueConfig {
-        retry_promote_every: PROMOTE_EVERY,
-        concurrency: 64,
-        ..test_config(&unique_prefix(name), 4)
+    {
+        let mut config = test_config(&unique_prefix(name), 4);
+        config.retry.promote_every = PROMOTE_EVERY;
+        config.handler.concurrency = 64;
+        config
     }
 }
 

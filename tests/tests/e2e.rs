@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
-    WorkerReport,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker, WorkerReport,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
@@ -129,7 +128,7 @@ async fn three_workers_drain_a_thousand_jobs_exactly_once() {
     let mut conn = server.async_connection().await;
     for (partition, key) in config.ready_keys().iter().enumerate() {
         assert_eq!(
-            pending_count(&mut conn, key, config.group).await,
+            pending_count(&mut conn, key, &config.group).await,
             0,
             "pending on {key}"
         );
@@ -167,9 +166,10 @@ impl Handler<TestJob> for Gauge {
 async fn a_worker_never_runs_more_jobs_than_its_concurrency() {
     init_tracing();
     let server = RedisServer::start();
-    let config = QueueConfig {
-        concurrency: 3,
-        ..test_config(&unique_prefix("e2e-permits"), 8)
+    let config = {
+        let mut config = test_config(&unique_prefix("e2e-permits"), 8);
+        config.handler.concurrency = 3;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;

@@ -206,7 +206,7 @@ async fn generated_producers_and_workers_drain_all_four_queues() {
     ] {
         for key in config.ready_keys() {
             assert_eq!(
-                pending_count(&mut conn, &key, config.group).await,
+                pending_count(&mut conn, &key, &config.group).await,
                 0,
                 "{key}"
             );
@@ -232,7 +232,7 @@ fn generated_configs_equal_what_the_cli_builds_from_the_spec() {
         export::CONFIG,
         reconciliation::CONFIG,
     ] {
-        let queue = spec.queue(generated.queue).unwrap();
+        let queue = spec.queue(&generated.queue).unwrap();
         assert_eq!(
             queuegen::runtime_config::queue_config(&spec, queue),
             generated

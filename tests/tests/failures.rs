@@ -59,12 +59,13 @@ async fn each_failure_is_settled_by_its_kind() {
     let server = RedisServer::start();
     // A minute's backoff without jitter: the timed-out job's retry stays
     // scheduled (and visible) for the whole test.
-    let config = QueueConfig {
-        handler_timeout: Duration::from_millis(300),
-        retry_initial: Duration::from_secs(60),
-        retry_max: Duration::from_secs(60),
-        retry_jitter: Jitter::None,
-        ..test_config(&unique_prefix("failures"), 1)
+    let config = {
+        let mut config = test_config(&unique_prefix("failures"), 1);
+        config.handler.timeout = Duration::from_millis(300);
+        config.retry.backoff.initial = Duration::from_secs(60);
+        config.retry.backoff.max = Duration::from_secs(60);
+        config.retry.backoff.jitter = Jitter::None;
+        config
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
@@ -118,7 +119,7 @@ async fn each_failure_is_settled_by_its_kind() {
         "{report:?}"
     );
     let mut conn = server.async_connection().await;
-    let pending: Vec<String> = pending_entries(&mut conn, &key, config.group)
+    let pending: Vec<String> = pending_entries(&mut conn, &key, &config.group)
         .await
         .into_iter()
         .map(|entry| entry.id)
@@ -240,7 +241,7 @@ async fn the_worker_reconnects_after_its_connections_are_killed() {
     assert_eq!((report.done, report.failed), (1, 0), "{report:?}");
     for key in config.ready_keys() {
         assert!(
-            pending_entries(&mut admin, &key, config.group)
+            pending_entries(&mut admin, &key, &config.group)
                 .await
                 .is_empty(),
             "{key}"
@@ -298,7 +299,7 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
     let pending: usize = {
         let mut total = 0;
         for key in config.ready_keys() {
-            total += pending_entries(&mut conn, &key, config.group).await.len();
+            total += pending_entries(&mut conn, &key, &config.group).await.len();
         }
         total
     };

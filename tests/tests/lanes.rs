@@ -12,7 +12,7 @@ use queuegen_runtime::{
     Redis, Worker,
 };
 use queuegen_tests::exposition::parse;
-use queuegen_tests::fixtures::{leak, TestJob};
+use queuegen_tests::fixtures::{owned, TestJob};
 use queuegen_tests::queues::laned;
 use queuegen_tests::support::{
     applied, dead_letters, delayed_jobs, init_tracing, spawn_worker, stream_entries, unique_prefix,
@@ -22,7 +22,7 @@ use queuegen_tests::RedisServer;
 
 fn laned_config(name: &str) -> QueueConfig {
     QueueConfig {
-        key_prefix: leak(&unique_prefix(name)),
+        key_prefix: owned(&unique_prefix(name)),
         ..laned::CONFIG
     }
 }
@@ -40,7 +40,7 @@ fn job(n: usize, lane: Option<&str>) -> NewJob<TestJob> {
 }
 
 /// One handled job: its job_id, lane and attempt.
-type Handled = (String, Option<&'static str>, u32);
+type Handled = (String, Option<String>, u32);
 
 /// Records the lane of every job it handles, in order; `fail_first` makes
 /// each job's first attempt fail transiently, `dead` dead-letters subjects
@@ -68,10 +68,11 @@ impl Handler<TestJob> for Lanes {
                 "first attempt fails",
             )));
         }
-        self.handled
-            .lock()
-            .unwrap()
-            .push((ctx.job_id().to_owned(), ctx.lane(), ctx.attempt()));
+        self.handled.lock().unwrap().push((
+            ctx.job_id().to_owned(),
+            ctx.lane().map(str::to_owned),
+            ctx.attempt(),
+        ));
         Ok(Outcome::Done)
     }
 }
@@ -104,7 +105,7 @@ async fn a_backlog_in_every_lane_is_handled_in_the_mix_of_the_weights() {
     for (l, lane) in ["high", "normal", "low"].into_iter().enumerate() {
         let jobs = (0..PER_LANE).map(|n| job(l * PER_LANE + n, Some(lane)));
         let published = producer.publish_many(jobs).await.unwrap();
-        assert!(published.iter().all(|p| p.lane == Some(lane)));
+        assert!(published.iter().all(|p| p.lane.as_deref() == Some(lane)));
     }
 
     // Two workers, each job a little work, until 3,000 are handled: no lane
@@ -132,15 +133,15 @@ async fn a_backlog_in_every_lane_is_handled_in_the_mix_of_the_weights() {
         || async { handler.count() >= HANDLED },
     )
     .await;
-    let counted: Vec<Option<&str>> = handler.handled.lock().unwrap()[..HANDLED]
+    let counted: Vec<Option<String>> = handler.handled.lock().unwrap()[..HANDLED]
         .iter()
-        .map(|(_, lane, _)| *lane)
+        .map(|(_, lane, _)| lane.clone())
         .collect();
     for worker in running {
         worker.stop().await;
     }
 
-    let mut mix: HashMap<&str, usize> = HashMap::new();
+    let mut mix: HashMap<String, usize> = HashMap::new();
     for lane in counted {
         *mix.entry(lane.expect("a laned queue's job knows its lane"))
             .or_default() += 1;
@@ -208,7 +209,7 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
         .publish_after(job(3, Some("high")), Duration::from_millis(300))
         .await
         .unwrap();
-    assert_eq!(delayed.lane, Some("high"));
+    assert_eq!(delayed.lane.as_deref(), Some("high"));
     assert_eq!(delayed_jobs(&mut conn, &config).await.len(), 1);
 
     let handler = Lanes {
@@ -226,7 +227,7 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
     assert_eq!(letters.len(), 1, "{letters:?}");
     let (dead_stream, dead_id, _) = &letters[0];
     assert_eq!(
-        config.lane_of_stream(*dead_stream).map(|l| l.name),
+        config.lane_of_stream(*dead_stream).map(|l| &*l.name),
         Some("high")
     );
     assert_eq!(config.partition_of_stream(*dead_stream), dead.partition);
@@ -261,9 +262,12 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
     };
     // The retry came back to `low` (its second attempt), the delayed job and
     // the replay ran in `high`.
-    assert_eq!(lane_of("job-1"), ("job-1".to_owned(), Some("low"), 2));
-    assert_eq!(lane_of("job-3").1, Some("high"));
-    assert_eq!(lane_of("dead-1-again").1, Some("high"));
+    assert_eq!(
+        lane_of("job-1"),
+        ("job-1".to_owned(), Some("low".to_owned()), 2)
+    );
+    assert_eq!(lane_of("job-3").1.as_deref(), Some("high"));
+    assert_eq!(lane_of("dead-1-again").1.as_deref(), Some("high"));
     // Nothing ever touched the default lane's stream of those partitions.
     for partition in 0..config.partitions {
         assert!(
@@ -283,7 +287,7 @@ async fn a_job_without_a_lane_goes_to_the_default_lane_and_an_unknown_lane_is_re
     let producer = Producer::<TestJob>::new(&redis, config.clone());
 
     let published = producer.publish(job(1, None)).await.unwrap();
-    assert_eq!(published.lane, Some("normal"));
+    assert_eq!(published.lane.as_deref(), Some("normal"));
     // The default lane's keys are the queue's unlaned ones.
     let key = config.ready_key(published.partition);
     assert_eq!(
@@ -306,7 +310,7 @@ async fn a_job_without_a_lane_goes_to_the_default_lane_and_an_unknown_lane_is_re
             known,
         })) => {
             assert_eq!(
-                (queue, job_id.as_str(), lane.as_str()),
+                (queue.as_str(), job_id.as_str(), lane.as_str()),
                 ("laned", "job-3", "urgent")
             );
             assert_eq!(known, "high, normal, low");
@@ -348,7 +352,7 @@ async fn status_has_a_row_per_lane_and_pausing_a_partition_pauses_its_lanes() {
         let undelivered: u64 = queue
             .partitions
             .iter()
-            .filter(|p| p.lane == Some(lane))
+            .filter(|p| p.lane.as_deref() == Some(lane))
             .map(|p| p.queue_group().and_then(|g| g.undelivered).unwrap_or(0))
             .sum();
         assert_eq!(undelivered, 10, "lane {lane}");
@@ -393,6 +397,10 @@ async fn lanes_work_on_a_cluster_each_in_its_partition_s_slot() {
     assert_eq!(handled.len(), 60, "each once: {handled:?}");
     for (job_id, lane, _) in handled {
         let n: usize = job_id.trim_start_matches("job-").parse().unwrap();
-        assert_eq!(lane, Some(["high", "normal", "low"][n % 3]), "{job_id}");
+        assert_eq!(
+            lane.as_deref(),
+            Some(["high", "normal", "low"][n % 3]),
+            "{job_id}"
+        );
     }
 }

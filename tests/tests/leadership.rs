@@ -54,9 +54,9 @@ fn leaders_gauge(registry: &Registry, config: &QueueConfig, partition: u16) -> f
         .value(
             "queuegen_loops_leader",
             &[
-                ("queue", config.queue),
+                ("queue", &config.queue),
                 ("partition", partition.as_str()),
-                ("group", config.group),
+                ("group", &config.group),
             ],
         )
         .unwrap_or_else(|| panic!("no queuegen_loops_leader series for partition {partition}"))
@@ -97,8 +97,8 @@ async fn stuck_entry(
         .query_async(conn)
         .await
         .unwrap();
-    deliver_to(conn, &key, config.group, "vanished").await;
-    age_pending(conn, &key, config.group, "vanished", &id).await;
+    deliver_to(conn, &key, &config.group, "vanished").await;
+    age_pending(conn, &key, &config.group, "vanished", &id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,11 +106,12 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     const PARTITIONS: u16 = 4;
     const RETRIES: usize = 20;
     let server = RedisServer::start();
-    let config = QueueConfig {
-        claim_every: Duration::from_millis(200),
-        claim_min_idle: Duration::from_secs(60),
-        retry_promote_every: Duration::from_millis(200),
-        ..test_config(&unique_prefix("leaders"), PARTITIONS)
+    let config = {
+        let mut config = test_config(&unique_prefix("leaders"), PARTITIONS);
+        config.claim.every = Duration::from_millis(200);
+        config.claim.min_idle = Duration::from_secs(60);
+        config.retry.promote_every = Duration::from_millis(200);
+        config
     };
     let (redis, mut conn) = applied(&server, &config).await;
     for partition in 0..PARTITIONS {
@@ -157,7 +158,7 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     let xpending = command_calls(&mut conn, "xpending").await;
     let zrangebyscore = command_calls(&mut conn, "zrangebyscore").await;
     let elapsed = started.elapsed();
-    let ticks = (elapsed.as_millis() / config.claim_every.as_millis()) as u64;
+    let ticks = (elapsed.as_millis() / config.claim.every.as_millis()) as u64;
     println!(
         "over {elapsed:?} ({ticks} ticks, {PARTITIONS} partitions, 2 workers): {xpending} XPENDING, {zrangebyscore} ZRANGEBYSCORE"
     );
@@ -237,7 +238,7 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     for partition in 0..PARTITIONS {
         assert_eq!(attempts[&format!("stuck-{partition}")], [1]);
         assert_eq!(
-            pending_count(&mut conn, &config.ready_key(partition), config.group).await,
+            pending_count(&mut conn, &config.ready_key(partition), &config.group).await,
             0
         );
     }
@@ -364,7 +365,7 @@ async fn until_second_leads(
 async fn a_killed_leader_s_partitions_move_within_a_lease_period_and_a_tick() {
     let (_server, config, mut conn, mut first, _second) =
         leader_and_follower("leader-killed").await;
-    let tick = config.claim_every;
+    let tick = config.claim.every;
     let period = tick * 3;
 
     // A job the second worker must recover once the first is gone: stuck
@@ -393,8 +394,8 @@ async fn a_killed_leader_s_partitions_move_within_a_lease_period_and_a_tick() {
         || {
             let mut conn = conn.clone();
             let key = key.clone();
-            let group = config.group;
-            async move { pending_count(&mut conn, &key, group).await == 0 }
+            let group = config.group.clone();
+            async move { pending_count(&mut conn, &key, &group).await == 0 }
         },
     )
     .await;
@@ -404,7 +405,7 @@ async fn a_killed_leader_s_partitions_move_within_a_lease_period_and_a_tick() {
 async fn a_stopped_leader_releases_its_leases_and_the_other_takes_them_at_its_next_tick() {
     let (_server, config, mut conn, mut first, _second) =
         leader_and_follower("leader-stopped").await;
-    let tick = config.claim_every;
+    let tick = config.claim.every;
     let period = tick * 3;
 
     first.terminate();
@@ -426,12 +427,13 @@ async fn a_stopped_leader_releases_its_leases_and_the_other_takes_them_at_its_ne
 #[tokio::test]
 async fn each_group_has_its_own_leader() {
     let server = RedisServer::start();
-    let first = QueueConfig {
-        claim_every: Duration::from_millis(100),
-        ..test_config(&unique_prefix("group-leaders"), 2)
+    let first = {
+        let mut config = test_config(&unique_prefix("group-leaders"), 2);
+        config.claim.every = Duration::from_millis(100);
+        config
     };
     let second = QueueConfig {
-        group: "other-group",
+        group: "other-group".into(),
         ..first.clone()
     };
     let (redis, mut conn) = applied(&server, &first).await;

@@ -47,12 +47,13 @@ impl Handler<TestJob> for Holding {
 async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
     const HELD: usize = 64;
     let server = RedisServer::start();
-    let config = QueueConfig {
-        // Far longer than the test: the held entries never look abandoned.
-        claim_min_idle: Duration::from_secs(60),
-        claim_every: Duration::from_millis(20),
-        concurrency: HELD + 1,
-        ..test_config(&unique_prefix("recovery-cost"), 1)
+    let config = {
+        let mut config = test_config(&unique_prefix("recovery-cost"), 1);
+        // Far longer than the test = the held entries never look abandoned.
+        config.claim.min_idle = Duration::from_secs(60);
+        config.claim.every = Duration::from_millis(20);
+        config.handler.concurrency = HELD + 1;
+        config
     };
     let key = config.ready_key(0);
     let (redis, mut conn) = applied(&server, &config).await;
@@ -67,8 +68,8 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    deliver_to(&mut conn, &key, config.group, "vanished").await;
-    age_pending(&mut conn, &key, config.group, "vanished", "1000-0").await;
+    deliver_to(&mut conn, &key, &config.group, "vanished").await;
+    age_pending(&mut conn, &key, &config.group, "vanished", "1000-0").await;
 
     // Fresh entries that stay pending while their handlers hold them.
     let producer = Producer::<TestJob>::new(&redis, config.clone());
@@ -96,9 +97,9 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
     )
     .await;
     // Twenty more passes with 64 fresh entries pending.
-    tokio::time::sleep(config.claim_every * 20).await;
+    tokio::time::sleep(config.claim.every * 20).await;
     assert_eq!(
-        pending_count(&mut conn, &key, config.group).await,
+        pending_count(&mut conn, &key, &config.group).await,
         HELD,
         "every held entry is pending"
     );
@@ -123,7 +124,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         (1, HELD as u64 + 1),
         "{report:?}"
     );
-    assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
+    assert_eq!(pending_count(&mut conn, &key, &config.group).await, 0);
 }
 
 /// Counts each job's runs.
@@ -163,14 +164,15 @@ async fn a_claim_storm_is_paced_at_the_claim_rate() {
     const RATE: u32 = 100;
     const BATCH: usize = 10;
     let server = RedisServer::start();
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(200),
-        claim_every: Duration::from_millis(50),
-        claim_batch: BATCH,
-        claim_rate: RATE,
+    let config = {
+        let mut config = test_config(&unique_prefix("claim-rate"), 1);
+        config.claim.min_idle = Duration::from_millis(200);
+        config.claim.every = Duration::from_millis(50);
+        config.claim.batch = BATCH;
+        config.claim.rate = RATE;
         // Permits are not what limits the claims here.
-        concurrency: 64,
-        ..test_config(&unique_prefix("claim-rate"), 1)
+        config.handler.concurrency = 64;
+        config
     };
     let key = config.ready_key(0);
     let (redis, mut conn) = applied(&server, &config).await;
@@ -178,10 +180,10 @@ async fn a_claim_storm_is_paced_at_the_claim_rate() {
     let jobs =
         (0..JOBS).map(|n| NewJob::new(format!("storm-{n}"), "acme", TestJob::new("ok", None)));
     producer.publish_many(jobs).await.unwrap();
-    deliver_to(&mut conn, &key, config.group, "vanished").await;
-    assert_eq!(pending_count(&mut conn, &key, config.group).await, JOBS);
+    deliver_to(&mut conn, &key, &config.group, "vanished").await;
+    assert_eq!(pending_count(&mut conn, &key, &config.group).await, JOBS);
     // Every entry idle past claim.min_idle before the worker starts: the storm.
-    tokio::time::sleep(config.claim_min_idle * 2).await;
+    tokio::time::sleep(config.claim.min_idle * 2).await;
 
     let metrics = WorkerMetrics::new();
     let mut registry = Registry::default();
@@ -248,8 +250,8 @@ async fn a_claim_storm_is_paced_at_the_claim_rate() {
     .await;
     wait_until(Duration::from_secs(10), "nothing is pending", || {
         let mut conn = conn.clone();
-        let key = key.clone();
-        async move { pending_count(&mut conn, &key, config.group).await == 0 }
+        let (key, group) = (key.clone(), config.group.clone());
+        async move { pending_count(&mut conn, &key, &group).await == 0 }
     })
     .await;
     stop.send(()).unwrap();
@@ -268,9 +270,10 @@ async fn a_claim_storm_is_paced_at_the_claim_rate() {
 #[tokio::test]
 async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
     let server = RedisServer::start();
-    let config = QueueConfig {
-        retry_promote_every: Duration::from_millis(20),
-        ..test_config(&unique_prefix("wrong-retry-set"), 4)
+    let config = {
+        let mut config = test_config(&unique_prefix("wrong-retry-set"), 4);
+        config.retry.promote_every = Duration::from_millis(20);
+        config
     };
     let (redis, mut conn) = applied(&server, &config).await;
     let broken = config.retry_key(2);
@@ -409,8 +412,8 @@ async fn a_job_still_in_its_handler_does_not_hold_back_the_acks_of_the_others() 
         || {
             let done = handler.done.lock().unwrap().len();
             let mut conn = conn.clone();
-            let (key, group) = (key.clone(), config.group);
-            async move { done == 7 && pending_count(&mut conn, &key, group).await == 1 }
+            let (key, group) = (key.clone(), config.group.clone());
+            async move { done == 7 && pending_count(&mut conn, &key, &group).await == 1 }
         },
     )
     .await;
@@ -420,8 +423,8 @@ async fn a_job_still_in_its_handler_does_not_hold_back_the_acks_of_the_others() 
         "the held job is acknowledged",
         || {
             let mut conn = conn.clone();
-            let (key, group) = (key.clone(), config.group);
-            async move { pending_count(&mut conn, &key, group).await == 0 }
+            let (key, group) = (key.clone(), config.group.clone());
+            async move { pending_count(&mut conn, &key, &group).await == 0 }
         },
     )
     .await;

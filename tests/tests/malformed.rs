@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Timestamp, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Timestamp, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
@@ -64,9 +64,10 @@ fn with(
 async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
     let (logs, _guard) = capture_logs();
     let server = RedisServer::start();
-    let config = QueueConfig {
-        concurrency: 4,
-        ..test_config(&unique_prefix("malformed"), 1)
+    let config = {
+        let mut config = test_config(&unique_prefix("malformed"), 1);
+        config.handler.concurrency = 4;
+        config
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
@@ -138,7 +139,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
 
     // Nothing stays pending: each bad entry is a dead letter with its reason,
     // a detail naming the field (or the schema version) and the original fields.
-    assert!(pending_entries(&mut conn, &key, config.group)
+    assert!(pending_entries(&mut conn, &key, &config.group)
         .await
         .is_empty());
     let dead = dead_letters(&mut conn, &config).await;

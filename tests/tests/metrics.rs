@@ -11,7 +11,7 @@ use queuegen_runtime::metrics::{
 };
 use queuegen_runtime::transitions::DeadReason;
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Timestamp, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Timestamp, Worker,
 };
 use queuegen_tests::exposition::{http_get, parse, promtool_check, Exposition};
 use queuegen_tests::fixtures::{retrying_config, test_config, TestJob};
@@ -113,8 +113,8 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
     let config = retrying_config(&unique_prefix("metrics"));
     assert_eq!(
         (
-            config.retry_max_attempts,
-            config.poison_max_deliveries,
+            config.retry.max_attempts,
+            config.poison.max_deliveries,
             config.partitions
         ),
         (4, 3, 2),
@@ -264,8 +264,8 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         content_type.starts_with("text/plain; version=0.0.4"),
         "{content_type}"
     );
-    let queue = config.queue;
-    let group = config.group;
+    let queue: &str = &config.queue;
+    let group: &str = &config.group;
 
     // Exactly the counts the plan produces, series by series; every series
     // of both partitions exists (at 0 when nothing happened).
@@ -545,9 +545,9 @@ async fn an_application_registry_gets_the_worker_metrics() {
         )
     };
     let done = [
-        ("queue", config.queue),
+        ("queue", &*config.queue),
         ("partition", "0"),
-        ("group", config.group),
+        ("group", &*config.group),
         ("outcome", "done"),
     ];
 
@@ -608,9 +608,10 @@ async fn an_application_registry_gets_the_worker_metrics() {
 async fn readiness_follows_the_intake() {
     init_tracing();
     let server = RedisServer::start();
-    let config = QueueConfig {
-        concurrency: 2,
-        ..test_config(&unique_prefix("readyz"), 2)
+    let config = {
+        let mut config = test_config(&unique_prefix("readyz"), 2);
+        config.handler.concurrency = 2;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
@@ -671,10 +672,11 @@ async fn readiness_follows_the_intake() {
 async fn deleted_pending_entries_and_claims_are_counted() {
     init_tracing();
     let server = RedisServer::start();
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(300),
-        claim_every: Duration::from_millis(100),
-        ..test_config(&unique_prefix("deleted-metrics"), 1)
+    let config = {
+        let mut config = test_config(&unique_prefix("deleted-metrics"), 1);
+        config.claim.min_idle = Duration::from_millis(300);
+        config.claim.every = Duration::from_millis(100);
+        config
     };
     let key = config.ready_key(0);
     let redis = Redis::connect(server.url()).await.unwrap();
@@ -688,7 +690,7 @@ async fn deleted_pending_entries_and_claims_are_counted() {
         .unwrap();
     // A consumer that read everything and vanished; then one entry is deleted.
     let mut conn = server.async_connection().await;
-    deliver_to(&mut conn, &key, config.group, "vanished").await;
+    deliver_to(&mut conn, &key, &config.group, "vanished").await;
     let _: usize = redis::cmd("XDEL")
         .arg(&key)
         .arg(&published[1].stream_id)
@@ -700,14 +702,14 @@ async fn deleted_pending_entries_and_claims_are_counted() {
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics(&mut registry);
     let (stop, running) = run_until_told(worker);
     let partition = [
-        ("queue", config.queue),
+        ("queue", &*config.queue),
         ("partition", "0"),
-        ("group", config.group),
+        ("group", &*config.group),
     ];
     let done = [
-        ("queue", config.queue),
+        ("queue", &*config.queue),
         ("partition", "0"),
-        ("group", config.group),
+        ("group", &*config.group),
         ("outcome", "done"),
     ];
     wait_until(Duration::from_secs(10), "the live entries are done", || {
@@ -778,9 +780,9 @@ async fn refused_acks_are_counted_by_partition() {
     for (partition, expected) in per_partition.iter().enumerate() {
         let partition = partition.to_string();
         let labels = [
-            ("queue", config.queue),
+            ("queue", &*config.queue),
             ("partition", partition.as_str()),
-            ("group", config.group),
+            ("group", &*config.group),
         ];
         assert_eq!(
             exposition.value("queuegen_ack_failures_total", &labels),

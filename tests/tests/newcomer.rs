@@ -316,10 +316,11 @@ async fn a_crate_built_from_the_readme_alone_runs_one_job() {
     wait_until(Duration::from_secs(10), "job-1 is acknowledged", || {
         let mut conn = conn.clone();
         let keys = config.ready_keys();
+        let group = config.group.clone();
         async move {
             let mut pending = 0;
             for key in &keys {
-                pending += pending_count(&mut conn, key, config.group).await;
+                pending += pending_count(&mut conn, key, &group).await;
             }
             pending == 0
         }

@@ -66,7 +66,7 @@ async fn a_refresh_is_two_round_trips_for_any_partition_count() {
                 .unwrap();
             let _: Value = redis::cmd("XREADGROUP")
                 .arg("GROUP")
-                .arg(config.group)
+                .arg(&*config.group)
                 .arg("w")
                 .arg("STREAMS")
                 .arg(&key)

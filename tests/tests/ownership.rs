@@ -107,11 +107,12 @@ async fn publish(setup: &Setup, subjects: &[&str]) -> Vec<String> {
 /// handler timeout (the stall is not a timeout), and the worker's own
 /// recovery out of the way (its first pass runs at start, the next in a minute).
 fn stalling_config(config: QueueConfig) -> QueueConfig {
-    QueueConfig {
-        claim_min_idle: Duration::from_millis(300),
-        claim_every: Duration::from_secs(60),
-        handler_timeout: Duration::from_secs(60),
-        ..config
+    {
+        let mut config = config;
+        config.claim.min_idle = Duration::from_millis(300);
+        config.claim.every = Duration::from_secs(60);
+        config.handler.timeout = Duration::from_secs(60);
+        config
     }
 }
 
@@ -147,8 +148,8 @@ async fn stall_past_a_claim(
     .await;
     let keys = [setup.config.ready_key(0), setup.config.claims_key(0)];
     let claim = setup.config.function(Function::Claim);
-    let min_idle = setup.config.claim_min_idle.as_millis() as u64;
-    let group = setup.config.group;
+    let min_idle = setup.config.claim.min_idle.as_millis() as u64;
+    let group = setup.config.group.clone();
     let claimed = Arc::new(Mutex::new(Vec::<String>::new()));
     let conn = setup.conn.clone();
     // As another worker's recovery claims: through the library's `claim`,
@@ -158,13 +159,13 @@ async fn stall_past_a_claim(
         "another consumer claimed every job",
         || {
             let (claimed, mut conn) = (claimed.clone(), conn.clone());
-            let (keys, claim) = (keys.clone(), claim.clone());
+            let (keys, claim, group) = (keys.clone(), claim.clone(), group.clone());
             async move {
                 type ClaimReply = (String, Vec<(String, Vec<String>)>, Vec<String>, u64);
                 let call = functions::Claim {
                     ready_key: &keys[0],
                     claims_key: &keys[1],
-                    group,
+                    group: &group,
                     consumer: OTHER,
                     min_idle_ms: min_idle,
                     cursor: "0-0",
@@ -229,7 +230,7 @@ async fn owners(
     conn: &mut MultiplexedConnection,
     config: &QueueConfig,
 ) -> Vec<(String, String, usize)> {
-    pending_entries(conn, &config.ready_key(0), config.group)
+    pending_entries(conn, &config.ready_key(0), &config.group)
         .await
         .into_iter()
         .map(|entry| (entry.id, entry.consumer, entry.times_delivered))
@@ -278,7 +279,7 @@ async fn a_done_job_claimed_away_while_its_handler_stalled_is_not_acked_here() {
             &[
                 ("queue", "jobs"),
                 ("partition", "0"),
-                ("group", setup.config.group),
+                ("group", &setup.config.group),
                 ("settlement", settlement),
             ],
         )
@@ -379,11 +380,12 @@ const RENEW_EVERY: Duration = Duration::from_millis(200);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_job_that_renews_stays_with_its_worker_past_min_idle() {
-    let mut setup = setup("own-renew", |config| QueueConfig {
-        claim_min_idle: MIN_IDLE,
-        claim_every: Duration::from_millis(100),
-        handler_timeout: Duration::from_secs(30),
-        ..config
+    let mut setup = setup("own-renew", |config| {
+        let mut config = config;
+        config.claim.min_idle = MIN_IDLE;
+        config.claim.every = Duration::from_millis(100);
+        config.handler.timeout = Duration::from_secs(30);
+        config
     })
     .await;
     let handler = Renewing::default();

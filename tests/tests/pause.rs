@@ -50,9 +50,9 @@ fn paused_gauge(registry: &Registry, config: &QueueConfig) -> Vec<f64> {
                 .value(
                     "queuegen_intake_paused",
                     &[
-                        ("queue", config.queue),
+                        ("queue", &config.queue),
                         ("partition", partition.as_str()),
-                        ("group", config.group),
+                        ("group", &config.group),
                     ],
                 )
                 .unwrap()
@@ -85,10 +85,11 @@ async fn undelivered(conn: &mut redis::aio::MultiplexedConnection, key: &str, gr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims() {
     let server = RedisServer::start();
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(300),
-        claim_every: Duration::from_millis(50),
-        ..test_config(&unique_prefix("pause-claims"), 2)
+    let config = {
+        let mut config = test_config(&unique_prefix("pause-claims"), 2);
+        config.claim.min_idle = Duration::from_millis(300);
+        config.claim.every = Duration::from_millis(50);
+        config
     };
     let (paused_key, open_key) = (config.ready_key(0), config.ready_key(1));
     let (redis, mut conn) = applied(&server, &config).await;
@@ -96,13 +97,13 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     // Partition 0: an entry of a consumer that died long ago (idle 10 min),
     // then paused before any worker runs.
     add(&mut conn, &paused_key, "abandoned").await;
-    deliver_to(&mut conn, &paused_key, config.group, "dead-worker").await;
+    deliver_to(&mut conn, &paused_key, &config.group, "dead-worker").await;
     let pending: Vec<redis::streams::StreamPendingId> =
-        queuegen_tests::support::pending_entries(&mut conn, &paused_key, config.group).await;
+        queuegen_tests::support::pending_entries(&mut conn, &paused_key, &config.group).await;
     age_pending(
         &mut conn,
         &paused_key,
-        config.group,
+        &config.group,
         "dead-worker",
         &pending[0].id,
     )
@@ -146,8 +147,11 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
         "{:?}",
         handler.done()
     );
-    assert_eq!(undelivered(&mut conn, &paused_key, config.group).await, 8);
-    assert_eq!(pending_count(&mut conn, &paused_key, config.group).await, 0);
+    assert_eq!(undelivered(&mut conn, &paused_key, &config.group).await, 8);
+    assert_eq!(
+        pending_count(&mut conn, &paused_key, &config.group).await,
+        0
+    );
 
     // The worker says so in its metrics.
     assert_eq!(paused_gauge(&registry, &config), [1.0, 0.0]);
@@ -227,8 +231,8 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     assert_eq!(published.len(), 20);
     tokio::time::sleep(BLOCK * 5).await;
     assert_eq!(handler.done().len(), 10, "{:?}", handler.done());
-    let waiting = undelivered(&mut conn, &config.ready_key(0), config.group).await
-        + undelivered(&mut conn, &config.ready_key(1), config.group).await;
+    let waiting = undelivered(&mut conn, &config.ready_key(0), &config.group).await
+        + undelivered(&mut conn, &config.ready_key(1), &config.group).await;
     assert_eq!(waiting, 20);
 
     pause::resume(&mut conn, &config, &[0, 1]).await.unwrap();
@@ -257,12 +261,13 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
     let redis = queuegen_runtime::Redis::connect(cluster.url())
         .await
         .unwrap();
-    let config = QueueConfig {
-        rate: Some(queuegen_runtime::RateLimit {
+    let config = {
+        let mut config = test_config(&unique_prefix("pause-cluster"), 3);
+        config.handler.rate = Some(queuegen_runtime::RateLimit {
             limit: 1_000,
             per: Duration::from_secs(1),
-        }),
-        ..test_config(&unique_prefix("pause-cluster"), 3)
+        });
+        config
     };
     queuegen_tests::library::load(&redis).await;
     queuegen_runtime::admin::ensure_groups(&redis, &config)

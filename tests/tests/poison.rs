@@ -40,7 +40,7 @@ async fn a_handler_that_panics_on_every_delivery_is_quarantined() {
     init_tracing();
     let server = RedisServer::start();
     let config = retrying_config(&unique_prefix("poison"));
-    let max = config.poison_max_deliveries;
+    let max = config.poison.max_deliveries;
     assert_eq!(max, 3, "tests/queues.yaml: retrying.poison.max_deliveries");
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;

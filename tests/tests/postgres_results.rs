@@ -146,10 +146,11 @@ async fn a_second_delivery_waits_for_the_first_and_then_finds_its_marker() {
 async fn kill_9_after_commit_before_xack_leaves_exactly_one_business_row() {
     init_tracing();
     let prefix = unique_prefix("pg-kill");
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(1500),
-        claim_every: Duration::from_millis(200),
-        ..test_config(&prefix, 1)
+    let config = {
+        let mut config = test_config(&prefix, 1);
+        config.claim.min_idle = Duration::from_millis(1500);
+        config.claim.every = Duration::from_millis(200);
+        config
     };
     let s = servers(&config).await;
     let producer = Producer::<TestJob>::new(&s.redis, config.clone());

@@ -100,9 +100,10 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
 async fn an_oversized_job_is_refused_naming_queue_job_and_sizes() {
     init_tracing();
     let server = RedisServer::start();
-    let config = queuegen_runtime::QueueConfig {
-        payload_max_bytes: 180,
-        ..test_config(&unique_prefix("producer-size"), 2)
+    let config = {
+        let mut config = test_config(&unique_prefix("producer-size"), 2);
+        config.payload.max_bytes = 180;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
@@ -177,11 +178,11 @@ async fn publish_many_sends_nothing_when_any_job_is_invalid() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
+            &err,
             Error::Publish(PublishError::EmptyJobId {
-                queue: "jobs",
+                queue,
                 position: 2
-            })
+            }) if queue == "jobs"
         ),
         "{err:?}"
     );

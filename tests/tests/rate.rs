@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, RateLimit, Redis, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, RateLimit, Redis, Worker,
 };
 use queuegen_tests::exposition::parse;
 use queuegen_tests::fixtures::{test_config, TestJob};
@@ -38,13 +38,14 @@ impl Handler<TestJob> for Timing {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_workers_share_one_limit_and_jobs_over_it_wait_without_failing() {
     let server = RedisServer::start();
-    let config = QueueConfig {
-        rate: Some(RateLimit {
+    let config = {
+        let mut config = test_config(&unique_prefix("rate"), 4);
+        config.handler.rate = Some(RateLimit {
             limit: LIMIT,
             per: Duration::from_secs(1),
-        }),
-        concurrency: 16,
-        ..test_config(&unique_prefix("rate"), 4)
+        });
+        config.handler.concurrency = 16;
+        config
     };
     let (redis, mut conn) = applied(&server, &config).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());

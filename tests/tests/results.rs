@@ -183,7 +183,7 @@ async fn a_job_delivered_twice_has_its_effect_once() {
             .unwrap();
     }
     let handler = Committing {
-        results: RedisResults::new(&redis, config.key_prefix, config.marker_ttl),
+        results: RedisResults::new(&redis, &*config.key_prefix, config.retention.marker_ttl),
         effects: Arc::new(AtomicUsize::new(0)),
         seen: Arc::new(Mutex::new(Vec::new())),
     };
@@ -221,7 +221,7 @@ async fn a_job_delivered_twice_has_its_effect_once() {
     assert_eq!(report.done, 2, "{report:?}");
     let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
-        assert_eq!(pending_count(&mut conn, &key, config.group).await, 0);
+        assert_eq!(pending_count(&mut conn, &key, &config.group).await, 0);
     }
 }
 

@@ -95,7 +95,7 @@ async fn setup(
 async fn transient_failures_retry_with_growing_jittered_delays_then_dead_letter() {
     const JOBS: usize = 4;
     let (_server, redis, config, mut conn) = setup("retries").await;
-    let max = config.retry_max_attempts;
+    let max = config.retry.max_attempts;
     assert_eq!(max, 4, "tests/queues.yaml: retrying.retry.max_attempts");
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     producer
@@ -153,7 +153,7 @@ async fn transient_failures_retry_with_growing_jittered_delays_then_dead_letter(
             // The backoff after this attempt, plus promotion every 50 ms and
             // the time it takes to handle, schedule, promote and read again.
             let cap = backoff(&config, before.attempt);
-            let tolerance = config.retry_promote_every + Duration::from_millis(400);
+            let tolerance = config.retry.promote_every + Duration::from_millis(400);
             assert!(
                 gap <= cap + tolerance,
                 "{job_id}: attempt {} came {gap:?} after attempt {}, above {cap:?} + {tolerance:?}",

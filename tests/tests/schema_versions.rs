@@ -275,7 +275,7 @@ async fn a_schema_2_worker_handles_versions_1_and_2_and_dead_letters_3() {
         "the original fields are kept for replay: {letter:?}"
     );
     assert_eq!(
-        pending_count(&mut conn, &key, config.group).await,
+        pending_count(&mut conn, &key, &config.group).await,
         0,
         "every entry reached a durable state"
     );

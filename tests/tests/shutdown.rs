@@ -58,11 +58,12 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
     init_tracing();
     let server = RedisServer::start();
     let budget = Duration::from_secs(1);
-    let config = QueueConfig {
-        shutdown_budget: budget,
-        handler_timeout: Duration::from_secs(60),
-        concurrency: 4,
-        ..test_config(&unique_prefix("shutdown-slow"), 2)
+    let config = {
+        let mut config = test_config(&unique_prefix("shutdown-slow"), 2);
+        config.handler.shutdown_budget = budget;
+        config.handler.timeout = Duration::from_secs(60);
+        config.handler.concurrency = 4;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
@@ -102,7 +103,7 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
     let mut conn = server.async_connection().await;
     let mut pending = Vec::new();
     for key in config.ready_keys() {
-        pending.extend(pending_entries(&mut conn, &key, config.group).await);
+        pending.extend(pending_entries(&mut conn, &key, &config.group).await);
     }
     assert_eq!(pending.len(), 3, "none acknowledged: {pending:?}");
     assert!(
@@ -117,10 +118,11 @@ async fn jobs_running_past_the_budget_stay_pending_with_this_consumer() {
 async fn jobs_finishing_within_the_budget_are_all_acked() {
     init_tracing();
     let server = RedisServer::start();
-    let config = QueueConfig {
-        shutdown_budget: Duration::from_secs(5),
-        concurrency: 4,
-        ..test_config(&unique_prefix("shutdown-fast"), 2)
+    let config = {
+        let mut config = test_config(&unique_prefix("shutdown-fast"), 2);
+        config.handler.shutdown_budget = Duration::from_secs(5);
+        config.handler.concurrency = 4;
+        config
     };
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
@@ -155,7 +157,7 @@ async fn jobs_finishing_within_the_budget_are_all_acked() {
     let mut conn = server.async_connection().await;
     for key in config.ready_keys() {
         assert_eq!(
-            pending_count(&mut conn, &key, config.group).await,
+            pending_count(&mut conn, &key, &config.group).await,
             0,
             "pending on {key}"
         );

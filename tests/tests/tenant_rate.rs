@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use queuegen_runtime::partition::tenant_class;
 use queuegen_runtime::{
-    Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, TenantRateLimit, Worker,
+    Handler, JobContext, JobError, NewJob, Outcome, Producer, TenantRateLimit, Worker,
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
@@ -52,14 +52,15 @@ async fn a_flooding_tenant_is_held_to_its_rate_while_another_flows_and_nothing_f
         "the test's two tenants are in classes of their own"
     );
     let server = RedisServer::start();
-    let config = QueueConfig {
-        tenant_rate: Some(TenantRateLimit {
+    let config = {
+        let mut config = test_config(&unique_prefix("tenant-rate"), 4);
+        config.handler.tenant_rate = Some(TenantRateLimit {
             limit: LIMIT,
             per: Duration::from_secs(1),
             classes: CLASSES,
-        }),
-        concurrency: 16,
-        ..test_config(&unique_prefix("tenant-rate"), 4)
+        });
+        config.handler.concurrency = 16;
+        config
     };
     let (redis, mut conn) = applied(&server, &config).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());

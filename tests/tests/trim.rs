@@ -27,10 +27,11 @@ const MINUTE_MS: u64 = 60_000;
 
 /// A one-partition queue keeping ready entries and dead letters for an hour.
 fn hour_config(name: &str) -> QueueConfig {
-    QueueConfig {
-        retention_min_age: Duration::from_millis(HOUR_MS),
-        dead_letter_retention: Duration::from_millis(HOUR_MS),
-        ..test_config(&unique_prefix(name), 1)
+    {
+        let mut config = test_config(&unique_prefix(name), 1);
+        config.retention.min_age = Duration::from_millis(HOUR_MS);
+        config.dead_letter.retention = Duration::from_millis(HOUR_MS);
+        config
     }
 }
 
@@ -76,7 +77,7 @@ async fn xadd(conn: &mut MultiplexedConnection, key: &str, id: StreamId) {
 async fn take_lease(conn: &mut MultiplexedConnection, config: &QueueConfig, holder: &str) -> Lease {
     lease::acquire(
         conn,
-        config.functions,
+        &config.functions,
         &config.trim_lease_key(0),
         holder,
         trim::LEASE_TTL,
@@ -452,7 +453,7 @@ async fn trim_and_check(
     let trimmed = trim::apply(conn, config, &plan, &lease, false)
         .await
         .unwrap_or_else(|err| panic!("{ctx}: apply: {err}"));
-    assert!(lease::release(conn, config.functions, &lease)
+    assert!(lease::release(conn, &config.functions, &lease)
         .await
         .unwrap());
     assert_eq!(trimmed.removed, doomed.len() as u64, "{ctx}: removed");
@@ -694,7 +695,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     assert_eq!(trimmed.removed, 10);
     let stolen = lease::acquire(
         conn,
-        config.functions,
+        &config.functions,
         &config.trim_lease_key(0),
         "second",
         trim::LEASE_TTL,
@@ -705,11 +706,11 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
         matches!(stolen, Error::Operation(OperationError::LeaseHeld { .. })),
         "{stolen:?}"
     );
-    assert!(lease::release(conn, config.functions, &first)
+    assert!(lease::release(conn, &config.functions, &first)
         .await
         .unwrap());
     assert!(
-        !lease::release(conn, config.functions, &first)
+        !lease::release(conn, &config.functions, &first)
             .await
             .unwrap(),
         "a released lease is not released twice"
@@ -779,7 +780,7 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
     stale_stream(conn, &key, setup.now, 6).await;
     let slow = lease::acquire(
         conn,
-        config.functions,
+        &config.functions,
         &config.trim_lease_key(0),
         "slow",
         Duration::from_millis(50),
@@ -801,7 +802,9 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
     );
     assert_eq!(xlen(conn, &key).await, 6, "nothing removed");
     assert!(
-        !lease::release(conn, config.functions, &slow).await.unwrap(),
+        !lease::release(conn, &config.functions, &slow)
+            .await
+            .unwrap(),
         "the slow trimmer cannot release the next holder's lease"
     );
 }
@@ -817,7 +820,7 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
     // A trimmer holds partition 1 for a moment: ensure_groups waits for it.
     let _held = lease::acquire(
         &mut conn,
-        config.functions,
+        &config.functions,
         &config.trim_lease_key(1),
         "trimmer",
         Duration::from_millis(200),
@@ -874,12 +877,10 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
 async fn dead_letters_older_than_their_retention_are_trimmed_younger_ones_kept() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
-    let config = QueueConfig {
-        // Ready entries are kept far longer: only the dead letters' own
-        // retention may decide.
-        retention_min_age: Duration::from_millis(48 * HOUR_MS),
-        ..hour_config("dead")
-    };
+    let mut config = hour_config("dead");
+    // Ready entries are kept far longer: only the dead letters' own
+    // retention may decide.
+    config.retention.min_age = Duration::from_millis(48 * HOUR_MS);
     ensure_groups(&setup.redis, &config).await.unwrap();
     let dead = config.dead_key(0);
     let old: Vec<StreamId> = (0..3)
@@ -1073,10 +1074,11 @@ async fn add_old_job(
 async fn a_workers_own_trim_loop_trims_what_it_has_done() {
     let (logs, _guard) = capture_logs();
     let mut setup = setup().await;
-    let config = QueueConfig {
-        partitions: 2,
-        trim_every: Duration::from_millis(100),
-        ..hour_config("worker")
+    let config = {
+        let mut config = hour_config("worker");
+        config.partitions = 2;
+        config.retention.trim_every = Duration::from_millis(100);
+        config
     };
     ensure_groups(&setup.redis, &config).await.unwrap();
     let conn = &mut setup.conn;
@@ -1179,10 +1181,11 @@ impl Handler<TestJob> for Counting {
 #[tokio::test]
 async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
     let mut setup = setup().await;
-    let config = QueueConfig {
-        trim_every: Duration::from_millis(50),
-        trim_in_process: false,
-        ..hour_config("cronjob")
+    let config = {
+        let mut config = hour_config("cronjob");
+        config.retention.trim_every = Duration::from_millis(50);
+        config.retention.trim_in_process = false;
+        config
     };
     ensure_groups(&setup.redis, &config).await.unwrap();
     let conn = &mut setup.conn;
@@ -1202,7 +1205,7 @@ async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
     })
     .await;
     // Twenty trim periods: an in-process trimmer would have emptied the stream.
-    tokio::time::sleep(config.trim_every * 20).await;
+    tokio::time::sleep(config.retention.trim_every * 20).await;
     stop.send(()).unwrap();
     let report = running.await.unwrap().unwrap();
     assert_eq!(report.done, JOBS, "{report:?}");

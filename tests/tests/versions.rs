@@ -10,7 +10,7 @@ use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
     WorkerReport,
 };
-use queuegen_tests::fixtures::{leak, retrying_config, TestJob};
+use queuegen_tests::fixtures::{owned, retrying_config, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
     wait_until,
@@ -95,7 +95,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
         v1.functions
     );
     let v2 = QueueConfig {
-        functions: leak(
+        functions: owned(
             &v1.functions
                 .replace(&format!("_v{current}"), &format!("_v{}", current + 1)),
         ),
@@ -121,7 +121,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
         .unwrap();
     let listed = format!("{listed:?}");
     assert!(
-        listed.contains(v1.functions) && listed.contains(v2.functions),
+        listed.contains(&*v1.functions) && listed.contains(&*v2.functions),
         "both versions are loaded: {listed}"
     );
 
@@ -138,7 +138,7 @@ async fn versions_load_side_by_side_and_each_worker_calls_its_own() {
     // With the old workers gone, the old version can go too.
     let () = redis::cmd("FUNCTION")
         .arg("DELETE")
-        .arg(v1.functions)
+        .arg(&*v1.functions)
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -99,7 +99,7 @@ async fn the_pod_name_and_metrics_address_come_from_the_environment() {
     let consumers: redis::streams::StreamInfoConsumersReply = redis::cmd("XINFO")
         .arg("CONSUMERS")
         .arg(&key)
-        .arg(config.group)
+        .arg(&*config.group)
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -6,6 +6,7 @@
 //! token nothing is shown or done, and a POST of a signed-in browser must
 //! carry its session's CSRF token.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -256,7 +257,7 @@ struct ReplayOutcome {
     dead_id: String,
     partition: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lane: Option<&'static str>,
+    lane: Option<Cow<'static, str>>,
     job_id: String,
     ready_id: String,
     already: bool,
@@ -297,7 +298,7 @@ pub(super) async fn replay(
                 Ok(moved) => outcomes.push(ReplayOutcome {
                     dead_id: letter.id.clone(),
                     partition: letter.partition,
-                    lane: letter.lane,
+                    lane: letter.lane.clone(),
                     job_id: letter.field("job_id").to_owned(),
                     ready_id: moved.id,
                     already: moved.already,

@@ -255,7 +255,7 @@ impl Dashboard {
                     self.inner
                         .queues
                         .iter()
-                        .map(|queue| queue.watched.config.queue)
+                        .map(|queue| &*queue.watched.config.queue)
                         .collect::<Vec<_>>()
                         .join(", ")
                 ))

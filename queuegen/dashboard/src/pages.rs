@@ -6,10 +6,11 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use minijinja::context;
 use queuegen_runtime::ops::dead_letters::{dead_letters, replayed_as, DeadLetterQuery};
+use queuegen_runtime::ops::held::{held_jobs, HeldFor};
 use queuegen_runtime::ops::pending::{pending, PendingQuery};
-use queuegen_runtime::ops::scheduled::{scheduled, HeldFor};
 use queuegen_runtime::ops::status::status_of;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 use super::ids;
 use super::view::{alert_rows, LibraryRow, PartitionRow, QueueRow};
@@ -86,7 +87,7 @@ pub(super) async fn queue(
 struct DeadLetterRow {
     id: String,
     place: String,
-    lane: Option<&'static str>,
+    lane: Option<Cow<'static, str>>,
     job_id: String,
     reason: String,
     detail: String,
@@ -158,7 +159,7 @@ pub(super) async fn partition(
                 DeadLetterRow {
                     id: letter.id.clone(),
                     place: letter.place(),
-                    lane: letter.lane,
+                    lane: letter.lane.clone(),
                     job_id: letter.field("job_id").to_owned(),
                     reason: letter.field("reason").to_owned(),
                     detail: letter.field("detail").to_owned(),
@@ -181,19 +182,19 @@ pub(super) async fn partition(
         let mut retries_total = 0;
         let mut delayed_total = 0;
         for stream in config.streams_of(&[partition]) {
-            let lane = config.lane_of_stream(stream).map(|lane| lane.name);
-            let set = scheduled(&mut conn, config, stream, HeldFor::Retry, SHOWN).await?;
+            let lane = config.lane_of_stream(stream).map(|lane| lane.name.clone());
+            let set = held_jobs(&mut conn, config, stream, HeldFor::Retry, SHOWN).await?;
             retries_total += set.total;
-            retries.extend(set.jobs.into_iter().map(|job| (lane, job)));
-            let set = scheduled(&mut conn, config, stream, HeldFor::Delay, SHOWN).await?;
+            retries.extend(set.jobs.into_iter().map(|job| (lane.clone(), job)));
+            let set = held_jobs(&mut conn, config, stream, HeldFor::Delay, SHOWN).await?;
             delayed_total += set.total;
-            delayed.extend(set.jobs.into_iter().map(|job| (lane, job)));
+            delayed.extend(set.jobs.into_iter().map(|job| (lane.clone(), job)));
         }
         retries.sort_by_key(|(_, job)| job.due_ms);
         delayed.sort_by_key(|(_, job)| job.due_ms);
         retries.truncate(SHOWN);
         delayed.truncate(SHOWN);
-        let lanes: Vec<&str> = config.lanes.iter().map(|lane| lane.name).collect();
+        let lanes: Vec<&str> = config.lanes.iter().map(|lane| &*lane.name).collect();
         Ok::<_, crate::Error>(context! {
             queue => name,
             partition => partition,

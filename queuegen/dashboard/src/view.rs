@@ -2,6 +2,7 @@
 //! for the overview (sums over partitions, oldest ages) and a row per
 //! partition (or lane of one) for a queue's page.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use queuegen_runtime::ops::status::{LibraryStatus, PartitionStatus, QueueStatus};
@@ -53,7 +54,7 @@ pub(super) struct QueueRow {
     pub name: String,
     pub group: String,
     pub partitions: usize,
-    pub lanes: Vec<&'static str>,
+    pub lanes: Vec<Cow<'static, str>>,
     pub undelivered: u64,
     /// False when Redis could not count some partition's backlog (then
     /// `undelivered` is a lower bound and the page says so).
@@ -95,9 +96,9 @@ impl QueueRow {
         let mut consumers = BTreeSet::new();
         for partition in &queue.partitions {
             partitions.insert(partition.partition);
-            if let Some(lane) = partition.lane {
-                if !row.lanes.contains(&lane) {
-                    row.lanes.push(lane);
+            if let Some(lane) = &partition.lane {
+                if !row.lanes.contains(lane) {
+                    row.lanes.push(lane.clone());
                 }
             }
             if let Some(group) = partition.queue_group() {
@@ -129,7 +130,7 @@ impl QueueRow {
 #[derive(Debug, Serialize)]
 pub(super) struct PartitionRow {
     pub partition: u16,
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// `3`, or `high/3`.
     pub place: String,
     pub ready_key: String,
@@ -159,8 +160,8 @@ impl PartitionRow {
         let group = partition.queue_group();
         PartitionRow {
             partition: partition.partition,
-            lane: partition.lane,
-            place: match partition.lane {
+            lane: partition.lane.clone(),
+            place: match &partition.lane {
                 Some(lane) => format!("{lane}/{}", partition.partition),
                 None => partition.partition.to_string(),
             },
@@ -217,7 +218,7 @@ pub(super) fn alert_rows(queues: &[QueueStatus]) -> Vec<AlertRow> {
                 queue: queue.queue.clone(),
                 partition: alert.partition,
                 alert: alert.alert.as_str(),
-                place: match alert.lane {
+                place: match &alert.lane {
                     Some(lane) => format!("{lane}/{}", alert.partition),
                     None => alert.partition.to_string(),
                 },

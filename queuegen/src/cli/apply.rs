@@ -80,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 queue: queue.name.clone(),
                 key: setup.key,
                 group: setup.group,
-                start: config.group_start.to_owned(),
+                start: config.group_start.to_string(),
                 created: setup.created,
             }));
         }

@@ -1,5 +1,6 @@
 //! `queuegen dlq list|show|replay`: inspect a queue's dead letters and replay them.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -214,7 +215,7 @@ fn print_table(dead: &[DeadLetter]) {
 struct Replayed {
     partition: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lane: Option<&'static str>,
+    lane: Option<Cow<'static, str>>,
     /// `3` or `high/3`, for the lines printed.
     #[serde(skip)]
     place: String,
@@ -254,7 +255,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         if args.dry_run {
             done.push(Replayed {
                 partition: letter.partition,
-                lane: letter.lane,
+                lane: letter.lane.clone(),
                 place: letter.place(),
                 dead_id: letter.id.clone(),
                 job_id,
@@ -276,7 +277,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("replaying dead letter {} (job {job_id})", letter.id))?;
         done.push(Replayed {
             partition: letter.partition,
-            lane: letter.lane,
+            lane: letter.lane.clone(),
             place: letter.place(),
             dead_id: letter.id.clone(),
             job_id: args.new_job_id.clone().unwrap_or(job_id),

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let watched = watched_queues(&spec, &args.spec, &args.queues)?;
-    let names: Vec<String> = watched.iter().map(|q| q.config.queue.to_owned()).collect();
+    let names: Vec<String> = watched.iter().map(|q| q.config.queue.to_string()).collect();
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {

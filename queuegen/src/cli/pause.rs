@@ -84,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("pausing queue {} on {server}", config.queue))
     })?;
     let report = Report {
-        queue: config.queue.to_owned(),
+        queue: config.queue.to_string(),
         action: "pause",
         note: Some(note),
         partitions: changes,

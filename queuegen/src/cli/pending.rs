@@ -109,7 +109,7 @@ fn print_report(report: &PendingReport, args: &Args, colours: Colours) {
         };
         table.row(vec![
             (
-                match row.lane {
+                match &row.lane {
                     Some(lane) => format!("{lane}/{}", row.partition),
                     None => row.partition.to_string(),
                 },
@@ -158,6 +158,7 @@ fn print_report(report: &PendingReport, args: &Args, colours: Colours) {
                     partition.partition,
                     partition
                         .lane
+                        .as_ref()
                         .map(|lane| format!(" lane {lane}"))
                         .unwrap_or_default(),
                     partition.examined,

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("resuming queue {} on {server}", config.queue))
     })?;
     let report = Report {
-        queue: config.queue.to_owned(),
+        queue: config.queue.to_string(),
         action: "resume",
         note: None,
         partitions: changes,

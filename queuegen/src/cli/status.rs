@@ -176,7 +176,7 @@ fn library_line(library: &LibraryStatus, colours: Colours) -> String {
 
 /// The PART column: `3`, or `high/3` for a queue with lanes.
 fn part(partition: &PartitionStatus) -> String {
-    match partition.lane {
+    match &partition.lane {
         Some(lane) => format!("{lane}/{}", partition.partition),
         None => partition.partition.to_string(),
     }
@@ -184,8 +184,11 @@ fn part(partition: &PartitionStatus) -> String {
 
 /// `4 partition(s)`, or `4 partition(s) × 3 lanes`.
 fn stream_count(queue: &QueueStatus) -> String {
-    let lanes: std::collections::BTreeSet<&str> =
-        queue.partitions.iter().filter_map(|p| p.lane).collect();
+    let lanes: std::collections::BTreeSet<&str> = queue
+        .partitions
+        .iter()
+        .filter_map(|p| p.lane.as_deref())
+        .collect();
     if lanes.is_empty() {
         format!("{} partition(s)", queue.partitions.len())
     } else {

@@ -2,6 +2,7 @@
 //! retention, keeping every entry a consumer group still needs; `--dry-run`
 //! shows the plan and changes nothing.
 
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -160,7 +161,7 @@ async fn trim_all(
         if args.dry_run {
             None
         } else {
-            let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| c.functions).collect();
+            let mut libraries: Vec<&str> = targets.iter().map(|(c, _)| &*c.functions).collect();
             libraries.dedup();
             for library in libraries {
                 functions::verify_library(&redis, library).await?;
@@ -243,7 +244,7 @@ async fn preflight<C: redis::aio::ConnectionLike>(
             (config.trim_lease_key(*partition), &["string", "none"][..]),
         ] {
             pipe.cmd("TYPE").arg(&key);
-            keys.push((config.queue, config.place(*partition), key, allowed));
+            keys.push((&*config.queue, config.place(*partition), key, allowed));
         }
     }
     let types: Vec<String> = pipe
@@ -316,7 +317,7 @@ struct Row {
     partition: u16,
     /// The lane, for a queue with lanes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    lane: Option<&'static str>,
+    lane: Option<Cow<'static, str>>,
     stream: &'static str,
     key: String,
     exists: bool,
@@ -364,9 +365,9 @@ impl Row {
     /// `stream`: the stream number (lane and partition).
     fn base(config: &QueueConfig, stream: u16, role: StreamRole) -> Row {
         Row {
-            queue: config.queue.to_owned(),
+            queue: config.queue.to_string(),
             partition: config.partition_of_stream(stream),
-            lane: config.lane_of_stream(stream).map(|lane| lane.name),
+            lane: config.lane_of_stream(stream).map(|lane| lane.name.clone()),
             stream: role.as_str(),
             key: role.key(config, stream),
             exists: false,
@@ -641,14 +642,9 @@ mod tests {
 
     #[test]
     fn the_policy_is_named_with_its_setting() {
-        let mut row = Row::base(
-            &QueueConfig {
-                dead_letter_retention: Duration::from_secs(14 * 86_400),
-                ..example_config()
-            },
-            3,
-            StreamRole::Dead,
-        );
+        let mut config = example_config();
+        config.dead_letter.retention = Duration::from_secs(14 * 86_400);
+        let mut row = Row::base(&config, 3, StreamRole::Dead);
         row.decided_by = Some(DecidedBy {
             kind: Boundary::Policy.kind(),
             group: None,

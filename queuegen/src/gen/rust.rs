@@ -218,6 +218,8 @@ pub(crate) struct QueueContext {
     config: String,
     /// What the module imports from `queuegen_runtime`, sorted.
     runtime_imports: Vec<&'static str>,
+    /// The `QueueConfig` sections it imports from `queuegen_runtime::config`, sorted.
+    config_imports: Vec<&'static str>,
     /// What it imports from `queuegen_runtime::postgres`; empty when none.
     postgres_imports: Vec<&'static str>,
     /// The priority lanes, one const each in `mod lanes`.
@@ -288,6 +290,7 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
     QueueContext {
         schedule_cron: schedules.iter().any(|s| s.cron.is_some()),
         runtime_imports: runtime_imports(queue, !schedules.is_empty()),
+        config_imports: config_imports(queue),
         schedules,
         name: queue.name.clone(),
         module: module_name(&queue.name),
@@ -336,6 +339,27 @@ fn runtime_imports(queue: &Queue, schedules: bool) -> Vec<&'static str> {
     }
     if !queue.lanes.is_empty() {
         names.push("Lane");
+    }
+    names.sort_unstable();
+    names
+}
+
+/// The sections of `QueueConfig` that `CONFIG` spells, sorted.
+fn config_imports(queue: &Queue) -> Vec<&'static str> {
+    let mut names = vec![
+        "AdmissionConfig",
+        "Backoff",
+        "ClaimConfig",
+        "DeadLetterConfig",
+        "DurabilityConfig",
+        "HandlerConfig",
+        "PayloadConfig",
+        "PoisonConfig",
+        "RetentionConfig",
+        "RetryConfig",
+    ];
+    if queue.dedup.is_some() {
+        names.push("DedupConfig");
     }
     names.sort_unstable();
     names

@@ -5,6 +5,12 @@
 use std::time::Duration;
 
 use proc_macro2::{Literal, TokenStream};
+use std::borrow::Cow;
+
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{Jitter, Lane, QueueConfig, RateLimit, TenantRateLimit};
 use quote::{format_ident, quote};
 
@@ -30,37 +36,17 @@ impl RustValue for QueueConfig {
             partition_by,
             group,
             group_start,
-            handler_timeout,
-            concurrency,
-            shutdown_budget,
-            rate,
-            tenant_rate,
-            claim_min_idle,
-            claim_every,
-            claim_batch,
-            claim_rate,
-            payload_max_bytes,
             functions,
-            retry_max_attempts,
-            retry_initial,
-            retry_max,
-            retry_factor,
-            retry_jitter,
-            retry_promote_every,
-            retry_promote_batch,
-            poison_max_deliveries,
-            dead_letter_max_len,
-            marker_ttl,
-            retention_min_age,
-            trim_every,
-            trim_in_process,
-            delete_on_ack,
-            dead_letter_retention,
-            admission_max_oldest_ready_age,
-            admission_refresh,
-            wait_replicas,
-            wait_timeout,
-            dedup_window,
+            handler,
+            claim,
+            payload,
+            retry,
+            poison,
+            dead_letter,
+            retention,
+            admission,
+            redis,
+            dedup,
             lanes,
             default_lane,
         } = self;
@@ -72,46 +58,196 @@ impl RustValue for QueueConfig {
             ("partition_by", partition_by.rust()),
             ("group", group.rust()),
             ("group_start", group_start.rust()),
-            ("handler_timeout", handler_timeout.rust()),
-            ("concurrency", concurrency.rust()),
-            ("shutdown_budget", shutdown_budget.rust()),
-            ("rate", rate.rust()),
-            ("tenant_rate", tenant_rate.rust()),
-            ("claim_min_idle", claim_min_idle.rust()),
-            ("claim_every", claim_every.rust()),
-            ("claim_batch", claim_batch.rust()),
-            ("claim_rate", claim_rate.rust()),
-            ("payload_max_bytes", payload_max_bytes.rust()),
             ("functions", functions.rust()),
-            ("retry_max_attempts", retry_max_attempts.rust()),
-            ("retry_initial", retry_initial.rust()),
-            ("retry_max", retry_max.rust()),
-            ("retry_factor", retry_factor.rust()),
-            ("retry_jitter", retry_jitter.rust()),
-            ("retry_promote_every", retry_promote_every.rust()),
-            ("retry_promote_batch", retry_promote_batch.rust()),
-            ("poison_max_deliveries", poison_max_deliveries.rust()),
-            ("dead_letter_max_len", dead_letter_max_len.rust()),
-            ("marker_ttl", marker_ttl.rust()),
-            ("retention_min_age", retention_min_age.rust()),
-            ("trim_every", trim_every.rust()),
-            ("trim_in_process", trim_in_process.rust()),
-            ("delete_on_ack", delete_on_ack.rust()),
-            ("dead_letter_retention", dead_letter_retention.rust()),
-            (
-                "admission_max_oldest_ready_age",
-                admission_max_oldest_ready_age.rust(),
-            ),
-            ("admission_refresh", admission_refresh.rust()),
-            ("wait_replicas", wait_replicas.rust()),
-            ("wait_timeout", wait_timeout.rust()),
-            ("dedup_window", dedup_window.rust()),
+            ("handler", handler.rust()),
+            ("claim", claim.rust()),
+            ("payload", payload.rust()),
+            ("retry", retry.rust()),
+            ("poison", poison.rust()),
+            ("dead_letter", dead_letter.rust()),
+            ("retention", retention.rust()),
+            ("admission", admission.rust()),
+            ("redis", redis.rust()),
+            ("dedup", dedup.rust()),
             ("lanes", lanes.rust()),
             ("default_lane", default_lane.rust()),
         ];
-        let names = fields.iter().map(|(name, _)| format_ident!("{name}"));
-        let values = fields.iter().map(|(_, value)| value);
-        quote!(QueueConfig { #(#names: #values),* })
+        struct_literal("QueueConfig", &fields)
+    }
+}
+
+/// `Name { field: value, .. }` from the rendered fields, in order.
+fn struct_literal(name: &str, fields: &[(&str, TokenStream)]) -> TokenStream {
+    let name = format_ident!("{name}");
+    let names = fields.iter().map(|(field, _)| format_ident!("{field}"));
+    let values = fields.iter().map(|(_, value)| value);
+    quote!(#name { #(#names: #values),* })
+}
+
+impl RustValue for HandlerConfig {
+    fn rust(&self) -> TokenStream {
+        let HandlerConfig {
+            timeout,
+            concurrency,
+            shutdown_budget,
+            rate,
+            tenant_rate,
+        } = self;
+        struct_literal(
+            "HandlerConfig",
+            &[
+                ("timeout", timeout.rust()),
+                ("concurrency", concurrency.rust()),
+                ("shutdown_budget", shutdown_budget.rust()),
+                ("rate", rate.rust()),
+                ("tenant_rate", tenant_rate.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for ClaimConfig {
+    fn rust(&self) -> TokenStream {
+        let ClaimConfig {
+            min_idle,
+            every,
+            batch,
+            rate,
+        } = self;
+        struct_literal(
+            "ClaimConfig",
+            &[
+                ("min_idle", min_idle.rust()),
+                ("every", every.rust()),
+                ("batch", batch.rust()),
+                ("rate", rate.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for PayloadConfig {
+    fn rust(&self) -> TokenStream {
+        let PayloadConfig { max_bytes } = self;
+        struct_literal("PayloadConfig", &[("max_bytes", max_bytes.rust())])
+    }
+}
+
+impl RustValue for RetryConfig {
+    fn rust(&self) -> TokenStream {
+        let RetryConfig {
+            max_attempts,
+            backoff,
+            promote_every,
+            promote_batch,
+        } = self;
+        struct_literal(
+            "RetryConfig",
+            &[
+                ("max_attempts", max_attempts.rust()),
+                ("backoff", backoff.rust()),
+                ("promote_every", promote_every.rust()),
+                ("promote_batch", promote_batch.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for Backoff {
+    fn rust(&self) -> TokenStream {
+        let Backoff {
+            initial,
+            max,
+            factor,
+            jitter,
+        } = self;
+        struct_literal(
+            "Backoff",
+            &[
+                ("initial", initial.rust()),
+                ("max", max.rust()),
+                ("factor", factor.rust()),
+                ("jitter", jitter.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for PoisonConfig {
+    fn rust(&self) -> TokenStream {
+        let PoisonConfig { max_deliveries } = self;
+        struct_literal("PoisonConfig", &[("max_deliveries", max_deliveries.rust())])
+    }
+}
+
+impl RustValue for DeadLetterConfig {
+    fn rust(&self) -> TokenStream {
+        let DeadLetterConfig { max_len, retention } = self;
+        struct_literal(
+            "DeadLetterConfig",
+            &[("max_len", max_len.rust()), ("retention", retention.rust())],
+        )
+    }
+}
+
+impl RustValue for RetentionConfig {
+    fn rust(&self) -> TokenStream {
+        let RetentionConfig {
+            min_age,
+            marker_ttl,
+            trim_every,
+            trim_in_process,
+            delete_on_ack,
+        } = self;
+        struct_literal(
+            "RetentionConfig",
+            &[
+                ("min_age", min_age.rust()),
+                ("marker_ttl", marker_ttl.rust()),
+                ("trim_every", trim_every.rust()),
+                ("trim_in_process", trim_in_process.rust()),
+                ("delete_on_ack", delete_on_ack.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for AdmissionConfig {
+    fn rust(&self) -> TokenStream {
+        let AdmissionConfig {
+            max_oldest_ready_age,
+            refresh,
+        } = self;
+        struct_literal(
+            "AdmissionConfig",
+            &[
+                ("max_oldest_ready_age", max_oldest_ready_age.rust()),
+                ("refresh", refresh.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for DurabilityConfig {
+    fn rust(&self) -> TokenStream {
+        let DurabilityConfig {
+            wait_replicas,
+            wait_timeout,
+        } = self;
+        struct_literal(
+            "DurabilityConfig",
+            &[
+                ("wait_replicas", wait_replicas.rust()),
+                ("wait_timeout", wait_timeout.rust()),
+            ],
+        )
+    }
+}
+
+impl RustValue for DedupConfig {
+    fn rust(&self) -> TokenStream {
+        let DedupConfig { window } = self;
+        struct_literal("DedupConfig", &[("window", window.rust())])
     }
 }
 
@@ -177,7 +313,7 @@ impl<T: RustValue> RustValue for Option<T> {
     }
 }
 
-/// A `&'static [T]` field: a slice literal.
+/// A slice literal.
 impl<T: RustValue> RustValue for &[T] {
     fn rust(&self) -> TokenStream {
         let items = self.iter().map(RustValue::rust);
@@ -189,6 +325,22 @@ impl RustValue for &str {
     fn rust(&self) -> TokenStream {
         let literal = Literal::string(self);
         quote!(#literal)
+    }
+}
+
+/// A `Cow<'static, str>` field: a borrowed literal, so the value stays a `const`.
+impl RustValue for Cow<'static, str> {
+    fn rust(&self) -> TokenStream {
+        let literal = self.as_ref().rust();
+        quote!(Cow::Borrowed(#literal))
+    }
+}
+
+/// A `Cow<'static, [T]>` field: a borrowed slice literal.
+impl<T: RustValue + Clone> RustValue for Cow<'static, [T]> {
+    fn rust(&self) -> TokenStream {
+        let slice = self.as_ref().rust();
+        quote!(Cow::Borrowed(#slice))
     }
 }
 
@@ -255,10 +407,13 @@ mod tests {
     #[test]
     fn options_slices_and_lanes() {
         let lanes: &[Lane] = &[Lane {
-            name: "high",
+            name: Cow::Borrowed("high"),
             weight: 3,
         }];
-        assert_eq!(text(&lanes), r#"&[Lane{name:"high",weight:3}]"#);
+        assert_eq!(
+            text(&lanes),
+            r#"&[Lane{name:Cow::Borrowed("high"),weight:3}]"#
+        );
         assert_eq!(text(&None::<Duration>), "None");
         let empty: &[&str] = &[];
         assert_eq!(text(&empty), "&[]");

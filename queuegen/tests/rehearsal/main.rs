@@ -513,7 +513,7 @@ fn dead_letters(
                 .query(admin)
                 .unwrap();
             for entry in entries.ids {
-                dead.entry(config.queue.to_owned())
+                dead.entry(config.queue.to_string())
                     .or_insert_with(Vec::new)
                     .push((entry.id, partition));
             }

@@ -9,7 +9,7 @@ pub enum OperationError {
     /// An operator asked about a partition the queue does not have.
     #[error("queue {queue} has no partition {partition}: its partitions are 0 to {}", partitions.saturating_sub(1))]
     NoSuchPartition {
-        queue: &'static str,
+        queue: String,
         partition: u16,
         partitions: u16,
     },
@@ -17,7 +17,7 @@ pub enum OperationError {
     /// An operator named a lane the queue does not have.
     #[error("queue {queue} has {known}; there is no lane {lane:?}")]
     NoSuchLane {
-        queue: &'static str,
+        queue: String,
         lane: String,
         /// `lanes high, normal` or `no lanes`.
         known: String,
@@ -26,7 +26,7 @@ pub enum OperationError {
     /// An operator named a dead letter that is not (or no longer) stored.
     #[error("queue {queue}: no dead letter with ID {id} in {place}")]
     NoSuchDeadLetter {
-        queue: &'static str,
+        queue: String,
         id: String,
         /// `partition 3`, `lane high, partition 3` or `any partition`.
         place: String,
@@ -38,7 +38,7 @@ pub enum OperationError {
          <unix ms>-<sequence>, two whole numbers such as 1733486400000-0 \
          (copy it from `queuegen dlq list` or the partition's page)"
     )]
-    BadDeadLetterId { queue: &'static str, id: String },
+    BadDeadLetterId { queue: String, id: String },
 
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]

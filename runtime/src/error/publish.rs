@@ -9,7 +9,7 @@ pub enum PublishError {
         "queue {queue}: job {job_id:?} encodes to {len} bytes, above payload.max_bytes = {max}"
     )]
     PayloadTooLarge {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         len: usize,
         max: usize,
@@ -17,15 +17,12 @@ pub enum PublishError {
 
     /// A job handed to a producer has an empty `job_id`; `position` is its index in the batch.
     #[error("queue {queue}: job at position {position} has an empty job_id")]
-    EmptyJobId {
-        queue: &'static str,
-        position: usize,
-    },
+    EmptyJobId { queue: String, position: usize },
 
     /// A job names a lane its queue does not have.
     #[error("queue {queue}: job {job_id:?} names lane {lane:?}, which is not one of the queue's lanes ({known})")]
     UnknownLane {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         lane: String,
         /// The queue's lanes, comma-separated, or `none` when it has no lanes.
@@ -35,7 +32,7 @@ pub enum PublishError {
     /// A job could not be encoded.
     #[error("queue {queue}: job {job_id:?} is invalid: {source}")]
     InvalidJob {
-        queue: &'static str,
+        queue: String,
         job_id: String,
         #[source]
         source: Box<super::Error>,
@@ -45,15 +42,15 @@ pub enum PublishError {
     /// older than `admission.max_oldest_ready_age`.
     #[error(
         "queue {queue} partition {partition}{}: backpressure: the oldest undelivered entry is {}, above admission.max_oldest_ready_age = {}",
-        lane.map(|lane| format!(" lane {lane}")).unwrap_or_default(),
+        lane.as_ref().map(|lane| format!(" lane {lane}")).unwrap_or_default(),
         humantime::format_duration(*oldest_ready_age),
         humantime::format_duration(*limit)
     )]
     Backpressure {
-        queue: &'static str,
+        queue: String,
         partition: u16,
         /// The lane, for a queue with lanes: each lane's stream is admitted on its own.
-        lane: Option<&'static str>,
+        lane: Option<String>,
         oldest_ready_age: std::time::Duration,
         limit: std::time::Duration,
     },

@@ -16,10 +16,7 @@ pub enum SetupError {
     /// zero concurrency, an unusable environment variable or schedule).
     /// `problem` stays free text: each setting has its own rule to explain.
     #[error("queue {queue}: invalid worker setup: {problem}")]
-    InvalidWorker {
-        queue: &'static str,
-        problem: String,
-    },
+    InvalidWorker { queue: String, problem: String },
 
     /// The Function library this code was generated with is not loaded on a server.
     #[error(

@@ -17,12 +17,12 @@ fn each_domain_displays_the_same_through_the_top_level_error() {
         ),
         (
             PublishError::EmptyJobId {
-                queue: "ocr",
+                queue: "ocr".to_owned(),
                 position: 2,
             }
             .to_string(),
             PublishError::EmptyJobId {
-                queue: "ocr",
+                queue: "ocr".to_owned(),
                 position: 2,
             }
             .into(),

@@ -170,7 +170,7 @@ impl crate::config::QueueConfig {
     /// `{functions}_{name}`. (Defined here, with the list, so that the
     /// configuration does not depend on the library's client.)
     pub fn function(&self, function: Function) -> String {
-        function.in_library(self.functions)
+        function.in_library(&self.functions)
     }
 }
 

@@ -2,14 +2,19 @@
 //!
 //! A series appears at its first event.
 
+// Labels take `&Cow` and clone it: free for a generated config's borrowed
+// names, where `&str` would allocate a `String` per series.
+#![allow(clippy::ptr_arg)]
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
 }
 
@@ -47,23 +52,32 @@ impl ProducerMetrics {
     }
 
     /// `jobs` were appended to `queue`'s `partition`.
-    pub fn published(&self, queue: &'static str, partition: u16, jobs: u64) {
+    pub fn published(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
         self.published
-            .get_or_create(&PartitionLabels { queue, partition })
+            .get_or_create(&PartitionLabels {
+                queue: queue.clone(),
+                partition,
+            })
             .inc_by(jobs);
     }
 
     /// `jobs` publishes to `queue`'s `partition` were duplicates (`dedup`).
-    pub fn duplicates(&self, queue: &'static str, partition: u16, jobs: u64) {
+    pub fn duplicates(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
         self.duplicates
-            .get_or_create(&PartitionLabels { queue, partition })
+            .get_or_create(&PartitionLabels {
+                queue: queue.clone(),
+                partition,
+            })
             .inc_by(jobs);
     }
 
     /// One publish (or one `publish_many` call) to `queue`'s `partition` was refused.
-    pub fn refused(&self, queue: &'static str, partition: u16) {
+    pub fn refused(&self, queue: &Cow<'static, str>, partition: u16) {
         self.refusals
-            .get_or_create(&PartitionLabels { queue, partition })
+            .get_or_create(&PartitionLabels {
+                queue: queue.clone(),
+                partition,
+            })
             .inc();
     }
 }
@@ -77,10 +91,10 @@ mod tests {
         let producer = ProducerMetrics::new();
         let mut registry = Registry::default();
         producer.register(&mut registry);
-        producer.published("ocr", 0, 10);
-        producer.published("ocr", 0, 5);
-        producer.refused("ocr", 2);
-        producer.duplicates("ocr", 0, 2);
+        producer.published(&"ocr".into(), 0, 10);
+        producer.published(&"ocr".into(), 0, 5);
+        producer.refused(&"ocr".into(), 2);
+        producer.duplicates(&"ocr".into(), 0, 2);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [

@@ -6,23 +6,28 @@
 //! scrape, and its `increase()` counts the first pass (a series born at 1
 //! hides it). Removed entries appear at the first trim.
 
+// Labels take `&Cow` and clone it: free for a generated config's borrowed
+// names, where `&str` would allocate a `String` per series.
+#![allow(clippy::ptr_arg)]
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 
 use super::labels::{StreamRole, TrimOutcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
     stream: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PassLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
     stream: &'static str,
     outcome: &'static str,
@@ -56,10 +61,16 @@ impl TrimMetrics {
     }
 
     /// `entries` removed from `stream` of `queue`'s `partition` by one `XTRIM`.
-    pub fn removed(&self, queue: &'static str, partition: u16, stream: StreamRole, entries: u64) {
+    pub fn removed(
+        &self,
+        queue: &Cow<'static, str>,
+        partition: u16,
+        stream: StreamRole,
+        entries: u64,
+    ) {
         self.removed
             .get_or_create(&StreamLabels {
-                queue,
+                queue: queue.clone(),
                 partition,
                 stream: stream.as_str(),
             })
@@ -68,11 +79,11 @@ impl TrimMetrics {
 
     /// Creates at 0 the pass series of `queue`'s `partition`: both
     /// streams, every outcome. For a worker that trims the partition.
-    pub fn partition(&self, queue: &'static str, partition: u16) {
+    pub fn partition(&self, queue: &Cow<'static, str>, partition: u16) {
         for stream in StreamRole::BOTH {
             for outcome in TrimOutcome::ALL {
                 let _created = self.passes.get_or_create(&PassLabels {
-                    queue,
+                    queue: queue.clone(),
                     partition,
                     stream: stream.as_str(),
                     outcome: outcome.as_str(),
@@ -84,14 +95,14 @@ impl TrimMetrics {
     /// One pass over `stream` of `queue`'s `partition` ended with `outcome`.
     pub fn pass(
         &self,
-        queue: &'static str,
+        queue: &Cow<'static, str>,
         partition: u16,
         stream: StreamRole,
         outcome: TrimOutcome,
     ) {
         self.passes
             .get_or_create(&PassLabels {
-                queue,
+                queue: queue.clone(),
                 partition,
                 stream: stream.as_str(),
                 outcome: outcome.as_str(),
@@ -109,12 +120,12 @@ mod tests {
         let trim = TrimMetrics::new();
         let mut registry = Registry::default();
         trim.register(&mut registry);
-        trim.removed("ocr", 1, StreamRole::Ready, 40);
-        trim.removed("ocr", 1, StreamRole::Ready, 2);
-        trim.removed("ocr", 1, StreamRole::Dead, 5);
-        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Trimmed);
-        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Aborted);
-        trim.pass("ocr", 1, StreamRole::Ready, TrimOutcome::Aborted);
+        trim.removed(&"ocr".into(), 1, StreamRole::Ready, 40);
+        trim.removed(&"ocr".into(), 1, StreamRole::Ready, 2);
+        trim.removed(&"ocr".into(), 1, StreamRole::Dead, 5);
+        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Trimmed);
+        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Aborted);
+        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Aborted);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [

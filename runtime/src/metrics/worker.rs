@@ -6,7 +6,12 @@
 //! when it starts, at 0, so that `rate()` and `increase()` see the first
 //! event and the set of series does not change while it runs.
 
+// Labels take `&Cow` and clone it: free for a generated config's borrowed
+// names, where `&str` would allocate a `String` per series.
+#![allow(clippy::ptr_arg)]
+
 use prometheus_client::encoding::EncodeLabelSet;
+use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::counter::Counter;
@@ -32,46 +37,46 @@ const LATENCY_BUCKETS: [f64; 17] = [
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
-    group: &'static str,
+    group: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
-    group: &'static str,
+    group: Cow<'static, str>,
     outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
-    group: &'static str,
+    group: Cow<'static, str>,
     reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SettlementLabels {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
-    group: &'static str,
+    group: Cow<'static, str>,
     settlement: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
-    queue: &'static str,
-    group: &'static str,
+    queue: Cow<'static, str>,
+    group: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LaneLabels {
-    queue: &'static str,
-    group: &'static str,
-    lane: &'static str,
+    queue: Cow<'static, str>,
+    group: Cow<'static, str>,
+    lane: Cow<'static, str>,
 }
 
 type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
@@ -274,22 +279,22 @@ impl WorkerMetrics {
     /// Every counter of one partition, created now (at 0) if new.
     pub(crate) fn partition(
         &self,
-        queue: &'static str,
-        group: &'static str,
+        queue: &Cow<'static, str>,
+        group: &Cow<'static, str>,
         partition: u16,
     ) -> PartitionMeters {
         let labels = PartitionLabels {
-            queue,
+            queue: queue.clone(),
             partition,
-            group,
+            group: group.clone(),
         };
         let counter =
             |family: &Family<PartitionLabels, Counter>| family.get_or_create_owned(&labels);
         let outcome = |family: &Family<OutcomeLabels, Counter>, outcome: &'static str| {
             family.get_or_create_owned(&OutcomeLabels {
-                queue,
+                queue: queue.clone(),
                 partition,
-                group,
+                group: group.clone(),
                 outcome,
             })
         };
@@ -305,9 +310,9 @@ impl WorkerMetrics {
             delayed_promoted: counter(&self.delayed_promoted),
             dead_letters: DeadReason::ALL.map(|reason| {
                 self.dead_letters.get_or_create_owned(&ReasonLabels {
-                    queue,
+                    queue: queue.clone(),
                     partition,
-                    group,
+                    group: group.clone(),
                     reason: reason.as_str(),
                 })
             }),
@@ -316,9 +321,9 @@ impl WorkerMetrics {
             ack_failures: counter(&self.ack_failures),
             ownership_lost: Settlement::ALL.map(|settlement| {
                 self.ownership_lost.get_or_create_owned(&SettlementLabels {
-                    queue,
+                    queue: queue.clone(),
                     partition,
-                    group,
+                    group: group.clone(),
                     settlement: settlement.as_str(),
                 })
             }),
@@ -332,14 +337,14 @@ impl WorkerMetrics {
     /// kept it: only for a queue with `retention.on_ack: delete`.
     pub(crate) fn on_ack(
         &self,
-        queue: &'static str,
-        group: &'static str,
+        queue: &Cow<'static, str>,
+        group: &Cow<'static, str>,
         partition: u16,
     ) -> OnAckCounters {
         let labels = PartitionLabels {
-            queue,
+            queue: queue.clone(),
             partition,
-            group,
+            group: group.clone(),
         };
         OnAckCounters {
             deleted: self.deleted_on_ack.get_or_create_owned(&labels),
@@ -348,29 +353,41 @@ impl WorkerMetrics {
     }
 
     /// The seconds counter of the intake's waits on the queue's rate limit.
-    pub(crate) fn rate_limited(&self, queue: &'static str, group: &'static str) -> SecondsCounter {
-        self.rate_limited
-            .get_or_create_owned(&QueueLabels { queue, group })
+    pub(crate) fn rate_limited(
+        &self,
+        queue: &Cow<'static, str>,
+        group: &Cow<'static, str>,
+    ) -> SecondsCounter {
+        self.rate_limited.get_or_create_owned(&QueueLabels {
+            queue: queue.clone(),
+            group: group.clone(),
+        })
     }
 
     /// The counter of entries the intake read from `lane`.
     pub(crate) fn lane_deliveries(
         &self,
-        queue: &'static str,
-        group: &'static str,
-        lane: &'static str,
+        queue: &Cow<'static, str>,
+        group: &Cow<'static, str>,
+        lane: &Cow<'static, str>,
     ) -> Counter {
-        self.lane_deliveries
-            .get_or_create_owned(&LaneLabels { queue, group, lane })
+        self.lane_deliveries.get_or_create_owned(&LaneLabels {
+            queue: queue.clone(),
+            group: group.clone(),
+            lane: lane.clone(),
+        })
     }
 
     /// The handler duration and publish→start histograms of one queue and group.
     pub(crate) fn histograms(
         &self,
-        queue: &'static str,
-        group: &'static str,
+        queue: &Cow<'static, str>,
+        group: &Cow<'static, str>,
     ) -> (Histogram, Histogram) {
-        let labels = QueueLabels { queue, group };
+        let labels = QueueLabels {
+            queue: queue.clone(),
+            group: group.clone(),
+        };
         (
             self.handler_duration.get_or_create_owned(&labels),
             self.publish_to_start.get_or_create_owned(&labels),
@@ -431,7 +448,7 @@ mod tests {
         let metrics = WorkerMetrics::new();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        let meters = metrics.partition("ocr", "workers", 3);
+        let meters = metrics.partition(&"ocr".into(), &"workers".into(), 3);
         let text = openmetrics(&registry);
         assert!(
             text.contains(r#"queuegen_jobs_total{queue="ocr",partition="3",group="workers",outcome="malformed"} 0"#),
@@ -446,8 +463,8 @@ mod tests {
         meters.dead_letters[DeadReason::Poison.index()].inc();
         meters.claim_throttled.inc_by(0.25);
         // A second worker of the same partition shares the series.
-        metrics.partition("ocr", "workers", 3).jobs[JobOutcome::Done.index()].inc();
-        let (duration, _latency) = metrics.histograms("ocr", "workers");
+        metrics.partition(&"ocr".into(), &"workers".into(), 3).jobs[JobOutcome::Done.index()].inc();
+        let (duration, _latency) = metrics.histograms(&"ocr".into(), &"workers".into());
         duration.observe(0.003);
         let text = openmetrics(&registry);
         assert!(
@@ -487,15 +504,15 @@ mod tests {
         metrics.register(&mut registry);
         // A family without series exports nothing, not even its TYPE line.
         assert_eq!(openmetrics(&registry), "# EOF\n");
-        let _meters = metrics.partition("ocr", "workers", 0);
-        let _histograms = metrics.histograms("ocr", "workers");
-        let _rate_limited = metrics.rate_limited("ocr", "workers");
-        let _lane = metrics.lane_deliveries("ocr", "workers", "high");
+        let _meters = metrics.partition(&"ocr".into(), &"workers".into(), 0);
+        let _histograms = metrics.histograms(&"ocr".into(), &"workers".into());
+        let _rate_limited = metrics.rate_limited(&"ocr".into(), &"workers".into());
+        let _lane = metrics.lane_deliveries(&"ocr".into(), &"workers".into(), &"high".into());
         metrics
             .trim()
-            .removed("ocr", 0, super::super::StreamRole::Dead, 1);
+            .removed(&"ocr".into(), 0, super::super::StreamRole::Dead, 1);
         metrics.trim().pass(
-            "ocr",
+            &"ocr".into(),
             0,
             super::super::StreamRole::Dead,
             super::super::TrimOutcome::Trimmed,

@@ -4,6 +4,7 @@
 //! Read-only (`XRANGE`/`XREVRANGE` of the dead-letter streams, `GET` of the
 //! replay markers). Replaying is `transitions::replay`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use redis::aio::ConnectionLike;
@@ -35,7 +36,7 @@ pub struct DeadLetter {
     pub partition: u16,
     /// The lane, for a queue with lanes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// Its stream number (lane and partition), for the keys.
     #[serde(skip)]
     pub stream: u16,
@@ -59,7 +60,7 @@ impl DeadLetter {
             .unwrap_or_default();
         DeadLetter {
             partition: config.partition_of_stream(stream),
-            lane: config.lane_of_stream(stream).map(|lane| lane.name),
+            lane: config.lane_of_stream(stream).map(|lane| lane.name.clone()),
             stream,
             id: entry.id,
             fields,
@@ -69,7 +70,7 @@ impl DeadLetter {
 
     /// `3`, or `high/3` for a queue with lanes.
     pub fn place(&self) -> String {
-        match self.lane {
+        match &self.lane {
             Some(lane) => format!("{lane}/{}", self.partition),
             None => self.partition.to_string(),
         }
@@ -108,13 +109,17 @@ pub fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result
         None => Ok(config.streams_of(&partitions)),
         Some(lane) if config.lane_index(lane).is_none() => {
             Err(Error::Operation(OperationError::NoSuchLane {
-                queue: config.queue,
+                queue: config.queue.to_string(),
                 lane: lane.clone(),
-                known: match config.lanes {
+                known: match &*config.lanes {
                     [] => "no lanes".to_owned(),
                     lanes => format!(
                         "lanes {}",
-                        lanes.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
+                        lanes
+                            .iter()
+                            .map(|l| &*l.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 },
             }))
@@ -137,7 +142,7 @@ pub async fn dead_letters<C: ConnectionLike>(
     if let Some(id) = &query.id {
         StreamId::parse_whole(id).map_err(|_| {
             Error::Operation(OperationError::BadDeadLetterId {
-                queue: config.queue,
+                queue: config.queue.to_string(),
                 id: id.clone(),
             })
         })?;
@@ -178,7 +183,7 @@ pub async fn dead_letters<C: ConnectionLike>(
         .collect();
     if let (Some(id), true) = (&query.id, found.is_empty()) {
         return Err(Error::Operation(OperationError::NoSuchDeadLetter {
-            queue: config.queue,
+            queue: config.queue.to_string(),
             id: id.clone(),
             place: match (&query.lane, query.partition) {
                 (Some(lane), Some(p)) => format!("lane {lane}, partition {p}"),

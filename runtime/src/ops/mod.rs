@@ -1,5 +1,5 @@
 //! The operator's views of a queue: status, pending entries, dead letters,
-//! scheduled jobs, the pause flags and the monitor's gauges, which the CLI and
+//! held jobs (scheduled retries and delayed jobs), the pause flags and the monitor's gauges, which the CLI and
 //! the dashboard share.
 //!
 //! Everything here reads with commands a least-privilege monitor user may
@@ -11,15 +11,15 @@
 pub mod dead_letters;
 #[cfg(feature = "metrics")]
 pub mod gauges;
+pub mod held;
 pub mod pause;
 pub mod pending;
-pub mod scheduled;
 pub mod status;
 
 pub use dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
 #[cfg(feature = "metrics")]
 pub use gauges::{QueueGauges, QueueMonitor};
+pub use held::{held_jobs, HeldFor, HeldJob, HeldJobs};
 pub use pause::{PauseChange, PauseNote};
 pub use pending::{pending, PendingQuery, PendingReport};
-pub use scheduled::{scheduled, HeldFor, Scheduled, ScheduledJob};
 pub use status::{status, AlertThresholds, StatusReport, WatchedQueue};

@@ -11,6 +11,7 @@
 //! what `XPENDING` can page by), the second reads the `job_id` of the rows
 //! shown (`XRANGE id id`; an entry deleted or trimmed since shows as such).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -56,7 +57,7 @@ pub struct PendingReport {
 pub struct PartitionPending {
     pub partition: u16,
     /// The lane, for a queue with lanes (a row per lane of each partition).
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// Every entry pending in the group on this partition (no filter).
     pub pending: u64,
     /// Entries matching the filters that were read and ordered.
@@ -69,7 +70,7 @@ pub struct PartitionPending {
 pub struct PendingEntry {
     pub partition: u16,
     /// The lane, for a queue with lanes.
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     pub id: StreamId,
     /// The entry's `job_id` field; `None` when the entry is gone.
     pub job_id: Option<String>,
@@ -110,8 +111,8 @@ pub async fn pending<C: ConnectionLike>(
     for &partition in &partitions {
         let key = config.ready_key(partition);
         first.cmd("TYPE").arg(&key);
-        first.cmd("XPENDING").arg(&key).arg(config.group);
-        let extended = first.cmd("XPENDING").arg(&key).arg(config.group);
+        first.cmd("XPENDING").arg(&key).arg(&*config.group);
+        let extended = first.cmd("XPENDING").arg(&key).arg(&*config.group);
         if let Some(idle_ms) = idle_ms {
             extended.arg("IDLE").arg(idle_ms);
         }
@@ -153,7 +154,7 @@ pub async fn pending<C: ConnectionLike>(
             if err.code() == Some("NOGROUP") {
                 Error::Setup(SetupError::NoGroup {
                     key: key.clone(),
-                    group: config.group.to_owned(),
+                    group: config.group.to_string(),
                 })
             } else {
                 Error::redis(format!("XPENDING {key} {}", config.group), err)
@@ -164,17 +165,19 @@ pub async fn pending<C: ConnectionLike>(
             other => return Err(inventory::unexpected(&key, "XPENDING", &other)),
         };
         let found = pending_rows(&key, extended.map_err(xpending_error)?)?;
-        let lane = config.lane_of_stream(partition).map(|lane| lane.name);
+        let lane = config
+            .lane_of_stream(partition)
+            .map(|lane| lane.name.clone());
         summaries.push(PartitionPending {
             partition: config.partition_of_stream(partition),
-            lane,
+            lane: lane.clone(),
             pending: total,
             examined: found.len() as u64,
             truncated: found.len() >= examine,
         });
         rows.extend(found.into_iter().map(|head| PendingEntry {
             partition: config.partition_of_stream(partition),
-            lane,
+            lane: lane.clone(),
             age_ms: u64::try_from(head.id.age(server_time_ms).as_millis()).unwrap_or(u64::MAX),
             id: head.id,
             job_id: None,
@@ -189,8 +192,8 @@ pub async fn pending<C: ConnectionLike>(
     rows.truncate(query.limit);
     fill_job_ids(conn, config, &mut rows).await?;
     Ok(PendingReport {
-        queue: config.queue.to_owned(),
-        group: config.group.to_owned(),
+        queue: config.queue.to_string(),
+        group: config.group.to_string(),
         server_time_ms,
         rows,
         partitions: summaries,
@@ -201,7 +204,7 @@ impl PendingEntry {
     /// The stream number of the entry's lane and partition in `config`.
     fn stream(&self, config: &QueueConfig) -> u16 {
         config
-            .stream_named(self.lane, self.partition)
+            .stream_named(self.lane.as_deref(), self.partition)
             .unwrap_or(self.partition)
     }
 }

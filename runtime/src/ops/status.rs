@@ -16,6 +16,7 @@
 //! then one with what does (per group: its lowest pending entry and its first
 //! entry after its last-delivered ID).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -93,7 +94,7 @@ pub struct QueueStatus {
 pub struct PartitionStatus {
     pub partition: u16,
     /// The lane (`lanes:`); `None` for a queue without lanes.
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     pub ready_key: String,
     /// `XLEN` of the ready stream: every entry still stored, acknowledged ones
     /// included, until the trimmer removes them. History, not depth: the
@@ -200,7 +201,7 @@ pub struct FiringAlert {
     pub alert: AlertKind,
     pub partition: u16,
     /// The lane, for a queue with lanes.
-    pub lane: Option<&'static str>,
+    pub lane: Option<Cow<'static, str>>,
     /// The group it is about; `None` for `dead_letters`.
     pub group: Option<String>,
     /// What was read: milliseconds for ages, entries for `dead_letters`.
@@ -242,7 +243,7 @@ impl StatusReport {
 impl PartitionStatus {
     /// `partition 3`, or `partition 3 lane high` for a queue with lanes.
     pub fn place(&self) -> String {
-        match self.lane {
+        match &self.lane {
             Some(lane) => format!("partition {} lane {lane}", self.partition),
             None => format!("partition {}", self.partition),
         }
@@ -296,8 +297,8 @@ pub async fn status<C: ConnectionLike>(
 ) -> Result<StatusReport> {
     let mut libraries: Vec<&str> = Vec::new();
     for queue in queues {
-        if !libraries.contains(&queue.config.functions) {
-            libraries.push(queue.config.functions);
+        if !libraries.contains(&&*queue.config.functions) {
+            libraries.push(&queue.config.functions);
         }
     }
 
@@ -317,7 +318,7 @@ pub async fn status<C: ConnectionLike>(
                 .cmd("XINFO")
                 .arg("CONSUMERS")
                 .arg(&ready)
-                .arg(config.group);
+                .arg(&*config.group);
             for set in [&retry, &config.delayed_key(partition)] {
                 first.cmd("ZCARD").arg(set);
                 first.cmd("ZRANGE").arg(set).arg(0).arg(0).arg("WITHSCORES");
@@ -355,7 +356,7 @@ pub async fn status<C: ConnectionLike>(
             let ready = config.ready_key(partition);
             let stream = inventory::read_stream(&ready, &mut answers)?
                 .ok_or_else(|| Error::Setup(SetupError::MissingStream { key: ready.clone() }))?;
-            let consumers = consumers(&ready, config.group, answers.next())?;
+            let consumers = consumers(&ready, &config.group, answers.next())?;
             let retries = scheduled_set(config.retry_key(partition), server_time_ms, &mut answers)?;
             let delayed =
                 scheduled_set(config.delayed_key(partition), server_time_ms, &mut answers)?;
@@ -405,12 +406,14 @@ pub async fn status<C: ConnectionLike>(
             };
             partitions.push(PartitionStatus {
                 partition: config.partition_of_stream(rest.partition),
-                lane: config.lane_of_stream(rest.partition).map(|lane| lane.name),
+                lane: config
+                    .lane_of_stream(rest.partition)
+                    .map(|lane| lane.name.clone()),
                 history: stream.length,
                 groups: stream
                     .groups
                     .iter()
-                    .map(|group| group_status(group, config.group, server_time_ms))
+                    .map(|group| group_status(group, &config.group, server_time_ms))
                     .collect(),
                 ready_key: stream.key,
                 consumers: rest.consumers,
@@ -422,7 +425,7 @@ pub async fn status<C: ConnectionLike>(
         }
         let alerts = partitions
             .iter()
-            .flat_map(|partition| firing(config.queue, partition, &queue.alerts))
+            .flat_map(|partition| firing(&config.queue, partition, &queue.alerts))
             .collect();
         // One flag per partition, shared by its lanes: listed once.
         let mut paused_partitions: Vec<u16> = partitions
@@ -433,8 +436,8 @@ pub async fn status<C: ConnectionLike>(
         paused_partitions.sort_unstable();
         paused_partitions.dedup();
         report.queues.push(QueueStatus {
-            queue: config.queue.to_owned(),
-            group: config.group.to_owned(),
+            queue: config.queue.to_string(),
+            group: config.group.to_string(),
             partitions,
             paused_partitions,
             alerts,
@@ -454,7 +457,7 @@ struct Partial {
 }
 
 fn describe_read(queues: &[WatchedQueue]) -> String {
-    let names: Vec<&str> = queues.iter().map(|q| q.config.queue).collect();
+    let names: Vec<&str> = queues.iter().map(|q| &*q.config.queue).collect();
     format!("reading the status of queue(s) {}", names.join(", "))
 }
 
@@ -520,7 +523,7 @@ pub fn firing(
                 alerts.push(FiringAlert {
                     alert: AlertKind::OldestPendingAge,
                     partition: partition.partition,
-                    lane: partition.lane,
+                    lane: partition.lane.clone(),
                     group: Some(group.name.clone()),
                     observed: pending.age_ms,
                     threshold: ms(limit),
@@ -542,7 +545,7 @@ pub fn firing(
                 alerts.push(FiringAlert {
                     alert: AlertKind::OldestReadyAge,
                     partition: partition.partition,
-                    lane: partition.lane,
+                    lane: partition.lane.clone(),
                     group: Some(group.name.clone()),
                     observed: ready.age_ms,
                     threshold: ms(limit),
@@ -564,7 +567,7 @@ pub fn firing(
             alerts.push(FiringAlert {
                 alert: AlertKind::DeadLetters,
                 partition: partition.partition,
-                lane: partition.lane,
+                lane: partition.lane.clone(),
                 group: None,
                 observed: count,
                 threshold: limit,

@@ -73,7 +73,7 @@ impl<E: Envelope> PgOutbox<E> {
         transaction: &impl InTransaction,
         job: NewJob<E>,
     ) -> Result<Enqueued> {
-        let queue = self.config.queue;
+        let queue = &*self.config.queue;
         let encoded = producer::encode(&self.config, job, 0)?;
         let job_id = encoded
             .pairs

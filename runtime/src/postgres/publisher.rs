@@ -25,6 +25,7 @@
 //! database; an idle publisher instead asks for pending rows every
 //! `idle_poll` (one indexed query), and while rows keep coming it never waits.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,7 @@ pub struct OutboxPublisher {
 /// One partition of one queue: where its rows go and its lock's name.
 #[derive(Debug, Clone)]
 struct OutboxPartition {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     partition: u16,
     stream: String,
     /// The queue's settings: with `dedup`, rows go out through the
@@ -102,7 +103,7 @@ impl OutboxPublisher {
                 let lock_name = format!("{outbox} {}", config.queue);
                 // Rows hold the stream number (lane and partition) their job was encoded for.
                 (0..config.streams()).map(move |partition| OutboxPartition {
-                    queue: config.queue,
+                    queue: config.queue.clone(),
                     partition,
                     stream: config.ready_key(partition),
                     config: config.clone(),
@@ -239,7 +240,7 @@ impl OutboxPublisher {
     async fn pending_partitions(&self) -> Result<Vec<&OutboxPartition>> {
         let doing = "looking for undispatched outbox rows";
         let client = self.pg.client(doing).await?;
-        let queues: Vec<&str> = self.partitions.iter().map(|p| p.queue).collect();
+        let queues: Vec<&str> = self.partitions.iter().map(|p| &*p.queue).collect();
         let numbers: Vec<i32> = self
             .partitions
             .iter()
@@ -308,7 +309,7 @@ impl OutboxPublisher {
         for row in &rows {
             ids.push(row.get::<_, i64>(0));
             let fields: Vec<&str> = row.get(1);
-            match partition.config.dedup_window {
+            match partition.config.dedup.map(|dedup| dedup.window) {
                 Some(window) => {
                     let job_id = fields
                         .chunks(2)
@@ -352,7 +353,7 @@ impl OutboxPublisher {
             .await
             .map_err(|err| self.pg.error(doing(), err))?;
         tracing::debug!(
-            queue = partition.queue,
+            queue = &*partition.queue,
             partition = partition.partition,
             rows = ids.len(),
             "outbox rows dispatched"

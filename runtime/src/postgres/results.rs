@@ -15,6 +15,7 @@
 //! A `PgJob` dropped without commit (an error returned with `?`, a handler
 //! timeout) rolls back before its connection goes back to the pool.
 
+use std::borrow::Cow;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ pub struct PgResults {
 struct Inner {
     pg: Postgres,
     handler: String,
-    queue: &'static str,
+    queue: Cow<'static, str>,
     /// Inserts the marker unless one exists: `(handler, job_id, stream_id)`.
     claim_sql: String,
     /// The committed result of a marker found: `(handler, job_id)`.
@@ -65,7 +66,7 @@ impl PgResults {
     /// The results of the queue `config` describes, under the handler name
     /// of the queue's own name. See [`PgResults::start_as`].
     pub async fn start(pg: &Postgres, config: &QueueConfig) -> Result<PgResults> {
-        Self::start_as(pg, config, config.queue).await
+        Self::start_as(pg, config, &config.queue).await
     }
 
     /// The results of handler `handler` working the queue `config`
@@ -82,7 +83,7 @@ impl PgResults {
             inner: Arc::new(Inner {
                 pg: pg.clone(),
                 handler: handler.to_owned(),
-                queue: config.queue,
+                queue: config.queue.clone(),
                 claim_sql: format!(
                     "INSERT INTO {} (handler, job_id, stream_id) VALUES ($1, $2, $3) \
                      ON CONFLICT (handler, job_id) DO NOTHING",
@@ -126,7 +127,7 @@ impl PgResults {
     /// so a refused start registers nothing.
     async fn register(&self) -> Result<()> {
         let pg = &self.inner.pg;
-        let (handler, queue) = (self.handler(), self.inner.queue);
+        let (handler, queue) = (self.handler(), &*self.inner.queue);
         let handlers = pg.table("handlers");
         let context =
             || format!("registering handler {handler:?} of queue {queue:?} in {handlers}");

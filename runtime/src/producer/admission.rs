@@ -87,7 +87,7 @@ impl Admission {
             "admission {} {} {limit:?} {:?}",
             config.ready_key(0),
             config.streams(),
-            config.admission_refresh
+            config.admission.refresh
         )
     }
 
@@ -100,7 +100,7 @@ impl Admission {
         Admission {
             config: config.clone(),
             limit,
-            refresh: config.admission_refresh,
+            refresh: config.admission.refresh,
             ready_keys,
             gates,
         }
@@ -178,7 +178,7 @@ impl Admission {
                 })
             });
             tracing::trace!(
-                queue = self.config.queue,
+                queue = &*self.config.queue,
                 partition,
                 oldest_undelivered = ?oldest,
                 "admission reading refreshed"
@@ -211,7 +211,7 @@ impl Admission {
         let oldest = reading.oldest.as_ref().expect("an age comes from an entry");
         if std::mem::replace(&mut reading.warned, true) {
             tracing::debug!(
-                queue = self.config.queue,
+                queue = &*self.config.queue,
                 partition,
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
@@ -221,7 +221,7 @@ impl Admission {
             );
         } else {
             tracing::warn!(
-                queue = self.config.queue,
+                queue = &*self.config.queue,
                 partition,
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
@@ -231,9 +231,12 @@ impl Admission {
             );
         }
         Err(Error::Publish(PublishError::Backpressure {
-            queue: self.config.queue,
+            queue: self.config.queue.to_string(),
             partition: self.config.partition_of_stream(partition),
-            lane: self.config.lane_of_stream(partition).map(|lane| lane.name),
+            lane: self
+                .config
+                .lane_of_stream(partition)
+                .map(|lane| lane.name.to_string()),
             oldest_ready_age: age,
             limit: self.limit,
         }))

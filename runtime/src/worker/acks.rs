@@ -123,7 +123,7 @@ pub(super) struct Acker {
     pub keep: AckFunction,
     /// Set when an `ack_delete` call found `XACKDEL` refused.
     pub xackdel_refused: AtomicBool,
-    pub queue: &'static str,
+    pub queue: std::borrow::Cow<'static, str>,
     /// The queue's partition count: a stream number modulo it is the
     /// partition the logs name (the key names the lane).
     pub partitions: u16,
@@ -265,7 +265,7 @@ impl Acker {
         let (shown, key) = (partition % self.partitions.max(1), self.key(partition));
         if acked.xackdel_refused && !self.xackdel_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
-                queue = self.queue,
+                queue = &*self.queue,
                 key,
                 "the server refused XACKDEL although the worker found it at start (a failover to an older server, or a users file rendered without +xackdel); acknowledging with XACK from now on: entries stay until the trimmer removes them",
             );
@@ -287,7 +287,7 @@ impl Acker {
                 .find(|request| request.id == refused.id)
                 .map_or("(unknown)", |request| request.job_id.as_str());
             tracing::warn!(
-                queue = self.queue,
+                queue = &*self.queue,
                 partition = shown,
                 key,
                 job_id = %job_id,
@@ -307,7 +307,7 @@ impl Acker {
             } else {
                 lost += acked.unaccounted;
                 tracing::warn!(
-                    queue = self.queue,
+                    queue = &*self.queue,
                     partition = shown,
                     key,
                     entries = acked.unaccounted,

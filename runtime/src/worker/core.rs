@@ -1,6 +1,6 @@
 //! The worker's core: what its loops, job tasks and shutdown share that does not depend on the envelope or the handler.
 //!
-//! The leadership, pause, scheduler and trimmer loops and the shutdown
+//! The leadership, pause, promotion and trimmer loops and the shutdown
 //! take a [`Core`] alone, so they are compiled once, whatever the queue's
 //! envelope and handler; only what starts or runs jobs (the intake,
 //! recovery, the job tasks) takes the generic `Runner`, which adds the handler.
@@ -39,7 +39,7 @@ pub(super) struct Core {
     pub claims_keys: Arc<[String]>,
     /// Each partition's claim epoch as last seen; reads stamp their entries with it.
     pub epochs: Arc<Epochs>,
-    /// The partitions whose recovery and retry scheduler this worker runs now.
+    /// The partitions whose recovery and promotion this worker runs now.
     pub leadership: Leadership,
     /// Which partitions are paused: the intake reads no new entries of them.
     pub paused: Paused,

@@ -13,6 +13,8 @@
 //! handle taken when the worker started: no label lookup per event. Only
 //! the two histograms take a lock, and only when installed.
 
+#[cfg(feature = "metrics")]
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,7 +36,7 @@ pub(super) struct Events {
 
 #[cfg(feature = "metrics")]
 struct Installed {
-    queue: &'static str,
+    queue: Cow<'static, str>,
     /// By partition number; `None` for the partitions this worker does not work.
     partitions: Vec<Option<PartitionMeters>>,
     handler_duration: prometheus_client::metrics::histogram::Histogram,
@@ -64,36 +66,37 @@ impl Events {
         for &stream in partitions {
             if let Some(slot) = table.get_mut(usize::from(stream)) {
                 let partition = config.partition_of_stream(stream);
-                let mut meters = metrics.partition(config.queue, config.group, partition);
-                if config.delete_on_ack {
-                    meters.on_ack = Some(metrics.on_ack(config.queue, config.group, partition));
+                let mut meters = metrics.partition(&config.queue, &config.group, partition);
+                if config.retention.delete_on_ack {
+                    meters.on_ack = Some(metrics.on_ack(&config.queue, &config.group, partition));
                 }
                 *slot = Some(meters);
             }
         }
         // Where the workers trim, the trim alert reads the pass series from
         // the start (the CronJob's runs are seen through kube-state-metrics).
-        if config.trim_in_process {
+        if config.retention.trim_in_process {
             for &stream in partitions {
                 metrics
                     .trim()
-                    .partition(config.queue, config.partition_of_stream(stream));
+                    .partition(&config.queue, config.partition_of_stream(stream));
             }
         }
-        let (handler_duration, publish_to_start) = metrics.histograms(config.queue, config.group);
+        let (handler_duration, publish_to_start) = metrics.histograms(&config.queue, &config.group);
         Events {
             counts: WorkerReport::default(),
             installed: Some(Installed {
-                queue: config.queue,
+                queue: config.queue.clone(),
                 partitions: table,
                 handler_duration,
                 publish_to_start,
                 rate_limited: config
+                    .handler
                     .rate
-                    .map(|_| metrics.rate_limited(config.queue, config.group)),
+                    .map(|_| metrics.rate_limited(&config.queue, &config.group)),
                 lane_deliveries: (0..config.lanes.len() as u16)
                     .filter_map(|slot| config.lane_of_stream(slot * config.partitions))
-                    .map(|lane| metrics.lane_deliveries(config.queue, config.group, lane.name))
+                    .map(|lane| metrics.lane_deliveries(&config.queue, &config.group, &lane.name))
                     .collect(),
                 trim: metrics.trim().clone(),
             }),
@@ -375,7 +378,7 @@ impl Events {
         if let Some(installed) = &self.installed {
             installed
                 .trim
-                .pass(installed.queue, partition, stream, outcome);
+                .pass(&installed.queue, partition, stream, outcome);
         }
     }
 
@@ -386,7 +389,7 @@ impl Events {
         if let Some(installed) = &self.installed {
             installed
                 .trim
-                .removed(installed.queue, partition, stream, entries);
+                .removed(&installed.queue, partition, stream, entries);
         }
     }
 

@@ -128,10 +128,10 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             let keys: Vec<String> = active.iter().map(|(_, key)| key.clone()).collect();
             wakers = Some((
                 generation,
-                Wakers::start(&redis, shared.config.group, &keys, block),
+                Wakers::start(&redis, &shared.config.group, &keys, block),
             ));
         }
-        let Some(mut permits) = shared.reserve(shared.config.concurrency).await else {
+        let Some(mut permits) = shared.reserve(shared.config.handler.concurrency).await else {
             return Ok(());
         };
         let reader = match conn.as_mut() {
@@ -485,7 +485,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let shared = self.shared;
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
-            .arg(shared.config.group)
+            .arg(&*shared.config.group)
             .arg(&*shared.consumer)
             .arg("COUNT")
             .arg(count);
@@ -500,7 +500,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         match reply {
             None => Err(Failure::Cancelled),
             Some(Ok(reply)) => Ok(reply),
-            Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, shared.config.group)),
+            Some(Err(err)) => Err(classify(err, "XREADGROUP", keys, &shared.config.group)),
         }
     }
 

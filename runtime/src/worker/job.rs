@@ -77,9 +77,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             let span = tracing::info_span!(
                 parent: &parent,
                 "job",
-                queue = shared.config.queue,
+                queue = &*shared.config.queue,
                 partition = shared.config.partition_of_stream(delivery.partition),
-                lane = shared.config.lane_of_stream(delivery.partition).map(|lane| lane.name),
+                lane = shared.config.lane_of_stream(delivery.partition).map(|lane| &*lane.name),
                 stream_id = %delivery.entry.id,
                 claimed = delivery.claimed,
             );
@@ -97,9 +97,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     let span = tracing::info_span!(
         parent: &parent,
         "job",
-        queue = shared.config.queue,
+        queue = &*shared.config.queue,
         partition = shared.config.partition_of_stream(delivery.partition),
-        lane = shared.config.lane_of_stream(delivery.partition).map(|lane| lane.name),
+        lane = shared.config.lane_of_stream(delivery.partition).map(|lane| &*lane.name),
         stream_id = %delivery.entry.id,
         claimed = delivery.claimed,
         job_id = header.job_id.as_str(),
@@ -111,7 +111,6 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         // The context owns the ID from here on: no copy per job.
         stream_id: delivery.entry.id,
         stream: delivery.partition,
-        queue: shared.config.queue,
         claim_epoch: delivery.claim_epoch,
         owner: shared.jobs.ownership.clone(),
     };
@@ -161,7 +160,7 @@ async fn work<E: Envelope, H: Handler<E>>(
     // timeout or the end of the shutdown budget drops (cancels) its future.
     // No extra task per job.
     let handling = AssertUnwindSafe(shared.handler.handle(body, &ctx)).catch_unwind();
-    let timeout = shared.config.handler_timeout;
+    let timeout = shared.config.handler.timeout;
     // Biased, handler first: a handler that finishes without waiting costs
     // neither a timer nor a wait on the cancel flag.
     let finished = tokio::select! {
@@ -284,7 +283,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
         .map(|header| header.job_id)
         .ok();
     tracing::error!(
-        queue = shared.config.queue,
+        queue = &*shared.config.queue,
         partition = shared.config.partition_of_stream(delivery.partition),
         key = shared.ready_key(delivery.partition),
         stream_id = %delivery.entry.id,
@@ -320,7 +319,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     if retry::attempts_exhausted(config, attempt) {
         let detail = format!(
             "attempt {attempt} of {}: {detail}",
-            config.retry_max_attempts
+            config.retry.max_attempts
         );
         dead_letter(
             shared,
@@ -444,7 +443,7 @@ fn transition_failed(
             // job (or settled it): the new owner settles it, not this one.
             shared.events.ownership_lost(partition, settlement, 1);
             tracing::warn!(
-                queue = shared.config.queue,
+                queue = &*shared.config.queue,
                 partition,
                 job_id = %job,
                 stream_id = %stream_id,
@@ -501,7 +500,7 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
     let mut hook = tokio::spawn(
         async move { hook_shared.handler.reconcile(&hook_ctx, &reason).await }.in_current_span(),
     );
-    let timeout = shared.config.handler_timeout;
+    let timeout = shared.config.handler.timeout;
     let ended = tokio::select! {
         ended = tokio::time::timeout(timeout, &mut hook) => ended,
         () = shared.cancel.raised() => {
@@ -523,7 +522,7 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
 async fn delivery_count(shared: &Core, partition: u16, id: &str) -> u64 {
     let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
         .arg(shared.ready_key(partition))
-        .arg(shared.config.group)
+        .arg(&*shared.config.group)
         .arg(id)
         .arg(id)
         .arg(1)

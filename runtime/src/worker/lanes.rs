@@ -77,7 +77,7 @@ mod tests {
     fn shares() -> LaneShares {
         LaneShares::new(&QueueConfig {
             partitions: 4,
-            lanes: LANES,
+            lanes: std::borrow::Cow::Borrowed(LANES),
             default_lane: 1,
             ..OCR
         })

@@ -38,7 +38,7 @@ const TICKS_PER_LEASE: u32 = 3;
 
 /// How often the leases are renewed and taken: `claim.every` (at least 1 ms).
 pub(super) fn tick(config: &QueueConfig) -> Duration {
-    config.claim_every.max(Duration::from_millis(1))
+    config.claim.every.max(Duration::from_millis(1))
 }
 
 /// How long a lease lasts unless renewed: three ticks.
@@ -205,7 +205,7 @@ impl Leases {
                 core.events.loops_leader(partition, false);
             }
         }
-        let functions = core.config.functions;
+        let functions = &core.config.functions;
         let releases = self.held.iter_mut().filter_map(Option::take).map(|held| {
             let mut conn = core.multiplexed.clone();
             async move {
@@ -260,7 +260,7 @@ async fn take<C: redis::aio::ConnectionLike>(
     period: Duration,
 ) -> Result<Option<Lease>> {
     let key = config.loops_lease_key(partition);
-    match lease::acquire(conn, config.functions, &key, &leadership.holder, period).await {
+    match lease::acquire(conn, &config.functions, &key, &leadership.holder, period).await {
         Ok(lease) => Ok(Some(lease)),
         Err(Error::Operation(OperationError::LeaseHeld { .. })) => Ok(None),
         Err(err) => Err(err),
@@ -290,16 +290,12 @@ mod tests {
 
     #[test]
     fn a_lease_lasts_three_claim_periods_and_is_renewed_every_one() {
-        let config = QueueConfig {
-            claim_every: Duration::from_millis(200),
-            ..crate::config::tests::OCR
-        };
+        let mut config = crate::config::tests::OCR;
+        config.claim.every = Duration::from_millis(200);
         assert_eq!(tick(&config), Duration::from_millis(200));
         assert_eq!(lease_period(&config), Duration::from_millis(600));
-        let zero = QueueConfig {
-            claim_every: Duration::ZERO,
-            ..config
-        };
+        let mut zero = config;
+        zero.claim.every = Duration::ZERO;
         assert_eq!(lease_period(&zero), Duration::from_millis(3));
     }
 

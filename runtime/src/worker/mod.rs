@@ -8,9 +8,9 @@
 //! - `recovery`: one loop that quarantines poison entries (by delivery count)
 //!   and claims idle pending entries with `XAUTOCLAIM`, paced per partition
 //!   by `claim_pace` (`claim.rate`);
-//! - `scheduler`: one loop that promotes due retries back to the ready streams;
+//! - `promotion`: one loop that promotes due retries and delayed jobs to the ready streams;
 //! - `leadership`: one loop that holds each partition's loops lease, so that
-//!   recovery and the scheduler run a partition in one worker at a time;
+//!   recovery and promotion run a partition in one worker at a time;
 //! - `rate`: the queue's rate limit (`handler.rate`), a token bucket in
 //!   Redis the intake asks once per round;
 //! - `pause`: one loop that refreshes which partitions are paused
@@ -39,11 +39,11 @@ mod job;
 mod lanes;
 mod leadership;
 mod pause;
+mod promotion;
 mod rate;
 mod recovery;
 mod reply;
 mod report;
-mod scheduler;
 mod shutdown;
 mod start_checks;
 mod tenant_rate;
@@ -173,7 +173,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             {
                 let parsed = addr.trim().parse().map_err(|err| {
                     Error::Setup(SetupError::InvalidWorker {
-                        queue: self.config.queue,
+                        queue: self.config.queue.to_string(),
                         problem: format!(
                         "{METRICS_ADDR_ENV}={addr} is not an address such as 0.0.0.0:9464: {err}"
                     ),
@@ -183,7 +183,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             }
             #[cfg(not(feature = "metrics"))]
             return Err(Error::Setup(SetupError::InvalidWorker {
-                queue: self.config.queue,
+                queue: self.config.queue.to_string(),
                 problem: format!(
                     "{METRICS_ADDR_ENV}={addr} is set, but queuegen-runtime was built without its `metrics` feature"
                 ),
@@ -304,12 +304,12 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     ) -> Result<WorkerReport> {
         start_checks::eviction_policy(&self.redis, self.allow_eviction_policy).await?;
         // Never loads anything itself: which code runs on the server is `apply`'s decision.
-        crate::functions::verify_library(&self.redis, self.config.functions).await?;
-        let block = effective_read_block(self.read_block, self.config.shutdown_budget);
+        crate::functions::verify_library(&self.redis, &self.config.functions).await?;
+        let block = effective_read_block(self.read_block, self.config.handler.shutdown_budget);
         let span = tracing::info_span!(
             "worker",
-            queue = self.config.queue,
-            group = self.config.group,
+            queue = &*self.config.queue,
+            group = &*self.config.group,
             consumer = %self.consumer,
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
@@ -333,7 +333,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         )
         .await
         {
-            tracing::warn!(error = %err, queue = self.config.queue, "reading the pause flags failed; reading every partition until they are read");
+            tracing::warn!(error = %err, queue = &*self.config.queue, "reading the pause flags failed; reading every partition until they are read");
         }
         let ack_path = ack_path(&self.redis, &self.config).await;
         let core = Arc::new(Core {
@@ -341,7 +341,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             paused,
             multiplexed: self.redis.shared(),
             jobs: Jobs {
-                permits: Arc::new(Semaphore::new(self.config.concurrency)),
+                permits: Arc::new(Semaphore::new(self.config.handler.concurrency)),
                 in_flight: Arc::new(InFlight::default()),
                 handling: handling.clone(),
                 acker: acks::start(acks::Acker {
@@ -349,7 +349,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                     function: AckFunction::on(&self.config, ack_path),
                     keep: AckFunction::new(&self.config),
                     xackdel_refused: AtomicBool::new(false),
-                    queue: self.config.queue,
+                    queue: self.config.queue.clone(),
                     partitions: self.config.partitions,
                     consumer: consumer.clone(),
                     keys: ready_keys.clone(),
@@ -381,13 +381,13 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             _envelope: PhantomData,
         });
         tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
-        if core.config.delete_on_ack && ack_path == AckPath::Xack {
+        if core.config.retention.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
                 "retention.on_ack is delete, but not every primary has XACKDEL (Redis 8.2+): acknowledging with XACK; done entries stay until the trimmer removes them after retention.min_age",
             );
         }
-        // Lead what is free before recovery and the scheduler first look.
+        // Lead what is free before recovery and promotion first look.
         let mut leases = leadership::Leases::new(partitions.clone());
         leases.pass(&core).instrument(span.clone()).await;
         let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
@@ -397,15 +397,15 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         );
         let recovery =
             tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
-        let scheduler =
-            tokio::spawn(scheduler::run(core.clone(), partitions.clone()).instrument(span.clone()));
+        let promotion =
+            tokio::spawn(promotion::run(core.clone(), partitions.clone()).instrument(span.clone()));
         let pausing = tokio::spawn(
             pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
         );
         let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
         shutdown::run(
             core,
-            [intake, recovery, scheduler, trimmer, leading, pausing],
+            [intake, recovery, promotion, trimmer, leading, pausing],
             shutdown,
         )
         .instrument(span)
@@ -417,26 +417,26 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     fn checked_streams(&self) -> Result<Vec<u16>> {
         let invalid = |problem: String| {
             Error::Setup(SetupError::InvalidWorker {
-                queue: self.config.queue,
+                queue: self.config.queue.to_string(),
                 problem,
             })
         };
-        if self.config.concurrency == 0 {
+        if self.config.handler.concurrency == 0 {
             return Err(invalid("handler.concurrency is 0".into()));
         }
-        if self.config.claim_batch == 0 {
+        if self.config.claim.batch == 0 {
             return Err(invalid("claim.batch is 0".into()));
         }
-        if self.config.claim_rate == 0 {
+        if self.config.claim.rate == 0 {
             return Err(invalid("claim.rate is 0".into()));
         }
-        if self.config.retry_max_attempts == 0 {
+        if self.config.retry.max_attempts == 0 {
             return Err(invalid("retry.max_attempts is 0".into()));
         }
-        if self.config.retry_promote_batch == 0 {
+        if self.config.retry.promote_batch == 0 {
             return Err(invalid("retry.promote_batch is 0".into()));
         }
-        if self.config.poison_max_deliveries == 0 {
+        if self.config.poison.max_deliveries == 0 {
             return Err(invalid("poison.max_deliveries is 0".into()));
         }
         if self.config.functions.is_empty() {
@@ -465,14 +465,14 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
 /// cannot be asked (a users file without `+command|info`) gets `XACK`, with a
 /// warning.
 pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
-    if !config.delete_on_ack {
+    if !config.retention.delete_on_ack {
         return AckPath::Xack;
     }
     match crate::connect::every_primary_has_command(redis, "xackdel").await {
         Ok(true) => AckPath::XackDel,
         Ok(false) => AckPath::Xack,
         Err(err) => {
-            tracing::warn!(queue = config.queue, error = %err, "asking the primaries for XACKDEL failed; acknowledging with XACK");
+            tracing::warn!(queue = &*config.queue, error = %err, "asking the primaries for XACKDEL failed; acknowledging with XACK");
             AckPath::Xack
         }
     }
@@ -659,7 +659,7 @@ fn every(period: Duration) -> tokio::time::Interval {
 }
 
 /// The Unix ms at which `delay` from now has fully passed: rounded up, so
-/// that a scheduler comparing with [`now_ms`] (rounded down) never runs a
+/// that promotion comparing with [`now_ms`] (rounded down) never runs a
 /// retry before its delay.
 fn due_ms(delay: Duration) -> u64 {
     std::time::SystemTime::now()

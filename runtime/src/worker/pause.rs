@@ -105,14 +105,14 @@ pub(super) async fn refresh(
         if paused.set(partition, now) {
             if now {
                 tracing::info!(
-                    queue = config.queue,
+                    queue = &*config.queue,
                     partition,
                     key = %config.paused_key(partition),
                     "partition paused: reading no new entries of it (recovery carries on)"
                 );
             } else {
                 tracing::info!(
-                    queue = config.queue,
+                    queue = &*config.queue,
                     partition,
                     "partition resumed: reading new entries again"
                 );

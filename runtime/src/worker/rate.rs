@@ -43,7 +43,7 @@ pub(super) struct Grant {
 impl Limiter {
     /// The limiter of `config`'s queue; `None` without `handler.rate`.
     pub(super) fn new(config: &QueueConfig) -> Option<Limiter> {
-        let rate = config.rate?;
+        let rate = config.handler.rate?;
         Some(Limiter {
             function: config.function(crate::functions::Function::RateTake),
             key: config.rate_key(),
@@ -111,13 +111,11 @@ mod tests {
     fn a_queue_without_a_rate_has_no_limiter_and_settling_carries_both_ways() {
         let config = crate::config::tests::OCR;
         assert!(Limiter::new(&config).is_none());
-        let limited = QueueConfig {
-            rate: Some(RateLimit {
-                limit: 200,
-                per: Duration::from_secs(1),
-            }),
-            ..config
-        };
+        let mut limited = config;
+        limited.handler.rate = Some(RateLimit {
+            limit: 200,
+            per: Duration::from_secs(1),
+        });
         let mut limiter = Limiter::new(&limited).unwrap();
         assert_eq!(limiter.function, "qg_docs_pipeline_v1_rate_take");
         assert_eq!(limiter.key, "work:{ocr}:rate");

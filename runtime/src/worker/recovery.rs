@@ -61,12 +61,12 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Runner<E, H>>,
     partitions: Vec<u16>,
 ) -> Result<()> {
-    let mut ticker = every(shared.config.claim_every);
+    let mut ticker = every(shared.config.claim.every);
     // Kept across passes: a pass starts with what the pause refilled, at most one batch.
     let mut paces: HashMap<u16, ClaimPace> = partitions
         .iter()
         .map(|&partition| {
-            let pace = ClaimPace::new(shared.config.claim_rate, shared.config.claim_batch);
+            let pace = ClaimPace::new(shared.config.claim.rate, shared.config.claim.batch);
             (partition, pace)
         })
         .collect();
@@ -118,7 +118,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 /// Milliseconds part of the newest stream ID that can be idle for
 /// `claim_min_idle`: anything added later was delivered more recently.
 fn newest_claimable(shared: &Core) -> u64 {
-    let min_idle_ms = u64::try_from(shared.config.claim_min_idle.as_millis()).unwrap_or(u64::MAX);
+    let min_idle_ms = u64::try_from(shared.config.claim.min_idle.as_millis()).unwrap_or(u64::MAX);
     now_ms().saturating_sub(min_idle_ms)
 }
 
@@ -134,7 +134,7 @@ fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
     shared.events.pending_deleted(partition, ids.len() as u64);
     tracing::error!(
         key = %key,
-        group = shared.config.group,
+        group = &*shared.config.group,
         deleted_ids = ?ids,
         "pending entries were deleted from the stream before being acknowledged; their jobs are lost",
     );
@@ -150,13 +150,13 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let key = config.ready_key(partition);
-    let min_idle_ms = config.claim_min_idle.as_millis() as u64;
+    let min_idle_ms = config.claim.min_idle.as_millis() as u64;
     let claim_function = config.function(crate::functions::Function::Claim);
     let mut cursor = String::from("0-0");
     let mut throttled = false;
     loop {
         // Claim only as many entries as there are permits to run them...
-        let Some(mut permits) = shared.reserve(config.claim_batch).await else {
+        let Some(mut permits) = shared.reserve(config.claim.batch).await else {
             return Ok(false);
         };
         // ...and as the claim rate allows now.
@@ -166,9 +166,9 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             drop(permits);
             if !throttled {
                 throttled = true;
-                tracing::info!(key = %key, rate = config.claim_rate, "claim rate limit reached; pacing claims");
+                tracing::info!(key = %key, rate = config.claim.rate, "claim rate limit reached; pacing claims");
             }
-            let wanted = config.claim_batch.min(config.claim_rate as usize);
+            let wanted = config.claim.batch.min(config.claim.rate as usize);
             let wait = pace.wait_for(wanted);
             let started = tokio::time::Instant::now();
             let waited = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
@@ -186,7 +186,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         let claim = crate::functions::Claim {
             ready_key: &key,
             claims_key,
-            group: config.group,
+            group: &config.group,
             consumer: &shared.consumer,
             min_idle_ms,
             cursor: &cursor,
@@ -200,7 +200,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             )
             .await
             .ok_or(Failure::Cancelled)?
-            .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], config.group))?;
+            .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], &config.group))?;
 
         shared.epochs.observe(partition, reply.epoch);
         // Each claimed entry spends its token for good, settled or not.
@@ -246,12 +246,12 @@ fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::
     let config = &shared.config;
     let mut cmd = redis::cmd("XPENDING");
     cmd.arg(shared.ready_key(partition))
-        .arg(config.group)
+        .arg(&*config.group)
         .arg("IDLE")
-        .arg(config.claim_min_idle.as_millis() as u64)
+        .arg(config.claim.min_idle.as_millis() as u64)
         .arg(start)
         .arg(newest)
-        .arg(config.claim_batch);
+        .arg(config.claim.batch);
     cmd
 }
 
@@ -274,14 +274,14 @@ async fn first_idle_pages(
         )
         .await
         .ok_or(Failure::Cancelled)?
-        .map_err(|err| classify(err, "XPENDING", &[], shared.config.group))?;
+        .map_err(|err| classify(err, "XPENDING", &[], &shared.config.group))?;
     partitions
         .iter()
         .zip(answers)
         .map(|(&partition, answer)| {
             answer.map_err(|err| {
                 let key = shared.ready_key(partition);
-                classify(err, "XPENDING", &[key], shared.config.group)
+                classify(err, "XPENDING", &[key], &shared.config.group)
             })
         })
         .collect()
@@ -298,8 +298,8 @@ async fn quarantine_partition(
 ) -> Result<bool, Failure> {
     let config = &shared.config;
     let key = config.ready_key(partition);
-    let min_idle_ms = config.claim_min_idle.as_millis() as u64;
-    let max_deliveries = u64::from(config.poison_max_deliveries);
+    let min_idle_ms = config.claim.min_idle.as_millis() as u64;
+    let max_deliveries = u64::from(config.poison.max_deliveries);
     let mut reply = first_page;
     loop {
         let page = reply.ids.len();
@@ -369,7 +369,7 @@ async fn quarantine_partition(
                 }
             }
         }
-        if page < config.claim_batch {
+        if page < config.claim.batch {
             return Ok(true);
         }
         if shared.stop.is_raised() {
@@ -384,7 +384,7 @@ async fn quarantine_partition(
             )
             .await
             .ok_or(Failure::Cancelled)?
-            .map_err(|err| classify(err, "XPENDING", &[key.as_str()], config.group))?;
+            .map_err(|err| classify(err, "XPENDING", &[key.as_str()], &config.group))?;
     }
 }
 
@@ -423,7 +423,7 @@ async fn take_over(
         .arg(id)
         .cmd("XCLAIM")
         .arg(key)
-        .arg(config.group)
+        .arg(&*config.group)
         .arg(&*shared.consumer)
         .arg(min_idle_ms)
         .arg(id)
@@ -432,7 +432,7 @@ async fn take_over(
         .arg(claims_key)
         .query_async(&mut shared.multiplexed.clone())
         .await
-        .map_err(|err| classify(err, "XCLAIM", &[key], config.group))?;
+        .map_err(|err| classify(err, "XCLAIM", &[key], &config.group))?;
     Ok(if stored.is_empty() {
         TakeOver::Deleted
     } else if claimed.iter().any(|claimed| claimed == id) {

@@ -68,7 +68,7 @@ impl Flag {
 }
 
 fn all_permits(core: &Core) -> u32 {
-    u32::try_from(core.config.concurrency).unwrap_or(u32::MAX)
+    u32::try_from(core.config.handler.concurrency).unwrap_or(u32::MAX)
 }
 
 /// Supervises a running worker until `shutdown` completes (or a loop fails),
@@ -85,7 +85,7 @@ pub(super) async fn run<const N: usize>(
         () = shutdown => tracing::info!("shutdown requested"),
         (index, ended) = first_to_end(&mut loops) => loops[index].1 = Some(ended),
     }
-    let budget = core.config.shutdown_budget;
+    let budget = core.config.handler.shutdown_budget;
     let deadline = Instant::now() + budget;
     core.stop.raise();
 

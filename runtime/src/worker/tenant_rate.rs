@@ -37,7 +37,7 @@ pub(super) struct TenantGate {
 
 impl TenantGate {
     pub(super) fn new(config: &QueueConfig) -> Option<TenantGate> {
-        let rate = config.tenant_rate?;
+        let rate = config.handler.tenant_rate?;
         Some(TenantGate {
             function: config.function(crate::functions::Function::RateTake),
             limit: rate.limit,

@@ -22,13 +22,17 @@ use crate::trim::{self, StreamRole, StreamTrim, TrimOptions};
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).
 pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
-    if !core.config.trim_in_process {
+    if !core.config.retention.trim_in_process {
         tracing::debug!("retention.trim is cronjob: this worker does not trim");
         // Returning early would read as the loop ending; idle until shutdown.
         core.stop.raised().await;
         return Ok(());
     }
-    let period = core.config.trim_every.max(Duration::from_millis(1));
+    let period = core
+        .config
+        .retention
+        .trim_every
+        .max(Duration::from_millis(1));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let holder = format!("worker:{}", core.consumer);

@@ -38,19 +38,14 @@ pub(super) struct Wakers {
 
 impl Wakers {
     /// Starts one watcher per stream of `group`, idle until [`Wakers::wait`] arms them.
-    pub(super) fn start(
-        redis: &Redis,
-        group: &'static str,
-        keys: &[String],
-        block: Duration,
-    ) -> Wakers {
+    pub(super) fn start(redis: &Redis, group: &str, keys: &[String], block: Duration) -> Wakers {
         let (armed, _) = watch::channel(0u64);
         let woken = Arc::new(Notify::new());
         let mut watchers = JoinSet::new();
         for key in keys {
             let watcher = Watcher {
                 redis: redis.clone(),
-                group,
+                group: group.to_owned(),
                 key: key.clone(),
                 block,
                 armed: armed.subscribe(),
@@ -81,7 +76,7 @@ impl Wakers {
 /// Watches one partition's stream for entries its group has not delivered.
 struct Watcher {
     redis: Redis,
-    group: &'static str,
+    group: String,
     key: String,
     block: Duration,
     armed: watch::Receiver<u64>,

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{OutboxPublisher, PgResults, Postgres};
-use queuegen_runtime::{shutdown_signal, QueueConfig, Redis, Worker};
+use queuegen_runtime::{shutdown_signal, Redis, Worker};
 use queuegen_tests::fixtures::test_config;
 use queuegen_tests::pg_app::{DocumentsHandler, SCHEMA};
 
@@ -34,12 +34,13 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, String> {
 
 async fn run() -> Result<(), String> {
     let mode = std::env::args().nth(1).unwrap_or_default();
-    let config = QueueConfig {
-        claim_min_idle: Duration::from_millis(env_number("QG_CLAIM_MIN_IDLE_MS")?),
-        // The loops lease lasts three ticks of this: a killed process's
+    let config = {
+        let mut config = test_config(&env("QG_PREFIX")?, env_number("QG_PARTITIONS")?);
+        config.claim.min_idle = Duration::from_millis(env_number("QG_CLAIM_MIN_IDLE_MS")?);
+        // The loops lease lasts three ticks of this = a killed process's
         // partitions pass to the survivor that much later.
-        claim_every: Duration::from_millis(env_number("QG_CLAIM_EVERY_MS")?),
-        ..test_config(&env("QG_PREFIX")?, env_number("QG_PARTITIONS")?)
+        config.claim.every = Duration::from_millis(env_number("QG_CLAIM_EVERY_MS")?);
+        config
     };
     let redis = Redis::connect(&env("QG_REDIS_URL")?)
         .await

@@ -3,9 +3,14 @@
 
 //! The `evolving` queue: [`EvolvedJob`] jobs in 1 partition, worked by group `evolving-workers`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -14,45 +19,61 @@ pub use super::envelopes::EvolvedJob;
 
 /// The `evolving` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
-    service: "queuegen-tests",
-    key_prefix: "qgtest",
-    queue: "evolving",
+    service: Cow::Borrowed("queuegen-tests"),
+    key_prefix: Cow::Borrowed("qgtest"),
+    queue: Cow::Borrowed("evolving"),
     partitions: 1,
-    partition_by: &["tenant"],
-    group: "evolving-workers",
-    group_start: "0-0",
-    handler_timeout: Duration::from_secs(30),
-    concurrency: 8,
-    shutdown_budget: Duration::from_secs(10),
-    rate: None,
-    tenant_rate: None,
-    claim_min_idle: Duration::from_secs(60),
-    claim_every: Duration::from_secs(10),
-    claim_batch: 50,
-    claim_rate: 1000,
-    payload_max_bytes: 1024,
-    functions: "qg_queuegen_tests_v8",
-    retry_max_attempts: 5,
-    retry_initial: Duration::from_secs(1),
-    retry_max: Duration::from_secs(300),
-    retry_factor: 2.0,
-    retry_jitter: Jitter::Full,
-    retry_promote_every: Duration::from_secs(1),
-    retry_promote_batch: 100,
-    poison_max_deliveries: 5,
-    dead_letter_max_len: 100000,
-    marker_ttl: Duration::from_secs(259200),
-    retention_min_age: Duration::from_secs(259200),
-    trim_every: Duration::from_secs(60),
-    trim_in_process: true,
-    delete_on_ack: false,
-    dead_letter_retention: Duration::from_secs(1209600),
-    admission_max_oldest_ready_age: None,
-    admission_refresh: Duration::from_secs(1),
-    wait_replicas: 0,
-    wait_timeout: Duration::from_secs(1),
-    dedup_window: None,
-    lanes: &[],
+    partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
+    group: Cow::Borrowed("evolving-workers"),
+    group_start: Cow::Borrowed("0-0"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v8"),
+    handler: HandlerConfig {
+        timeout: Duration::from_secs(30),
+        concurrency: 8,
+        shutdown_budget: Duration::from_secs(10),
+        rate: None,
+        tenant_rate: None,
+    },
+    claim: ClaimConfig {
+        min_idle: Duration::from_secs(60),
+        every: Duration::from_secs(10),
+        batch: 50,
+        rate: 1000,
+    },
+    payload: PayloadConfig { max_bytes: 1024 },
+    retry: RetryConfig {
+        max_attempts: 5,
+        backoff: Backoff {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+            factor: 2.0,
+            jitter: Jitter::Full,
+        },
+        promote_every: Duration::from_secs(1),
+        promote_batch: 100,
+    },
+    poison: PoisonConfig { max_deliveries: 5 },
+    dead_letter: DeadLetterConfig {
+        max_len: 100000,
+        retention: Duration::from_secs(1209600),
+    },
+    retention: RetentionConfig {
+        min_age: Duration::from_secs(259200),
+        marker_ttl: Duration::from_secs(259200),
+        trim_every: Duration::from_secs(60),
+        trim_in_process: true,
+        delete_on_ack: false,
+    },
+    admission: AdmissionConfig {
+        max_oldest_ready_age: None,
+        refresh: Duration::from_secs(1),
+    },
+    redis: DurabilityConfig {
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
+    },
+    dedup: None,
+    lanes: Cow::Borrowed(&[]),
     default_lane: 0,
 };
 

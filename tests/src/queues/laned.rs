@@ -3,9 +3,14 @@
 
 //! The `laned` queue: [`TestJob`] jobs in 2 partitions, worked by group `laned-workers`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Lane, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -14,49 +19,78 @@ pub use super::envelopes::TestJob;
 
 /// The `laned` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
-    service: "queuegen-tests",
-    key_prefix: "qgtest",
-    queue: "laned",
+    service: Cow::Borrowed("queuegen-tests"),
+    key_prefix: Cow::Borrowed("qgtest"),
+    queue: Cow::Borrowed("laned"),
     partitions: 2,
-    partition_by: &["tenant", "subject_ref"],
-    group: "laned-workers",
-    group_start: "0-0",
-    handler_timeout: Duration::from_millis(200),
-    concurrency: 8,
-    shutdown_budget: Duration::from_secs(2),
-    rate: None,
-    tenant_rate: None,
-    claim_min_idle: Duration::from_millis(1200),
-    claim_every: Duration::from_millis(200),
-    claim_batch: 16,
-    claim_rate: 1000,
-    payload_max_bytes: 1024,
-    functions: "qg_queuegen_tests_v8",
-    retry_max_attempts: 3,
-    retry_initial: Duration::from_millis(100),
-    retry_max: Duration::from_secs(1),
-    retry_factor: 2.0,
-    retry_jitter: Jitter::Full,
-    retry_promote_every: Duration::from_millis(50),
-    retry_promote_batch: 100,
-    poison_max_deliveries: 3,
-    dead_letter_max_len: 100000,
-    marker_ttl: Duration::from_secs(259200),
-    retention_min_age: Duration::from_secs(259200),
-    trim_every: Duration::from_secs(60),
-    trim_in_process: true,
-    delete_on_ack: false,
-    dead_letter_retention: Duration::from_secs(1209600),
-    admission_max_oldest_ready_age: None,
-    admission_refresh: Duration::from_secs(1),
-    wait_replicas: 0,
-    wait_timeout: Duration::from_secs(1),
-    dedup_window: None,
-    lanes: &[
-        Lane { name: "high", weight: 6 },
-        Lane { name: "normal", weight: 3 },
-        Lane { name: "low", weight: 1 },
-    ],
+    partition_by: Cow::Borrowed(
+        &[Cow::Borrowed("tenant"), Cow::Borrowed("subject_ref")],
+    ),
+    group: Cow::Borrowed("laned-workers"),
+    group_start: Cow::Borrowed("0-0"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v8"),
+    handler: HandlerConfig {
+        timeout: Duration::from_millis(200),
+        concurrency: 8,
+        shutdown_budget: Duration::from_secs(2),
+        rate: None,
+        tenant_rate: None,
+    },
+    claim: ClaimConfig {
+        min_idle: Duration::from_millis(1200),
+        every: Duration::from_millis(200),
+        batch: 16,
+        rate: 1000,
+    },
+    payload: PayloadConfig { max_bytes: 1024 },
+    retry: RetryConfig {
+        max_attempts: 3,
+        backoff: Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            factor: 2.0,
+            jitter: Jitter::Full,
+        },
+        promote_every: Duration::from_millis(50),
+        promote_batch: 100,
+    },
+    poison: PoisonConfig { max_deliveries: 3 },
+    dead_letter: DeadLetterConfig {
+        max_len: 100000,
+        retention: Duration::from_secs(1209600),
+    },
+    retention: RetentionConfig {
+        min_age: Duration::from_secs(259200),
+        marker_ttl: Duration::from_secs(259200),
+        trim_every: Duration::from_secs(60),
+        trim_in_process: true,
+        delete_on_ack: false,
+    },
+    admission: AdmissionConfig {
+        max_oldest_ready_age: None,
+        refresh: Duration::from_secs(1),
+    },
+    redis: DurabilityConfig {
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
+    },
+    dedup: None,
+    lanes: Cow::Borrowed(
+        &[
+            Lane {
+                name: Cow::Borrowed("high"),
+                weight: 6,
+            },
+            Lane {
+                name: Cow::Borrowed("normal"),
+                weight: 3,
+            },
+            Lane {
+                name: Cow::Borrowed("low"),
+                weight: 1,
+            },
+        ],
+    ),
     default_lane: 1,
 };
 

@@ -52,7 +52,7 @@ const WORKER_PASSWORD: &str = "worker-secret";
 /// its own commands the same way). The worker processes publish too, which
 /// the worker role's commands cover.
 fn worker_rules(key_prefix: &str) -> Vec<String> {
-    let libraries = [crate::queues::jobs::CONFIG.functions.to_owned()];
+    let libraries = [crate::queues::jobs::CONFIG.functions.to_string()];
     let mut rules = Role::Worker.acl_rules(key_prefix, &libraries, crate::acl::server_commands());
     rules.extend(["+hincrby", "+hgetall"].map(str::to_owned));
     // The ledger's result store (`{prefix}:ledger:results:*`): the handler's

@@ -14,7 +14,7 @@ use queuegen_runtime::{Jitter, QueueConfig, Redis, Worker, WorkerReport};
 
 use super::handler::{Hold, LedgerHandler};
 use super::ledger::Ledger;
-use crate::fixtures::{leak, retrying_config, test_config};
+use crate::fixtures::{owned, retrying_config, test_config};
 
 /// The environment variable carrying a worker process's spec as JSON.
 pub const SPEC_ENV: &str = "QG_WORKER_SPEC";
@@ -96,47 +96,47 @@ impl WorkerSpec {
                 test_config(&self.key_prefix, crate::queues::jobs::CONFIG.partitions)
             }
             QueueKind::Crashy => QueueConfig {
-                key_prefix: leak(&self.key_prefix),
+                key_prefix: owned(&self.key_prefix),
                 ..crate::queues::crashy::CONFIG
             },
             QueueKind::Retrying => retrying_config(&self.key_prefix),
         };
         let t = &self.tuning;
         let ms = Duration::from_millis;
-        QueueConfig {
-            partitions: t.partitions.unwrap_or(base.partitions),
-            group: t.group.as_deref().map_or(base.group, leak),
-            concurrency: t.concurrency.unwrap_or(base.concurrency),
-            handler_timeout: t.handler_timeout_ms.map_or(base.handler_timeout, ms),
-            shutdown_budget: t.shutdown_budget_ms.map_or(base.shutdown_budget, ms),
-            claim_min_idle: t.claim_min_idle_ms.map_or(base.claim_min_idle, ms),
-            claim_every: t.claim_every_ms.map_or(base.claim_every, ms),
-            claim_batch: t.claim_batch.unwrap_or(base.claim_batch),
-            claim_rate: t.claim_rate.unwrap_or(base.claim_rate),
-            retry_initial: t.retry_initial_ms.map_or(base.retry_initial, ms),
-            retry_jitter: if t.retry_without_jitter {
-                Jitter::None
-            } else {
-                base.retry_jitter
-            },
-            retry_promote_every: t
-                .retry_promote_every_ms
-                .map_or(base.retry_promote_every, ms),
-            retry_promote_batch: t.retry_promote_batch.unwrap_or(base.retry_promote_batch),
-            poison_max_deliveries: t
-                .poison_max_deliveries
-                .unwrap_or(base.poison_max_deliveries),
-            retention_min_age: t.retention_min_age_ms.map_or(base.retention_min_age, ms),
-            trim_every: t.trim_every_ms.map_or(base.trim_every, ms),
-            rate: t
-                .rate
-                .map(|(limit, per_ms)| queuegen_runtime::RateLimit {
-                    limit,
-                    per: ms(per_ms),
-                })
-                .or(base.rate),
-            ..base
+        let mut config = base;
+        config.partitions = t.partitions.unwrap_or(config.partitions);
+        if let Some(group) = &t.group {
+            config.group = owned(group);
         }
+        let handler = &mut config.handler;
+        handler.concurrency = t.concurrency.unwrap_or(handler.concurrency);
+        handler.timeout = t.handler_timeout_ms.map_or(handler.timeout, ms);
+        handler.shutdown_budget = t.shutdown_budget_ms.map_or(handler.shutdown_budget, ms);
+        if let Some((limit, per_ms)) = t.rate {
+            handler.rate = Some(queuegen_runtime::RateLimit {
+                limit,
+                per: ms(per_ms),
+            });
+        }
+        let claim = &mut config.claim;
+        claim.min_idle = t.claim_min_idle_ms.map_or(claim.min_idle, ms);
+        claim.every = t.claim_every_ms.map_or(claim.every, ms);
+        claim.batch = t.claim_batch.unwrap_or(claim.batch);
+        claim.rate = t.claim_rate.unwrap_or(claim.rate);
+        let retry = &mut config.retry;
+        retry.backoff.initial = t.retry_initial_ms.map_or(retry.backoff.initial, ms);
+        if t.retry_without_jitter {
+            retry.backoff.jitter = Jitter::None;
+        }
+        retry.promote_every = t.retry_promote_every_ms.map_or(retry.promote_every, ms);
+        retry.promote_batch = t.retry_promote_batch.unwrap_or(retry.promote_batch);
+        config.poison.max_deliveries = t
+            .poison_max_deliveries
+            .unwrap_or(config.poison.max_deliveries);
+        let retention = &mut config.retention;
+        retention.min_age = t.retention_min_age_ms.map_or(retention.min_age, ms);
+        retention.trim_every = t.trim_every_ms.map_or(retention.trim_every, ms);
+        config
     }
 
     /// The ledger scope of this worker's jobs: one per queue and group, so

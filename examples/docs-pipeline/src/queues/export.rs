@@ -3,10 +3,15 @@
 
 //! The `export` queue: [`ExportRequested`] jobs in 2 partitions, worked by group `export-workers`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{PgOutbox, PgResults, Postgres};
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -15,45 +20,61 @@ pub use super::envelopes::ExportRequested;
 
 /// The `export` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
-    service: "docs-pipeline",
-    key_prefix: "work",
-    queue: "export",
+    service: Cow::Borrowed("docs-pipeline"),
+    key_prefix: Cow::Borrowed("work"),
+    queue: Cow::Borrowed("export"),
     partitions: 2,
-    partition_by: &["tenant"],
-    group: "export-workers",
-    group_start: "0-0",
-    handler_timeout: Duration::from_secs(900),
-    concurrency: 2,
-    shutdown_budget: Duration::from_secs(60),
-    rate: None,
-    tenant_rate: None,
-    claim_min_idle: Duration::from_secs(1800),
-    claim_every: Duration::from_secs(60),
-    claim_batch: 10,
-    claim_rate: 1000,
-    payload_max_bytes: 1024,
-    functions: "qg_docs_pipeline_v8",
-    retry_max_attempts: 3,
-    retry_initial: Duration::from_secs(60),
-    retry_max: Duration::from_secs(1800),
-    retry_factor: 3.0,
-    retry_jitter: Jitter::Full,
-    retry_promote_every: Duration::from_secs(1),
-    retry_promote_batch: 100,
-    poison_max_deliveries: 3,
-    dead_letter_max_len: 10000,
-    marker_ttl: Duration::from_secs(604800),
-    retention_min_age: Duration::from_secs(604800),
-    trim_every: Duration::from_secs(900),
-    trim_in_process: false,
-    delete_on_ack: false,
-    dead_letter_retention: Duration::from_secs(2592000),
-    admission_max_oldest_ready_age: None,
-    admission_refresh: Duration::from_secs(1),
-    wait_replicas: 0,
-    wait_timeout: Duration::from_secs(1),
-    dedup_window: None,
-    lanes: &[],
+    partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
+    group: Cow::Borrowed("export-workers"),
+    group_start: Cow::Borrowed("0-0"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    handler: HandlerConfig {
+        timeout: Duration::from_secs(900),
+        concurrency: 2,
+        shutdown_budget: Duration::from_secs(60),
+        rate: None,
+        tenant_rate: None,
+    },
+    claim: ClaimConfig {
+        min_idle: Duration::from_secs(1800),
+        every: Duration::from_secs(60),
+        batch: 10,
+        rate: 1000,
+    },
+    payload: PayloadConfig { max_bytes: 1024 },
+    retry: RetryConfig {
+        max_attempts: 3,
+        backoff: Backoff {
+            initial: Duration::from_secs(60),
+            max: Duration::from_secs(1800),
+            factor: 3.0,
+            jitter: Jitter::Full,
+        },
+        promote_every: Duration::from_secs(1),
+        promote_batch: 100,
+    },
+    poison: PoisonConfig { max_deliveries: 3 },
+    dead_letter: DeadLetterConfig {
+        max_len: 10000,
+        retention: Duration::from_secs(2592000),
+    },
+    retention: RetentionConfig {
+        min_age: Duration::from_secs(604800),
+        marker_ttl: Duration::from_secs(604800),
+        trim_every: Duration::from_secs(900),
+        trim_in_process: false,
+        delete_on_ack: false,
+    },
+    admission: AdmissionConfig {
+        max_oldest_ready_age: None,
+        refresh: Duration::from_secs(1),
+    },
+    redis: DurabilityConfig {
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
+    },
+    dedup: None,
+    lanes: Cow::Borrowed(&[]),
     default_lane: 0,
 };
 

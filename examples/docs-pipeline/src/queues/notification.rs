@@ -7,6 +7,11 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig,
+    DurabilityConfig, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig,
+    RetryConfig,
+};
 use queuegen_runtime::{
     Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
     Schedule, Scheduler, Worker,
@@ -16,52 +21,72 @@ pub use super::envelopes::NotificationRequested;
 
 /// The `notification` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
-    service: "docs-pipeline",
-    key_prefix: "work",
-    queue: "notification",
+    service: Cow::Borrowed("docs-pipeline"),
+    key_prefix: Cow::Borrowed("work"),
+    queue: Cow::Borrowed("notification"),
     partitions: 4,
-    partition_by: &["tenant", "recipient_ref"],
-    group: "notification-workers",
-    group_start: "$",
-    handler_timeout: Duration::from_secs(10),
-    concurrency: 64,
-    shutdown_budget: Duration::from_secs(5),
-    rate: Some(queuegen_runtime::RateLimit {
-        limit: 100,
-        per: Duration::from_secs(1),
+    partition_by: Cow::Borrowed(
+        &[Cow::Borrowed("tenant"), Cow::Borrowed("recipient_ref")],
+    ),
+    group: Cow::Borrowed("notification-workers"),
+    group_start: Cow::Borrowed("$"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    handler: HandlerConfig {
+        timeout: Duration::from_secs(10),
+        concurrency: 64,
+        shutdown_budget: Duration::from_secs(5),
+        rate: Some(queuegen_runtime::RateLimit {
+            limit: 100,
+            per: Duration::from_secs(1),
+        }),
+        tenant_rate: Some(queuegen_runtime::TenantRateLimit {
+            limit: 20,
+            per: Duration::from_secs(1),
+            classes: 64,
+        }),
+    },
+    claim: ClaimConfig {
+        min_idle: Duration::from_secs(30),
+        every: Duration::from_secs(5),
+        batch: 100,
+        rate: 1000,
+    },
+    payload: PayloadConfig { max_bytes: 1024 },
+    retry: RetryConfig {
+        max_attempts: 8,
+        backoff: Backoff {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+            factor: 2.0,
+            jitter: Jitter::Full,
+        },
+        promote_every: Duration::from_secs(1),
+        promote_batch: 100,
+    },
+    poison: PoisonConfig { max_deliveries: 5 },
+    dead_letter: DeadLetterConfig {
+        max_len: 50000,
+        retention: Duration::from_secs(604800),
+    },
+    retention: RetentionConfig {
+        min_age: Duration::from_secs(172800),
+        marker_ttl: Duration::from_secs(172800),
+        trim_every: Duration::from_secs(60),
+        trim_in_process: true,
+        delete_on_ack: false,
+    },
+    admission: AdmissionConfig {
+        max_oldest_ready_age: None,
+        refresh: Duration::from_secs(1),
+    },
+    redis: DurabilityConfig {
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
+    },
+    dedup: Some(DedupConfig {
+        window: Duration::from_secs(3600),
     }),
-    tenant_rate: Some(queuegen_runtime::TenantRateLimit {
-        limit: 20,
-        per: Duration::from_secs(1),
-        classes: 64,
-    }),
-    claim_min_idle: Duration::from_secs(30),
-    claim_every: Duration::from_secs(5),
-    claim_batch: 100,
-    claim_rate: 1000,
-    payload_max_bytes: 1024,
-    functions: "qg_docs_pipeline_v8",
-    retry_max_attempts: 8,
-    retry_initial: Duration::from_secs(1),
-    retry_max: Duration::from_secs(300),
-    retry_factor: 2.0,
-    retry_jitter: Jitter::Full,
-    retry_promote_every: Duration::from_secs(1),
-    retry_promote_batch: 100,
-    poison_max_deliveries: 5,
-    dead_letter_max_len: 50000,
-    marker_ttl: Duration::from_secs(172800),
-    retention_min_age: Duration::from_secs(172800),
-    trim_every: Duration::from_secs(60),
-    trim_in_process: true,
-    delete_on_ack: false,
-    dead_letter_retention: Duration::from_secs(604800),
-    admission_max_oldest_ready_age: None,
-    admission_refresh: Duration::from_secs(1),
-    wait_replicas: 0,
-    wait_timeout: Duration::from_secs(1),
-    dedup_window: Some(Duration::from_secs(3600)),
-    lanes: &[],
+    lanes: Cow::Borrowed(&[]),
     default_lane: 0,
 };
 

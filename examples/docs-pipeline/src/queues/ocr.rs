@@ -3,9 +3,14 @@
 
 //! The `ocr` queue: [`OcrRequested`] jobs in 8 partitions, worked by group `ocr-workers`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::Duration;
 
+use queuegen_runtime::config::{
+    AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
+    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+};
 use queuegen_runtime::{
     Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
     Schedule, Scheduler, Worker,
@@ -15,45 +20,63 @@ pub use super::envelopes::OcrRequested;
 
 /// The `ocr` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
-    service: "docs-pipeline",
-    key_prefix: "work",
-    queue: "ocr",
+    service: Cow::Borrowed("docs-pipeline"),
+    key_prefix: Cow::Borrowed("work"),
+    queue: Cow::Borrowed("ocr"),
     partitions: 8,
-    partition_by: &["tenant", "subject_ref"],
-    group: "ocr-workers",
-    group_start: "$",
-    handler_timeout: Duration::from_secs(60),
-    concurrency: 16,
-    shutdown_budget: Duration::from_secs(20),
-    rate: None,
-    tenant_rate: None,
-    claim_min_idle: Duration::from_secs(120),
-    claim_every: Duration::from_secs(10),
-    claim_batch: 50,
-    claim_rate: 1000,
-    payload_max_bytes: 2048,
-    functions: "qg_docs_pipeline_v8",
-    retry_max_attempts: 5,
-    retry_initial: Duration::from_secs(2),
-    retry_max: Duration::from_secs(600),
-    retry_factor: 2.0,
-    retry_jitter: Jitter::Full,
-    retry_promote_every: Duration::from_secs(1),
-    retry_promote_batch: 100,
-    poison_max_deliveries: 4,
-    dead_letter_max_len: 100000,
-    marker_ttl: Duration::from_secs(259200),
-    retention_min_age: Duration::from_secs(259200),
-    trim_every: Duration::from_secs(60),
-    trim_in_process: true,
-    delete_on_ack: false,
-    dead_letter_retention: Duration::from_secs(1209600),
-    admission_max_oldest_ready_age: Some(Duration::from_secs(300)),
-    admission_refresh: Duration::from_secs(1),
-    wait_replicas: 0,
-    wait_timeout: Duration::from_secs(1),
-    dedup_window: None,
-    lanes: &[],
+    partition_by: Cow::Borrowed(
+        &[Cow::Borrowed("tenant"), Cow::Borrowed("subject_ref")],
+    ),
+    group: Cow::Borrowed("ocr-workers"),
+    group_start: Cow::Borrowed("$"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    handler: HandlerConfig {
+        timeout: Duration::from_secs(60),
+        concurrency: 16,
+        shutdown_budget: Duration::from_secs(20),
+        rate: None,
+        tenant_rate: None,
+    },
+    claim: ClaimConfig {
+        min_idle: Duration::from_secs(120),
+        every: Duration::from_secs(10),
+        batch: 50,
+        rate: 1000,
+    },
+    payload: PayloadConfig { max_bytes: 2048 },
+    retry: RetryConfig {
+        max_attempts: 5,
+        backoff: Backoff {
+            initial: Duration::from_secs(2),
+            max: Duration::from_secs(600),
+            factor: 2.0,
+            jitter: Jitter::Full,
+        },
+        promote_every: Duration::from_secs(1),
+        promote_batch: 100,
+    },
+    poison: PoisonConfig { max_deliveries: 4 },
+    dead_letter: DeadLetterConfig {
+        max_len: 100000,
+        retention: Duration::from_secs(1209600),
+    },
+    retention: RetentionConfig {
+        min_age: Duration::from_secs(259200),
+        marker_ttl: Duration::from_secs(259200),
+        trim_every: Duration::from_secs(60),
+        trim_in_process: true,
+        delete_on_ack: false,
+    },
+    admission: AdmissionConfig {
+        max_oldest_ready_age: Some(Duration::from_secs(300)),
+        refresh: Duration::from_secs(1),
+    },
+    redis: DurabilityConfig {
+        wait_replicas: 0,
+        wait_timeout: Duration::from_secs(1),
+    },
+    dedup: None,
+    lanes: Cow::Borrowed(&[]),
     default_lane: 0,
 };
 

@@ -88,7 +88,7 @@ async fn killed_holding(run: Run, hold: Hold) -> Verdict {
     // Measured, not asserted (speed belongs to the bench): the bound
     // is claim.min_idle + claim.every + 1 s from the kill to the last job done.
     let recovered_in = killed_at.elapsed();
-    let bound = stage.config.claim_min_idle + stage.config.claim_every + Duration::from_secs(1);
+    let bound = stage.config.claim.min_idle + stage.config.claim.every + Duration::from_secs(1);
     let report = survivor.stop().await.unwrap();
     let places = stage.places(&jobs).await;
     stage.judge(&mut verdict, &jobs, &places);

@@ -88,9 +88,9 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
         "two of 8 jobs on partition 0: {published:?}"
     );
     let mut admin = stage.conn();
-    deliver_to(&mut admin, &config.ready_key(0), config.group, "holder").await;
+    deliver_to(&mut admin, &config.ready_key(0), &config.group, "holder").await;
     let (retried, dead) = (&sources[0], &sources[1]);
-    let ttl = config.marker_ttl.as_millis().to_string();
+    let ttl = config.retention.marker_ttl.as_millis().to_string();
     // A retry id and a dead-letter id as they will be once the calls below run.
     let retry_id = retried.clone();
 
@@ -106,7 +106,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                         config.marker_key(0, MarkerKind::Retry, retried),
                     ],
                     args: vec![
-                        config.group.to_owned(),
+                        config.group.to_string(),
                         "holder".to_owned(),
                         retried.clone(),
                         "1".to_owned(),
@@ -132,7 +132,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                         now_ms().to_string(),
                         "10".to_owned(),
                         ttl.clone(),
-                        config.dead_letter_max_len.to_string(),
+                        config.dead_letter.max_len.to_string(),
                         retry_id.clone(),
                     ],
                 },
@@ -148,7 +148,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                         config.marker_key(0, MarkerKind::Dead, dead),
                     ],
                     args: vec![
-                        config.group.to_owned(),
+                        config.group.to_string(),
                         "holder".to_owned(),
                         dead.clone(),
                         "permanent".to_owned(),
@@ -190,7 +190,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                         "0".to_owned(),
                         "0".to_owned(),
                         "1".to_owned(),
-                        config.group.to_owned(),
+                        config.group.to_string(),
                         last_delivered.to_owned(),
                     ],
                 },
@@ -237,7 +237,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     // which each finds what it needs: what the previous ones wrote.
     lease::acquire(
         &mut admin,
-        config.functions,
+        &config.functions,
         &config.trim_lease_key(0),
         HOLDER,
         std::time::Duration::from_secs(60),

@@ -30,7 +30,7 @@ pub async fn crash_loop(run: Run) -> Verdict {
         Tuning::default(),
     )
     .await;
-    let max_deliveries = u64::from(stage.config.poison_max_deliveries);
+    let max_deliveries = u64::from(stage.config.poison.max_deliveries);
     let mut jobs = ScriptedJob::many("crash", 1);
     jobs.extend(ScriptedJob::many("ok", run.size.jobs(5)));
     stage.publish(&jobs).await;

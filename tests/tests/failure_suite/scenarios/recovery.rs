@@ -33,7 +33,7 @@ pub async fn two_loops_racing(run: Run) -> Verdict {
     let mut verdict = Verdict::new(jobs.len());
     let mut conn = stage.conn();
     for key in stage.config.ready_keys() {
-        deliver_to(&mut conn, &key, stage.config.group, "vanished").await;
+        deliver_to(&mut conn, &key, &stage.config.group, "vanished").await;
     }
 
     let racer_a = stage.spec.named("racer-a").start().await.unwrap();
@@ -85,9 +85,9 @@ pub async fn pending_entries_deleted(run: Run) -> Verdict {
     let published = stage.publish(&jobs).await;
     let mut verdict = Verdict::new(jobs.len());
     let key = stage.config.ready_key(0);
-    let group = stage.config.group;
+    let group = stage.config.group.clone();
     let mut conn = stage.conn();
-    deliver_to(&mut conn, &key, group, "vanished").await;
+    deliver_to(&mut conn, &key, &group, "vanished").await;
 
     // The outsider: the two oldest trimmed away, two in the middle deleted.
     let trimmed: u64 = redis::cmd("XTRIM")
@@ -104,23 +104,23 @@ pub async fn pending_entries_deleted(run: Run) -> Verdict {
     let poison_id = &published[poison].stream_id;
     let _: redis::Value = redis::cmd("XCLAIM")
         .arg(&key)
-        .arg(group)
+        .arg(&*group)
         .arg("vanished")
         .arg(0)
         .arg(poison_id)
         .arg("RETRYCOUNT")
-        .arg(stage.config.poison_max_deliveries + 2)
+        .arg(stage.config.poison.max_deliveries + 2)
         .arg("JUSTID")
         .query_async(&mut conn)
         .await
         .unwrap();
-    let poison_entry = pending_entries(&mut conn, &key, group)
+    let poison_entry = pending_entries(&mut conn, &key, &group)
         .await
         .into_iter()
         .find(|entry| &entry.id == poison_id);
     verdict.check(
         poison_entry.is_some_and(|entry| {
-            entry.times_delivered > stage.config.poison_max_deliveries as usize
+            entry.times_delivered > stage.config.poison.max_deliveries as usize
         }),
         || format!("{poison_id} was not made a poison candidate"),
     );

@@ -54,12 +54,12 @@ pub async fn library_missing(run: Run) -> Verdict {
     let mut verdict = Verdict::new(jobs.len());
     let primaries = stage.deployment.primaries();
     let spec = stage.spec.named("refused");
-    let library_name = stage.config.functions;
+    let library_name = stage.config.functions.clone();
 
     let current = queuegen::gen::functions::LIBRARY_VERSION;
     let other_version = library::as_version(
         &library::code(&library::tests_library_path()),
-        stage.config.service,
+        &stage.config.service,
         current,
         current + 5,
     );

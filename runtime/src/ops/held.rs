@@ -26,7 +26,7 @@ pub enum HeldFor {
 
 /// One job waiting in a set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ScheduledJob {
+pub struct HeldJob {
     /// The set's member: a retry's source entry ID, or a delayed job's job_id.
     pub member: String,
     /// When it is due, in Unix ms.
@@ -42,20 +42,20 @@ pub struct ScheduledJob {
 
 /// The soonest `limit` jobs of a stream's set, and how many it holds in all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Scheduled {
+pub struct HeldJobs {
     pub key: String,
     pub total: u64,
-    pub jobs: Vec<ScheduledJob>,
+    pub jobs: Vec<HeldJob>,
 }
 
 /// Reads stream `stream`'s retry or delay set (soonest first, at most `limit`).
-pub async fn scheduled<C: ConnectionLike>(
+pub async fn held_jobs<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
     stream: u16,
     set: HeldFor,
     limit: usize,
-) -> Result<Scheduled> {
+) -> Result<HeldJobs> {
     let (key, jobs_key) = match set {
         HeldFor::Retry => (config.retry_key(stream), config.retry_jobs_key(stream)),
         HeldFor::Delay => (config.delayed_key(stream), config.delayed_jobs_key(stream)),
@@ -75,7 +75,7 @@ pub async fn scheduled<C: ConnectionLike>(
         .map_err(|err| Error::redis(format!("TIME, ZCARD and ZRANGE of {key}"), err))?;
     let now_ms = server_time(Some(Ok(time)))?;
     if limit == 0 || members.is_empty() {
-        return Ok(Scheduled {
+        return Ok(HeldJobs {
             key,
             total,
             jobs: Vec::new(),
@@ -102,7 +102,7 @@ pub async fn scheduled<C: ConnectionLike>(
                     .map(|(_, value)| value.clone())
             };
             let due_ms = score as u64;
-            ScheduledJob {
+            HeldJob {
                 job_id: field("job_id"),
                 attempt: field("attempt"),
                 reason: field("reason"),
@@ -112,5 +112,5 @@ pub async fn scheduled<C: ConnectionLike>(
             }
         })
         .collect();
-    Ok(Scheduled { key, total, jobs })
+    Ok(HeldJobs { key, total, jobs })
 }

@@ -1,4 +1,4 @@
-//! The scheduler loop: every `retry_promote_every`, move due retries and due delayed jobs of each partition to its ready stream.
+//! The promotion loop: every `retry.promote_every`, move due retries and due delayed jobs of each partition to its ready stream.
 //!
 //! Each tick reads `ZRANGEBYSCORE <set> -inf now LIMIT 0 batch` of the
 //! retry set and the delayed set of every partition in one pipeline; a set
@@ -7,7 +7,7 @@
 //! holds (see `leadership`), to save the other workers' commands; safety
 //! does not rest on it. Were two workers to promote one partition at once,
 //! that is safe because the function
-//! re-checks each member atomically (a member another scheduler promoted
+//! re-checks each member atomically (a member another worker promoted
 //! first is skipped, or only cleaned up after a crash), so a retry is
 //! appended to the ready stream once. Due times are Unix ms of the workers'
 //! clocks: skew between hosts shifts a retry by that much, never loses it.
@@ -23,7 +23,7 @@ use crate::transitions::{self, DeadReason, DueSet};
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
 pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
-    let mut ticker = every(core.config.retry_promote_every);
+    let mut ticker = every(core.config.retry.promote_every);
     loop {
         if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
@@ -36,7 +36,7 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
         // One round trip finds what is due in both sets of every led
         // partition; in a quiet queue that is the whole tick.
         let now = now_ms();
-        let batch = core.config.retry_promote_batch;
+        let batch = core.config.retry.promote_batch;
         let sets: Vec<(DueSet, u16)> = led
             .iter()
             .flat_map(|&partition| [(DueSet::Retries, partition), (DueSet::Delayed, partition)])
@@ -94,7 +94,7 @@ fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
     core.events.unpromotable(partition, count);
     tracing::warn!(
         partition = core.config.partition_of_stream(partition),
-        lane = core.config.lane_of_stream(partition).map(|lane| lane.name),
+        lane = core.config.lane_of_stream(partition).map(|lane| &*lane.name),
         ?set,
         dead_lettered = count,
         reason = %DeadReason::DecodeError,
@@ -113,7 +113,7 @@ async fn promote_partition(
     mut due: Vec<String>,
 ) -> Result<bool, Failure> {
     let config = &core.config;
-    let batch = config.retry_promote_batch;
+    let batch = config.retry.promote_batch;
     let mut conn = core.multiplexed.clone();
     loop {
         let promoted = transitions::promote(&mut conn, config, set, partition, now, &due)
@@ -137,7 +137,7 @@ async fn promote_partition(
         }
         tracing::debug!(
             partition = config.partition_of_stream(partition),
-            lane = config.lane_of_stream(partition).map(|lane| lane.name),
+            lane = config.lane_of_stream(partition).map(|lane| &*lane.name),
             ?set,
             due = due.len(),
             promoted = promoted.promoted,
