@@ -492,7 +492,7 @@ mod tests {
             "src/inventory.rs",
             &[Role::Producer, Role::Worker, Role::Operator, Role::Monitor],
         ),
-        ("src/trim.rs", &[Role::Worker, Role::Operator]),
+        ("src/trim/", &[Role::Worker, Role::Operator]),
         (
             "src/lease.rs",
             &[Role::Worker, Role::Operator, Role::Deployer],
