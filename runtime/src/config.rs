@@ -66,7 +66,7 @@ pub struct HandlerConfig {
     /// through a token bucket in Redis ([`QueueConfig::rate_key`]); `None`: no limit.
     pub rate: Option<RateLimit>,
     /// The queue's per-tenant rate limit (`handler.tenant_rate`): one bucket
-    /// per tenant class ([`QueueConfig::tenant_rate_key`]); `None`: no limit.
+    /// per tenant class (`QueueConfig::tenant_rate_key`); `None`: no limit.
     pub tenant_rate: Option<TenantRateLimit>,
 }
 
@@ -304,7 +304,8 @@ impl QueueConfig {
 
     /// The stream number of `partition` in the lane named `lane` (`None`:
     /// the default lane); `None` when the queue has no lane of that name.
-    pub fn stream_named(&self, lane: Option<&str>, partition: u16) -> Option<u16> {
+    #[cfg(feature = "operator")]
+    pub(crate) fn stream_named(&self, lane: Option<&str>, partition: u16) -> Option<u16> {
         match lane {
             None => Some(partition),
             Some(name) => Some(self.stream(self.lane_index(name)?, partition)),
@@ -464,7 +465,7 @@ impl QueueConfig {
     /// `{prefix}:tenant-NN:{queue}:rate`, in the queue's own hash tag like
     /// [`QueueConfig::rate_key`], and shaped like it for the library's
     /// `rate_take`.
-    pub fn tenant_rate_key(&self, class: u16) -> String {
+    pub(crate) fn tenant_rate_key(&self, class: u16) -> String {
         let classes = self.handler.tenant_rate.map_or(1, |rate| rate.classes);
         let width = partition_digits(classes);
         format!(

@@ -287,7 +287,7 @@ pub fn encode<E: Envelope>(
 }
 
 /// Decodes the header only; used before the body type is trusted (and for dead letters).
-pub fn decode_header(fields: &FieldMap<'_>) -> Result<Header, Error> {
+pub(crate) fn decode_header(fields: &FieldMap<'_>) -> Result<Header, Error> {
     use header_fields as h;
     let job_id: String = fields.field(h::JOB_ID, None)?;
     if job_id.is_empty() {

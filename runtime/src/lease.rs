@@ -120,7 +120,7 @@ async fn set_nx<C: ConnectionLike>(
 
 /// Like [`acquire`], but while someone else holds the lease, tries again
 /// every 25 ms for up to `wait`; then [`OperationError::LeaseHeld`].
-pub async fn acquire_waiting<C: ConnectionLike>(
+pub(crate) async fn acquire_waiting<C: ConnectionLike>(
     conn: &mut C,
     functions: &str,
     key: &str,

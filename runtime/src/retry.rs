@@ -7,7 +7,7 @@ use rand::Rng;
 use crate::config::{Jitter, QueueConfig};
 
 /// Whether `attempt` (1-based) was the last one `retry.max_attempts` allows.
-pub fn attempts_exhausted(config: &QueueConfig, attempt: u32) -> bool {
+pub(crate) fn attempts_exhausted(config: &QueueConfig, attempt: u32) -> bool {
     attempt >= config.retry.max_attempts
 }
 
@@ -41,7 +41,7 @@ pub fn delay(config: &QueueConfig, attempt: u32, rng: &mut impl Rng) -> Duration
 
 /// A handler's own `Outcome::Retry { after }`, held to `retry.backoff.max` so
 /// that a job's retries stay inside the retention the spec was checked against.
-pub fn requested_delay(config: &QueueConfig, after: Duration) -> Duration {
+pub(crate) fn requested_delay(config: &QueueConfig, after: Duration) -> Duration {
     after.min(config.retry.backoff.max)
 }
 

@@ -150,7 +150,8 @@ impl Role {
     }
 
     /// Whether the role only reads keys (`%R~` key patterns in the users file).
-    pub fn reads_only(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn reads_only(self) -> bool {
         self == Role::Monitor
     }
 }
@@ -161,7 +162,7 @@ impl Role {
     /// delayed jobs' promotion markers (`delay_schedule` reads them), the
     /// monitor reads everything of the service and writes nothing, the
     /// others own every key under the prefix (results and leases included).
-    pub fn key_patterns(self, key_prefix: &str) -> Vec<String> {
+    pub(crate) fn key_patterns(self, key_prefix: &str) -> Vec<String> {
         match self {
             Role::Producer => [
                 "ready",
@@ -182,7 +183,7 @@ impl Role {
     /// counters of its work (markers, leases, results, schedule hints, pause
     /// flags, rate buckets), never a stream, retry set or delayed set. The
     /// producer's are its publish and delayed markers only.
-    pub fn replaceable_key_patterns(self, key_prefix: &str) -> Vec<String> {
+    pub(crate) fn replaceable_key_patterns(self, key_prefix: &str) -> Vec<String> {
         let shapes: &[&str] = match self {
             Role::Producer => &["*:marker:publish:*", "*:marker:delayed:*"],
             Role::Monitor => &[],
@@ -199,7 +200,7 @@ impl Role {
     /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
     /// each library in `libraries` (`qg_<service>_v<N>`).
     /// The role's [`KEY_REPLACING`] commands come last, in a selector
-    /// limited to [`Role::replaceable_key_patterns`], so that `SET`, `DEL`
+    /// limited to `Role::replaceable_key_patterns`, so that `SET`, `DEL`
     /// and `PEXPIRE` never reach a stream or a retry set.
     /// Commands `server` lacks are left out: an ACL rule naming a command
     /// the server does not know makes it refuse the rule (and a whole file).
@@ -285,7 +286,7 @@ impl ServerCommands {
 /// Commands that replace or remove a key whatever its type: `SET`
 /// overwrites a stream with a string, `DEL`/`GETDEL` delete it, `PEXPIRE`
 /// makes it vanish. Each role sends them only to the keys of
-/// [`Role::replaceable_key_patterns`] (a Redis 7 ACL selector).
+/// `Role::replaceable_key_patterns` (a Redis 7 ACL selector).
 pub const KEY_REPLACING: &[&str] = &["set", "del", "getdel", "pexpire"];
 
 /// The key shapes (after `{prefix}:`) that hold strings, counters or small

@@ -284,36 +284,9 @@ impl DueSet {
     }
 }
 
-/// Retry ids of `partition` due at `now_ms`, oldest first, at most `limit`
-/// (`ZRANGEBYSCORE retry -inf now LIMIT 0 limit`).
-pub async fn due_retries<C: ConnectionLike + Send>(
-    conn: &mut C,
-    config: &QueueConfig,
-    partition: u16,
-    now_ms: u64,
-    limit: usize,
-) -> Result<Vec<String>> {
-    let mut due =
-        due_members_of(conn, config, &[(DueSet::Retries, partition)], now_ms, limit).await?;
-    Ok(due.pop().unwrap_or_default())
-}
-
-/// [`due_retries`] of every partition in `partitions`, in one pipeline (one
-/// round trip however many partitions), in the same order.
-pub async fn due_retries_of<C: ConnectionLike + Send>(
-    conn: &mut C,
-    config: &QueueConfig,
-    partitions: &[u16],
-    now_ms: u64,
-    limit: usize,
-) -> Result<Vec<Vec<String>>> {
-    let sets: Vec<(DueSet, u16)> = partitions.iter().map(|&p| (DueSet::Retries, p)).collect();
-    due_members_of(conn, config, &sets, now_ms, limit).await
-}
-
 /// The members due at `now_ms` of each (set, partition) in `sets`, oldest
 /// first, at most `limit` each, in one pipeline, in the same order.
-pub async fn due_members_of<C: ConnectionLike + Send>(
+pub(crate) async fn due_members_of<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     sets: &[(DueSet, u16)],
@@ -349,7 +322,7 @@ pub async fn due_members_of<C: ConnectionLike + Send>(
         .collect()
 }
 
-/// Calls `retry_promote` for `members` (read by [`due_retries`]); at most
+/// Calls `retry_promote` for `members` (read by `due_members_of`); at most
 /// `config.retry_promote_batch` of them. Safe with many schedulers at once:
 /// a member another one promoted first is skipped or only cleaned up.
 pub async fn retry_promote<C: ConnectionLike + Send>(
@@ -425,7 +398,7 @@ pub async fn promote<C: ConnectionLike + Send>(
 /// `window`. Answers [`Appended`]. The caller sends it (alone, or in a
 /// pipeline with others). The function refuses an envelope over the queue's
 /// `payload.max_bytes`, which it is told here.
-pub fn publish_once_command(
+pub(crate) fn publish_once_command(
     config: &QueueConfig,
     partition: u16,
     job_id: &str,
@@ -448,7 +421,7 @@ pub fn publish_once_command(
 /// `FCALL delay_schedule`: keep `pairs` in the partition's delayed set until
 /// `due_ms`. Answers [`DelayedReply`]. The function refuses an envelope over
 /// the queue's `payload.max_bytes`, which it is told here.
-pub fn delay_schedule_command(
+pub(crate) fn delay_schedule_command(
     config: &QueueConfig,
     partition: u16,
     due_ms: u64,
@@ -888,7 +861,7 @@ pub async fn renew<C: ConnectionLike + Send>(
 /// The consumer `partition`'s entry `id` is pending for (`XPENDING key group
 /// id id 1`), or `None` when it is not pending: the read behind
 /// `JobContext::still_owner`.
-pub async fn pending_owner<C: ConnectionLike + Send>(
+pub(crate) async fn pending_owner<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     partition: u16,

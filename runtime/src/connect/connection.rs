@@ -44,7 +44,7 @@ impl Connection {
     /// routed by the key's slot, so it counts the replicas of the primary
     /// that took the writes to `key`): how many replicas acknowledged every
     /// write this connection sent to that node before it.
-    pub async fn wait_for_replicas(
+    pub(crate) async fn wait_for_replicas(
         &mut self,
         key: &str,
         replicas: u32,

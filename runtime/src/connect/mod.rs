@@ -211,7 +211,7 @@ impl Redis {
     /// its response timeout exceeds `block`, so a read that waits the full
     /// block time is not mistaken for a dead server. On a Cluster it routes
     /// by key like the shared one (a blocking read names keys of one slot).
-    pub async fn blocking_connection(&self, block: Duration) -> Result<Connection> {
+    pub(crate) async fn blocking_connection(&self, block: Duration) -> Result<Connection> {
         let timeout = block + BLOCKING_READ_MARGIN;
         let connector = &self.deployment.connector;
         if self.deployment.cluster {
@@ -290,14 +290,15 @@ impl std::fmt::Debug for Redis {
 
 /// The text of each node's answer to `INFO`: one on a server; on a Cluster
 /// connection, which sends `INFO` to every primary, one per primary.
-pub fn info_replies(reply: &redis::Value) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn info_replies(reply: &redis::Value) -> Vec<String> {
     info_by_node(reply)
         .into_iter()
         .map(|(_, text)| text)
         .collect()
 }
 
-/// As [`info_replies`], each text with the `host:port` of the node that
+/// The text of each node's answer to `INFO`, each with the `host:port` of the node that
 /// answered (`None` on a server, whose reply does not say).
 pub fn info_by_node(reply: &redis::Value) -> Vec<(Option<String>, String)> {
     use redis::Value;

@@ -96,7 +96,7 @@ impl ConnectOptions {
 
     /// `true` when some part of the connection is read from a file, which
     /// each reconnection must read again.
-    pub fn reads_files(&self) -> bool {
+    pub(crate) fn reads_files(&self) -> bool {
         matches!(self.password, Some(PasswordSource::File(_)))
             || self.tls_ca.is_some()
             || self.tls_cert.is_some()

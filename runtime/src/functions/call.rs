@@ -37,7 +37,7 @@ pub fn command<F: FunctionCall>(name: &str, call: &F) -> redis::Cmd {
 }
 
 /// Appends [`command`] of `call` to `pipe`.
-pub fn pipe_command<F: FunctionCall>(pipe: &mut redis::Pipeline, name: &str, call: &F) {
+pub(crate) fn pipe_command<F: FunctionCall>(pipe: &mut redis::Pipeline, name: &str, call: &F) {
     pipe.add_command(command(name, call));
 }
 

@@ -6,7 +6,7 @@
 //! names the library registers cannot drift apart. Every call in the runtime,
 //! the CLI and the dashboard is a value of one of the call types below, turned
 //! into a command by [`command`] (or appended to a pipeline by
-//! [`pipe_command`]); what a transition *means* is in `transitions`.
+//! `pipe_command`); what a transition *means* is in `transitions`.
 //!
 //! Function names are global in Redis, so each carries its library's name
 //! and version: `{library}_{name}` ([`Function::in_library`]).
@@ -20,8 +20,8 @@ mod settle;
 mod upkeep;
 
 pub use crate::error::TransitionCode;
-pub use call::{command, pipe_command, FunctionCall};
-pub(crate) use call::{refusal_of, CallContext};
+pub use call::{command, FunctionCall};
+pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishOnce};
@@ -182,7 +182,7 @@ impl std::fmt::Display for Function {
 
 /// Whether Redis said the called function does not exist (`ERR Function
 /// not found`): the library (of this version) is not loaded there.
-pub fn is_function_not_found(err: &redis::RedisError) -> bool {
+pub(crate) fn is_function_not_found(err: &redis::RedisError) -> bool {
     err.code() == Some("ERR")
         && err
             .detail()

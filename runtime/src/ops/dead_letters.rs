@@ -100,7 +100,7 @@ pub fn decode_envelope(json: &str) -> Vec<(String, String)> {
 }
 
 /// The stream numbers a query selects, checking its partition and lane.
-pub fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result<Vec<u16>> {
+pub(crate) fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result<Vec<u16>> {
     let partitions: Vec<u16> = match query.partition {
         Some(partition) => vec![config.check_partition(partition)?],
         None => (0..config.partitions).collect(),

@@ -237,7 +237,7 @@ impl QueueGauges {
     }
 
     /// Counts a failed refresh and withdraws the queue gauges.
-    pub fn refresh_failed(&self) {
+    pub(crate) fn refresh_failed(&self) {
         self.refresh_failures.inc();
         self.oldest_ready_age.replace(Vec::new());
         self.oldest_pending_age.replace(Vec::new());

@@ -210,7 +210,7 @@ impl PendingEntry {
 }
 
 /// Most deliveries, then longest idle, then lowest ID (and partition).
-pub fn worst_first(rows: &mut [PendingEntry]) {
+pub(crate) fn worst_first(rows: &mut [PendingEntry]) {
     rows.sort_by(|a, b| {
         b.deliveries
             .cmp(&a.deliveries)
