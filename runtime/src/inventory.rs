@@ -58,19 +58,11 @@ pub struct PendingHead {
 impl StreamInventory {
     /// The group whose first undelivered entry is the oldest, and that entry:
     /// what admission and the oldest-ready-age alert look at.
-    pub fn oldest_undelivered(&self) -> Option<(&GroupInventory, StreamId)> {
+    pub(crate) fn oldest_undelivered(&self) -> Option<(&GroupInventory, StreamId)> {
         self.groups
             .iter()
             .filter_map(|group| group.first_undelivered.map(|id| (group, id)))
             .min_by_key(|(_, id)| *id)
-    }
-
-    /// The group whose lowest pending entry is the oldest, and that entry.
-    pub fn oldest_pending(&self) -> Option<(&GroupInventory, &PendingHead)> {
-        self.groups
-            .iter()
-            .filter_map(|group| group.lowest_pending.as_ref().map(|head| (group, head)))
-            .min_by_key(|(_, head)| head.id)
     }
 
     pub fn group(&self, name: &str) -> Option<&GroupInventory> {

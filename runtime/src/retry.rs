@@ -28,7 +28,7 @@ pub fn backoff(config: &QueueConfig, attempt: u32) -> Duration {
 
 /// The delay actually waited after attempt `attempt` failed: the backoff,
 /// or with full jitter a uniform draw in `[0, backoff]`.
-pub fn delay(config: &QueueConfig, attempt: u32, rng: &mut impl Rng) -> Duration {
+pub(crate) fn delay(config: &QueueConfig, attempt: u32, rng: &mut impl Rng) -> Duration {
     let cap = backoff(config, attempt);
     match config.retry.backoff.jitter {
         Jitter::None => cap,

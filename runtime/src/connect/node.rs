@@ -23,7 +23,7 @@ impl Node {
     }
 
     /// `host:port`, without credentials, for messages.
-    pub fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         self.client.get_connection_info().addr().to_string()
     }
 

@@ -154,7 +154,7 @@ impl Function {
     }
 
     /// Whether it only reads (`no-writes`): callable with `FCALL_RO`.
-    pub const fn read_only(self) -> bool {
+    pub(crate) const fn read_only(self) -> bool {
         matches!(self.runs(), Runs::ReadOnly)
     }
 

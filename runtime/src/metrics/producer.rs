@@ -62,7 +62,7 @@ impl ProducerMetrics {
     }
 
     /// `jobs` publishes to `queue`'s `partition` were duplicates (`dedup`).
-    pub fn duplicates(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
+    pub(crate) fn duplicates(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
         self.duplicates
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),

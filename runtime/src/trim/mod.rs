@@ -30,7 +30,7 @@
 //! of `XRANGE id id`), then the lease release.
 
 //!
-//! The parts: [`StreamRole`], [`TrimPlan`] and [`decide`] say what a plan is
+//! The parts: [`StreamRole`], [`TrimPlan`] and `decide` say what a plan is
 //! and how its MINID is chosen (`model`); [`plan`] and [`plan_streams`] read
 //! one (`plan`); [`apply`] trims to it and verifies (`apply`);
 //! [`trim_partition`] is one leased pass over a partition (`partition`).
@@ -43,7 +43,7 @@ mod partition;
 mod plan;
 
 pub use apply::{apply, Trimmed};
-pub use model::{decide, Boundary, GroupBoundaries, Removable, StreamRole, TrimPlan};
+pub use model::{Boundary, GroupBoundaries, Removable, StreamRole, TrimPlan};
 pub use partition::{trim_partition, xtrim_acked_supported, StreamTrim, TrimOptions};
 pub use plan::{plan, plan_streams, server_time_ms};
 

@@ -204,7 +204,7 @@ impl TrimPlan {
 /// The MINID and what decided it: the earliest of `policy_cutoff` and every
 /// group's lowest pending and first undelivered entry. On a tie the policy,
 /// then the group listed first, is named.
-pub fn decide(policy_cutoff: StreamId, groups: &[GroupBoundaries]) -> (StreamId, Boundary) {
+pub(crate) fn decide(policy_cutoff: StreamId, groups: &[GroupBoundaries]) -> (StreamId, Boundary) {
     let mut minid = policy_cutoff;
     let mut decided_by = Boundary::Policy;
     for group in groups {
