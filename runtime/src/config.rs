@@ -63,7 +63,7 @@ pub struct HandlerConfig {
     /// How long shutdown waits for jobs in flight before leaving them pending.
     pub shutdown_budget: Duration,
     /// The queue's rate limit (`handler.rate`), shared by all its workers
-    /// through a token bucket in Redis ([`QueueConfig::rate_key`]); `None`: no limit.
+    /// through a token bucket in Redis (`QueueConfig::rate_key`); `None`: no limit.
     pub rate: Option<RateLimit>,
     /// The queue's per-tenant rate limit (`handler.tenant_rate`): one bucket
     /// per tenant class (`QueueConfig::tenant_rate_key`); `None`: no limit.
@@ -368,12 +368,12 @@ impl QueueConfig {
     /// (`{prefix}:{queue-NN}:delayed`). Its own set, not the retry set:
     /// members are job_ids (a second delayed publish of one job finds the
     /// first), not entry IDs, and `status` counts the two apart.
-    pub fn delayed_key(&self, partition: u16) -> String {
+    pub(crate) fn delayed_key(&self, partition: u16) -> String {
         self.partition_key(partition, "delayed")
     }
 
     /// The envelopes of a partition's delayed jobs (hash by job_id).
-    pub fn delayed_jobs_key(&self, partition: u16) -> String {
+    pub(crate) fn delayed_jobs_key(&self, partition: u16) -> String {
         self.partition_key(partition, "delayed-jobs")
     }
 
@@ -457,7 +457,7 @@ impl QueueConfig {
     /// one key for the whole queue, in a hash tag of the queue's name alone
     /// (never a partition's tag `{queue-NN}`), so on a Cluster it lives on
     /// whichever node owns that slot and every worker calls it there.
-    pub fn rate_key(&self) -> String {
+    pub(crate) fn rate_key(&self) -> String {
         format!("{}:{{{}}}:rate", self.key_prefix, self.queue)
     }
 

@@ -73,7 +73,7 @@ impl StreamInventory {
 /// Inventories every stream of `keys`, in order; `None` for a key that does
 /// not exist. A key of another type, or a refused command, is an error
 /// naming the key and the command.
-pub async fn inventory<C: ConnectionLike>(
+pub(crate) async fn inventory<C: ConnectionLike>(
     conn: &mut C,
     keys: &[String],
 ) -> Result<Vec<Option<StreamInventory>>> {

@@ -34,7 +34,7 @@ impl Lease {
     }
 
     /// Who holds it: the value stored under the key.
-    pub fn holder(&self) -> &str {
+    pub(crate) fn holder(&self) -> &str {
         &self.holder
     }
 }
@@ -176,7 +176,11 @@ pub async fn release<C: ConnectionLike>(
 /// took it in between, this extends theirs (by at most `ttl` from now) and
 /// answers `false`. That only delays a takeover should that holder die, and
 /// it keeps renewal to commands a worker's ACL user already has but one.
-pub async fn renew<C: ConnectionLike>(conn: &mut C, lease: &Lease, ttl: Duration) -> Result<bool> {
+pub(crate) async fn renew<C: ConnectionLike>(
+    conn: &mut C,
+    lease: &Lease,
+    ttl: Duration,
+) -> Result<bool> {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
     let (current, _extended): (Option<String>, i64) = redis::pipe()
         .atomic()

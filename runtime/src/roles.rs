@@ -108,7 +108,7 @@ impl Role {
     /// The library functions the role calls, by the name after the library
     /// prefix (`ack` is `FCALL qg_<service>_v<N>_ack`). `FCALL` and
     /// `FCALL_RO` are allowed for these names only.
-    pub fn functions(self) -> &'static [Function] {
+    pub(crate) fn functions(self) -> &'static [Function] {
         match self {
             Role::Producer => &[Function::PublishOnce, Function::DelaySchedule],
             Role::Worker => &[

@@ -27,7 +27,7 @@ impl StreamId {
 
     /// How long ago the entry was added, by the ID's time and `now_ms`; zero
     /// for an ID from the future (clock skew between producer hosts).
-    pub fn age(&self, now_ms: u64) -> Duration {
+    pub(crate) fn age(&self, now_ms: u64) -> Duration {
         Duration::from_millis(now_ms.saturating_sub(self.ms))
     }
 }

@@ -51,7 +51,7 @@ pub enum DeadReason {
 }
 
 impl DeadReason {
-    /// Every reason, in the order of [`DeadReason::index`].
+    /// Every reason, in the order of `DeadReason::index`.
     pub const ALL: [DeadReason; 6] = [
         DeadReason::RetriesExhausted,
         DeadReason::Permanent,
@@ -62,7 +62,8 @@ impl DeadReason {
     ];
 
     /// Position in [`DeadReason::ALL`] (a metric's slot for this reason).
-    pub fn index(self) -> usize {
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 
@@ -138,7 +139,7 @@ pub struct DeadLetter<'a> {
 
 /// Calls `retry_schedule`; the source is acknowledged when this returns `Ok`.
 /// [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) when the entry is no longer pending for `retry.consumer`.
-pub async fn retry_schedule<C: ConnectionLike + Send>(
+pub(crate) async fn retry_schedule<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     retry: &ScheduleRetry<'_>,
@@ -149,7 +150,7 @@ pub async fn retry_schedule<C: ConnectionLike + Send>(
 /// Calls `defer`: as [`retry_schedule`], with the attempt kept, for a job set
 /// aside before it ran (its tenant's rate was spent); it waits in the retry
 /// set until `due_ms`. [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) as for a retry.
-pub async fn defer<C: ConnectionLike + Send>(
+pub(crate) async fn defer<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     deferral: &ScheduleRetry<'_>,
@@ -201,7 +202,7 @@ async fn schedule_again<C: ConnectionLike + Send>(
 
 /// Calls `dead_letter`; the source is acknowledged when this returns `Ok`.
 /// [`TransitionError::NotOwner`](crate::error::TransitionError::NotOwner) when the entry is no longer pending for `dead.consumer`.
-pub async fn dead_letter<C: ConnectionLike + Send>(
+pub(crate) async fn dead_letter<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     dead: &DeadLetter<'_>,
@@ -322,22 +323,9 @@ pub(crate) async fn due_members_of<C: ConnectionLike + Send>(
         .collect()
 }
 
-/// Calls `retry_promote` for `members` (read by `due_members_of`); at most
-/// `config.retry_promote_batch` of them. Safe with many schedulers at once:
-/// a member another one promoted first is skipped or only cleaned up.
-pub async fn retry_promote<C: ConnectionLike + Send>(
-    conn: &mut C,
-    config: &QueueConfig,
-    partition: u16,
-    now_ms: u64,
-    members: &[String],
-) -> Result<Promoted> {
-    promote(conn, config, DueSet::Retries, partition, now_ms, members).await
-}
-
 /// Calls the promote function of `set` (`retry_promote` or
 /// `delayed_promote`) for `members`, at most `config.retry_promote_batch`.
-pub async fn promote<C: ConnectionLike + Send>(
+pub(crate) async fn promote<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     set: DueSet,
@@ -680,7 +668,7 @@ impl AckFunction {
     }
 
     /// How this function acknowledges.
-    pub fn path(&self) -> AckPath {
+    pub(crate) fn path(&self) -> AckPath {
         self.path
     }
 
@@ -787,27 +775,6 @@ impl AckFunction {
     }
 }
 
-/// Calls `ack` for `ids` of `partition`: acknowledges those still pending
-/// for `consumer` and reports the others (see [`AckFunction::command`] for
-/// `claim_epoch`).
-pub async fn ack<C: ConnectionLike + Send>(
-    conn: &mut C,
-    config: &QueueConfig,
-    partition: u16,
-    consumer: &str,
-    claim_epoch: Option<u64>,
-    ids: &[&str],
-) -> Result<Acked> {
-    let function = AckFunction::new(config);
-    let key = config.ready_key(partition);
-    let claims_key = config.claims_key(partition);
-    let answer = function
-        .command((&key, &claims_key), consumer, claim_epoch, ids)
-        .query_async(conn)
-        .await;
-    function.reply(&key, partition, answer)
-}
-
 /// What a `renew` call found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewal {
@@ -822,7 +789,7 @@ pub enum Renewal {
 /// Calls `renew`: resets the idle time of `partition`'s entry `id` if it is
 /// still pending for `consumer`, so that no recovery claims it for another
 /// `claim.min_idle`.
-pub async fn renew<C: ConnectionLike + Send>(
+pub(crate) async fn renew<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     partition: u16,

@@ -55,7 +55,11 @@ pub(crate) struct CallContext<'a> {
 
 impl CallContext<'_> {
     /// Reads a `[status, id]` reply: `fresh` (e.g. `scheduled`) or `already`.
-    pub fn moved(&self, reply: redis::RedisResult<Vec<String>>, fresh: &str) -> Result<Moved> {
+    pub(crate) fn moved(
+        &self,
+        reply: redis::RedisResult<Vec<String>>,
+        fresh: &str,
+    ) -> Result<Moved> {
         let reply = reply.map_err(|err| self.error(err))?;
         match <[String; 2]>::try_from(reply) {
             Ok([status, id]) if status == fresh || status == "already" => Ok(Moved {
@@ -69,7 +73,7 @@ impl CallContext<'_> {
 
     /// A refusal (`QG_*`) as [`TransitionError::Refused`] or [`TransitionError::NotOwner`];
     /// any other error as a Redis error naming the call.
-    pub fn error(&self, err: redis::RedisError) -> Error {
+    pub(crate) fn error(&self, err: redis::RedisError) -> Error {
         let (code, detail) = match refusal_of(&err) {
             Some(refusal) => refusal,
             None => {
@@ -98,7 +102,7 @@ impl CallContext<'_> {
     }
 
     /// The refusal `code detail` as [`TransitionError::Refused`].
-    pub fn transition(&self, code: &str, detail: &str) -> Error {
+    pub(crate) fn transition(&self, code: &str, detail: &str) -> Error {
         let parsed = TransitionCode::parse(code).unwrap_or(TransitionCode::Unknown);
         let detail = match parsed {
             TransitionCode::Unknown => format!("{code} {detail}"),
@@ -115,7 +119,7 @@ impl CallContext<'_> {
     }
 
     /// A reply that does not have the contract's shape.
-    pub fn unexpected(&self, reply: String) -> Error {
+    pub(crate) fn unexpected(&self, reply: String) -> Error {
         let err = redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
             "unexpected reply from the Function library",

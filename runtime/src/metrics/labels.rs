@@ -29,7 +29,7 @@ pub enum JobOutcome {
 }
 
 impl JobOutcome {
-    /// Every outcome, in the order of [`JobOutcome::index`].
+    /// Every outcome, in the order of `JobOutcome::index`.
     pub const ALL: [JobOutcome; 10] = [
         JobOutcome::Done,
         JobOutcome::Retry,
@@ -59,7 +59,8 @@ impl JobOutcome {
     }
 
     /// Position in [`JobOutcome::ALL`].
-    pub fn index(self) -> usize {
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -77,7 +78,7 @@ pub enum FailedTransition {
 }
 
 impl FailedTransition {
-    /// Every transition, in the order of [`FailedTransition::index`].
+    /// Every transition, in the order of `FailedTransition::index`.
     pub const ALL: [FailedTransition; 3] = [
         FailedTransition::Retry,
         FailedTransition::DeadLetter,
@@ -93,7 +94,8 @@ impl FailedTransition {
     }
 
     /// Position in [`FailedTransition::ALL`].
-    pub fn index(self) -> usize {
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -111,7 +113,7 @@ pub enum Settlement {
 }
 
 impl Settlement {
-    /// Every settlement, in the order of [`Settlement::index`].
+    /// Every settlement, in the order of `Settlement::index`.
     pub const ALL: [Settlement; 3] = [Settlement::Ack, Settlement::Retry, Settlement::DeadLetter];
 
     pub fn as_str(self) -> &'static str {
@@ -123,7 +125,8 @@ impl Settlement {
     }
 
     /// Position in [`Settlement::ALL`].
-    pub fn index(self) -> usize {
+    #[cfg(feature = "metrics")]
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }

@@ -52,7 +52,7 @@ impl ProducerMetrics {
     }
 
     /// `jobs` were appended to `queue`'s `partition`.
-    pub fn published(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
+    pub(crate) fn published(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
         self.published
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),
@@ -72,7 +72,7 @@ impl ProducerMetrics {
     }
 
     /// One publish (or one `publish_many` call) to `queue`'s `partition` was refused.
-    pub fn refused(&self, queue: &Cow<'static, str>, partition: u16) {
+    pub(crate) fn refused(&self, queue: &Cow<'static, str>, partition: u16) {
         self.refusals
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),

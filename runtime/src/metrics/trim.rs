@@ -61,7 +61,7 @@ impl TrimMetrics {
     }
 
     /// `entries` removed from `stream` of `queue`'s `partition` by one `XTRIM`.
-    pub fn removed(
+    pub(crate) fn removed(
         &self,
         queue: &Cow<'static, str>,
         partition: u16,
@@ -79,7 +79,7 @@ impl TrimMetrics {
 
     /// Creates at 0 the pass series of `queue`'s `partition`: both
     /// streams, every outcome. For a worker that trims the partition.
-    pub fn partition(&self, queue: &Cow<'static, str>, partition: u16) {
+    pub(crate) fn partition(&self, queue: &Cow<'static, str>, partition: u16) {
         for stream in StreamRole::BOTH {
             for outcome in TrimOutcome::ALL {
                 let _created = self.passes.get_or_create(&PassLabels {
@@ -93,7 +93,7 @@ impl TrimMetrics {
     }
 
     /// One pass over `stream` of `queue`'s `partition` ended with `outcome`.
-    pub fn pass(
+    pub(crate) fn pass(
         &self,
         queue: &Cow<'static, str>,
         partition: u16,

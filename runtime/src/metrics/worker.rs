@@ -272,7 +272,7 @@ impl WorkerMetrics {
     }
 
     /// The trim families, which the worker's trimmer records into.
-    pub fn trim(&self) -> &TrimMetrics {
+    pub(crate) fn trim(&self) -> &TrimMetrics {
         &self.trim
     }
 

@@ -91,7 +91,7 @@ fn value_text(value: Value) -> String {
 }
 
 /// The `envelope` field is a JSON array `[field, value, field, value, ...]`.
-pub fn decode_envelope(json: &str) -> Vec<(String, String)> {
+pub(crate) fn decode_envelope(json: &str) -> Vec<(String, String)> {
     let values: Vec<String> = serde_json::from_str(json).unwrap_or_default();
     values
         .chunks_exact(2)

@@ -51,7 +51,7 @@ pub struct LibraryLabels {
 type Seconds = Gauge<f64, AtomicU64>;
 
 /// The queue gauges, registered once in a registry and set from each
-/// [`StatusReport`] with [`QueueGauges::update`].
+/// [`StatusReport`] with `QueueGauges::update`.
 #[derive(Clone)]
 pub struct QueueGauges {
     oldest_ready_age: Series<GroupLabels, Seconds>,
@@ -153,7 +153,7 @@ impl QueueGauges {
     }
 
     /// Sets every gauge from `report`, and removes the series it no longer has.
-    pub fn update(&self, report: &StatusReport) {
+    pub(crate) fn update(&self, report: &StatusReport) {
         let seconds = |ms: u64| ms as f64 / 1_000.0;
         let mut ready = Vec::new();
         let mut pending_age = Vec::new();

@@ -8,7 +8,7 @@
 //! recovery, acks, retries and producers carry on. Its value says who paused
 //! the partition, when (the server's clock) and why:
 //! `at_ms=<unix ms>;by=<who>;reason=<text>`. Any other value (a flag set by
-//! hand with `SET … 1`) pauses all the same; [`PauseNote::decode`] then
+//! hand with `SET … 1`) pauses all the same; `PauseNote::decode` then
 //! keeps it as the reason.
 //!
 //! Only the operator role writes the flag (`SET`, `GETDEL`); workers and the
@@ -35,7 +35,7 @@ pub struct PauseNote {
 impl PauseNote {
     /// The flag's value: `at_ms=<ms>;by=<who>;reason=<text>`. `;` and line
     /// breaks in `by` become spaces, so the value always parses back.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let by: String = self
             .by
             .chars()
@@ -51,7 +51,7 @@ impl PauseNote {
 
     /// The note in a flag's value; a value in another form (set by hand)
     /// is kept whole as the reason, with `by` `(unknown)`.
-    pub fn decode(value: &str) -> PauseNote {
+    pub(crate) fn decode(value: &str) -> PauseNote {
         let parsed = (|| {
             let rest = value.strip_prefix("at_ms=")?;
             let (at_ms, rest) = rest.split_once(";by=")?;

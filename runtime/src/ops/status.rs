@@ -234,12 +234,6 @@ impl AlertKind {
     }
 }
 
-impl StatusReport {
-    pub fn queue(&self, name: &str) -> Option<&QueueStatus> {
-        self.queues.iter().find(|queue| queue.queue == name)
-    }
-}
-
 impl PartitionStatus {
     /// `partition 3`, or `partition 3 lane high` for a queue with lanes.
     pub fn place(&self) -> String {
@@ -507,7 +501,7 @@ fn lag_unavailable(group: &GroupInventory) -> String {
 }
 
 /// The alerts of `thresholds` that `partition` fires now.
-pub fn firing(
+pub(crate) fn firing(
     queue: &str,
     partition: &PartitionStatus,
     thresholds: &AlertThresholds,
