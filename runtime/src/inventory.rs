@@ -17,7 +17,7 @@ use crate::stream_id::StreamId;
 
 /// One stream and every consumer group reading it, at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamInventory {
+pub(crate) struct StreamInventory {
     pub key: String,
     /// `XLEN`: every entry still stored, acknowledged or not (history, not depth).
     pub length: u64,
@@ -28,7 +28,7 @@ pub struct StreamInventory {
 
 /// One consumer group's boundaries on a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupInventory {
+pub(crate) struct GroupInventory {
     pub name: String,
     pub consumers: u64,
     /// Entries delivered to the group and not yet acknowledged.
@@ -48,7 +48,7 @@ pub struct GroupInventory {
 
 /// The lowest entry of a group's pending list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingHead {
+pub(crate) struct PendingHead {
     pub id: StreamId,
     pub consumer: String,
     pub idle_ms: u64,
@@ -63,10 +63,6 @@ impl StreamInventory {
             .iter()
             .filter_map(|group| group.first_undelivered.map(|id| (group, id)))
             .min_by_key(|(_, id)| *id)
-    }
-
-    pub fn group(&self, name: &str) -> Option<&GroupInventory> {
-        self.groups.iter().find(|group| group.name == name)
     }
 }
 

@@ -199,7 +199,7 @@ impl Role {
     /// `resetkeys`, the key pattern, no channels, `-@all`, then each
     /// command, with `FCALL`/`FCALL_RO` limited to the role's functions of
     /// each library in `libraries` (`qg_<service>_v<N>`).
-    /// The role's [`KEY_REPLACING`] commands come last, in a selector
+    /// The role's `KEY_REPLACING` commands come last, in a selector
     /// limited to `Role::replaceable_key_patterns`, so that `SET`, `DEL`
     /// and `PEXPIRE` never reach a stream or a retry set.
     /// Commands `server` lacks are left out: an ACL rule naming a command
@@ -287,7 +287,7 @@ impl ServerCommands {
 /// overwrites a stream with a string, `DEL`/`GETDEL` delete it, `PEXPIRE`
 /// makes it vanish. Each role sends them only to the keys of
 /// `Role::replaceable_key_patterns` (a Redis 7 ACL selector).
-pub const KEY_REPLACING: &[&str] = &["set", "del", "getdel", "pexpire"];
+pub(crate) const KEY_REPLACING: &[&str] = &["set", "del", "getdel", "pexpire"];
 
 /// The key shapes (after `{prefix}:`) that hold strings, counters or small
 /// hashes the roles may replace: transition markers, leases, stored

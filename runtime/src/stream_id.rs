@@ -14,8 +14,6 @@ pub struct StreamId {
 }
 
 impl StreamId {
-    pub const ZERO: StreamId = StreamId { ms: 0, seq: 0 };
-
     pub const fn new(ms: u64, seq: u64) -> StreamId {
         StreamId { ms, seq }
     }

@@ -89,7 +89,7 @@ impl fmt::Display for DeadReason {
 
 /// What one `retry_promote` call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Promoted {
+pub(crate) struct Promoted {
     /// Retries moved to the ready stream by this call.
     pub promoted: u64,
     /// Retries an earlier run had promoted; this call removed what was left of them.
@@ -104,7 +104,7 @@ pub struct Promoted {
 
 /// `retry_schedule`: move a pending ready entry to the retry set as its next attempt.
 #[derive(Debug, Clone)]
-pub struct ScheduleRetry<'a> {
+pub(crate) struct ScheduleRetry<'a> {
     pub partition: u16,
     /// The consumer the entry must still be pending for: the caller's.
     pub consumer: &'a str,
@@ -435,7 +435,7 @@ pub(crate) fn delay_schedule_command(
 /// What appending one job answered: a plain `XADD`'s ID, or `publish_once`'s
 /// `[published|duplicate, id]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Appended {
+pub(crate) struct Appended {
     /// The new entry's ID, or for a duplicate the first publish's.
     pub stream_id: String,
     /// `publish_once` found a publish of the job_id within the window and wrote nothing.
@@ -470,7 +470,7 @@ impl redis::FromRedisValue for Appended {
 /// What `delay_schedule` answered: the due time the job waits for, and
 /// whether that is an earlier publish's (the job_id was already waiting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DelayedReply {
+pub(crate) struct DelayedReply {
     pub due_ms: u64,
     pub duplicate: bool,
 }
@@ -648,7 +648,7 @@ pub struct Acked {
 
 /// The raw answer to one `ack` call: `[acked, [id, owner, ...], unaccounted,
 /// epoch]` (`ack_delete` appends `deleted`), or its error.
-pub type AckAnswer = redis::RedisResult<Vec<redis::Value>>;
+pub(crate) type AckAnswer = redis::RedisResult<Vec<redis::Value>>;
 
 /// The `ack` function of one queue, named once: the worker's acker calls it
 /// for every partition of every flush, in one pipeline.
@@ -777,7 +777,7 @@ impl AckFunction {
 
 /// What a `renew` call found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Renewal {
+pub(crate) enum Renewal {
     /// The entry was pending for the caller: its idle time is 0 again (and
     /// its delivery count unchanged).
     Renewed,

@@ -29,7 +29,7 @@ use crate::metrics::Readiness;
 
 /// A series about one consumer group of one partition.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GroupLabels {
+pub(crate) struct GroupLabels {
     pub queue: String,
     pub partition: String,
     pub group: String,
@@ -37,14 +37,14 @@ pub struct GroupLabels {
 
 /// A series about one partition.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PartitionLabels {
+pub(crate) struct PartitionLabels {
     pub queue: String,
     pub partition: String,
 }
 
 /// A series about one Function library version.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LibraryLabels {
+pub(crate) struct LibraryLabels {
     pub library: String,
 }
 

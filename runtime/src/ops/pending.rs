@@ -7,7 +7,7 @@
 //!
 //! Read-only (`TIME`, `TYPE`, `XPENDING`, `XRANGE`), in two round trips: one
 //! pipeline reads every selected partition's pending list (at most
-//! [`EXAMINED_PER_PARTITION`] or `limit` entries each, in ID order, which is
+//! `EXAMINED_PER_PARTITION` or `limit` entries each, in ID order, which is
 //! what `XPENDING` can page by), the second reads the `job_id` of the rows
 //! shown (`XRANGE id id`; an entry deleted or trimmed since shows as such).
 
@@ -26,7 +26,7 @@ use crate::stream_id::StreamId;
 
 /// Pending entries examined per partition when `limit` is smaller: the
 /// ordering is over these (the lowest IDs of each partition's list).
-pub const EXAMINED_PER_PARTITION: usize = 1000;
+pub(crate) const EXAMINED_PER_PARTITION: usize = 1000;
 
 /// Which pending entries to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
