@@ -31,7 +31,9 @@ use redis::aio::ConnectionLike;
 use crate::config::{MarkerKind, QueueConfig};
 use crate::error::{Error, Result};
 use crate::functions::{self, CallContext as Call, Function};
-pub use crate::functions::{Moved, TransitionCode};
+
+pub use crate::error::TransitionCode;
+pub(crate) use crate::functions::Moved;
 
 /// Why a job was dead-lettered: the `reason` code of its dead letter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

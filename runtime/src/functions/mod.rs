@@ -19,7 +19,7 @@ mod reply;
 mod settle;
 mod upkeep;
 
-pub use crate::error::TransitionCode;
+pub(crate) use crate::error::TransitionCode;
 pub use call::{command, FunctionCall};
 pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
