@@ -18,7 +18,7 @@ use super::ErrorKind;
 
 /// The kind of a driver error: by SQLSTATE class for an error the server
 /// sent, transient for a connection that failed or closed.
-pub(crate) fn error_kind(err: &tokio_postgres::Error) -> ErrorKind {
+pub fn error_kind(err: &tokio_postgres::Error) -> ErrorKind {
     match err.code() {
         Some(code) => kind_of_sqlstate(code),
         // No SQLSTATE: the connection failed, closed or timed out.

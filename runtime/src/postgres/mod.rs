@@ -25,6 +25,8 @@ mod publisher;
 mod results;
 
 #[cfg(feature = "postgres")]
+pub use crate::outcome::sqlstate::error_kind;
+#[cfg(feature = "postgres")]
 pub use connect::Postgres;
 #[cfg(feature = "postgres")]
 pub use fence::Fence;
