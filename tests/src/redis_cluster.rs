@@ -90,8 +90,8 @@ impl RedisCluster {
     }
 
     /// As [`RedisCluster::start_with`], each node also getting the
-    /// arguments `per_node` makes for it (called once per node started):
-    /// e.g. a TLS port of its own ([`crate::tls::TlsCluster`]).
+    /// arguments `per_node` makes for it (called again on every start attempt,
+    /// so a port it picks is picked afresh): e.g. a TLS port ([`crate::tls::TlsCluster`]).
     pub fn start_with_per_node<S: AsRef<str>>(
         extra: &[S],
         per_node: impl Fn() -> Vec<String> + Sync,
@@ -613,9 +613,12 @@ fn start_nodes<S: AsRef<str>>(
         let starts: Vec<_> = (0..NODES)
             .map(|_| {
                 scope.spawn(|| {
-                    let mut args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-                    args.extend(per_node());
-                    RedisServer::start_on_free_port(free_cluster_port, &args)
+                    RedisServer::start_with_fresh_args(free_cluster_port, || {
+                        let mut node_args: Vec<String> =
+                            args.iter().map(|arg| (*arg).to_owned()).collect();
+                        node_args.extend(per_node());
+                        node_args
+                    })
                 })
             })
             .collect();

@@ -83,9 +83,22 @@ impl RedisServer {
         pick_port: fn() -> u16,
         extra: &[S],
     ) -> RedisServer {
+        Self::start_with_fresh_args(pick_port, || {
+            extra.iter().map(|arg| arg.as_ref().to_owned()).collect()
+        })
+    }
+
+    /// As [`RedisServer::start_on_free_port`], asking `extra` again on every
+    /// attempt: arguments that name ports of their own (a TLS port, whose
+    /// +10000 is the cluster bus with `tls-cluster yes`) must be picked
+    /// afresh when the last pick was taken, not retried as they were.
+    pub(crate) fn start_with_fresh_args(
+        pick_port: fn() -> u16,
+        extra: impl Fn() -> Vec<String>,
+    ) -> RedisServer {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::try_start(pick_port(), extra) {
+            match Self::try_start(pick_port(), &extra()) {
                 Ok(server) => return server,
                 Err(failure) => failures.push(failure),
             }
