@@ -8,12 +8,9 @@ use crate::error::{Error, NotOwner, Result};
 /// named, typed field of the implementing type, written in the order the
 /// contract (docs/functions.md) gives them.
 pub trait FunctionCall {
-    /// The function it calls.
-    fn function(&self) -> Function;
-    /// How many of the values [`FunctionCall::write_args`] appends are KEYS.
-    fn key_count(&self) -> usize;
-    /// Appends the KEYS, then the ARGV.
-    fn write_args(&self, cmd: &mut redis::Cmd);
+    /// The call of the function named `name` (see [`command`]): `fcall`
+    /// with the function and its KEYS, then its ARGV.
+    fn command(&self, name: &str) -> redis::Cmd;
 }
 
 /// `FCALL <name> <numkeys> <keys...> <args...>` of `call` (`FCALL_RO` for a
@@ -21,7 +18,12 @@ pub trait FunctionCall {
 /// service's library ([`Function::in_library`], built once by callers that
 /// call it often). The only place the runtime builds a Function call.
 pub fn command<F: FunctionCall>(name: &str, call: &F) -> redis::Cmd {
-    let function = call.function();
+    call.command(name)
+}
+
+/// `FCALL <name> <numkeys> <keys...>` (`FCALL_RO` for a read-only
+/// `function`), for a [`FunctionCall`] to append its ARGV to.
+pub(super) fn fcall(name: &str, function: Function, keys: &[&str]) -> redis::Cmd {
     debug_assert!(
         name.ends_with(function.name()),
         "{name} is not the library's {function}"
@@ -31,8 +33,7 @@ pub fn command<F: FunctionCall>(name: &str, call: &F) -> redis::Cmd {
     } else {
         "FCALL"
     });
-    cmd.arg(name).arg(call.key_count());
-    call.write_args(&mut cmd);
+    cmd.arg(name).arg(keys.len()).arg(keys);
     cmd
 }
 
@@ -74,17 +75,12 @@ impl CallContext<'_> {
     /// A refusal (`QG_*`) as [`TransitionError::Refused`] or [`TransitionError::NotOwner`];
     /// any other error as a Redis error naming the call.
     pub(crate) fn error(&self, err: redis::RedisError) -> Error {
-        let (code, detail) = match refusal_of(&err) {
-            Some(refusal) => refusal,
-            None => {
-                return Error::redis(
-                    format!(
-                        "FCALL {} on {} (partition {}, job {})",
-                        self.function, self.key, self.partition, self.job
-                    ),
-                    err,
-                )
-            }
+        let Some((code, detail)) = refusal_of(&err) else {
+            let call = format!(
+                "FCALL {} on {} (partition {}, job {})",
+                self.function, self.key, self.partition, self.job
+            );
+            return Error::redis(call, err);
         };
         let parsed = TransitionCode::parse(code).expect("checked for the QG_ prefix");
         if let (TransitionCode::NotOwner, Some((stream_id, consumer))) = (parsed, self.entry) {
@@ -154,6 +150,149 @@ pub(crate) fn refusal_of(err: &redis::RedisError) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::functions::{Ack, Promote, Reschedule, Trim, TrimGroup, Version};
+
+    /// The words of `cmd`, as Redis receives them.
+    fn words(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_sends_its_keys_counted_then_its_args_in_the_contract_s_order() {
+        let reschedule = Reschedule {
+            defer: true,
+            ready_key: "r",
+            retry_key: "t",
+            retry_jobs_key: "tj",
+            marker_key: "m",
+            group: "g",
+            consumer: "c",
+            source_id: "1-0",
+            due_ms: 5,
+            reason: "why",
+            marker_ttl_ms: 6,
+            accepted_schemas: "1,2",
+        };
+        assert_eq!(
+            words(&command("qg_v1_defer", &reschedule)),
+            [
+                "FCALL",
+                "qg_v1_defer",
+                "4",
+                "r",
+                "t",
+                "tj",
+                "m",
+                "g",
+                "c",
+                "1-0",
+                "5",
+                "why",
+                "6",
+                "1,2"
+            ]
+        );
+        let markers = ["m1".to_owned(), "m2".to_owned()];
+        let members = ["a".to_owned(), "b".to_owned()];
+        let promote = Promote {
+            delayed: false,
+            set_key: "s",
+            jobs_key: "j",
+            ready_key: "r",
+            dead_key: "d",
+            marker_keys: &markers,
+            now_ms: 7,
+            batch: 2,
+            marker_ttl_ms: 8,
+            dead_letter_max_len: 9,
+            members: &members,
+        };
+        assert_eq!(
+            words(&command("qg_v1_retry_promote", &promote)),
+            [
+                "FCALL",
+                "qg_v1_retry_promote",
+                "6",
+                "s",
+                "j",
+                "r",
+                "d",
+                "m1",
+                "m2",
+                "7",
+                "2",
+                "8",
+                "9",
+                "a",
+                "b"
+            ]
+        );
+        let ack = Ack {
+            delete: false,
+            ready_key: "r",
+            claims_key: "k",
+            group: "g",
+            consumer: "c",
+            claim_epoch: None,
+            ids: &["1-0", "2-0"],
+        };
+        assert_eq!(
+            words(&command("qg_v1_ack", &ack)),
+            [
+                "FCALL",
+                "qg_v1_ack",
+                "2",
+                "r",
+                "k",
+                "g",
+                "c",
+                "-",
+                "1-0",
+                "2-0"
+            ]
+        );
+        let groups = [TrimGroup {
+            name: "g",
+            last_delivered: "3-0".to_owned(),
+        }];
+        let trim = Trim {
+            stream_key: "r",
+            lease_key: "l",
+            role: "ready",
+            holder: "h",
+            minid: "2-0",
+            retention_ms: 10,
+            xtrim_acked: true,
+            groups: &groups,
+        };
+        assert_eq!(
+            words(&command("qg_v1_trim", &trim)),
+            [
+                "FCALL",
+                "qg_v1_trim",
+                "2",
+                "r",
+                "l",
+                "ready",
+                "h",
+                "2-0",
+                "10",
+                "1",
+                "1",
+                "g",
+                "3-0"
+            ]
+        );
+        assert_eq!(
+            words(&command("qg_v1_version", &Version)),
+            ["FCALL_RO", "qg_v1_version", "0"]
+        );
+    }
 
     #[test]
     fn a_not_owner_refusal_names_the_owner_or_none() {

@@ -2,7 +2,7 @@
 
 use redis::Cmd;
 
-use super::{Function, FunctionCall};
+use super::{fcall, Function, FunctionCall};
 
 /// `lease_acquire`: `SET lease holder NX PX ttl_ms`. Answers `[1, holder]`
 /// when taken, `[0, current holder or nil]` when not.
@@ -15,16 +15,10 @@ pub struct LeaseAcquire<'a> {
 }
 
 impl FunctionCall for LeaseAcquire<'_> {
-    fn function(&self) -> Function {
-        Function::LeaseAcquire
-    }
-
-    fn key_count(&self) -> usize {
-        1
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.lease_key).arg(self.holder).arg(self.ttl_ms);
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::LeaseAcquire, &[self.lease_key]);
+        cmd.arg(self.holder).arg(self.ttl_ms);
+        cmd
     }
 }
 
@@ -37,15 +31,9 @@ pub struct LeaseRelease<'a> {
 }
 
 impl FunctionCall for LeaseRelease<'_> {
-    fn function(&self) -> Function {
-        Function::LeaseRelease
-    }
-
-    fn key_count(&self) -> usize {
-        1
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.lease_key).arg(self.holder);
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::LeaseRelease, &[self.lease_key]);
+        cmd.arg(self.holder);
+        cmd
     }
 }

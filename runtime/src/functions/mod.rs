@@ -20,6 +20,7 @@ mod settle;
 mod upkeep;
 
 pub(crate) use crate::error::TransitionCode;
+use call::fcall;
 pub use call::{command, FunctionCall};
 pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};

@@ -2,7 +2,7 @@
 
 use redis::{Cmd, ToRedisArgs};
 
-use super::{Function, FunctionCall};
+use super::{fcall, Function, FunctionCall};
 
 /// `publish_once`: append `pairs` (an encoded envelope with `job_id`) to the
 /// ready stream unless a publish of its `job_id` did within `window_ms`.
@@ -19,20 +19,13 @@ pub struct PublishOnce<'a, P> {
 }
 
 impl<P: ToRedisArgs> FunctionCall for PublishOnce<'_, P> {
-    fn function(&self) -> Function {
-        Function::PublishOnce
-    }
-
-    fn key_count(&self) -> usize {
-        2
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.marker_key)
-            .arg(self.window_ms)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.ready_key, self.marker_key];
+        let mut cmd = fcall(name, Function::PublishOnce, &keys);
+        cmd.arg(self.window_ms)
             .arg(self.payload_max_bytes)
             .arg(self.pairs);
+        cmd
     }
 }
 
@@ -51,20 +44,12 @@ pub struct DelaySchedule<'a, P> {
 }
 
 impl<P: ToRedisArgs> FunctionCall for DelaySchedule<'_, P> {
-    fn function(&self) -> Function {
-        Function::DelaySchedule
-    }
-
-    fn key_count(&self) -> usize {
-        3
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.delayed_key)
-            .arg(self.delayed_jobs_key)
-            .arg(self.marker_key)
-            .arg(self.due_ms)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.delayed_key, self.delayed_jobs_key, self.marker_key];
+        let mut cmd = fcall(name, Function::DelaySchedule, &keys);
+        cmd.arg(self.due_ms)
             .arg(self.payload_max_bytes)
             .arg(self.pairs);
+        cmd
     }
 }

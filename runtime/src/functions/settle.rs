@@ -7,7 +7,7 @@ use redis::{Cmd, FromRedisValue, ParsingError, ToRedisArgs, Value};
 
 use crate::entry::{entries_of, Entry};
 
-use super::{Function, FunctionCall};
+use super::{fcall, Function, FunctionCall};
 
 /// `retry_schedule` (or, with `defer`, `defer`): move a pending ready entry
 /// to the retry set as its next attempt (`defer` keeps the attempt).
@@ -31,30 +31,27 @@ pub struct Reschedule<'a> {
 }
 
 impl FunctionCall for Reschedule<'_> {
-    fn function(&self) -> Function {
-        if self.defer {
+    fn command(&self, name: &str) -> Cmd {
+        let function = if self.defer {
             Function::Defer
         } else {
             Function::RetrySchedule
-        }
-    }
-
-    fn key_count(&self) -> usize {
-        4
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.retry_key)
-            .arg(self.retry_jobs_key)
-            .arg(self.marker_key)
-            .arg(self.group)
+        };
+        let keys = [
+            self.ready_key,
+            self.retry_key,
+            self.retry_jobs_key,
+            self.marker_key,
+        ];
+        let mut cmd = fcall(name, function, &keys);
+        cmd.arg(self.group)
             .arg(self.consumer)
             .arg(self.source_id)
             .arg(self.due_ms)
             .arg(self.reason)
             .arg(self.marker_ttl_ms)
             .arg(self.accepted_schemas);
+        cmd
     }
 }
 
@@ -77,19 +74,10 @@ pub struct DeadLetterCall<'a> {
 }
 
 impl FunctionCall for DeadLetterCall<'_> {
-    fn function(&self) -> Function {
-        Function::DeadLetter
-    }
-
-    fn key_count(&self) -> usize {
-        3
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.dead_key)
-            .arg(self.marker_key)
-            .arg(self.group)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.ready_key, self.dead_key, self.marker_key];
+        let mut cmd = fcall(name, Function::DeadLetter, &keys);
+        cmd.arg(self.group)
             .arg(self.consumer)
             .arg(self.source_id)
             .arg(self.reason)
@@ -97,6 +85,7 @@ impl FunctionCall for DeadLetterCall<'_> {
             .arg(self.deliveries)
             .arg(self.marker_ttl_ms)
             .arg(self.dead_letter_max_len);
+        cmd
     }
 }
 
@@ -122,29 +111,23 @@ pub struct Promote<'a> {
 }
 
 impl FunctionCall for Promote<'_> {
-    fn function(&self) -> Function {
-        if self.delayed {
+    fn command(&self, name: &str) -> Cmd {
+        let function = if self.delayed {
             Function::DelayedPromote
         } else {
             Function::RetryPromote
-        }
-    }
-
-    fn key_count(&self) -> usize {
-        4 + self.marker_keys.len()
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.set_key)
-            .arg(self.jobs_key)
-            .arg(self.ready_key)
-            .arg(self.dead_key)
-            .arg(self.marker_keys)
-            .arg(self.now_ms)
+        };
+        let keys: Vec<&str> = [self.set_key, self.jobs_key, self.ready_key, self.dead_key]
+            .into_iter()
+            .chain(self.marker_keys.iter().map(String::as_str))
+            .collect();
+        let mut cmd = fcall(name, function, &keys);
+        cmd.arg(self.now_ms)
             .arg(self.batch)
             .arg(self.marker_ttl_ms)
             .arg(self.dead_letter_max_len)
             .arg(self.members);
+        cmd
     }
 }
 
@@ -164,22 +147,14 @@ pub struct Replay<'a> {
 }
 
 impl FunctionCall for Replay<'_> {
-    fn function(&self) -> Function {
-        Function::Replay
-    }
-
-    fn key_count(&self) -> usize {
-        3
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.dead_key)
-            .arg(self.ready_key)
-            .arg(self.marker_key)
-            .arg(self.dead_id)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.dead_key, self.ready_key, self.marker_key];
+        let mut cmd = fcall(name, Function::Replay, &keys);
+        cmd.arg(self.dead_id)
             .arg(self.new_job_id)
             .arg(self.marker_ttl_ms)
             .arg(self.accepted_schemas);
+        cmd
     }
 }
 
@@ -197,21 +172,14 @@ pub struct ScheduleTick<'a, F> {
 }
 
 impl<F: ToRedisArgs> FunctionCall for ScheduleTick<'_, F> {
-    fn function(&self) -> Function {
-        Function::ScheduleTick
-    }
-
-    fn key_count(&self) -> usize {
-        2
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.marker_key)
-            .arg(self.schedule)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.ready_key, self.marker_key];
+        let mut cmd = fcall(name, Function::ScheduleTick, &keys);
+        cmd.arg(self.schedule)
             .arg(self.tick_ms)
             .arg(self.marker_ttl_ms)
             .arg(self.fields);
+        cmd
     }
 }
 
@@ -230,22 +198,15 @@ pub struct Claim<'a> {
 }
 
 impl FunctionCall for Claim<'_> {
-    fn function(&self) -> Function {
-        Function::Claim
-    }
-
-    fn key_count(&self) -> usize {
-        2
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.claims_key)
-            .arg(self.group)
+    fn command(&self, name: &str) -> Cmd {
+        let keys = [self.ready_key, self.claims_key];
+        let mut cmd = fcall(name, Function::Claim, &keys);
+        cmd.arg(self.group)
             .arg(self.consumer)
             .arg(self.min_idle_ms)
             .arg(self.cursor)
             .arg(self.count);
+        cmd
     }
 }
 
@@ -299,28 +260,20 @@ pub struct Ack<'a> {
 }
 
 impl FunctionCall for Ack<'_> {
-    fn function(&self) -> Function {
-        if self.delete {
+    fn command(&self, name: &str) -> Cmd {
+        let function = if self.delete {
             Function::AckDelete
         } else {
             Function::Ack
-        }
-    }
-
-    fn key_count(&self) -> usize {
-        2
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.claims_key)
-            .arg(self.group)
-            .arg(self.consumer);
+        };
+        let mut cmd = fcall(name, function, &[self.ready_key, self.claims_key]);
+        cmd.arg(self.group).arg(self.consumer);
         match self.claim_epoch {
             Some(epoch) => cmd.arg(epoch),
             None => cmd.arg("-"),
         };
         cmd.arg(self.ids);
+        cmd
     }
 }
 
@@ -335,18 +288,9 @@ pub struct Renew<'a> {
 }
 
 impl FunctionCall for Renew<'_> {
-    fn function(&self) -> Function {
-        Function::Renew
-    }
-
-    fn key_count(&self) -> usize {
-        1
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.ready_key)
-            .arg(self.group)
-            .arg(self.consumer)
-            .arg(self.id);
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::Renew, &[self.ready_key]);
+        cmd.arg(self.group).arg(self.consumer).arg(self.id);
+        cmd
     }
 }

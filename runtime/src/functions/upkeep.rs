@@ -2,7 +2,7 @@
 
 use redis::Cmd;
 
-use super::{Function, FunctionCall};
+use super::{fcall, Function, FunctionCall};
 
 /// A group as the trim plan saw it: its name and last-delivered ID.
 #[derive(Debug, Clone)]
@@ -30,18 +30,9 @@ pub struct Trim<'a> {
 }
 
 impl FunctionCall for Trim<'_> {
-    fn function(&self) -> Function {
-        Function::Trim
-    }
-
-    fn key_count(&self) -> usize {
-        2
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.stream_key)
-            .arg(self.lease_key)
-            .arg(self.role)
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::Trim, &[self.stream_key, self.lease_key]);
+        cmd.arg(self.role)
             .arg(self.holder)
             .arg(self.minid)
             .arg(self.retention_ms)
@@ -50,6 +41,7 @@ impl FunctionCall for Trim<'_> {
         for group in self.groups {
             cmd.arg(group.name).arg(&group.last_delivered);
         }
+        cmd
     }
 }
 
@@ -66,20 +58,13 @@ pub struct RateTake<'a> {
 }
 
 impl FunctionCall for RateTake<'_> {
-    fn function(&self) -> Function {
-        Function::RateTake
-    }
-
-    fn key_count(&self) -> usize {
-        1
-    }
-
-    fn write_args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.bucket_key)
-            .arg(self.limit)
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::RateTake, &[self.bucket_key]);
+        cmd.arg(self.limit)
             .arg(self.per_ms)
             .arg(self.wanted)
             .arg(self.carry);
+        cmd
     }
 }
 
@@ -89,13 +74,7 @@ impl FunctionCall for RateTake<'_> {
 pub struct Version;
 
 impl FunctionCall for Version {
-    fn function(&self) -> Function {
-        Function::Version
+    fn command(&self, name: &str) -> Cmd {
+        fcall(name, Function::Version, &[])
     }
-
-    fn key_count(&self) -> usize {
-        0
-    }
-
-    fn write_args(&self, _cmd: &mut Cmd) {}
 }
