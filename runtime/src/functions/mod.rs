@@ -78,51 +78,47 @@ impl Runs {
     }
 }
 
+/// Each function, its name and how Redis may run it ([`Function::name`],
+/// [`Function::runs`]), in the order the library registers them and
+/// `Function` declares them.
+const LIBRARY: [(Function, &str, Runs); 18] = [
+    (Function::RetrySchedule, "retry_schedule", Runs::Writes),
+    (Function::Defer, "defer", Runs::Writes),
+    (Function::RetryPromote, "retry_promote", Runs::Writes),
+    (Function::DelayedPromote, "delayed_promote", Runs::Writes),
+    (Function::PublishOnce, "publish_once", Runs::Writes),
+    (Function::DelaySchedule, "delay_schedule", Runs::Writes),
+    (Function::DeadLetter, "dead_letter", Runs::Writes),
+    (Function::Replay, "replay", Runs::Writes),
+    (Function::ScheduleTick, "schedule_tick", Runs::Writes),
+    (Function::Trim, "trim", Runs::PastMaxmemory),
+    (Function::LeaseAcquire, "lease_acquire", Runs::PastMaxmemory),
+    (Function::LeaseRelease, "lease_release", Runs::PastMaxmemory),
+    (Function::Claim, "claim", Runs::PastMaxmemory),
+    (Function::Ack, "ack", Runs::PastMaxmemory),
+    (Function::AckDelete, "ack_delete", Runs::PastMaxmemory),
+    (Function::Renew, "renew", Runs::PastMaxmemory),
+    (Function::RateTake, "rate_take", Runs::PastMaxmemory),
+    (Function::Version, "version", Runs::ReadOnly),
+];
+
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 18] = [
-        Function::RetrySchedule,
-        Function::Defer,
-        Function::RetryPromote,
-        Function::DelayedPromote,
-        Function::PublishOnce,
-        Function::DelaySchedule,
-        Function::DeadLetter,
-        Function::Replay,
-        Function::ScheduleTick,
-        Function::Trim,
-        Function::LeaseAcquire,
-        Function::LeaseRelease,
-        Function::Claim,
-        Function::Ack,
-        Function::AckDelete,
-        Function::Renew,
-        Function::RateTake,
-        Function::Version,
-    ];
+    pub const ALL: [Function; 18] = {
+        let mut all = [Function::Version; 18];
+        let mut i = 0;
+        while i < all.len() {
+            // `name` and `runs` find a function's row by its discriminant.
+            assert!(LIBRARY[i].0 as usize == i, "out of order");
+            all[i] = LIBRARY[i].0;
+            i += 1;
+        }
+        all
+    };
 
     /// The name after the library prefix, also the Lua callback's name.
     pub const fn name(self) -> &'static str {
-        match self {
-            Function::RetrySchedule => "retry_schedule",
-            Function::Defer => "defer",
-            Function::RetryPromote => "retry_promote",
-            Function::DelayedPromote => "delayed_promote",
-            Function::PublishOnce => "publish_once",
-            Function::DelaySchedule => "delay_schedule",
-            Function::DeadLetter => "dead_letter",
-            Function::Replay => "replay",
-            Function::ScheduleTick => "schedule_tick",
-            Function::Trim => "trim",
-            Function::LeaseAcquire => "lease_acquire",
-            Function::LeaseRelease => "lease_release",
-            Function::Claim => "claim",
-            Function::Ack => "ack",
-            Function::AckDelete => "ack_delete",
-            Function::Renew => "renew",
-            Function::RateTake => "rate_take",
-            Function::Version => "version",
-        }
+        LIBRARY[self as usize].1
     }
 
     /// How Redis may run it. The transitions and the publish functions write
@@ -132,26 +128,7 @@ impl Function {
     /// few bytes, and a full server is when trimming and acking matter
     /// most); `version` only reads.
     pub const fn runs(self) -> Runs {
-        match self {
-            Function::RetrySchedule
-            | Function::Defer
-            | Function::RetryPromote
-            | Function::DelayedPromote
-            | Function::PublishOnce
-            | Function::DelaySchedule
-            | Function::DeadLetter
-            | Function::Replay
-            | Function::ScheduleTick => Runs::Writes,
-            Function::Trim
-            | Function::LeaseAcquire
-            | Function::LeaseRelease
-            | Function::Claim
-            | Function::Ack
-            | Function::AckDelete
-            | Function::Renew
-            | Function::RateTake => Runs::PastMaxmemory,
-            Function::Version => Runs::ReadOnly,
-        }
+        LIBRARY[self as usize].2
     }
 
     /// Whether it only reads (`no-writes`): callable with `FCALL_RO`.
