@@ -10,29 +10,26 @@ use super::{command, is_function_not_found, Function, Version};
 /// answering another name) is [`SetupError::LibraryMissing`], naming every such
 /// primary and the library.
 pub async fn verify_library(redis: &Redis, library: &str) -> Result<()> {
-    let mut missing: Vec<(String, LibraryProblem)> = Vec::new();
+    let mut servers = Vec::new();
+    let mut first_problem = None;
     for node in redis.primaries().await? {
         if let Some(problem) = library_problem_on(&node, library).await? {
-            missing.push((node.addr(), problem));
+            servers.push(node.addr());
+            first_problem.get_or_insert(problem);
         }
     }
-    if missing.is_empty() {
-        return Ok(());
+    match first_problem {
+        None => Ok(()),
+        Some(problem) => Err(Error::Setup(SetupError::LibraryMissing {
+            server: servers.join(", "),
+            library: library.to_owned(),
+            problem,
+        })),
     }
-    Err(Error::Setup(SetupError::LibraryMissing {
-        server: missing
-            .iter()
-            .map(|(server, _)| server.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        library: library.to_owned(),
-        problem: missing[0].1.clone(),
-    }))
 }
 
 /// Why `node` lacks `library`, or `None` when it has it.
 async fn library_problem_on(node: &Node, library: &str) -> Result<Option<LibraryProblem>> {
-    let server = node.addr();
     let function = Function::Version.in_library(library);
     let mut conn = node.connection().await?;
     let reply: redis::RedisResult<String> =
@@ -47,7 +44,7 @@ async fn library_problem_on(node: &Node, library: &str) -> Result<Option<Library
             function: function.to_string(),
         })),
         Err(err) => Err(Error::redis(
-            format!("FCALL_RO {function} 0 on {server}"),
+            format!("FCALL_RO {function} 0 on {}", node.addr()),
             err,
         )),
     }
