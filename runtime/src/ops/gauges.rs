@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{Atomic, Gauge};
 use prometheus_client::registry::{Registry, Unit};
 
-use super::status::{status_of, StatusReport, WatchedQueue};
+use super::status::{status_of, LibraryStatus, QueueStatus, StatusReport, WatchedQueue};
 use crate::connect::Redis;
 use crate::error::Result;
 use crate::metrics::Readiness;
@@ -52,7 +52,7 @@ type Seconds = Gauge<f64, AtomicU64>;
 
 /// The queue gauges, registered once in a registry and set from each
 /// [`StatusReport`] with `QueueGauges::update`.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct QueueGauges {
     oldest_ready_age: Series<GroupLabels, Seconds>,
     oldest_pending_age: Series<GroupLabels, Seconds>,
@@ -72,20 +72,7 @@ impl QueueGauges {
     /// Registers every queue gauge (names `queuegen_queue_*`) and the refresh
     /// metrics (`queuegen_monitor_*`) in `registry`.
     pub fn register(registry: &mut Registry) -> QueueGauges {
-        let gauges = QueueGauges {
-            oldest_ready_age: Series::default(),
-            oldest_pending_age: Series::default(),
-            pending: Series::default(),
-            lag: Series::default(),
-            history: Series::default(),
-            dead_letters: Series::default(),
-            retries_scheduled: Series::default(),
-            delayed: Series::default(),
-            paused: Series::default(),
-            library_loaded: Series::default(),
-            refresh_failures: Counter::default(),
-            last_success: Seconds::default(),
-        };
+        let gauges = QueueGauges::default();
         registry.register_with_unit(
             "queuegen_queue_oldest_ready_age",
             "Age of the group's oldest undelivered entry (0 when none)",
@@ -154,121 +141,93 @@ impl QueueGauges {
 
     /// Sets every gauge from `report`, and removes the series it no longer has.
     pub(crate) fn update(&self, report: &StatusReport) {
-        let seconds = |ms: u64| ms as f64 / 1_000.0;
-        let mut ready = Vec::new();
-        let mut pending_age = Vec::new();
-        let mut pending = Vec::new();
-        let mut lag = Vec::new();
-        let mut history = Vec::new();
-        let mut dead = Vec::new();
-        let mut retries = Vec::new();
-        let mut delayed = Vec::new();
-        let mut paused = Vec::new();
-        for queue in &report.queues {
-            for partition in &queue.partitions {
-                let number = partition.partition.to_string();
-                let labels = PartitionLabels {
-                    queue: queue.queue.clone(),
-                    partition: number.clone(),
-                };
-                history.push((labels.clone(), to_i64(partition.history)));
-                dead.push((labels.clone(), to_i64(partition.dead_letters.count)));
-                retries.push((labels.clone(), to_i64(partition.retries.scheduled)));
-                delayed.push((labels.clone(), to_i64(partition.delayed.scheduled)));
-                paused.push((labels, i64::from(partition.paused.is_some())));
-                for group in &partition.groups {
-                    let labels = GroupLabels {
-                        queue: queue.queue.clone(),
-                        partition: number.clone(),
-                        group: group.name.clone(),
-                    };
-                    ready.push((
-                        labels.clone(),
-                        group.oldest_undelivered.map_or(0.0, |e| seconds(e.age_ms)),
-                    ));
-                    pending_age.push((
-                        labels.clone(),
-                        group
-                            .oldest_pending
-                            .as_ref()
-                            .map_or(0.0, |p| seconds(p.age_ms)),
-                    ));
-                    pending.push((labels.clone(), to_i64(group.pending)));
-                    if let Some(known) = group.lag {
-                        lag.push((labels, to_i64(known)));
-                    }
-                }
-            }
-        }
-        // A queue with lanes has a status row per lane; the gauges stay per
-        // partition (labels bounded, alerts unchanged): counts add up, ages
-        // and the pause flag take the largest lane's.
-        let sum = |a: i64, b: i64| a.saturating_add(b);
-        self.oldest_ready_age
-            .replace(per_partition(ready, f64::max));
-        self.oldest_pending_age
-            .replace(per_partition(pending_age, f64::max));
-        self.pending.replace(per_partition(pending, sum));
-        self.lag.replace(per_partition(lag, sum));
-        self.history.replace(per_partition(history, sum));
-        self.dead_letters.replace(per_partition(dead, sum));
-        self.retries_scheduled.replace(per_partition(retries, sum));
-        self.delayed.replace(per_partition(delayed, sum));
-        self.paused.replace(per_partition(paused, i64::max));
-        // On a Cluster a library is listed per primary: loaded means on every one.
-        let mut loaded: Vec<(LibraryLabels, i64)> = Vec::new();
-        for library in &report.libraries {
-            let Some(here) = library.loaded else { continue };
-            match loaded
-                .iter_mut()
-                .find(|(labels, _)| labels.library == library.name)
-            {
-                Some((_, value)) => *value = (*value).min(i64::from(here)),
-                None => loaded.push((
-                    LibraryLabels {
-                        library: library.name.clone(),
-                    },
-                    i64::from(here),
-                )),
-            }
-        }
-        self.library_loaded.replace(loaded);
+        self.set_queue_gauges(&report.queues, &report.libraries);
         self.last_success.set(seconds(report.server_time_ms));
     }
 
     /// Counts a failed refresh and withdraws the queue gauges.
     pub(crate) fn refresh_failed(&self) {
         self.refresh_failures.inc();
-        self.oldest_ready_age.replace(Vec::new());
-        self.oldest_pending_age.replace(Vec::new());
-        self.pending.replace(Vec::new());
-        self.lag.replace(Vec::new());
-        self.history.replace(Vec::new());
-        self.dead_letters.replace(Vec::new());
-        self.retries_scheduled.replace(Vec::new());
-        self.delayed.replace(Vec::new());
-        self.paused.replace(Vec::new());
-        self.library_loaded.replace(Vec::new());
+        self.set_queue_gauges(&[], &[]);
+    }
+
+    /// Makes the queue gauges say `queues` and `libraries`, and nothing else.
+    fn set_queue_gauges(&self, queues: &[QueueStatus], libraries: &[LibraryStatus]) {
+        let partitions = || {
+            queues.iter().flat_map(|queue| {
+                queue.partitions.iter().map(|partition| {
+                    let labels = PartitionLabels {
+                        queue: queue.queue.clone(),
+                        partition: partition.partition.to_string(),
+                    };
+                    (labels, partition)
+                })
+            })
+        };
+        let groups = || {
+            partitions().flat_map(|(labels, partition)| {
+                partition.groups.iter().map(move |group| {
+                    let labels = GroupLabels {
+                        queue: labels.queue.clone(),
+                        partition: labels.partition.clone(),
+                        group: group.name.clone(),
+                    };
+                    (labels, group)
+                })
+            })
+        };
+        // A queue with lanes has a status row per lane; the gauges stay per
+        // partition (labels bounded, alerts unchanged): counts add up, ages
+        // and the pause flag take the largest lane's.
+        let sum = |a: i64, b: i64| a.saturating_add(b);
+        self.oldest_ready_age.set(
+            groups().map(|(l, g)| (l, g.oldest_undelivered.map_or(0.0, |e| seconds(e.age_ms)))),
+            f64::max,
+        );
+        self.oldest_pending_age.set(
+            groups().map(|(l, g)| {
+                (
+                    l,
+                    g.oldest_pending.as_ref().map_or(0.0, |p| seconds(p.age_ms)),
+                )
+            }),
+            f64::max,
+        );
+        self.pending
+            .set(groups().map(|(l, g)| (l, to_i64(g.pending))), sum);
+        self.lag
+            .set(groups().filter_map(|(l, g)| Some((l, to_i64(g.lag?)))), sum);
+        self.history
+            .set(partitions().map(|(l, p)| (l, to_i64(p.history))), sum);
+        self.dead_letters.set(
+            partitions().map(|(l, p)| (l, to_i64(p.dead_letters.count))),
+            sum,
+        );
+        self.retries_scheduled.set(
+            partitions().map(|(l, p)| (l, to_i64(p.retries.scheduled))),
+            sum,
+        );
+        self.delayed.set(
+            partitions().map(|(l, p)| (l, to_i64(p.delayed.scheduled))),
+            sum,
+        );
+        self.paused.set(
+            partitions().map(|(l, p)| (l, i64::from(p.paused.is_some()))),
+            i64::max,
+        );
+        // On a Cluster a library is listed per primary: loaded means on every one.
+        let libraries = libraries.iter().filter_map(|library| {
+            let labels = LibraryLabels {
+                library: library.name.clone(),
+            };
+            Some((labels, i64::from(library.loaded?)))
+        });
+        self.library_loaded.set(libraries, i64::min);
     }
 }
 
-/// Folds rows with the same labels (the lanes of one partition) into one with `fold`.
-fn per_partition<L: Hash + Eq + Clone, V: Copy>(
-    rows: Vec<(L, V)>,
-    fold: impl Fn(V, V) -> V,
-) -> Vec<(L, V)> {
-    let mut folded: Vec<(L, V)> = Vec::with_capacity(rows.len());
-    let mut index: HashMap<L, usize> = HashMap::new();
-    for (labels, value) in rows {
-        match index.get(&labels) {
-            Some(&at) => folded[at].1 = fold(folded[at].1, value),
-            None => {
-                index.insert(labels.clone(), folded.len());
-                folded.push((labels, value));
-            }
-        }
-    }
-    folded
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1_000.0
 }
 
 fn to_i64(count: u64) -> i64 {
@@ -277,6 +236,7 @@ fn to_i64(count: u64) -> i64 {
 
 /// One gauge family and the label sets it currently holds, so that a refresh
 /// can remove the series that are gone.
+#[derive(Clone)]
 struct Series<L, M> {
     family: Family<L, M>,
     present: Arc<Mutex<HashSet<L>>>,
@@ -291,31 +251,31 @@ impl<L: Clone + Hash + Eq, M: Default> Default for Series<L, M> {
     }
 }
 
-impl<L, M> Clone for Series<L, M> {
-    fn clone(&self) -> Self {
-        Series {
-            family: self.family.clone(),
-            present: self.present.clone(),
-        }
-    }
-}
-
 impl<L, N, A> Series<L, Gauge<N, A>>
 where
     L: Clone + Hash + Eq,
+    N: Copy,
     A: Atomic<N> + Default,
 {
-    /// Makes `values` the family's whole content.
-    fn replace(&self, values: Vec<(L, N)>) {
+    /// Makes `rows` the family's whole content, folding the rows with the
+    /// same labels (the lanes of one partition, a library on each primary)
+    /// into one with `fold`.
+    fn set(&self, rows: impl IntoIterator<Item = (L, N)>, fold: impl Fn(N, N) -> N) {
+        let mut values: HashMap<L, N> = HashMap::new();
+        for (labels, value) in rows {
+            values
+                .entry(labels)
+                .and_modify(|folded| *folded = fold(*folded, value))
+                .or_insert(value);
+        }
         let mut present = self.present.lock().unwrap_or_else(PoisonError::into_inner);
-        let now: HashSet<L> = values.iter().map(|(labels, _)| labels.clone()).collect();
-        for gone in present.difference(&now) {
+        for gone in present.iter().filter(|labels| !values.contains_key(labels)) {
             self.family.remove(gone);
         }
+        *present = values.keys().cloned().collect();
         for (labels, value) in values {
             self.family.get_or_create(&labels).set(value);
         }
-        *present = now;
     }
 }
 
