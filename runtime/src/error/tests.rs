@@ -8,103 +8,47 @@ fn redis_error() -> ::redis::RedisError {
     ::redis::RedisError::from((::redis::ErrorKind::Io, "connection closed"))
 }
 
+/// A domain error's own display, and the top-level error made from it.
+fn displayed_and_wrapped<E: std::fmt::Display + Into<Error>>(err: E) -> (String, Error) {
+    (err.to_string(), err.into())
+}
+
 #[test]
 fn each_domain_displays_the_same_through_the_top_level_error() {
     let samples: Vec<(String, Error)> = vec![
-        (
-            DecodeError::unsupported_schema("OcrRequested", 7, &[1, 2]).to_string(),
-            DecodeError::unsupported_schema("OcrRequested", 7, &[1, 2]).into(),
-        ),
-        (
-            PublishError::EmptyJobId {
-                queue: "ocr".to_owned(),
-                position: 2,
-            }
-            .to_string(),
-            PublishError::EmptyJobId {
-                queue: "ocr".to_owned(),
-                position: 2,
-            }
-            .into(),
-        ),
-        (
-            SetupError::MissingStream { key: "k".into() }.to_string(),
-            SetupError::MissingStream { key: "k".into() }.into(),
-        ),
-        (
-            OperationError::LeaseHeld {
-                key: "lease".into(),
-                holder: "h".into(),
-            }
-            .to_string(),
-            OperationError::LeaseHeld {
-                key: "lease".into(),
-                holder: "h".into(),
-            }
-            .into(),
-        ),
-        (
-            ResultError::NotReplicated {
-                key: "r".into(),
-                replicas: 2,
-                acknowledged: 1,
-                timeout: Duration::from_millis(50),
-            }
-            .to_string(),
-            ResultError::NotReplicated {
-                key: "r".into(),
-                replicas: 2,
-                acknowledged: 1,
-                timeout: Duration::from_millis(50),
-            }
-            .into(),
-        ),
-        (
-            ConnectionError::ConnectOptions {
-                url: "redis://h:1".into(),
-                problem: OptionsProblem::TlsFilesWithoutTls,
-            }
-            .to_string(),
-            ConnectionError::ConnectOptions {
-                url: "redis://h:1".into(),
-                problem: OptionsProblem::TlsFilesWithoutTls,
-            }
-            .into(),
-        ),
-        (
-            PostgresError::Setup {
-                target: "u@h:5432/db".into(),
-                problem: "p".into(),
-            }
-            .to_string(),
-            PostgresError::Setup {
-                target: "u@h:5432/db".into(),
-                problem: "p".into(),
-            }
-            .into(),
-        ),
-        (
-            TransitionError::NotOwner(Box::new(NotOwner {
-                function: "ack".into(),
-                key: "k".into(),
-                partition: 0,
-                job: "j".into(),
-                stream_id: "1-0".into(),
-                consumer: "c".into(),
-                owner: None,
-            }))
-            .to_string(),
-            TransitionError::NotOwner(Box::new(NotOwner {
-                function: "ack".into(),
-                key: "k".into(),
-                partition: 0,
-                job: "j".into(),
-                stream_id: "1-0".into(),
-                consumer: "c".into(),
-                owner: None,
-            }))
-            .into(),
-        ),
+        displayed_and_wrapped(DecodeError::unsupported_schema("OcrRequested", 7, &[1, 2])),
+        displayed_and_wrapped(PublishError::EmptyJobId {
+            queue: "ocr".to_owned(),
+            position: 2,
+        }),
+        displayed_and_wrapped(SetupError::MissingStream { key: "k".into() }),
+        displayed_and_wrapped(OperationError::LeaseHeld {
+            key: "lease".into(),
+            holder: "h".into(),
+        }),
+        displayed_and_wrapped(ResultError::NotReplicated {
+            key: "r".into(),
+            replicas: 2,
+            acknowledged: 1,
+            timeout: Duration::from_millis(50),
+        }),
+        displayed_and_wrapped(ConnectionError::ConnectOptions {
+            url: "redis://h:1".into(),
+            problem: OptionsProblem::TlsFilesWithoutTls,
+        }),
+        displayed_and_wrapped(PostgresError::Setup {
+            target: "u@h:5432/db".into(),
+            problem: "p".into(),
+        }),
+        displayed_and_wrapped(TransitionError::NotOwner(Box::new(NotOwner {
+            function: "ack".into(),
+            key: "k".into(),
+            partition: 0,
+            job: "j".into(),
+            stream_id: "1-0".into(),
+            consumer: "c".into(),
+            owner: None,
+        }))),
         (
             RedisError {
                 context: "XADD k".into(),
