@@ -1,8 +1,9 @@
-//! Building one `FCALL` from a typed call, and reading its refusals as the runtime's errors.
+//! Building one `FCALL` from a typed call, and reading its reply (where a move put the job) and its refusals as the runtime's errors.
 
-use super::{Function, Moved, TransitionCode};
-use crate::error::TransitionError;
-use crate::error::{Error, NotOwner, Result};
+use redis::RedisResult;
+
+use super::{Function, TransitionCode};
+use crate::error::{Error, NotOwner, Result, TransitionError};
 
 /// One call of a library function: the values of its KEYS and ARGV, each a
 /// named, typed field of the implementing type, written in the order the
@@ -42,6 +43,16 @@ pub(crate) fn pipe_command<F: FunctionCall>(pipe: &mut redis::Pipeline, name: &s
     pipe.add_command(command(name, call));
 }
 
+/// Where a transition put the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The destination: retry id, dead-letter ID or new ready entry ID.
+    pub id: String,
+    /// `true` when an earlier run had already made this transition (its
+    /// marker was found): this call only finished cleanup.
+    pub already: bool,
+}
+
 /// One function call, for its errors: the function, the key it was routed
 /// by, the partition and the job, as every error of a call names them.
 pub(crate) struct CallContext<'a> {
@@ -56,11 +67,7 @@ pub(crate) struct CallContext<'a> {
 
 impl CallContext<'_> {
     /// Reads a `[status, id]` reply: `fresh` (e.g. `scheduled`) or `already`.
-    pub(crate) fn moved(
-        &self,
-        reply: redis::RedisResult<Vec<String>>,
-        fresh: &str,
-    ) -> Result<Moved> {
+    pub(crate) fn moved(&self, reply: RedisResult<Vec<String>>, fresh: &str) -> Result<Moved> {
         let reply = reply.map_err(|err| self.error(err))?;
         match <[String; 2]>::try_from(reply) {
             Ok([status, id]) if status == fresh || status == "already" => Ok(Moved {
