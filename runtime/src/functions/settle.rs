@@ -199,8 +199,7 @@ pub struct Claim<'a> {
 
 impl FunctionCall for Claim<'_> {
     fn command(&self, name: &str) -> Cmd {
-        let keys = [self.ready_key, self.claims_key];
-        let mut cmd = fcall(name, Function::Claim, &keys);
+        let mut cmd = fcall(name, Function::Claim, &[self.ready_key, self.claims_key]);
         cmd.arg(self.group)
             .arg(self.consumer)
             .arg(self.min_idle_ms)
