@@ -157,7 +157,7 @@ pub(crate) fn refusal_of(err: &redis::RedisError) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::functions::{Ack, Promote, Reschedule, Trim, TrimGroup, Version};
+    use crate::functions::*;
 
     /// The words of `cmd`, as Redis receives them.
     fn words(cmd: &redis::Cmd) -> Vec<String> {
@@ -299,6 +299,261 @@ mod tests {
             words(&command("qg_v1_version", &Version)),
             ["FCALL_RO", "qg_v1_version", "0"]
         );
+    }
+
+    #[test]
+    fn the_other_calls_send_the_same_shape() {
+        let pairs = vec![("job_id", "j1"), ("body", "b")];
+        let cases: Vec<(redis::Cmd, &[&str])> = vec![
+            (
+                command(
+                    "qg_v1_lease_acquire",
+                    &LeaseAcquire {
+                        lease_key: "l",
+                        holder: "h",
+                        ttl_ms: 3,
+                    },
+                ),
+                &["FCALL", "qg_v1_lease_acquire", "1", "l", "h", "3"],
+            ),
+            (
+                command(
+                    "qg_v1_lease_release",
+                    &LeaseRelease {
+                        lease_key: "l",
+                        holder: "h",
+                    },
+                ),
+                &["FCALL", "qg_v1_lease_release", "1", "l", "h"],
+            ),
+            (
+                command(
+                    "qg_v1_publish_once",
+                    &PublishOnce {
+                        ready_key: "r",
+                        marker_key: "m",
+                        window_ms: 4,
+                        payload_max_bytes: 5,
+                        pairs: &pairs,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_publish_once",
+                    "2",
+                    "r",
+                    "m",
+                    "4",
+                    "5",
+                    "job_id",
+                    "j1",
+                    "body",
+                    "b",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_delay_schedule",
+                    &DelaySchedule {
+                        delayed_key: "d",
+                        delayed_jobs_key: "dj",
+                        marker_key: "m",
+                        due_ms: 6,
+                        payload_max_bytes: 5,
+                        pairs: &pairs,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_delay_schedule",
+                    "3",
+                    "d",
+                    "dj",
+                    "m",
+                    "6",
+                    "5",
+                    "job_id",
+                    "j1",
+                    "body",
+                    "b",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_dead_letter",
+                    &DeadLetterCall {
+                        ready_key: "r",
+                        dead_key: "d",
+                        marker_key: "m",
+                        group: "g",
+                        consumer: "c",
+                        source_id: "1-0",
+                        reason: "poison",
+                        detail: "bad",
+                        deliveries: 3,
+                        marker_ttl_ms: 4,
+                        dead_letter_max_len: 5,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_dead_letter",
+                    "3",
+                    "r",
+                    "d",
+                    "m",
+                    "g",
+                    "c",
+                    "1-0",
+                    "poison",
+                    "bad",
+                    "3",
+                    "4",
+                    "5",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_replay",
+                    &Replay {
+                        dead_key: "d",
+                        ready_key: "r",
+                        marker_key: "m",
+                        dead_id: "1-0",
+                        new_job_id: "",
+                        marker_ttl_ms: 4,
+                        accepted_schemas: "1",
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_replay",
+                    "3",
+                    "d",
+                    "r",
+                    "m",
+                    "1-0",
+                    "",
+                    "4",
+                    "1",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_schedule_tick",
+                    &ScheduleTick {
+                        ready_key: "r",
+                        marker_key: "m",
+                        schedule: "s",
+                        tick_ms: 7,
+                        marker_ttl_ms: 4,
+                        fields: &pairs,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_schedule_tick",
+                    "2",
+                    "r",
+                    "m",
+                    "s",
+                    "7",
+                    "4",
+                    "job_id",
+                    "j1",
+                    "body",
+                    "b",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_claim",
+                    &Claim {
+                        ready_key: "r",
+                        claims_key: "k",
+                        group: "g",
+                        consumer: "c",
+                        min_idle_ms: 8,
+                        cursor: "0-0",
+                        count: 9,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_claim",
+                    "2",
+                    "r",
+                    "k",
+                    "g",
+                    "c",
+                    "8",
+                    "0-0",
+                    "9",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_ack_delete",
+                    &Ack {
+                        delete: true,
+                        ready_key: "r",
+                        claims_key: "k",
+                        group: "g",
+                        consumer: "c",
+                        claim_epoch: Some(11),
+                        ids: &["1-0"],
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_ack_delete",
+                    "2",
+                    "r",
+                    "k",
+                    "g",
+                    "c",
+                    "11",
+                    "1-0",
+                ],
+            ),
+            (
+                command(
+                    "qg_v1_renew",
+                    &Renew {
+                        ready_key: "r",
+                        group: "g",
+                        consumer: "c",
+                        id: "1-0",
+                    },
+                ),
+                &["FCALL", "qg_v1_renew", "1", "r", "g", "c", "1-0"],
+            ),
+            (
+                command(
+                    "qg_v1_rate_take",
+                    &RateTake {
+                        bucket_key: "b",
+                        limit: 10,
+                        per_ms: 1000,
+                        wanted: 3,
+                        carry: -2,
+                    },
+                ),
+                &[
+                    "FCALL",
+                    "qg_v1_rate_take",
+                    "1",
+                    "b",
+                    "10",
+                    "1000",
+                    "3",
+                    "-2",
+                ],
+            ),
+        ];
+        for (cmd, expected) in cases {
+            assert_eq!(words(&cmd), expected);
+        }
     }
 
     #[test]
