@@ -2,8 +2,8 @@
 
 use redis::RedisResult;
 
-use super::{Function, TransitionCode};
-use crate::error::{Error, NotOwner, Result, TransitionError};
+use super::Function;
+use crate::error::{Error, NotOwner, Result, TransitionCode, TransitionError};
 
 /// One call of a library function: the values of its KEYS and ARGV, each a
 /// named, typed field of the implementing type, written in the order the

@@ -18,7 +18,6 @@ mod publish;
 mod settle;
 mod upkeep;
 
-pub(crate) use crate::error::TransitionCode;
 use call::fcall;
 pub use call::{command, FunctionCall, Moved};
 pub(crate) use call::{pipe_command, refusal_of, CallContext};
