@@ -12,12 +12,13 @@
 
 use std::path::PathBuf;
 
+use minijinja::{context, Value};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::super::templates::render;
 use super::super::{header_in, CommentSyntax, GeneratedFile};
-use super::sql;
+use super::{quoted, sql};
 use crate::error::{Error, Result};
 use crate::spec::limits::{cron_schedule, shutdown_grace_margin, termination_grace_seconds};
 use crate::spec::model::{Deployment, Queue, ResultStore, Spec, TrimMode};
@@ -85,44 +86,21 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
     check_names(spec)?;
     let header = header_in(CommentSyntax::Hash, spec_file);
     let common = Common::new(spec, source);
-    let file = |name: &str, contents: String| GeneratedFile {
-        path: PathBuf::from("k8s").join(name),
-        contents,
+    // Every manifest's template reads the header, `common` and values of its own.
+    let manifest = |name: &str, template: &'static str, own: Value| -> Result<GeneratedFile> {
+        Ok(GeneratedFile {
+            path: PathBuf::from("k8s").join(name),
+            contents: render(template, context! { header, common, ..own })?,
+        })
     };
-    let mut files = vec![file(
-        "configmap.yaml",
-        render(
-            "k8s/configmap.yaml",
-            ConfigMapContext {
-                header: &header,
-                common: &common,
-                source: block_scalar(source),
-            },
-        )?,
-    )];
+    let configmap = context! { source => block_scalar(source) };
+    let mut files = vec![manifest("configmap.yaml", "k8s/configmap.yaml", configmap)?];
     for queue in &spec.queues {
-        files.push(file(
-            &format!("worker-{}.yaml", object_name(&queue.name)),
-            render(
-                "k8s/worker.yaml",
-                WorkerContext {
-                    header: &header,
-                    common: &common,
-                    queue: QueueContext::new(spec, queue),
-                },
-            )?,
-        ));
+        let name = format!("worker-{}.yaml", object_name(&queue.name));
+        let queue = QueueContext::new(spec, queue);
+        files.push(manifest(&name, "k8s/worker.yaml", context! { queue })?);
     }
-    files.push(file(
-        "monitor.yaml",
-        render(
-            "k8s/monitor.yaml",
-            MonitorContext {
-                header: &header,
-                common: &common,
-            },
-        )?,
-    ));
+    files.push(manifest("monitor.yaml", "k8s/monitor.yaml", context! {})?);
     let trimmed: Vec<TrimContext> = spec
         .queues
         .iter()
@@ -130,17 +108,11 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
         .map(|q| TrimContext::new(spec, q))
         .collect::<Result<_>>()?;
     if !trimmed.is_empty() {
-        files.push(file(
+        files.push(manifest(
             "trim-cronjob.yaml",
-            render(
-                "k8s/trim-cronjob.yaml",
-                TrimFileContext {
-                    header: &header,
-                    common: &common,
-                    queues: trimmed,
-                },
-            )?,
-        ));
+            "k8s/trim-cronjob.yaml",
+            context! { queues => trimmed },
+        )?);
     }
     let scaled: Vec<ScaledContext> = spec
         .queues
@@ -148,43 +120,27 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
         .filter_map(|q| ScaledContext::new(spec, q))
         .collect();
     if !scaled.is_empty() {
-        files.push(file(
+        files.push(manifest(
             "keda.yaml",
-            render(
-                "k8s/keda.yaml",
-                KedaContext {
-                    header: &header,
-                    common: &common,
-                    queues: scaled,
-                },
-            )?,
-        ));
+            "k8s/keda.yaml",
+            context! { queues => scaled },
+        )?);
     }
     if common.postgres_secret.is_some() {
         if spec.uses_outbox() {
-            files.push(file(
+            let publisher = PublisherContext::new(spec);
+            files.push(manifest(
                 "outbox-publisher.yaml",
-                render(
-                    "k8s/outbox-publisher.yaml",
-                    PublisherFileContext {
-                        header: &header,
-                        common: &common,
-                        publisher: PublisherContext::new(spec),
-                    },
-                )?,
-            ));
+                "k8s/outbox-publisher.yaml",
+                context! { publisher },
+            )?);
         }
-        files.push(file(
+        let migrations = MigrationsContext::new(spec, spec_file)?;
+        files.push(manifest(
             "postgres-migrations.yaml",
-            render(
-                "k8s/postgres-migrations.yaml",
-                MigrationsFileContext {
-                    header: &header,
-                    common: &common,
-                    migrations: MigrationsContext::new(spec, spec_file)?,
-                },
-            )?,
-        ));
+            "k8s/postgres-migrations.yaml",
+            context! { migrations },
+        )?);
     }
     Ok(files)
 }
@@ -221,54 +177,37 @@ const CRONJOB_NAME_MAX: usize = 52;
 /// Names the manifests cannot carry, and two queues whose names differ only
 /// by `_` and `-` (they would write the same objects).
 fn check_names(spec: &Spec) -> Result<()> {
-    let too_long = |what: String, name: &str, max: usize| {
-        Error::Unsupported(format!(
-            "{what} `{name}` is {} characters; Kubernetes allows at most {max}: shorten the service or queue name",
-            name.len()
-        ))
-    };
-    if spec.service.len() > LABEL_MAX {
-        return Err(too_long(
-            "the service name (a label value)".into(),
-            &spec.service,
+    // (what, name, limit), checked in this order.
+    let mut names = vec![
+        (
+            "the service name (a label value)".to_owned(),
+            spec.service.clone(),
             LABEL_MAX,
-        ));
-    }
-    let monitor = format!("{}-monitor", object_name(&spec.service));
-    if monitor.len() > LABEL_MAX {
-        return Err(too_long(
-            "the monitor's Service name".into(),
-            &monitor,
+        ),
+        (
+            "the monitor's Service name".to_owned(),
+            format!("{}-monitor", object_name(&spec.service)),
             LABEL_MAX,
-        ));
-    }
+        ),
+    ];
     // A Job's name is a label value of its pods (`job-name`).
-    let migrate = migrate_job_name(spec);
-    if postgres_secret(spec).is_some() && migrate.len() > LABEL_MAX {
-        return Err(too_long(
-            "the PostgreSQL migration Job's name".into(),
-            &migrate,
-            LABEL_MAX,
-        ));
+    if postgres_secret(spec).is_some() {
+        let what = "the PostgreSQL migration Job's name".to_owned();
+        names.push((what, migrate_job_name(spec), LABEL_MAX));
     }
     for queue in &spec.queues {
-        if queue.name.len() > LABEL_MAX {
-            return Err(too_long(
-                format!("queue `{}`: its name (a label value)", queue.name),
-                &queue.name,
-                LABEL_MAX,
-            ));
-        }
+        let what = format!("queue `{}`: its name (a label value)", queue.name);
+        names.push((what, queue.name.clone(), LABEL_MAX));
         if queue.retention.trim == TrimMode::CronJob {
-            let cronjob = trim_cronjob_name(spec, queue);
-            if cronjob.len() > CRONJOB_NAME_MAX {
-                return Err(too_long(
-                    format!("queue `{}`: its trim CronJob name", queue.name),
-                    &cronjob,
-                    CRONJOB_NAME_MAX,
-                ));
-            }
+            let what = format!("queue `{}`: its trim CronJob name", queue.name);
+            names.push((what, trim_cronjob_name(spec, queue), CRONJOB_NAME_MAX));
         }
+    }
+    if let Some((what, name, max)) = names.into_iter().find(|(_, name, max)| name.len() > *max) {
+        return Err(Error::Unsupported(format!(
+            "{what} `{name}` is {} characters; Kubernetes allows at most {max}: shorten the service or queue name",
+            name.len()
+        )));
     }
     for (i, a) in spec.queues.iter().enumerate() {
         if let Some(b) = spec.queues[..i]
@@ -284,11 +223,6 @@ fn check_names(spec: &Spec) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A YAML (JSON) double-quoted string.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
 }
 
 /// The spec as a literal block under `queues.yaml:` (indented four spaces),
@@ -681,54 +615,6 @@ impl ScaledContext {
 fn trim_float(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-#[derive(Serialize)]
-struct ConfigMapContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    source: String,
-}
-
-#[derive(Serialize)]
-struct WorkerContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queue: QueueContext,
-}
-
-#[derive(Serialize)]
-struct MonitorContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-}
-
-#[derive(Serialize)]
-struct TrimFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queues: Vec<TrimContext>,
-}
-
-#[derive(Serialize)]
-struct PublisherFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    publisher: PublisherContext,
-}
-
-#[derive(Serialize)]
-struct MigrationsFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    migrations: MigrationsContext,
-}
-
-#[derive(Serialize)]
-struct KedaContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queues: Vec<ScaledContext>,
 }
 
 #[cfg(test)]

@@ -29,3 +29,9 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
     files.extend(sql::generate(spec, spec_file));
     Ok(files)
 }
+
+/// `text` as a double-quoted YAML scalar: a JSON string is one, and quoting
+/// every value from the spec spares YAML any reading of `{`, `:` or `"` in it.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{k8s, runbook};
+use super::{k8s, quoted, runbook};
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{functions, header_in, CommentSyntax, GeneratedFile};
@@ -535,12 +535,6 @@ impl From<&Alert> for Rule {
             ],
         }
     }
-}
-
-/// `text` as a double-quoted YAML scalar: a JSON string is one, and quoting
-/// every value spares PromQL's `{`, `:` and `"` any YAML reading.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
 }
 
 #[cfg(test)]
