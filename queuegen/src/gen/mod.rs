@@ -75,6 +75,14 @@ impl CommentSyntax {
     }
 }
 
+/// `items` as English prose: `a`, `a and b`, `a, b and c`.
+fn prose_list(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.concat(),
+    }
+}
+
 /// [`header`] in the comment syntax of the file it opens.
 pub fn header_in(syntax: CommentSyntax, spec_file: &str) -> String {
     header(spec_file)

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use queuegen_runtime::roles::Role;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
+use super::sha256_hex;
 use crate::error::Result;
 use crate::gen::functions::{library_name, library_name_at, LIBRARY_VERSION};
 use crate::gen::templates::render as render_template;
@@ -176,13 +176,6 @@ pub fn render(
         }
     }
     Ok(out)
-}
-
-fn sha256_hex(password: &str) -> String {
-    Sha256::digest(password.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

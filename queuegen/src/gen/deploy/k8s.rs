@@ -14,11 +14,10 @@ use std::path::PathBuf;
 
 use minijinja::{context, Value};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use super::super::templates::render;
-use super::super::{header_in, CommentSyntax, GeneratedFile};
-use super::{quoted, sql};
+use super::super::{header_in, prose_list, CommentSyntax, GeneratedFile};
+use super::{quoted, sha256_hex, sql};
 use crate::error::{Error, Result};
 use crate::spec::limits::{cron_schedule, shutdown_grace_margin, termination_grace_seconds};
 use crate::spec::model::{Deployment, Queue, ResultStore, Spec, TrimMode};
@@ -157,10 +156,7 @@ fn postgres_secret(spec: &Spec) -> Option<&str> {
 /// The SHA-256 of the spec text, hex: the ConfigMap's `sha256` and every
 /// pod template's [`SPEC_HASH_ANNOTATION`].
 pub fn spec_hash(source: &str) -> String {
-    Sha256::digest(source.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sha256_hex(source)
 }
 
 /// A queue name as a Kubernetes object name: `_` is not allowed there.
@@ -442,14 +438,10 @@ impl PublisherContext {
             .filter(|q| q.outbox)
             .map(|q| format!("`{}`", q.name))
             .collect();
-        let queues = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-            _ => names.concat(),
-        };
         PublisherContext {
             deployment: quoted(&outbox_publisher_name(spec)),
             replicas: OUTBOX_PUBLISHER_REPLICAS,
-            queues,
+            queues: prose_list(&names),
             queue_env: QUEUE_ENV,
             publisher_env: OUTBOX_PUBLISHER_ENV,
         }
