@@ -2,9 +2,19 @@
 //! file when there is one), find a queue by name.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::Context;
 use queuegen::spec::{self, lock, model, Checked, Lock, LockError};
+
+/// Exit 0 when a check passed, 1 when it found something.
+pub fn exit_code(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
 
 /// Reads and validates the spec, printing every diagnostic on stderr. `None`
 /// when there were errors: the caller, which is about to `doing` something

@@ -121,11 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{lock_file}: {state}: run `{}`", lock_command(&args));
             }
         }
-        return Ok(if up_to_date {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(common::exit_code(up_to_date));
     }
 
     if !up_to_date {
