@@ -5,8 +5,6 @@
 //! (keys, group, TTLs, accepted schemas) arrives in KEYS and ARGV, so the
 //! library text depends only on the service name and [`LIBRARY_VERSION`].
 
-use std::path::PathBuf;
-
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::transitions::DeadReason;
 use serde::Serialize;
@@ -37,10 +35,8 @@ pub fn library_name_at(service: &str, version: u32) -> String {
 /// `functions.lua` for the spec's service at [`LIBRARY_VERSION`]. `spec_file`
 /// is how the header names the spec (relative to the deploy directory).
 pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents: render_library(spec, spec_file, LIBRARY_VERSION)?,
-    })
+    let contents = render_library(spec, spec_file, LIBRARY_VERSION)?;
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// The library text for an explicit `version` (tests load two side by side;
@@ -155,6 +151,8 @@ impl LibraryLimits {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::spec;
 

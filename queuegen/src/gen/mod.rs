@@ -22,6 +22,13 @@ pub struct GeneratedFile {
     pub contents: String,
 }
 
+impl GeneratedFile {
+    pub fn new(path: impl Into<std::path::PathBuf>, contents: String) -> Self {
+        let path = path.into();
+        GeneratedFile { path, contents }
+    }
+}
+
 /// The two header lines every generated file starts with.
 pub fn header(spec_file: &str) -> String {
     format!(

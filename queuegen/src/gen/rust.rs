@@ -1,8 +1,6 @@
 //! The Rust module tree for a spec: envelope structs, and per queue its
 //! settings, producer, handler trait and worker constructor.
 
-use std::path::PathBuf;
-
 use minijinja::{context, Value};
 use serde::Serialize;
 
@@ -81,10 +79,8 @@ fn rust_file(
     context: Value,
 ) -> Result<GeneratedFile> {
     let source = render(template, context)?;
-    Ok(GeneratedFile {
-        contents: format!("{header}\n{}", layout::format(path, &source)?),
-        path: PathBuf::from(path),
-    })
+    let contents = format!("{header}\n{}", layout::format(path, &source)?);
+    Ok(GeneratedFile::new(path, contents))
 }
 
 /// The PostgreSQL items of mod.rs.

@@ -5,8 +5,6 @@
 //! it into a loadable file where it is deployed: comments out, each
 //! placeholder replaced by the SHA-256 of the password(s) in its variable.
 
-use std::path::PathBuf;
-
 use queuegen_runtime::roles::Role;
 use serde::Serialize;
 
@@ -95,10 +93,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             users,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// Why a users file could not be rendered; each names the line.

@@ -87,10 +87,11 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
     let common = Common::new(spec, source);
     // Every manifest's template reads the header, `common` and values of its own.
     let manifest = |name: &str, template: &'static str, own: Value| -> Result<GeneratedFile> {
-        Ok(GeneratedFile {
-            path: PathBuf::from("k8s").join(name),
-            contents: render(template, context! { header, common, ..own })?,
-        })
+        let contents = render(template, context! { header, common, ..own })?;
+        Ok(GeneratedFile::new(
+            PathBuf::from("k8s").join(name),
+            contents,
+        ))
     };
     let configmap = context! { source => block_scalar(source) };
     let mut files = vec![manifest("configmap.yaml", "k8s/configmap.yaml", configmap)?];

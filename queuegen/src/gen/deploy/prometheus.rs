@@ -7,7 +7,6 @@
 //! (`queue`, `partition`, `group`, and closed sets like `outcome`), which
 //! also folds the copies a second monitor or several workers export.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -149,10 +148,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             groups,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// Every alert of `spec`: one group per queue in file order, then the service's.
@@ -539,6 +535,8 @@ impl From<&Alert> for Rule {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::spec;
 

@@ -3,8 +3,6 @@
 //! Its sections come from the same [`prometheus::alert_groups`] list as the
 //! rules, so each rule's `runbook_url` anchor is one of its headings.
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
 use queuegen_runtime::roles::Role;
@@ -69,10 +67,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
                 .collect(),
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 #[derive(Serialize)]
