@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use minijinja::context;
 use serde::Serialize;
 
 use super::{k8s, quoted, runbook};
@@ -141,10 +142,10 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
     let groups: Vec<RuleGroup> = alert_groups(spec).iter().map(RuleGroup::from).collect();
     let contents = render(
         "rules.yml",
-        RulesContext {
-            header: &header_in(CommentSyntax::Hash, spec_file),
-            service: &spec.service,
-            runbook: runbook::FILE_NAME,
+        context! {
+            header => header_in(CommentSyntax::Hash, spec_file),
+            service => &spec.service,
+            runbook => runbook::FILE_NAME,
             groups,
         },
     )?;
@@ -480,14 +481,6 @@ fn runbook_url(anchor: &str) -> String {
 /// A duration as PromQL seconds: `600`, `0.25`.
 fn seconds(duration: Duration) -> String {
     format!("{}", duration.as_secs_f64())
-}
-
-#[derive(Serialize)]
-struct RulesContext<'a> {
-    header: &'a str,
-    service: &'a str,
-    runbook: &'a str,
-    groups: Vec<RuleGroup>,
 }
 
 /// A group as YAML text: every string already a quoted YAML scalar.
