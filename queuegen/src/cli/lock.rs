@@ -206,12 +206,8 @@ fn refuse(
     for diagnostic in diagnostics {
         eprintln!("{diagnostic}");
     }
-    let not = if args.check {
-        "not checked"
-    } else {
-        "not written"
-    };
-    eprintln!("{lock_file}: {not}: {reason}");
+    let not = if args.check { "checked" } else { "written" };
+    eprintln!("{lock_file}: not {not}: {reason}");
     Ok(ExitCode::from(1))
 }
 

@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .as_millis(),
     )
     .unwrap_or(u64::MAX);
-    if args.published && !args.json && spec.schedules.is_empty() {
+    if !args.json && spec.schedules.is_empty() {
         println!("{}: no schedules", args.spec.display());
         return Ok(ExitCode::SUCCESS);
     }
@@ -111,10 +111,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let ticks = next_ticks(&spec, from_ms, args.count as usize)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ticks)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if spec.schedules.is_empty() {
-        println!("{}: no schedules", args.spec.display());
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[
