@@ -183,7 +183,7 @@ fn check_names(spec: &Spec) -> Result<()> {
         ),
         (
             "the monitor's Service name".to_owned(),
-            format!("{}-monitor", object_name(&spec.service)),
+            service_object(spec, "monitor"),
             LABEL_MAX,
         ),
     ];
@@ -307,10 +307,10 @@ impl Common {
             metrics_addr: quoted(&format!("0.0.0.0:{}", k.metrics_port)),
             spec_hash: quoted(&spec_hash(source)),
             hash_annotation: SPEC_HASH_ANNOTATION,
-            configmap: quoted(&format!("{}-spec", object_name(&spec.service))),
+            configmap: quoted(&service_object(spec, "spec")),
             spec_path: quoted(&format!("{SPEC_MOUNT}/queues.yaml")),
             spec_mount: SPEC_MOUNT,
-            monitor_name: quoted(&format!("{}-monitor", object_name(&spec.service))),
+            monitor_name: quoted(&service_object(spec, "monitor")),
             app: quoted(&spec.service),
         }
     }
@@ -379,38 +379,35 @@ impl QueueContext {
     }
 }
 
+/// `<service>-<what>`: every object the manifests name starts with the service.
+fn service_object(spec: &Spec, what: &str) -> String {
+    format!("{}-{what}", object_name(&spec.service))
+}
+
 /// The name of `queue`'s worker Deployment, PodDisruptionBudget and ScaledObject.
 pub fn deployment_name(spec: &Spec, queue: &Queue) -> String {
-    format!(
-        "{}-{}",
-        object_name(&spec.service),
-        object_name(&queue.name)
-    )
+    service_object(spec, &object_name(&queue.name))
 }
 
 /// The CronJob that trims `queue` when its workers do not; the alert rules
 /// watch its last success.
 pub fn trim_cronjob_name(spec: &Spec, queue: &Queue) -> String {
-    format!(
-        "{}-trim-{}",
-        object_name(&spec.service),
-        object_name(&queue.name)
-    )
+    service_object(spec, &format!("trim-{}", object_name(&queue.name)))
 }
 
 /// The outbox publisher's Deployment and PodDisruptionBudget.
 pub fn outbox_publisher_name(spec: &Spec) -> String {
-    format!("{}-outbox-publisher", object_name(&spec.service))
+    service_object(spec, "outbox-publisher")
 }
 
 /// The Job that applies the PostgreSQL migrations.
 pub fn migrate_job_name(spec: &Spec) -> String {
-    format!("{}-postgres-migrate", object_name(&spec.service))
+    service_object(spec, "postgres-migrate")
 }
 
 /// The ConfigMap holding the files of `sql/` for the migration Job.
 fn migrations_configmap_name(spec: &Spec) -> String {
-    format!("{}-postgres-migrations", object_name(&spec.service))
+    service_object(spec, "postgres-migrations")
 }
 
 /// The variable KEDA's lag trigger reads the Redis address(es) from.
