@@ -175,18 +175,10 @@ const CRONJOB_NAME_MAX: usize = 52;
 /// by `_` and `-` (they would write the same objects).
 fn check_names(spec: &Spec) -> Result<()> {
     // (what, name, limit), checked in this order.
-    let mut names = vec![
-        (
-            "the service name (a label value)".to_owned(),
-            spec.service.clone(),
-            LABEL_MAX,
-        ),
-        (
-            "the monitor's Service name".to_owned(),
-            service_object(spec, "monitor"),
-            LABEL_MAX,
-        ),
-    ];
+    let what = "the service name (a label value)".to_owned();
+    let mut names = vec![(what, spec.service.clone(), LABEL_MAX)];
+    let what = "the monitor's Service name".to_owned();
+    names.push((what, service_object(spec, "monitor"), LABEL_MAX));
     // A Job's name is a label value of its pods (`job-name`).
     if postgres_secret(spec).is_some() {
         let what = "the PostgreSQL migration Job's name".to_owned();

@@ -173,9 +173,9 @@ pub fn alert_groups(spec: &Spec) -> Vec<AlertGroup> {
 
 /// The spec's alerts of `queue`, then the ones every queue gets.
 fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
-    let rule = |kind| QueueRule {
+    let rule = |kind| RuleOf {
         service: &spec.service,
-        queue,
+        queue: Some(&queue.name),
         kind,
     };
     let selector = format!("{{queue=\"{}\"}}", queue.name);
@@ -356,11 +356,10 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
     alerts
 }
 
-/// The one alert about the whole service: its Function library version.
 /// The trim alert of a queue trimmed by `k8s/trim-cronjob.yaml`: no run has
 /// succeeded for `stuck`, read from kube-state-metrics. A run exits 1 when a
 /// stream's trim aborted or failed, so aborts keep the last success old.
-fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: QueueRule<'_>, stuck: Duration) -> Alert {
+fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: RuleOf<'_>, stuck: Duration) -> Alert {
     let cronjob = k8s::trim_cronjob_name(spec, queue);
     let namespace = &spec.kubernetes.namespace;
     let stuck_text = format_duration(stuck);
@@ -385,43 +384,39 @@ fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: QueueRule<'_>, stuck: Du
     )
 }
 
+/// The one alert about the whole service: its Function library version.
 fn library_missing(spec: &Spec) -> Alert {
     let library = functions::library_name(&spec.service);
-    let kind = AlertKind::LibraryMissing;
-    let heading = kind.title().to_owned();
-    let anchor = anchor_of(None, kind);
-    Alert {
-        kind,
-        name: kind.alert_name(),
+    let rule = RuleOf {
+        service: &spec.service,
         queue: None,
-        expr: format!(
-            "max by (library) (queuegen_function_library_loaded{{library=\"{library}\"}}) == 0"
-        ),
+        kind: AlertKind::LibraryMissing,
+    };
+    rule.build(
+        format!("max by (library) (queuegen_function_library_loaded{{library=\"{library}\"}}) == 0"),
         // One reading can come from a server that `queuegen apply` has not
         // reached yet during a deploy.
-        for_duration: Some(format_duration(Duration::from_secs(60))),
-        severity: Severity::Critical,
-        labels: vec![("service".to_owned(), spec.service.clone())],
-        summary: "Function library {{ $labels.library }} is missing on Redis".to_owned(),
-        description: format!(
+        Some(format_duration(Duration::from_secs(60))),
+        Severity::Critical,
+        Vec::new(),
+        "Function library {{ $labels.library }} is missing on Redis".to_owned(),
+        format!(
             "queuegen monitor found no Function library {library} on the server (on a Cluster: on at least one primary). Acks, retries, dead letters, claims and trims of every {} queue call it, so they all fail and jobs stay pending.",
             spec.service
         ),
-        runbook_url: runbook_url(&anchor),
-        heading,
-        anchor,
-        threshold: None,
-    }
+        None,
+    )
 }
 
-/// What a queue's rules share while one is built.
-struct QueueRule<'a> {
+/// What the rules of a queue, or the service's, share while one is built.
+struct RuleOf<'a> {
     service: &'a str,
-    queue: &'a Queue,
+    /// `None` for the service's rules.
+    queue: Option<&'a str>,
     kind: AlertKind,
 }
 
-impl QueueRule<'_> {
+impl RuleOf<'_> {
     #[allow(clippy::too_many_arguments)]
     fn build(
         self,
@@ -433,23 +428,24 @@ impl QueueRule<'_> {
         description: String,
         threshold: Option<String>,
     ) -> Alert {
-        let anchor = anchor_of(Some(&self.queue.name), self.kind);
-        let mut all_labels = vec![
-            ("service".to_owned(), self.service.to_owned()),
-            ("queue".to_owned(), self.queue.name.clone()),
-        ];
+        let anchor = anchor_of(self.queue, self.kind);
+        let mut all_labels = vec![("service".to_owned(), self.service.to_owned())];
+        all_labels.extend(
+            self.queue
+                .map(|queue| ("queue".to_owned(), queue.to_owned())),
+        );
         all_labels.extend(labels);
         Alert {
             kind: self.kind,
             name: self.kind.alert_name(),
-            queue: Some(self.queue.name.clone()),
+            queue: self.queue.map(str::to_owned),
             expr,
             for_duration,
             severity,
             labels: all_labels,
             summary,
             description,
-            heading: heading_of(Some(&self.queue.name), self.kind),
+            heading: heading_of(self.queue, self.kind),
             runbook_url: runbook_url(&anchor),
             anchor,
             threshold,
