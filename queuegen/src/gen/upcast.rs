@@ -217,16 +217,12 @@ fn summary(envelope: &Envelope, version: u32) -> String {
         parts.push(format!("renamed {}", renames.join(", ")));
     }
     if !change.added.is_empty() {
-        parts.push(format!(
-            "added {}",
-            names(change.added.iter().map(String::as_str).collect())
-        ));
+        let added = names(change.added.iter().map(String::as_str).collect());
+        parts.push(format!("added {added}"));
     }
     if !change.removed.is_empty() {
-        parts.push(format!(
-            "removed {}",
-            names(change.removed.iter().map(|f| f.name.as_str()).collect())
-        ));
+        let removed = names(change.removed.iter().map(|f| f.name.as_str()).collect());
+        parts.push(format!("removed {removed}"));
     }
     if parts.is_empty() {
         return format!("Schema {version} changed no fields.");
