@@ -50,31 +50,28 @@ impl AlertKind {
     /// The Prometheus alert name. The same for every queue: the `queue`
     /// label tells them apart, so one Alertmanager route covers all.
     pub fn alert_name(self) -> &'static str {
-        match self {
-            AlertKind::OldestPendingAge => "QueuegenOldestPendingAge",
-            AlertKind::OldestReadyAge => "QueuegenOldestReadyAge",
-            AlertKind::DeadLetters => "QueuegenDeadLetters",
-            AlertKind::RecoveryFailing => "QueuegenRecoveryFailing",
-            AlertKind::NoRecoveryLeader => "QueuegenNoRecoveryLeader",
-            AlertKind::PendingDeleted => "QueuegenPendingDeleted",
-            AlertKind::BackpressureActive => "QueuegenBackpressureActive",
-            AlertKind::TrimAborted => "QueuegenTrimAborted",
-            AlertKind::LibraryMissing => "QueuegenFunctionLibraryMissing",
-        }
+        self.names().0
     }
 
     /// The runbook heading's words (after `<queue>: ` for a queue's alert).
     pub fn title(self) -> &'static str {
+        self.names().1
+    }
+
+    /// (alert name, title).
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            AlertKind::OldestPendingAge => "oldest pending age",
-            AlertKind::OldestReadyAge => "oldest ready age",
-            AlertKind::DeadLetters => "dead letters",
-            AlertKind::RecoveryFailing => "recovery failing",
-            AlertKind::NoRecoveryLeader => "no recovery leader",
-            AlertKind::PendingDeleted => "pending entries deleted",
-            AlertKind::BackpressureActive => "backpressure active",
-            AlertKind::TrimAborted => "trim aborted",
-            AlertKind::LibraryMissing => "function library missing",
+            AlertKind::OldestPendingAge => ("QueuegenOldestPendingAge", "oldest pending age"),
+            AlertKind::OldestReadyAge => ("QueuegenOldestReadyAge", "oldest ready age"),
+            AlertKind::DeadLetters => ("QueuegenDeadLetters", "dead letters"),
+            AlertKind::RecoveryFailing => ("QueuegenRecoveryFailing", "recovery failing"),
+            AlertKind::NoRecoveryLeader => ("QueuegenNoRecoveryLeader", "no recovery leader"),
+            AlertKind::PendingDeleted => ("QueuegenPendingDeleted", "pending entries deleted"),
+            AlertKind::BackpressureActive => ("QueuegenBackpressureActive", "backpressure active"),
+            AlertKind::TrimAborted => ("QueuegenTrimAborted", "trim aborted"),
+            AlertKind::LibraryMissing => {
+                ("QueuegenFunctionLibraryMissing", "function library missing")
+            }
         }
     }
 }
