@@ -1,7 +1,7 @@
 //! `queuegen generate`: write the Rust module tree (and handler stubs) and the
 //! deploy artefacts (the Redis Function library), or check them for drift.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -184,10 +184,7 @@ fn refuse_overlap(out: &Path, deploy_out: &Path) -> anyhow::Result<()> {
 /// Whether `dir` is `other` or inside it (compared after making both absolute).
 fn is_inside(dir: &Path, other: &Path) -> bool {
     let path = files::relative_path(other, dir);
-    !matches!(
-        path.components().next(),
-        Some(std::path::Component::ParentDir)
-    )
+    !matches!(path.components().next(), Some(Component::ParentDir))
 }
 
 fn report_drift(args: &Args, drifts: &[(&Path, files::Drift)]) -> anyhow::Result<ExitCode> {

@@ -89,12 +89,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })?,
         None => SystemTime::now(),
     };
-    let from_ms = u64::try_from(
-        from.duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_millis(),
-    )
-    .unwrap_or(u64::MAX);
+    let since_epoch = from.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let from_ms = u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX);
     if !args.json && spec.schedules.is_empty() {
         println!("{}: no schedules", args.spec.display());
         return Ok(ExitCode::SUCCESS);
