@@ -227,23 +227,21 @@ fn block_scalar(source: &str) -> String {
         return quoted(source);
     }
     let body = source.trim_end_matches('\n');
-    let chomp = match source.len() - body.len() {
+    let trailing_newlines = source.len() - body.len();
+    let chomp = match trailing_newlines {
         0 => "|-",
         1 => "|",
         _ => "|+",
     };
     let mut out = String::from(chomp);
-    for line in source.trim_end_matches('\n').split('\n') {
+    for line in body.split('\n') {
         out.push('\n');
         if !line.is_empty() {
             out.push_str("    ");
             out.push_str(line);
         }
     }
-    for _ in 1..(source.len() - body.len()) {
-        out.push('\n');
-    }
-    out
+    out + &"\n".repeat(trailing_newlines.saturating_sub(1))
 }
 
 /// What every manifest shares.
