@@ -1,7 +1,6 @@
 //! `queuegen apply`: load and verify the service's Function library on a
 //! Redis server, and create every partition's stream and consumer group there.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -31,15 +30,8 @@ Examples:
   REDIS_URL=redis://cache:6379 queuegen apply queues.yaml --queue ocr --json"
 )]
 pub struct Args {
-    /// The spec file (queues.yaml).
-    pub spec: PathBuf,
-
     #[command(flatten)]
-    pub redis: super::connection::RedisArgs,
-
-    /// Only these queues (repeatable); default all.
-    #[arg(long = "queue", value_name = "QUEUE")]
-    pub queues: Vec<String>,
+    pub target: common::SpecQueuesOnRedis,
 
     /// Print the result as JSON.
     #[arg(long)]
@@ -47,17 +39,18 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(spec) = common::valid_spec(&args.spec, "applying")? else {
+    let Some(spec) = common::valid_spec(&args.target.spec, "applying")? else {
         return Ok(ExitCode::from(1));
     };
-    let selected = common::selected_queues(&spec, &args.spec, &args.queues)?;
+    let selected = common::selected_queues(&spec, &args.target.spec, &args.target.queues)?;
 
-    let library_code = gen::functions::generate(&spec, &args.spec.display().to_string())?.contents;
+    let library_code =
+        gen::functions::generate(&spec, &args.target.spec.display().to_string())?.contents;
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let (rows, loads) = runtime.block_on(async {
-        let redis = args.redis.connect().await?;
-        check_deployment(&spec, &args.spec, &redis)?;
+        let redis = args.target.redis.connect().await?;
+        check_deployment(&spec, &args.target.spec, &redis)?;
         // The library first: creating groups takes the partitions' trim
         // leases, which are released through it.
         let loads = admin::load_library(&redis, &library_code)

@@ -59,11 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&checked.diagnostics)?);
         }
     }
-    Ok(if checked.has_errors() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(common::exit_code(!checked.has_errors()))
 }
 
 /// `queues.yaml: 2 errors, 1 warning`, or what was checked when all is well.

@@ -2,9 +2,34 @@
 //! file when there is one), find a queue by name.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::Context;
 use queuegen::spec::{self, lock, model, Checked, Lock, LockError};
+
+/// The arguments most commands that work on Redis open with: the spec, the
+/// server, and which of the spec's queues.
+#[derive(Debug, clap::Args)]
+pub struct SpecQueuesOnRedis {
+    /// The spec file (queues.yaml).
+    pub spec: PathBuf,
+
+    #[command(flatten)]
+    pub redis: super::connection::RedisArgs,
+
+    /// Only these queues (repeatable); default all.
+    #[arg(long = "queue", value_name = "QUEUE")]
+    pub queues: Vec<String>,
+}
+
+/// Exit 0 when a check passed, 1 when it found something.
+pub fn exit_code(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
 
 /// Reads and validates the spec, printing every diagnostic on stderr. `None`
 /// when there were errors: the caller, which is about to `doing` something

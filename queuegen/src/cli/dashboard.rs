@@ -137,14 +137,13 @@ fn operator_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<Strin
         ),
         None => std::env::var(TOKEN_ENV).ok(),
     };
+    let source = file.map_or_else(|| TOKEN_ENV.to_owned(), |path| path.display().to_string());
     match token {
         Some(token) if token.trim().is_empty() => anyhow::bail!(
-            "the operator token ({}) is empty: set it to a long random secret, or leave it unset for a read-only dashboard",
-            file.map_or_else(|| TOKEN_ENV.to_owned(), |path| path.display().to_string())
+            "the operator token ({source}) is empty: set it to a long random secret, or leave it unset for a read-only dashboard"
         ),
         Some(token) if token.len() < 16 => anyhow::bail!(
-            "the operator token ({}) is {} characters: use at least 16 (e.g. `openssl rand -hex 24`)",
-            file.map_or_else(|| TOKEN_ENV.to_owned(), |path| path.display().to_string()),
+            "the operator token ({source}) is {} characters: use at least 16 (e.g. `openssl rand -hex 24`)",
             token.len()
         ),
         token => Ok(token),

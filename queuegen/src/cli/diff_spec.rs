@@ -8,6 +8,8 @@ use queuegen::spec::diff::{self, Impact, Summary};
 use queuegen::spec::{self, Checked, Diagnostic};
 use serde_json::json;
 
+use super::common;
+
 const AFTER_HELP: &str = "\
 Each finding is `breaking` (entries would be lost, misread or mis-ordered whatever the deploy
 order), `rollout` (safe only when deployed in the order it says, or once old entries are
@@ -85,11 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         println!("{} → {}: {summary}", args.old.display(), args.new.display());
     }
-    Ok(if findings.iter().any(|f| f.severity == Impact::Breaking) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let breaking = findings.iter().any(|f| f.severity == Impact::Breaking);
+    Ok(common::exit_code(!breaking))
 }
 
 fn check(path: &Path) -> anyhow::Result<Checked> {

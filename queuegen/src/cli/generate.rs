@@ -1,7 +1,7 @@
 //! `queuegen generate`: write the Rust module tree (and handler stubs) and the
 //! deploy artefacts (the Redis Function library), or check them for drift.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -108,13 +108,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     if args.json {
-        let report_of = |dir: &Option<PathBuf>| {
-            dir.as_deref()
-                .and_then(|dir| reports.iter().find(|(d, _)| *d == dir))
-                .map(|(_, report)| report.clone())
-                .unwrap_or_default()
-        };
-        let (rust, deploy) = (report_of(&args.out), report_of(&args.deploy_out));
+        let (rust, deploy) = (
+            of_dir(&reports, &args.out),
+            of_dir(&reports, &args.deploy_out),
+        );
         let json = serde_json::json!({
             "out": args.out,
             "written": rust.written,
@@ -156,6 +153,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What was done in `dir` (`--out` or `--deploy-out`); nothing when not given.
+fn of_dir<T: Clone + Default>(per_dir: &[(&Path, T)], dir: &Option<PathBuf>) -> T {
+    dir.as_deref()
+        .and_then(|dir| per_dir.iter().find(|(d, _)| *d == dir))
+        .map(|(_, done)| done.clone())
+        .unwrap_or_default()
+}
+
 /// One output directory and what the spec generates into it.
 struct Target<'a> {
     dir: &'a Path,
@@ -179,22 +184,13 @@ fn refuse_overlap(out: &Path, deploy_out: &Path) -> anyhow::Result<()> {
 /// Whether `dir` is `other` or inside it (compared after making both absolute).
 fn is_inside(dir: &Path, other: &Path) -> bool {
     let path = files::relative_path(other, dir);
-    !matches!(
-        path.components().next(),
-        Some(std::path::Component::ParentDir)
-    )
+    !matches!(path.components().next(), Some(Component::ParentDir))
 }
 
 fn report_drift(args: &Args, drifts: &[(&Path, files::Drift)]) -> anyhow::Result<ExitCode> {
     let clean = drifts.iter().all(|(_, drift)| drift.is_clean());
     if args.json {
-        let drift_of = |dir: &Option<PathBuf>| {
-            dir.as_deref()
-                .and_then(|dir| drifts.iter().find(|(d, _)| *d == dir))
-                .map(|(_, drift)| drift.clone())
-                .unwrap_or_default()
-        };
-        let (rust, deploy) = (drift_of(&args.out), drift_of(&args.deploy_out));
+        let (rust, deploy) = (of_dir(drifts, &args.out), of_dir(drifts, &args.deploy_out));
         let json = serde_json::json!({
             "out": args.out,
             "clean": clean,
@@ -210,37 +206,30 @@ fn report_drift(args: &Args, drifts: &[(&Path, files::Drift)]) -> anyhow::Result
     } else {
         for (dir, drift) in drifts {
             let out = |path: &PathBuf| dir.join(path).display().to_string();
-            drift
-                .differ
-                .iter()
-                .for_each(|p| println!("differs:  {}", out(p)));
-            drift
-                .missing
-                .iter()
-                .for_each(|p| println!("missing:  {}", out(p)));
-            drift.stale.iter().for_each(|p| {
-                println!(
-                    "stale:    {} (generated, no longer produced by the spec)",
-                    out(p)
-                )
-            });
+            for path in &drift.differ {
+                println!("differs:  {}", out(path));
+            }
+            for path in &drift.missing {
+                println!("missing:  {}", out(path));
+            }
+            for path in &drift.stale {
+                let why = "generated, no longer produced by the spec";
+                println!("stale:    {} ({why})", out(path));
+            }
         }
         for (dir, drift) in drifts {
-            if drift.is_clean() {
-                println!("{}: up to date", dir.display());
+            let state = if drift.is_clean() {
+                "up to date"
             } else {
-                println!("{}: out of date", dir.display());
-            }
+                "out of date"
+            };
+            println!("{}: {state}", dir.display());
         }
         if !clean {
             println!("run `{}` and commit the result", regenerate_command(args));
         }
     }
-    Ok(if clean {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(common::exit_code(clean))
 }
 
 /// The `queuegen generate` command line that brings the directories up to date.

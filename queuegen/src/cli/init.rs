@@ -31,10 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
-    let service = match args.service {
-        Some(service) => service,
-        None => default_service_name()?,
-    };
+    let service = args.service.map_or_else(default_service_name, Ok)?;
     let spec = queuegen::gen::starter_spec(&service)?;
     if let Some(parent) = args.path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)

@@ -121,11 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{lock_file}: {state}: run `{}`", lock_command(&args));
             }
         }
-        return Ok(if up_to_date {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(common::exit_code(up_to_date));
     }
 
     if !up_to_date {
@@ -210,12 +206,8 @@ fn refuse(
     for diagnostic in diagnostics {
         eprintln!("{diagnostic}");
     }
-    let not = if args.check {
-        "not checked"
-    } else {
-        "not written"
-    };
-    eprintln!("{lock_file}: {not}: {reason}");
+    let not = if args.check { "checked" } else { "written" };
+    eprintln!("{lock_file}: not {not}: {reason}");
     Ok(ExitCode::from(1))
 }
 

@@ -89,13 +89,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })?,
         None => SystemTime::now(),
     };
-    let from_ms = u64::try_from(
-        from.duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_millis(),
-    )
-    .unwrap_or(u64::MAX);
-    if args.published && !args.json && spec.schedules.is_empty() {
+    let since_epoch = from.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let from_ms = u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX);
+    if !args.json && spec.schedules.is_empty() {
         println!("{}: no schedules", args.spec.display());
         return Ok(ExitCode::SUCCESS);
     }
@@ -111,10 +107,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let ticks = next_ticks(&spec, from_ms, args.count as usize)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ticks)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if spec.schedules.is_empty() {
-        println!("{}: no schedules", args.spec.display());
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new(&[

@@ -56,8 +56,9 @@ fn separate<T: Separable>(items: &mut [T], first_too: bool) {
 trait Separable {
     /// Whether `next` continues this item's run without a blank line.
     fn runs_on_with(&self, next: &Self) -> bool;
-    /// Separates the items nested in this one.
-    fn separate_nested(&mut self);
+    /// Separates the items nested in this one (an impl's or trait's items
+    /// nest none).
+    fn separate_nested(&mut self) {}
     /// The item's attributes, where a blank-line marker goes.
     fn attrs_mut(&mut self) -> Option<&mut Vec<Attribute>>;
 }
@@ -126,8 +127,6 @@ impl Separable for ImplItem {
             _ => false,
         }
     }
-
-    fn separate_nested(&mut self) {}
 }
 
 impl Separable for TraitItem {
@@ -147,8 +146,6 @@ impl Separable for TraitItem {
             _ => false,
         }
     }
-
-    fn separate_nested(&mut self) {}
 }
 
 /// rustfmt's import groups, kept apart by a blank line: the standard

@@ -22,6 +22,13 @@ pub struct GeneratedFile {
     pub contents: String,
 }
 
+impl GeneratedFile {
+    pub fn new(path: impl Into<std::path::PathBuf>, contents: String) -> Self {
+        let path = path.into();
+        GeneratedFile { path, contents }
+    }
+}
+
 /// The two header lines every generated file starts with.
 pub fn header(spec_file: &str) -> String {
     format!(
@@ -72,6 +79,14 @@ impl CommentSyntax {
             CommentSyntax::Hash => line.strip_prefix('#'),
             CommentSyntax::Html => line.strip_prefix("<!--")?.strip_suffix(" -->"),
         }
+    }
+}
+
+/// `items` as English prose: `a`, `a and b`, `a, b and c`.
+fn prose_list(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.concat(),
     }
 }
 

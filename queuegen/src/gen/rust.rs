@@ -1,8 +1,7 @@
 //! The Rust module tree for a spec: envelope structs, and per queue its
 //! settings, producer, handler trait and worker constructor.
 
-use std::path::PathBuf;
-
+use minijinja::{context, Value};
 use serde::Serialize;
 
 use super::naming::{field_name, module_name, upper_camel, variant_rename};
@@ -51,40 +50,23 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
     let mut modules: Vec<&str> = queues.iter().map(|q| q.module.as_str()).collect();
     modules.push(ENVELOPES_MODULE);
     modules.sort_unstable();
-    files.push(rust_file(
-        &header,
-        "mod.rs".to_owned(),
-        "mod.rs",
-        &ModContext {
-            service: &spec.service,
-            modules: &modules,
-            postgres: postgres_context(spec, &queues),
-        },
-    )?);
+    let postgres = postgres_context(spec, &queues);
+    let service = &spec.service;
+    let context = context! { service, modules, postgres };
+    files.push(rust_file(&header, "mod.rs", "mod.rs", context)?);
 
     let envelopes = spec
         .envelopes
         .iter()
         .map(envelope_context)
         .collect::<Result<Vec<_>>>()?;
-    files.push(rust_file(
-        &header,
-        "envelopes.rs".to_owned(),
-        "envelopes.rs",
-        &EnvelopesContext {
-            service: &spec.service,
-            imports: envelope_imports(&spec.envelopes),
-            envelopes,
-        },
-    )?);
+    let imports = envelope_imports(&spec.envelopes);
+    let context = context! { service, imports, envelopes };
+    files.push(rust_file(&header, "envelopes.rs", "envelopes.rs", context)?);
 
     for queue in &queues {
-        files.push(rust_file(
-            &header,
-            format!("{}.rs", queue.module.trim_start_matches("r#")),
-            "queue.rs",
-            &QueueFileContext { queue },
-        )?);
+        let path = format!("{}.rs", queue.module.trim_start_matches("r#"));
+        files.push(rust_file(&header, &path, "queue.rs", context! { queue })?);
     }
     Ok(files)
 }
@@ -92,28 +74,13 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
 /// One file of the tree: `template` rendered with `context`, laid out, under `header`.
 fn rust_file(
     header: &str,
-    path: String,
+    path: &str,
     template: &'static str,
-    context: impl Serialize,
+    context: Value,
 ) -> Result<GeneratedFile> {
     let source = render(template, context)?;
-    Ok(GeneratedFile {
-        contents: format!("{header}\n{}", layout::format(&path, &source)?),
-        path: PathBuf::from(path),
-    })
-}
-
-#[derive(Serialize)]
-struct QueueFileContext<'a> {
-    queue: &'a QueueContext,
-}
-
-#[derive(Serialize)]
-struct ModContext<'a> {
-    service: &'a str,
-    modules: &'a [&'a str],
-    /// Set when a queue uses PostgreSQL; nothing about it is generated otherwise.
-    postgres: Option<PostgresContext>,
+    let contents = format!("{header}\n{}", layout::format(path, &source)?);
+    Ok(GeneratedFile::new(path, contents))
 }
 
 /// The PostgreSQL items of mod.rs.
@@ -151,14 +118,6 @@ fn postgres_context(spec: &Spec, queues: &[QueueContext]) -> Option<PostgresCont
             .any(|q| q.results == Some(ResultStore::Postgres)),
         outbox,
     })
-}
-
-#[derive(Serialize)]
-struct EnvelopesContext<'a> {
-    service: &'a str,
-    /// What envelopes.rs imports from `queuegen_runtime`.
-    imports: Vec<&'static str>,
-    envelopes: Vec<EnvelopeContext>,
 }
 
 #[derive(Serialize)]
@@ -382,6 +341,10 @@ fn schedule_context(spec: &Spec, queue: &Queue, schedule: &Schedule) -> Schedule
         ),
         Cadence::Every(period) => (None, Some(rust_value::source(period))),
     };
+    let (missed, missed_doc) = match schedule.missed {
+        Missed::Skip => ("Skip", "skipped"),
+        Missed::RunOnce => ("RunOnce", "run once"),
+    };
     ScheduleContext {
         name: schedule.name.clone(),
         ident: const_ident(&schedule.name),
@@ -392,14 +355,8 @@ fn schedule_context(spec: &Spec, queue: &Queue, schedule: &Schedule) -> Schedule
         every,
         tenant: schedule.tenant.clone(),
         body: schedule.body.clone(),
-        missed: match schedule.missed {
-            Missed::Skip => "Skip",
-            Missed::RunOnce => "RunOnce",
-        },
-        missed_doc: match schedule.missed {
-            Missed::Skip => "skipped",
-            Missed::RunOnce => "run once",
-        },
+        missed,
+        missed_doc,
         grace: rust_value::source(&schedule.grace),
     }
 }

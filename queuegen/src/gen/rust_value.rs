@@ -25,55 +25,39 @@ pub fn source(value: &impl RustValue) -> String {
     value.rust().to_string()
 }
 
-impl RustValue for QueueConfig {
-    fn rust(&self) -> TokenStream {
-        // Destructured without `..`: a new setting does not compile until it is rendered.
-        let QueueConfig {
-            service,
-            key_prefix,
-            queue,
-            partitions,
-            partition_by,
-            group,
-            group_start,
-            functions,
-            handler,
-            claim,
-            payload,
-            retry,
-            poison,
-            dead_letter,
-            retention,
-            admission,
-            redis,
-            dedup,
-            lanes,
-            default_lane,
-        } = self;
-        let fields = [
-            ("service", service.rust()),
-            ("key_prefix", key_prefix.rust()),
-            ("queue", queue.rust()),
-            ("partitions", partitions.rust()),
-            ("partition_by", partition_by.rust()),
-            ("group", group.rust()),
-            ("group_start", group_start.rust()),
-            ("functions", functions.rust()),
-            ("handler", handler.rust()),
-            ("claim", claim.rust()),
-            ("payload", payload.rust()),
-            ("retry", retry.rust()),
-            ("poison", poison.rust()),
-            ("dead_letter", dead_letter.rust()),
-            ("retention", retention.rust()),
-            ("admission", admission.rust()),
-            ("redis", redis.rust()),
-            ("dedup", dedup.rust()),
-            ("lanes", lanes.rust()),
-            ("default_lane", default_lane.rust()),
-        ];
-        struct_literal("QueueConfig", &fields)
+/// `impl RustValue` for config structs, each rendered as a struct literal of
+/// all its fields. A function cannot do this: the pattern names every field
+/// without `..`, so a new setting does not compile until it is listed here.
+macro_rules! struct_values {
+    ($($name:ident { $($field:ident),* })*) => {$(
+        impl RustValue for $name {
+            fn rust(&self) -> TokenStream {
+                let $name { $($field),* } = self;
+                let fields = [$((stringify!($field), $field.rust())),*];
+                struct_literal(stringify!($name), &fields)
+            }
+        }
+    )*};
+}
+
+struct_values! {
+    QueueConfig {
+        service, key_prefix, queue, partitions, partition_by, group, group_start, functions,
+        handler, claim, payload, retry, poison, dead_letter, retention, admission, redis, dedup,
+        lanes, default_lane
     }
+    HandlerConfig { timeout, concurrency, shutdown_budget, rate, tenant_rate }
+    ClaimConfig { min_idle, every, batch, rate }
+    PayloadConfig { max_bytes }
+    RetryConfig { max_attempts, backoff, promote_every, promote_batch }
+    Backoff { initial, max, factor, jitter }
+    PoisonConfig { max_deliveries }
+    DeadLetterConfig { max_len, retention }
+    RetentionConfig { min_age, marker_ttl, trim_every, trim_in_process, delete_on_ack }
+    AdmissionConfig { max_oldest_ready_age, refresh }
+    DurabilityConfig { wait_replicas, wait_timeout }
+    DedupConfig { window }
+    Lane { name, weight }
 }
 
 /// `Name { field: value, .. }` from the rendered fields, in order.
@@ -82,181 +66,6 @@ fn struct_literal(name: &str, fields: &[(&str, TokenStream)]) -> TokenStream {
     let names = fields.iter().map(|(field, _)| format_ident!("{field}"));
     let values = fields.iter().map(|(_, value)| value);
     quote!(#name { #(#names: #values),* })
-}
-
-impl RustValue for HandlerConfig {
-    fn rust(&self) -> TokenStream {
-        let HandlerConfig {
-            timeout,
-            concurrency,
-            shutdown_budget,
-            rate,
-            tenant_rate,
-        } = self;
-        struct_literal(
-            "HandlerConfig",
-            &[
-                ("timeout", timeout.rust()),
-                ("concurrency", concurrency.rust()),
-                ("shutdown_budget", shutdown_budget.rust()),
-                ("rate", rate.rust()),
-                ("tenant_rate", tenant_rate.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for ClaimConfig {
-    fn rust(&self) -> TokenStream {
-        let ClaimConfig {
-            min_idle,
-            every,
-            batch,
-            rate,
-        } = self;
-        struct_literal(
-            "ClaimConfig",
-            &[
-                ("min_idle", min_idle.rust()),
-                ("every", every.rust()),
-                ("batch", batch.rust()),
-                ("rate", rate.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for PayloadConfig {
-    fn rust(&self) -> TokenStream {
-        let PayloadConfig { max_bytes } = self;
-        struct_literal("PayloadConfig", &[("max_bytes", max_bytes.rust())])
-    }
-}
-
-impl RustValue for RetryConfig {
-    fn rust(&self) -> TokenStream {
-        let RetryConfig {
-            max_attempts,
-            backoff,
-            promote_every,
-            promote_batch,
-        } = self;
-        struct_literal(
-            "RetryConfig",
-            &[
-                ("max_attempts", max_attempts.rust()),
-                ("backoff", backoff.rust()),
-                ("promote_every", promote_every.rust()),
-                ("promote_batch", promote_batch.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for Backoff {
-    fn rust(&self) -> TokenStream {
-        let Backoff {
-            initial,
-            max,
-            factor,
-            jitter,
-        } = self;
-        struct_literal(
-            "Backoff",
-            &[
-                ("initial", initial.rust()),
-                ("max", max.rust()),
-                ("factor", factor.rust()),
-                ("jitter", jitter.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for PoisonConfig {
-    fn rust(&self) -> TokenStream {
-        let PoisonConfig { max_deliveries } = self;
-        struct_literal("PoisonConfig", &[("max_deliveries", max_deliveries.rust())])
-    }
-}
-
-impl RustValue for DeadLetterConfig {
-    fn rust(&self) -> TokenStream {
-        let DeadLetterConfig { max_len, retention } = self;
-        struct_literal(
-            "DeadLetterConfig",
-            &[("max_len", max_len.rust()), ("retention", retention.rust())],
-        )
-    }
-}
-
-impl RustValue for RetentionConfig {
-    fn rust(&self) -> TokenStream {
-        let RetentionConfig {
-            min_age,
-            marker_ttl,
-            trim_every,
-            trim_in_process,
-            delete_on_ack,
-        } = self;
-        struct_literal(
-            "RetentionConfig",
-            &[
-                ("min_age", min_age.rust()),
-                ("marker_ttl", marker_ttl.rust()),
-                ("trim_every", trim_every.rust()),
-                ("trim_in_process", trim_in_process.rust()),
-                ("delete_on_ack", delete_on_ack.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for AdmissionConfig {
-    fn rust(&self) -> TokenStream {
-        let AdmissionConfig {
-            max_oldest_ready_age,
-            refresh,
-        } = self;
-        struct_literal(
-            "AdmissionConfig",
-            &[
-                ("max_oldest_ready_age", max_oldest_ready_age.rust()),
-                ("refresh", refresh.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for DurabilityConfig {
-    fn rust(&self) -> TokenStream {
-        let DurabilityConfig {
-            wait_replicas,
-            wait_timeout,
-        } = self;
-        struct_literal(
-            "DurabilityConfig",
-            &[
-                ("wait_replicas", wait_replicas.rust()),
-                ("wait_timeout", wait_timeout.rust()),
-            ],
-        )
-    }
-}
-
-impl RustValue for DedupConfig {
-    fn rust(&self) -> TokenStream {
-        let DedupConfig { window } = self;
-        struct_literal("DedupConfig", &[("window", window.rust())])
-    }
-}
-
-impl RustValue for Lane {
-    fn rust(&self) -> TokenStream {
-        let Lane { name, weight } = self;
-        let (name, weight) = (name.rust(), weight.rust());
-        quote!(Lane { name: #name, weight: #weight })
-    }
 }
 
 impl RustValue for RateLimit {

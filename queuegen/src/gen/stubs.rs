@@ -2,9 +2,7 @@
 //! declaring them, then owned by the team. A `results: postgres` queue's
 //! skeleton makes its change in the job's PostgreSQL transaction.
 
-use std::path::PathBuf;
-
-use serde::Serialize;
+use minijinja::context;
 
 use super::rust::{queue_context, QueueContext};
 use super::templates::render;
@@ -22,13 +20,9 @@ pub fn module_list(spec: &Spec) -> Result<GeneratedFile> {
         .collect();
     // The order rustfmt keeps `mod` declarations in.
     modules.sort_unstable();
-    Ok(GeneratedFile {
-        path: PathBuf::from("mod.rs"),
-        contents: render(
-            "handlers_mod.rs",
-            minijinja::context! { service => &spec.service, modules => modules },
-        )?,
-    })
+    let service = &spec.service;
+    let contents = render("handlers_mod.rs", context! { service, modules })?;
+    Ok(GeneratedFile::new("mod.rs", contents))
 }
 
 /// The stub's module name, also its file stem: `<queue>_handler`. A queue
@@ -57,15 +51,6 @@ const MAX_WIDTH: usize = 100;
 /// One `<queue>_handler.rs` per queue. `module_path` is where the generated
 /// module tree is mounted in the team's crate, e.g. `crate::queues`.
 pub fn generate(spec: &Spec, module_path: &str) -> Result<Vec<GeneratedFile>> {
-    #[derive(Serialize)]
-    struct StubContext<'a> {
-        queue: &'a QueueContext,
-        module_path: &'a str,
-        /// Whether `handle`'s signature fits rustfmt's 100 columns on one line.
-        one_line_signature: bool,
-        /// The same for `change`, in the stub of a `results: postgres` queue.
-        one_line_change: bool,
-    }
     spec.queues
         .iter()
         .map(|queue| {
@@ -77,19 +62,14 @@ pub fn generate(spec: &Spec, module_path: &str) -> Result<Vec<GeneratedFile>> {
             } else {
                 "job"
             };
-            Ok(GeneratedFile {
-                path: PathBuf::from(format!("{}.rs", stub_module(&queue))),
-                contents: render(
-                    "handler_stub.rs",
-                    StubContext {
-                        one_line_signature: handle_signature_width(param, &queue.envelope)
-                            <= MAX_WIDTH,
-                        one_line_change: change_signature_width(&queue.envelope) <= MAX_WIDTH,
-                        queue: &queue,
-                        module_path,
-                    },
-                )?,
-            })
+            // Whether `handle`'s signature fits rustfmt's 100 columns on one
+            // line; the same for `change`, in a `results: postgres` stub.
+            let one_line_signature = handle_signature_width(param, &queue.envelope) <= MAX_WIDTH;
+            let one_line_change = change_signature_width(&queue.envelope) <= MAX_WIDTH;
+            let path = format!("{}.rs", stub_module(&queue));
+            let context = context! { queue, module_path, one_line_signature, one_line_change };
+            let contents = render("handler_stub.rs", context)?;
+            Ok(GeneratedFile::new(path, contents))
         })
         .collect()
 }

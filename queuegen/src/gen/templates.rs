@@ -4,67 +4,36 @@ use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 
 use crate::error::{Error, Result};
 
+/// `(name, text)` of `templates/<name>.jinja`: `include_str!` takes only a
+/// literal path, so a function cannot build it from the name.
+macro_rules! embedded {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../templates/", $name, ".jinja")),
+        )
+    };
+}
+
 const TEMPLATES: &[(&str, &str)] = &[
-    ("mod.rs", include_str!("../../templates/mod.rs.jinja")),
-    (
-        "envelopes.rs",
-        include_str!("../../templates/envelopes.rs.jinja"),
-    ),
-    ("queue.rs", include_str!("../../templates/queue.rs.jinja")),
-    (
-        "handler_stub.rs",
-        include_str!("../../templates/handler_stub.rs.jinja"),
-    ),
-    (
-        "handlers_mod.rs",
-        include_str!("../../templates/handlers_mod.rs.jinja"),
-    ),
-    (
-        "queues.yaml",
-        include_str!("../../templates/queues.yaml.jinja"),
-    ),
-    (
-        "functions.lua",
-        include_str!("../../templates/functions.lua.jinja"),
-    ),
-    ("users.acl", include_str!("../../templates/users.acl.jinja")),
-    (
-        "queue.conf",
-        include_str!("../../templates/queue.conf.jinja"),
-    ),
-    ("rules.yml", include_str!("../../templates/rules.yml.jinja")),
-    (
-        "RUNBOOK.md",
-        include_str!("../../templates/RUNBOOK.md.jinja"),
-    ),
-    (
-        "k8s/configmap.yaml",
-        include_str!("../../templates/k8s/configmap.yaml.jinja"),
-    ),
-    (
-        "k8s/worker.yaml",
-        include_str!("../../templates/k8s/worker.yaml.jinja"),
-    ),
-    (
-        "k8s/monitor.yaml",
-        include_str!("../../templates/k8s/monitor.yaml.jinja"),
-    ),
-    (
-        "k8s/trim-cronjob.yaml",
-        include_str!("../../templates/k8s/trim-cronjob.yaml.jinja"),
-    ),
-    (
-        "k8s/keda.yaml",
-        include_str!("../../templates/k8s/keda.yaml.jinja"),
-    ),
-    (
-        "k8s/outbox-publisher.yaml",
-        include_str!("../../templates/k8s/outbox-publisher.yaml.jinja"),
-    ),
-    (
-        "k8s/postgres-migrations.yaml",
-        include_str!("../../templates/k8s/postgres-migrations.yaml.jinja"),
-    ),
+    embedded!("mod.rs"),
+    embedded!("envelopes.rs"),
+    embedded!("queue.rs"),
+    embedded!("handler_stub.rs"),
+    embedded!("handlers_mod.rs"),
+    embedded!("queues.yaml"),
+    embedded!("functions.lua"),
+    embedded!("users.acl"),
+    embedded!("queue.conf"),
+    embedded!("rules.yml"),
+    embedded!("RUNBOOK.md"),
+    embedded!("k8s/configmap.yaml"),
+    embedded!("k8s/worker.yaml"),
+    embedded!("k8s/monitor.yaml"),
+    embedded!("k8s/trim-cronjob.yaml"),
+    embedded!("k8s/keda.yaml"),
+    embedded!("k8s/outbox-publisher.yaml"),
+    embedded!("k8s/postgres-migrations.yaml"),
 ];
 
 fn environment() -> Environment<'static> {

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use super::naming::{field_name, upper_camel};
+use super::prose_list;
 use super::rust::{enum_type, field_context, EnumContext, FieldContext};
 use crate::error::{Error, Result};
 use crate::spec::evolution::{FieldSource, VersionField};
@@ -204,14 +205,8 @@ fn summary(envelope: &Envelope, version: u32) -> String {
     let Some(change) = envelope.change(version) else {
         return format!("Schema {version} changed no fields.");
     };
-    let names = |names: Vec<&str>| {
-        let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        match quoted.split_last() {
-            None => String::new(),
-            Some((last, [])) => last.clone(),
-            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        }
-    };
+    let names =
+        |names: Vec<&str>| prose_list(&names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>());
     let mut parts = Vec::new();
     if !change.renamed.is_empty() {
         let renames: Vec<String> = change
@@ -222,16 +217,12 @@ fn summary(envelope: &Envelope, version: u32) -> String {
         parts.push(format!("renamed {}", renames.join(", ")));
     }
     if !change.added.is_empty() {
-        parts.push(format!(
-            "added {}",
-            names(change.added.iter().map(String::as_str).collect())
-        ));
+        let added = names(change.added.iter().map(String::as_str).collect());
+        parts.push(format!("added {added}"));
     }
     if !change.removed.is_empty() {
-        parts.push(format!(
-            "removed {}",
-            names(change.removed.iter().map(|f| f.name.as_str()).collect())
-        ));
+        let removed = names(change.removed.iter().map(|f| f.name.as_str()).collect());
+        parts.push(format!("removed {removed}"));
     }
     if parts.is_empty() {
         return format!("Schema {version} changed no fields.");

@@ -5,12 +5,10 @@
 //! it into a loadable file where it is deployed: comments out, each
 //! placeholder replaced by the SHA-256 of the password(s) in its variable.
 
-use std::path::PathBuf;
-
 use queuegen_runtime::roles::Role;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
+use super::sha256_hex;
 use crate::error::Result;
 use crate::gen::functions::{library_name, library_name_at, LIBRARY_VERSION};
 use crate::gen::templates::render as render_template;
@@ -95,10 +93,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             users,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// Why a users file could not be rendered; each names the line.
@@ -176,13 +171,6 @@ pub fn render(
         }
     }
     Ok(out)
-}
-
-fn sha256_hex(password: &str) -> String {
-    Sha256::digest(password.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! `redis/queue.conf`: the redis.conf fragment a Redis holding the queues needs (durability, no eviction), each setting with why.
 
-use std::path::PathBuf;
-
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{header_in, CommentSyntax, GeneratedFile};
@@ -20,10 +18,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
             cluster => spec.redis.deployment == Deployment::Cluster,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// The `(directive, value)` pairs of a redis.conf text, comments skipped.

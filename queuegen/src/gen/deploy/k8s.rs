@@ -12,12 +12,12 @@
 
 use std::path::PathBuf;
 
+use minijinja::{context, Value};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use super::super::templates::render;
-use super::super::{header_in, CommentSyntax, GeneratedFile};
-use super::sql;
+use super::super::{header_in, prose_list, CommentSyntax, GeneratedFile};
+use super::{quoted, sha256_hex, sql};
 use crate::error::{Error, Result};
 use crate::spec::limits::{cron_schedule, shutdown_grace_margin, termination_grace_seconds};
 use crate::spec::model::{Deployment, Queue, ResultStore, Spec, TrimMode};
@@ -85,44 +85,22 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
     check_names(spec)?;
     let header = header_in(CommentSyntax::Hash, spec_file);
     let common = Common::new(spec, source);
-    let file = |name: &str, contents: String| GeneratedFile {
-        path: PathBuf::from("k8s").join(name),
-        contents,
+    // Every manifest's template reads the header, `common` and values of its own.
+    let manifest = |name: &str, template: &'static str, own: Value| -> Result<GeneratedFile> {
+        let contents = render(template, context! { header, common, ..own })?;
+        Ok(GeneratedFile::new(
+            PathBuf::from("k8s").join(name),
+            contents,
+        ))
     };
-    let mut files = vec![file(
-        "configmap.yaml",
-        render(
-            "k8s/configmap.yaml",
-            ConfigMapContext {
-                header: &header,
-                common: &common,
-                source: block_scalar(source),
-            },
-        )?,
-    )];
+    let configmap = context! { source => block_scalar(source) };
+    let mut files = vec![manifest("configmap.yaml", "k8s/configmap.yaml", configmap)?];
     for queue in &spec.queues {
-        files.push(file(
-            &format!("worker-{}.yaml", object_name(&queue.name)),
-            render(
-                "k8s/worker.yaml",
-                WorkerContext {
-                    header: &header,
-                    common: &common,
-                    queue: QueueContext::new(spec, queue),
-                },
-            )?,
-        ));
+        let name = format!("worker-{}.yaml", object_name(&queue.name));
+        let queue = QueueContext::new(spec, queue);
+        files.push(manifest(&name, "k8s/worker.yaml", context! { queue })?);
     }
-    files.push(file(
-        "monitor.yaml",
-        render(
-            "k8s/monitor.yaml",
-            MonitorContext {
-                header: &header,
-                common: &common,
-            },
-        )?,
-    ));
+    files.push(manifest("monitor.yaml", "k8s/monitor.yaml", context! {})?);
     let trimmed: Vec<TrimContext> = spec
         .queues
         .iter()
@@ -130,17 +108,11 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
         .map(|q| TrimContext::new(spec, q))
         .collect::<Result<_>>()?;
     if !trimmed.is_empty() {
-        files.push(file(
+        files.push(manifest(
             "trim-cronjob.yaml",
-            render(
-                "k8s/trim-cronjob.yaml",
-                TrimFileContext {
-                    header: &header,
-                    common: &common,
-                    queues: trimmed,
-                },
-            )?,
-        ));
+            "k8s/trim-cronjob.yaml",
+            context! { queues => trimmed },
+        )?);
     }
     let scaled: Vec<ScaledContext> = spec
         .queues
@@ -148,43 +120,27 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
         .filter_map(|q| ScaledContext::new(spec, q))
         .collect();
     if !scaled.is_empty() {
-        files.push(file(
+        files.push(manifest(
             "keda.yaml",
-            render(
-                "k8s/keda.yaml",
-                KedaContext {
-                    header: &header,
-                    common: &common,
-                    queues: scaled,
-                },
-            )?,
-        ));
+            "k8s/keda.yaml",
+            context! { queues => scaled },
+        )?);
     }
     if common.postgres_secret.is_some() {
         if spec.uses_outbox() {
-            files.push(file(
+            let publisher = PublisherContext::new(spec);
+            files.push(manifest(
                 "outbox-publisher.yaml",
-                render(
-                    "k8s/outbox-publisher.yaml",
-                    PublisherFileContext {
-                        header: &header,
-                        common: &common,
-                        publisher: PublisherContext::new(spec),
-                    },
-                )?,
-            ));
+                "k8s/outbox-publisher.yaml",
+                context! { publisher },
+            )?);
         }
-        files.push(file(
+        let migrations = MigrationsContext::new(spec, spec_file)?;
+        files.push(manifest(
             "postgres-migrations.yaml",
-            render(
-                "k8s/postgres-migrations.yaml",
-                MigrationsFileContext {
-                    header: &header,
-                    common: &common,
-                    migrations: MigrationsContext::new(spec, spec_file)?,
-                },
-            )?,
-        ));
+            "k8s/postgres-migrations.yaml",
+            context! { migrations },
+        )?);
     }
     Ok(files)
 }
@@ -201,10 +157,7 @@ fn postgres_secret(spec: &Spec) -> Option<&str> {
 /// The SHA-256 of the spec text, hex: the ConfigMap's `sha256` and every
 /// pod template's [`SPEC_HASH_ANNOTATION`].
 pub fn spec_hash(source: &str) -> String {
-    Sha256::digest(source.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sha256_hex(source)
 }
 
 /// A queue name as a Kubernetes object name: `_` is not allowed there.
@@ -221,54 +174,29 @@ const CRONJOB_NAME_MAX: usize = 52;
 /// Names the manifests cannot carry, and two queues whose names differ only
 /// by `_` and `-` (they would write the same objects).
 fn check_names(spec: &Spec) -> Result<()> {
-    let too_long = |what: String, name: &str, max: usize| {
-        Error::Unsupported(format!(
-            "{what} `{name}` is {} characters; Kubernetes allows at most {max}: shorten the service or queue name",
-            name.len()
-        ))
-    };
-    if spec.service.len() > LABEL_MAX {
-        return Err(too_long(
-            "the service name (a label value)".into(),
-            &spec.service,
-            LABEL_MAX,
-        ));
-    }
-    let monitor = format!("{}-monitor", object_name(&spec.service));
-    if monitor.len() > LABEL_MAX {
-        return Err(too_long(
-            "the monitor's Service name".into(),
-            &monitor,
-            LABEL_MAX,
-        ));
-    }
+    // (what, name, limit), checked in this order.
+    let what = "the service name (a label value)".to_owned();
+    let mut names = vec![(what, spec.service.clone(), LABEL_MAX)];
+    let what = "the monitor's Service name".to_owned();
+    names.push((what, service_object(spec, "monitor"), LABEL_MAX));
     // A Job's name is a label value of its pods (`job-name`).
-    let migrate = migrate_job_name(spec);
-    if postgres_secret(spec).is_some() && migrate.len() > LABEL_MAX {
-        return Err(too_long(
-            "the PostgreSQL migration Job's name".into(),
-            &migrate,
-            LABEL_MAX,
-        ));
+    if postgres_secret(spec).is_some() {
+        let what = "the PostgreSQL migration Job's name".to_owned();
+        names.push((what, migrate_job_name(spec), LABEL_MAX));
     }
     for queue in &spec.queues {
-        if queue.name.len() > LABEL_MAX {
-            return Err(too_long(
-                format!("queue `{}`: its name (a label value)", queue.name),
-                &queue.name,
-                LABEL_MAX,
-            ));
-        }
+        let what = format!("queue `{}`: its name (a label value)", queue.name);
+        names.push((what, queue.name.clone(), LABEL_MAX));
         if queue.retention.trim == TrimMode::CronJob {
-            let cronjob = trim_cronjob_name(spec, queue);
-            if cronjob.len() > CRONJOB_NAME_MAX {
-                return Err(too_long(
-                    format!("queue `{}`: its trim CronJob name", queue.name),
-                    &cronjob,
-                    CRONJOB_NAME_MAX,
-                ));
-            }
+            let what = format!("queue `{}`: its trim CronJob name", queue.name);
+            names.push((what, trim_cronjob_name(spec, queue), CRONJOB_NAME_MAX));
         }
+    }
+    if let Some((what, name, max)) = names.into_iter().find(|(_, name, max)| name.len() > *max) {
+        return Err(Error::Unsupported(format!(
+            "{what} `{name}` is {} characters; Kubernetes allows at most {max}: shorten the service or queue name",
+            name.len()
+        )));
     }
     for (i, a) in spec.queues.iter().enumerate() {
         if let Some(b) = spec.queues[..i]
@@ -286,11 +214,6 @@ fn check_names(spec: &Spec) -> Result<()> {
     Ok(())
 }
 
-/// A YAML (JSON) double-quoted string.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
-}
-
 /// The spec as a literal block under `queues.yaml:` (indented four spaces),
 /// with the chomping indicator that keeps its trailing newlines exactly; a
 /// quoted string when a block cannot hold it verbatim.
@@ -304,23 +227,21 @@ fn block_scalar(source: &str) -> String {
         return quoted(source);
     }
     let body = source.trim_end_matches('\n');
-    let chomp = match source.len() - body.len() {
+    let trailing_newlines = source.len() - body.len();
+    let chomp = match trailing_newlines {
         0 => "|-",
         1 => "|",
         _ => "|+",
     };
     let mut out = String::from(chomp);
-    for line in source.trim_end_matches('\n').split('\n') {
+    for line in body.split('\n') {
         out.push('\n');
         if !line.is_empty() {
             out.push_str("    ");
             out.push_str(line);
         }
     }
-    for _ in 1..(source.len() - body.len()) {
-        out.push('\n');
-    }
-    out
+    out + &"\n".repeat(trailing_newlines.saturating_sub(1))
 }
 
 /// What every manifest shares.
@@ -376,10 +297,10 @@ impl Common {
             metrics_addr: quoted(&format!("0.0.0.0:{}", k.metrics_port)),
             spec_hash: quoted(&spec_hash(source)),
             hash_annotation: SPEC_HASH_ANNOTATION,
-            configmap: quoted(&format!("{}-spec", object_name(&spec.service))),
+            configmap: quoted(&service_object(spec, "spec")),
             spec_path: quoted(&format!("{SPEC_MOUNT}/queues.yaml")),
             spec_mount: SPEC_MOUNT,
-            monitor_name: quoted(&format!("{}-monitor", object_name(&spec.service))),
+            monitor_name: quoted(&service_object(spec, "monitor")),
             app: quoted(&spec.service),
         }
     }
@@ -448,38 +369,35 @@ impl QueueContext {
     }
 }
 
+/// `<service>-<what>`: every object the manifests name starts with the service.
+fn service_object(spec: &Spec, what: &str) -> String {
+    format!("{}-{what}", object_name(&spec.service))
+}
+
 /// The name of `queue`'s worker Deployment, PodDisruptionBudget and ScaledObject.
 pub fn deployment_name(spec: &Spec, queue: &Queue) -> String {
-    format!(
-        "{}-{}",
-        object_name(&spec.service),
-        object_name(&queue.name)
-    )
+    service_object(spec, &object_name(&queue.name))
 }
 
 /// The CronJob that trims `queue` when its workers do not; the alert rules
 /// watch its last success.
 pub fn trim_cronjob_name(spec: &Spec, queue: &Queue) -> String {
-    format!(
-        "{}-trim-{}",
-        object_name(&spec.service),
-        object_name(&queue.name)
-    )
+    service_object(spec, &format!("trim-{}", object_name(&queue.name)))
 }
 
 /// The outbox publisher's Deployment and PodDisruptionBudget.
 pub fn outbox_publisher_name(spec: &Spec) -> String {
-    format!("{}-outbox-publisher", object_name(&spec.service))
+    service_object(spec, "outbox-publisher")
 }
 
 /// The Job that applies the PostgreSQL migrations.
 pub fn migrate_job_name(spec: &Spec) -> String {
-    format!("{}-postgres-migrate", object_name(&spec.service))
+    service_object(spec, "postgres-migrate")
 }
 
 /// The ConfigMap holding the files of `sql/` for the migration Job.
 fn migrations_configmap_name(spec: &Spec) -> String {
-    format!("{}-postgres-migrations", object_name(&spec.service))
+    service_object(spec, "postgres-migrations")
 }
 
 /// The variable KEDA's lag trigger reads the Redis address(es) from.
@@ -508,14 +426,10 @@ impl PublisherContext {
             .filter(|q| q.outbox)
             .map(|q| format!("`{}`", q.name))
             .collect();
-        let queues = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-            _ => names.concat(),
-        };
         PublisherContext {
             deployment: quoted(&outbox_publisher_name(spec)),
             replicas: OUTBOX_PUBLISHER_REPLICAS,
-            queues,
+            queues: prose_list(&names),
             queue_env: QUEUE_ENV,
             publisher_env: OUTBOX_PUBLISHER_ENV,
         }
@@ -681,54 +595,6 @@ impl ScaledContext {
 fn trim_float(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-#[derive(Serialize)]
-struct ConfigMapContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    source: String,
-}
-
-#[derive(Serialize)]
-struct WorkerContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queue: QueueContext,
-}
-
-#[derive(Serialize)]
-struct MonitorContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-}
-
-#[derive(Serialize)]
-struct TrimFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queues: Vec<TrimContext>,
-}
-
-#[derive(Serialize)]
-struct PublisherFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    publisher: PublisherContext,
-}
-
-#[derive(Serialize)]
-struct MigrationsFileContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    migrations: MigrationsContext,
-}
-
-#[derive(Serialize)]
-struct KedaContext<'a> {
-    header: &'a str,
-    common: &'a Common,
-    queues: Vec<ScaledContext>,
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ pub mod prometheus;
 pub mod runbook;
 pub mod sql;
 
+use sha2::{Digest, Sha256};
+
 use super::{functions, GeneratedFile};
 use crate::error::Result;
 use crate::spec::model::Spec;
@@ -28,4 +30,18 @@ pub fn generate(spec: &Spec, spec_file: &str, source: &str) -> Result<Vec<Genera
     files.extend(k8s::generate(spec, spec_file, source)?);
     files.extend(sql::generate(spec, spec_file));
     Ok(files)
+}
+
+/// The SHA-256 of `text`, as lowercase hex.
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// `text` as a double-quoted YAML scalar: a JSON string is one, and quoting
+/// every value from the spec spares YAML any reading of `{`, `:` or `"` in it.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
 }

@@ -7,12 +7,12 @@
 //! (`queue`, `partition`, `group`, and closed sets like `outcome`), which
 //! also folds the copies a second monitor or several workers export.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use minijinja::context;
 use serde::Serialize;
 
-use super::{k8s, runbook};
+use super::{k8s, quoted, runbook};
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{functions, header_in, CommentSyntax, GeneratedFile};
@@ -50,31 +50,28 @@ impl AlertKind {
     /// The Prometheus alert name. The same for every queue: the `queue`
     /// label tells them apart, so one Alertmanager route covers all.
     pub fn alert_name(self) -> &'static str {
-        match self {
-            AlertKind::OldestPendingAge => "QueuegenOldestPendingAge",
-            AlertKind::OldestReadyAge => "QueuegenOldestReadyAge",
-            AlertKind::DeadLetters => "QueuegenDeadLetters",
-            AlertKind::RecoveryFailing => "QueuegenRecoveryFailing",
-            AlertKind::NoRecoveryLeader => "QueuegenNoRecoveryLeader",
-            AlertKind::PendingDeleted => "QueuegenPendingDeleted",
-            AlertKind::BackpressureActive => "QueuegenBackpressureActive",
-            AlertKind::TrimAborted => "QueuegenTrimAborted",
-            AlertKind::LibraryMissing => "QueuegenFunctionLibraryMissing",
-        }
+        self.names().0
     }
 
     /// The runbook heading's words (after `<queue>: ` for a queue's alert).
     pub fn title(self) -> &'static str {
+        self.names().1
+    }
+
+    /// (alert name, title).
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            AlertKind::OldestPendingAge => "oldest pending age",
-            AlertKind::OldestReadyAge => "oldest ready age",
-            AlertKind::DeadLetters => "dead letters",
-            AlertKind::RecoveryFailing => "recovery failing",
-            AlertKind::NoRecoveryLeader => "no recovery leader",
-            AlertKind::PendingDeleted => "pending entries deleted",
-            AlertKind::BackpressureActive => "backpressure active",
-            AlertKind::TrimAborted => "trim aborted",
-            AlertKind::LibraryMissing => "function library missing",
+            AlertKind::OldestPendingAge => ("QueuegenOldestPendingAge", "oldest pending age"),
+            AlertKind::OldestReadyAge => ("QueuegenOldestReadyAge", "oldest ready age"),
+            AlertKind::DeadLetters => ("QueuegenDeadLetters", "dead letters"),
+            AlertKind::RecoveryFailing => ("QueuegenRecoveryFailing", "recovery failing"),
+            AlertKind::NoRecoveryLeader => ("QueuegenNoRecoveryLeader", "no recovery leader"),
+            AlertKind::PendingDeleted => ("QueuegenPendingDeleted", "pending entries deleted"),
+            AlertKind::BackpressureActive => ("QueuegenBackpressureActive", "backpressure active"),
+            AlertKind::TrimAborted => ("QueuegenTrimAborted", "trim aborted"),
+            AlertKind::LibraryMissing => {
+                ("QueuegenFunctionLibraryMissing", "function library missing")
+            }
         }
     }
 }
@@ -142,17 +139,14 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
     let groups: Vec<RuleGroup> = alert_groups(spec).iter().map(RuleGroup::from).collect();
     let contents = render(
         "rules.yml",
-        RulesContext {
-            header: &header_in(CommentSyntax::Hash, spec_file),
-            service: &spec.service,
-            runbook: runbook::FILE_NAME,
+        context! {
+            header => header_in(CommentSyntax::Hash, spec_file),
+            service => &spec.service,
+            runbook => runbook::FILE_NAME,
             groups,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// Every alert of `spec`: one group per queue in file order, then the service's.
@@ -176,9 +170,9 @@ pub fn alert_groups(spec: &Spec) -> Vec<AlertGroup> {
 
 /// The spec's alerts of `queue`, then the ones every queue gets.
 fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
-    let rule = |kind| QueueRule {
+    let rule = |kind| RuleOf {
         service: &spec.service,
-        queue,
+        queue: Some(&queue.name),
         kind,
     };
     let selector = format!("{{queue=\"{}\"}}", queue.name);
@@ -359,11 +353,10 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
     alerts
 }
 
-/// The one alert about the whole service: its Function library version.
 /// The trim alert of a queue trimmed by `k8s/trim-cronjob.yaml`: no run has
 /// succeeded for `stuck`, read from kube-state-metrics. A run exits 1 when a
 /// stream's trim aborted or failed, so aborts keep the last success old.
-fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: QueueRule<'_>, stuck: Duration) -> Alert {
+fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: RuleOf<'_>, stuck: Duration) -> Alert {
     let cronjob = k8s::trim_cronjob_name(spec, queue);
     let namespace = &spec.kubernetes.namespace;
     let stuck_text = format_duration(stuck);
@@ -388,43 +381,39 @@ fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: QueueRule<'_>, stuck: Du
     )
 }
 
+/// The one alert about the whole service: its Function library version.
 fn library_missing(spec: &Spec) -> Alert {
     let library = functions::library_name(&spec.service);
-    let kind = AlertKind::LibraryMissing;
-    let heading = kind.title().to_owned();
-    let anchor = anchor_of(None, kind);
-    Alert {
-        kind,
-        name: kind.alert_name(),
+    let rule = RuleOf {
+        service: &spec.service,
         queue: None,
-        expr: format!(
-            "max by (library) (queuegen_function_library_loaded{{library=\"{library}\"}}) == 0"
-        ),
+        kind: AlertKind::LibraryMissing,
+    };
+    rule.build(
+        format!("max by (library) (queuegen_function_library_loaded{{library=\"{library}\"}}) == 0"),
         // One reading can come from a server that `queuegen apply` has not
         // reached yet during a deploy.
-        for_duration: Some(format_duration(Duration::from_secs(60))),
-        severity: Severity::Critical,
-        labels: vec![("service".to_owned(), spec.service.clone())],
-        summary: "Function library {{ $labels.library }} is missing on Redis".to_owned(),
-        description: format!(
+        Some(format_duration(Duration::from_secs(60))),
+        Severity::Critical,
+        Vec::new(),
+        "Function library {{ $labels.library }} is missing on Redis".to_owned(),
+        format!(
             "queuegen monitor found no Function library {library} on the server (on a Cluster: on at least one primary). Acks, retries, dead letters, claims and trims of every {} queue call it, so they all fail and jobs stay pending.",
             spec.service
         ),
-        runbook_url: runbook_url(&anchor),
-        heading,
-        anchor,
-        threshold: None,
-    }
+        None,
+    )
 }
 
-/// What a queue's rules share while one is built.
-struct QueueRule<'a> {
+/// What the rules of a queue, or the service's, share while one is built.
+struct RuleOf<'a> {
     service: &'a str,
-    queue: &'a Queue,
+    /// `None` for the service's rules.
+    queue: Option<&'a str>,
     kind: AlertKind,
 }
 
-impl QueueRule<'_> {
+impl RuleOf<'_> {
     #[allow(clippy::too_many_arguments)]
     fn build(
         self,
@@ -436,23 +425,24 @@ impl QueueRule<'_> {
         description: String,
         threshold: Option<String>,
     ) -> Alert {
-        let anchor = anchor_of(Some(&self.queue.name), self.kind);
-        let mut all_labels = vec![
-            ("service".to_owned(), self.service.to_owned()),
-            ("queue".to_owned(), self.queue.name.clone()),
-        ];
+        let anchor = anchor_of(self.queue, self.kind);
+        let mut all_labels = vec![("service".to_owned(), self.service.to_owned())];
+        all_labels.extend(
+            self.queue
+                .map(|queue| ("queue".to_owned(), queue.to_owned())),
+        );
         all_labels.extend(labels);
         Alert {
             kind: self.kind,
             name: self.kind.alert_name(),
-            queue: Some(self.queue.name.clone()),
+            queue: self.queue.map(str::to_owned),
             expr,
             for_duration,
             severity,
             labels: all_labels,
             summary,
             description,
-            heading: heading_of(Some(&self.queue.name), self.kind),
+            heading: heading_of(self.queue, self.kind),
             runbook_url: runbook_url(&anchor),
             anchor,
             threshold,
@@ -484,14 +474,6 @@ fn runbook_url(anchor: &str) -> String {
 /// A duration as PromQL seconds: `600`, `0.25`.
 fn seconds(duration: Duration) -> String {
     format!("{}", duration.as_secs_f64())
-}
-
-#[derive(Serialize)]
-struct RulesContext<'a> {
-    header: &'a str,
-    service: &'a str,
-    runbook: &'a str,
-    groups: Vec<RuleGroup>,
 }
 
 /// A group as YAML text: every string already a quoted YAML scalar.
@@ -537,14 +519,10 @@ impl From<&Alert> for Rule {
     }
 }
 
-/// `text` as a double-quoted YAML scalar: a JSON string is one, and quoting
-/// every value spares PromQL's `{`, `:` and `"` any YAML reading.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::spec;
 

@@ -3,8 +3,7 @@
 //! Its sections come from the same [`prometheus::alert_groups`] list as the
 //! rules, so each rule's `runbook_url` anchor is one of its headings.
 
-use std::path::PathBuf;
-
+use minijinja::context;
 use serde::Serialize;
 
 use queuegen_runtime::roles::Role;
@@ -34,70 +33,49 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<GeneratedFile> {
         .position(|g| g.queue.is_none())
         .map(|i| groups.remove(i).alerts)
         .unwrap_or_default();
-    let queues = spec
+    let queues: Vec<QueueContext> = spec
         .queues
         .iter()
         .zip(groups)
         .map(|(queue, group)| QueueContext::new(spec, queue, group.alerts))
         .collect();
+    let schedules: Vec<ScheduleContext> = spec
+        .schedules
+        .iter()
+        .map(|schedule| ScheduleContext {
+            name: schedule.name.clone(),
+            queue: schedule.queue.clone(),
+            cadence: schedule.cadence.describe(),
+            missed: schedule.missed.as_str(),
+            grace: format_duration(schedule.grace),
+        })
+        .collect();
+    let service = &spec.service;
+    // The Redis users (redis/users.acl) the command lines log in as.
+    let users = context! {
+        operator => acl::user_name(service, RUNBOOK_ROLE),
+        monitor => acl::user_name(service, Role::Monitor),
+        deployer => acl::user_name(service, APPLY_ROLE),
+    };
     let contents = render(
         "RUNBOOK.md",
-        RunbookContext {
-            header: &header_in(CommentSyntax::Html, spec_file),
-            service: &spec.service,
-            spec: spec_file,
-            rules: prometheus::FILE_NAME,
-            library: functions::library_name(&spec.service),
-            users: Users {
-                operator: acl::user_name(&spec.service, RUNBOOK_ROLE),
-                monitor: acl::user_name(&spec.service, Role::Monitor),
-                deployer: acl::user_name(&spec.service, APPLY_ROLE),
-            },
+        context! {
+            header => header_in(CommentSyntax::Html, spec_file),
+            service,
+            spec => spec_file,
+            rules => prometheus::FILE_NAME,
+            library => functions::library_name(service),
+            users,
             queues,
             service_alerts,
-            postgres: PostgresContext::new(spec),
-            schedules: spec
-                .schedules
-                .iter()
-                .map(|schedule| ScheduleContext {
-                    name: schedule.name.clone(),
-                    queue: schedule.queue.clone(),
-                    cadence: schedule.cadence.describe(),
-                    missed: schedule.missed.as_str(),
-                    grace: crate::spec::units::format_duration(schedule.grace),
-                })
-                .collect(),
+            // Set when a queue uses PostgreSQL: the runbook then says how to
+            // apply the migrations and look at the outbox and results.
+            postgres => PostgresContext::new(spec),
+            // The runbook then says how to check a tick.
+            schedules,
         },
     )?;
-    Ok(GeneratedFile {
-        path: PathBuf::from(FILE_NAME),
-        contents,
-    })
-}
-
-#[derive(Serialize)]
-struct RunbookContext<'a> {
-    header: &'a str,
-    service: &'a str,
-    spec: &'a str,
-    rules: &'a str,
-    library: String,
-    users: Users,
-    queues: Vec<QueueContext>,
-    service_alerts: Vec<Alert>,
-    /// Set when a queue uses PostgreSQL: the runbook then says how to apply
-    /// the migrations and look at the outbox and results.
-    postgres: Option<PostgresContext>,
-    /// The spec's schedules: the runbook then says how to check a tick.
-    schedules: Vec<ScheduleContext>,
-}
-
-/// The Redis users (redis/users.acl) the command lines log in as.
-#[derive(Serialize)]
-struct Users {
-    operator: String,
-    monitor: String,
-    deployer: String,
+    Ok(GeneratedFile::new(FILE_NAME, contents))
 }
 
 /// One schedule, as the runbook's Schedules section names it.

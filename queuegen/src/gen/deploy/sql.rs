@@ -29,9 +29,9 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Vec<GeneratedFile> {
     let header = header_in(CommentSyntax::Dashes, spec_file);
     migrations(spec)
         .into_iter()
-        .map(|migration| GeneratedFile {
-            path: PathBuf::from(DIR).join(&migration.file_name),
-            contents: format!("{header}{}", migration.sql),
+        .map(|migration| {
+            let path = PathBuf::from(DIR).join(&migration.file_name);
+            GeneratedFile::new(path, format!("{header}{}", migration.sql))
         })
         .collect()
 }
