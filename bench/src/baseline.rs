@@ -16,7 +16,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
@@ -26,11 +26,11 @@ use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use redis::aio::ConnectionLike;
 use redis::streams::{StreamId, StreamReadReply};
+use tokio::task::JoinHandle;
 
 use crate::pg::{self, Document};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::steady::{self, Schedule};
-use crate::usage;
 use crate::{Args, Sink};
 
 const CONSUMERS: usize = 8;
@@ -65,38 +65,6 @@ pub async fn run(
         .query_async::<()>(&mut conn)
         .await
         .context("XGROUP CREATE")?;
-    let probe = Arc::new(probe::for_args(args));
-    let mut idle = Vec::new();
-    for _ in 0..if single { 1 } else { CONSUMERS } {
-        // Default response timeout (500 ms) exceeds BLOCK_MS.
-        let conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .context("connecting a baseline consumer")?;
-        idle.push((conn, Commit::of(sink, prefix, args).await?));
-    }
-    let start = |idle: Vec<(redis::aio::MultiplexedConnection, Option<Commit>)>| -> Vec<_> {
-        idle.into_iter()
-            .enumerate()
-            .map(|(n, (conn, commit))| {
-                tokio::spawn(consume(
-                    conn,
-                    vec![key.clone()],
-                    format!("c{n}"),
-                    probe.clone(),
-                    commit,
-                ))
-            })
-            .collect()
-    };
-
-    let mut consumers = Vec::new();
-    let before_publish = usage::sample(&mut conn).await?;
-    let schedule = args.rate.map(Schedule::start);
-    if schedule.is_some() {
-        // Steady state: the consumers wait for jobs as they arrive.
-        consumers = start(std::mem::take(&mut idle));
-    }
     if dedup {
         // Loaded before the clock starts: the pipeline sends EVALSHA only.
         redis::Script::new(PUBLISH_ONCE)
@@ -105,41 +73,44 @@ pub async fn run(
             .await
             .context("SCRIPT LOAD of the dedup script")?;
     }
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        let mut conn = conn.clone();
-        let key = key.clone();
-        async move {
-            if dedup {
-                publish_once(&mut conn, &key, range, schedule.as_ref()).await
-            } else {
-                publish(&mut conn, &key, range, schedule.as_ref()).await
-            }
-        }
-    });
-    let publisher_late = publishing.await?;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut conn).await?;
-    if schedule.is_none() {
-        consumers = start(idle);
+    let probe = Arc::new(probe::for_args(args));
+    let mut idle = Vec::new();
+    for n in 0..if single { 1 } else { CONSUMERS } {
+        // Default response timeout (500 ms) exceeds BLOCK_MS.
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .context("connecting a baseline consumer")?;
+        let commit = Commit::of(sink, prefix, args).await?;
+        idle.push(consume(
+            conn,
+            vec![key.clone()],
+            format!("c{n}"),
+            probe.clone(),
+            commit,
+        ));
     }
-
-    let last_ack = probe::wait_last_ack(
-        &mut conn,
+    let start = || idle.into_iter().map(tokio::spawn).collect();
+    let phases = probe::run_phases(
+        args,
+        &mut conn.clone(),
         &probe,
         std::slice::from_ref(&key),
         GROUP,
-        args.timeout(),
+        start,
+        |range, schedule| {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move {
+                if dedup {
+                    publish_once(&mut conn, &key, range, schedule.as_ref()).await
+                } else {
+                    publish(&mut conn, &key, range, schedule.as_ref()).await
+                }
+            }
+        },
     )
-    .await;
-    let after_last_ack = usage::sample(&mut conn).await?;
-    let timeline = last_ack.map(|last_ack| Timeline {
-        publish_start,
-        publish_end,
-        last_ack,
-        samples: [before_publish, after_publish, after_last_ack],
-    });
-    end_round(args, &probe, consumers, timeline, publisher_late).await
+    .await?;
+    end_round(args, &probe, phases).await
 }
 
 /// The end of a baseline round (standalone or Cluster): waits for the
@@ -148,20 +119,37 @@ pub async fn run(
 pub async fn end_round(
     args: &Args,
     probe: &Probe,
-    consumers: Vec<tokio::task::JoinHandle<Result<()>>>,
-    timeline: Result<Timeline>,
-    publisher_late: Option<std::time::Duration>,
+    (timeline, consumers): (Result<Timeline>, Vec<JoinHandle<Result<()>>>),
 ) -> Result<RoundResult> {
-    for consumer in consumers {
-        tokio::time::timeout(args.timeout(), consumer)
+    join_all_within(consumers, args.timeout(), "a baseline consumer", "stop").await?;
+    RoundResult::new(args.jobs, probe, timeline?, None)
+}
+
+/// Waits for each of `tasks` (already told to stop, or about to end) within
+/// `timeout`, naming `what` and how it ends (`to stop`) in the errors; their
+/// outputs, in order.
+pub async fn join_all_within<T, E>(
+    tasks: Vec<JoinHandle<Result<T, E>>>,
+    timeout: Duration,
+    what: &str,
+    end: &str,
+) -> Result<Vec<T>>
+where
+    anyhow::Error: From<E>,
+{
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let output = tokio::time::timeout(timeout, task)
             .await
-            .context("timed out waiting for a baseline consumer to stop")?
-            .context("a baseline consumer panicked")?
-            .context("a baseline consumer failed")?;
+            .with_context(|| format!("timed out waiting for {what} to {end}"))?
+            .with_context(|| format!("{what} panicked"))?;
+        outputs.push(
+            output
+                .map_err(anyhow::Error::from)
+                .context(format!("{what} failed"))?,
+        );
     }
-    let mut result = RoundResult::new(args.jobs, probe, timeline?, None)?;
-    result.publisher_late = publisher_late;
-    Ok(result)
+    Ok(outputs)
 }
 
 /// What a baseline consumer commits per job: a Redis result (`baseR`) or

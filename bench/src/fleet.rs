@@ -34,11 +34,11 @@ use queuegen_tests::queues::jobs;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::baseline::{job, tenant};
+use crate::baseline::{job, join_all_within, tenant};
 use crate::probe::{self, Probe};
-use crate::queuegen::{stopped_workers_done, Bench};
+use crate::queuegen::Bench;
 use crate::usage::{self, Usage};
-use crate::Args;
+use crate::{report, Args};
 
 /// Partitions of the fleet's four queues.
 pub const PARTITIONS: [u16; 4] = [8, 16, 24, 32];
@@ -175,11 +175,9 @@ pub async fn run(
     .await;
     let burst_end = usage::sample(&mut conn).await;
     let _ = stop.send(true);
-    let done = stopped_workers_done(
-        running,
-        jobs::CONFIG.handler.shutdown_budget + args.timeout(),
-    )
-    .await?;
+    let budget = jobs::CONFIG.handler.shutdown_budget + args.timeout();
+    let reports = join_all_within(running, budget, "a worker", "shut down").await?;
+    let done: u64 = reports.iter().map(|report| report.done).sum();
     let last_ack = last_ack?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
@@ -235,8 +233,19 @@ pub fn markdown(results: &[FleetResult], cluster: bool) -> String {
     out
 }
 
-/// The fleet's figures for the JSON report.
-pub fn json(result: &FleetResult) -> Value {
+/// The fleet mode's `latest.json` (before `report::write` adds the run's facts).
+pub fn json(args: &Args, results: &[FleetResult]) -> Value {
+    json!({
+        "settings": {
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+        },
+        "fleets": results.iter().map(fleet_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One fleet's figures.
+fn fleet_json(result: &FleetResult) -> Value {
     json!({
         "workers": result.workers,
         "queue_partitions": PARTITIONS,
@@ -247,11 +256,7 @@ pub fn json(result: &FleetResult) -> Value {
         "idle_calls": result.idle_calls,
         "idle_server_cpu_percent": result.idle_server_cpu_percent(),
         "idle_client_cpu_percent": result.idle_client_cpu_percent(),
-        "idle_servers": result.idle.servers.iter().map(|s| json!({
-            "node": s.node,
-            "cpu_secs": s.cpu_secs,
-            "commands": s.commands,
-        })).collect::<Vec<_>>(),
+        "idle_servers": report::servers_json(&result.idle.servers),
         "burst_jobs": result.burst_jobs,
         "burst_end_to_end_secs": result.burst_secs,
         "burst_jobs_per_sec": result.burst_rate(),

@@ -758,8 +758,8 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         let results = outbox::run(args, url, &redis, pg_url).await?;
         println!("{}", outbox::markdown(args, pg_info, &results));
         println!("{}", report::machine_line(&redis_version));
-        let path =
-            report::write_outbox_json(args, redis.is_cluster(), &redis_version, pg_info, &results)?;
+        let json = outbox::json(args, pg_info, &results);
+        let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
         eprintln!("queuegen-bench: wrote {}", path.display());
         return Ok(());
     }
@@ -788,7 +788,8 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         }
         println!("{}", fleet::markdown(&results, redis.is_cluster()));
         println!("{}", report::machine_line(&redis_version));
-        let path = report::write_fleet_json(args, redis.is_cluster(), &redis_version, &results)?;
+        let json = fleet::json(args, &results);
+        let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
         eprintln!("queuegen-bench: wrote {}", path.display());
         return Ok(());
     }
@@ -913,14 +914,8 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     }
     println!("{table}");
     println!("{}", report::machine_line(&redis_version));
-    let path = report::write_json(
-        args,
-        redis.is_cluster(),
-        &redis_version,
-        pg_info.as_ref(),
-        &rounds,
-    )
-    .await?;
+    let json = report::json(args, redis.is_cluster(), pg_info.as_ref(), &rounds);
+    let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
     eprintln!("queuegen-bench: wrote {}", path.display());
     Ok(())
 }

@@ -579,8 +579,17 @@ pub fn markdown(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> String
     out
 }
 
-/// The outbox's figures for the JSON report.
-pub fn json(args: &Args, results: &OutboxResults) -> Value {
+/// The outbox mode's `latest.json` (before `report::write` adds the run's facts).
+pub fn json(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> Value {
+    json!({
+        "postgres": pg.json(),
+        "rounds": args.rounds,
+        "outbox": outbox_json(args, results),
+    })
+}
+
+/// The outbox's figures.
+fn outbox_json(args: &Args, results: &OutboxResults) -> Value {
     let summary: Vec<Value> = PUBLISHERS
         .iter()
         .map(|&publishers| {

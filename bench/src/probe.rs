@@ -11,7 +11,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
@@ -79,10 +79,7 @@ impl Probe {
             let at = self.base.elapsed().as_nanos() as u64 + 1;
             self.first_start.store(at, Ordering::Relaxed);
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now_ms = queuegen_runtime::host::now_ms();
         let id_ms = stream_id
             .split_once('-')
             .and_then(|(ms, _)| ms.parse::<u64>().ok())
@@ -135,39 +132,74 @@ pub fn for_args(args: &Args) -> Probe {
 pub async fn publish<F, Fut>(
     args: &Args,
     schedule: Option<&Schedule>,
-    send: F,
-) -> Result<Option<Duration>>
-where
-    F: FnMut(Range<u64>) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    tokio::time::timeout(args.timeout(), publish_all(args, schedule, send))
-        .await
-        .context("timed out publishing (raise --timeout)")?
-}
-
-/// [`publish`] without its time limit.
-async fn publish_all<F, Fut>(
-    args: &Args,
-    schedule: Option<&Schedule>,
     mut send: F,
 ) -> Result<Option<Duration>>
 where
     F: FnMut(Range<u64>) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    if let Some(schedule) = schedule {
-        return Ok(Some(
-            steady::publish(schedule, args.jobs, args.batch, send).await?,
-        ));
+    let all = async {
+        if let Some(schedule) = schedule {
+            return Ok(Some(
+                steady::publish(schedule, args.jobs, args.batch, send).await?,
+            ));
+        }
+        for start in (0..args.jobs).step_by(args.batch) {
+            send(start..(start + args.batch as u64).min(args.jobs)).await?;
+        }
+        Ok(None)
+    };
+    tokio::time::timeout(args.timeout(), all)
+        .await
+        .context("timed out publishing (raise --timeout)")?
+}
+
+/// One round of a variant, up to its last ack: a usage sample before
+/// publishing, `send` publishing every job (see [`publish`]; the schedule
+/// with `--rate`), a sample after it, the wait for the last ack of `keys`
+/// in `group`, and a sample after that. The consumers `start` spawns run
+/// from the end of publishing (a backlog) or, with `--rate`, before it (they
+/// wait for jobs as they arrive); they are returned still running.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_phases<C, T, F, Fut>(
+    args: &Args,
+    conn: &mut C,
+    probe: &Probe,
+    keys: &[String],
+    group: &str,
+    start: impl FnOnce() -> Vec<T>,
+    mut send: F,
+) -> Result<(Result<Timeline>, Vec<T>)>
+where
+    C: ConnectionLike,
+    F: FnMut(Range<u64>, Option<Schedule>) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let before_publish = usage::sample(conn).await?;
+    let schedule = args.rate.map(Schedule::start);
+    let mut start = Some(start);
+    // Steady state: the consumers wait for jobs as they arrive.
+    let mut running =
+        (start.take_if(|_| schedule.is_some())).map_or_else(Vec::new, |start| start());
+    let publish_start = Instant::now();
+    let publisher_late = publish(args, schedule.as_ref(), |range| send(range, schedule)).await?;
+    let publish_end = Instant::now();
+    let after_publish = usage::sample(conn).await?;
+    if let Some(start) = start {
+        running = start();
     }
-    let mut i = 0;
-    while i < args.jobs {
-        let end = (i + args.batch as u64).min(args.jobs);
-        send(i..end).await?;
-        i = end;
-    }
-    Ok(None)
+    let last_ack = wait_last_ack(conn, probe, keys, group, args.timeout()).await;
+    let after_last_ack = usage::sample(conn).await;
+    let timeline = last_ack.and_then(|last_ack| {
+        Ok(Timeline {
+            publish_start,
+            publish_end,
+            last_ack,
+            samples: [before_publish, after_publish, after_last_ack?],
+            publisher_late,
+        })
+    });
+    Ok((timeline, running))
 }
 
 /// Polls until every job's handler has started and no entry of `keys` is
@@ -224,6 +256,8 @@ pub struct Timeline {
     pub last_ack: Instant,
     /// Samples taken just before `publish_start`, just after `publish_end` and just after `last_ack`.
     pub samples: [usage::Sample; 3],
+    /// Steady-state mode: the publisher's worst lateness against its schedule.
+    pub publisher_late: Option<Duration>,
 }
 
 /// One variant's raw figures in one round.
@@ -273,7 +307,7 @@ impl RoundResult {
             publish_usage: Usage::between(&timeline.samples[0], &timeline.samples[1]),
             process_usage: Usage::between(&timeline.samples[1], &timeline.samples[2]),
             steady: probe.steady_histogram(),
-            publisher_late: None,
+            publisher_late: timeline.publisher_late,
         })
     }
 

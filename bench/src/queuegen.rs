@@ -18,7 +18,6 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::config::DedupConfig;
@@ -31,10 +30,9 @@ use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use tokio::sync::watch;
 
-use crate::baseline::{job, tenant};
-use crate::probe::{self, Probe, RoundResult, Timeline};
-use crate::steady::{self, Schedule};
-use crate::usage;
+use crate::baseline::{job, join_all_within, tenant};
+use crate::probe::{self, Probe, RoundResult};
+use crate::steady;
 use crate::{Args, Sink};
 
 /// The handler: no work, or (with the result store) one committed result
@@ -150,7 +148,7 @@ pub async fn run(
 
     let (stop, stopped) = watch::channel(false);
     let mut registries = Vec::new();
-    let mut start = || {
+    let start = || {
         let mut running = Vec::with_capacity(workers);
         for (n, redis) in worker_redis.iter().enumerate() {
             let handler = Bench {
@@ -180,44 +178,36 @@ pub async fn run(
         running
     };
 
-    let mut running = Vec::new();
     let mut conn = redis.shared();
-    let before_publish = usage::sample(&mut conn).await?;
-    let schedule = args.rate.map(Schedule::start);
-    if schedule.is_some() {
-        // Steady state: the workers wait for jobs as they arrive.
-        running = start();
-    }
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        let batch = range.map(|n| {
-            let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
-            match options.lanes {
-                [] => job,
-                lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
-            }
-        });
-        let producer = &producer;
-        async move {
-            producer.publish_many(batch).await.context("publish_many")?;
-            Ok(())
-        }
-    });
-    let publisher_late = publishing.await?;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut conn).await?;
-    if schedule.is_none() {
-        running = start();
-    }
     let keys = config.ready_keys();
-    let last_ack =
-        probe::wait_last_ack(&mut conn, &probe, &keys, &config.group, args.timeout()).await;
-    let after_last_ack = usage::sample(&mut conn).await;
+    let (timeline, running) = probe::run_phases(
+        args,
+        &mut conn,
+        &probe,
+        &keys,
+        &config.group,
+        start,
+        |range, schedule| {
+            let batch = range.map(move |n| {
+                let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
+                match options.lanes {
+                    [] => job,
+                    lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
+                }
+            });
+            let producer = &producer;
+            async move {
+                producer.publish_many(batch).await.context("publish_many")?;
+                Ok(())
+            }
+        },
+    )
+    .await?;
     let _ = stop.send(true);
-    let done =
-        stopped_workers_done(running, config.handler.shutdown_budget + args.timeout()).await?;
-    let last_ack = last_ack?;
-    let after_last_ack = after_last_ack?;
+    let budget = config.handler.shutdown_budget + args.timeout();
+    let reports = join_all_within(running, budget, "a worker", "shut down").await?;
+    let done = reports.iter().map(|report| report.done).sum();
+    let timeline = timeline?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
@@ -242,33 +232,7 @@ pub async fn run(
             args.jobs
         );
     }
-    let timeline = Timeline {
-        publish_start,
-        publish_end,
-        last_ack,
-        samples: [before_publish, after_publish, after_last_ack],
-    };
-    let mut result = RoundResult::new(args.jobs, &probe, timeline, Some(done))?;
-    result.publisher_late = publisher_late;
-    Ok(result)
-}
-
-/// Waits for every worker task (already told to stop) to end, each within
-/// `timeout`; the jobs they reported done, summed.
-pub async fn stopped_workers_done(
-    running: Vec<tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>>,
-    timeout: std::time::Duration,
-) -> Result<u64> {
-    let mut done = 0;
-    for worker in running {
-        let report = tokio::time::timeout(timeout, worker)
-            .await
-            .context("timed out waiting for a worker to shut down")?
-            .context("a worker panicked")?
-            .context("a worker failed")?;
-        done += report.done;
-    }
-    Ok(done)
+    RoundResult::new(args.jobs, &probe, timeline, Some(done))
 }
 
 /// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.
