@@ -213,31 +213,36 @@ pub enum Store {
     Postgres,
 }
 
-/// qg8l's rate limit: far above what 8 workers reach on any machine, so it
-/// never holds a job back and the variant measures only what asking the
-/// token bucket once per read round costs.
-pub const LIMITER_RATE: queuegen_runtime::RateLimit = queuegen_runtime::RateLimit {
-    limit: 10_000_000,
-    per: std::time::Duration::from_secs(1),
-};
-
-/// qg8d's dedup window: every job_id of a round is new, so nothing is a
-/// duplicate and the variant measures what the marker check costs.
-pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+impl Store {
+    /// The baseline's slug letter (queuegen's is its lower case), and what
+    /// the baseline's and queuegen's names add.
+    fn parts(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Store::Nothing => ("", "", ""),
+            Store::Redis => ("R", " + result SET", " + result store"),
+            Store::Postgres => (
+                "P",
+                " + documents row and marker, one transaction per job",
+                " + PgResults (documents row and marker)",
+            ),
+        }
+    }
+}
 
 /// What a queuegen variant's queue has beyond the plain `jobs` queue: each
 /// is measured against the same baseline, so its ratio is its cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feature {
     Plain,
-    /// A `handler.rate` far above what the workers reach ([`LIMITER_RATE`]),
-    /// so every read round also asks the token bucket (qg8l).
+    /// A `handler.rate` far above what the workers reach
+    /// ([`queuegen::LIMITER_RATE`]), so every read round also asks the token
+    /// bucket (qg8l).
     RateLimit,
-    /// `dedup` ([`DEDUP_WINDOW`]): every publish is one `publish_once`
-    /// Function call in place of an `XADD` (qg8d).
+    /// `dedup` ([`queuegen::DEDUP_WINDOW`]): every publish is one
+    /// `publish_once` Function call in place of an `XADD` (qg8d).
     Dedup,
-    /// Two lanes of equal weight ([`TWO_LANES`]), jobs alternating between
-    /// them: twice the streams, read by weight (qg8n).
+    /// Two lanes of equal weight ([`queuegen::TWO_LANES`]), jobs alternating
+    /// between them: twice the streams, read by weight (qg8n).
     TwoLanes,
     /// `retention.on_ack: delete` (qg8x): on a server with `XACKDEL` every
     /// ack is `XACKDEL … ACKED` through the library's `ack_delete`, which
@@ -246,17 +251,18 @@ pub enum Feature {
     DeleteOnAck,
 }
 
-/// qg8n's lanes.
-pub const TWO_LANES: &[queuegen_runtime::Lane] = &[
-    queuegen_runtime::Lane {
-        name: std::borrow::Cow::Borrowed("first"),
-        weight: 1,
-    },
-    queuegen_runtime::Lane {
-        name: std::borrow::Cow::Borrowed("second"),
-        weight: 1,
-    },
-];
+impl Feature {
+    /// The slug's letter and what the name adds.
+    fn parts(self) -> (&'static str, &'static str) {
+        match self {
+            Feature::Plain => ("", ""),
+            Feature::RateLimit => ("l", " + rate limit (never reached)"),
+            Feature::Dedup => ("d", " + dedup (publish_once)"),
+            Feature::TwoLanes => ("n", " + two lanes"),
+            Feature::DeleteOnAck => ("x", " + delete on ack"),
+        }
+    }
+}
 
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,71 +293,43 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BASE: Variant = Variant::base_with(Store::Nothing);
-    pub const BASE1: Variant = Variant::Baseline {
-        single: true,
-        store: Store::Nothing,
-        dedup: false,
-    };
-    pub const BASE_RESULTS: Variant = Variant::base_with(Store::Redis);
-    pub const BASE_PG: Variant = Variant::base_with(Store::Postgres);
+    pub const BASE: Variant = Variant::base(false, Store::Nothing, false);
+    pub const BASE1: Variant = Variant::base(true, Store::Nothing, false);
+    pub const BASE_RESULTS: Variant = Variant::base(false, Store::Redis, false);
+    pub const BASE_PG: Variant = Variant::base(false, Store::Postgres, false);
     /// `base` publishing through a hand-written dedup script (baseD): what
     /// qg8d's dedup is compared with, apart from what dedup itself costs.
-    pub const BASE_DEDUP: Variant = Variant::Baseline {
-        single: false,
-        store: Store::Nothing,
-        dedup: true,
-    };
-    pub const QG1: Variant = Variant::Queuegen {
-        workers: 1,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::Plain,
-    };
+    pub const BASE_DEDUP: Variant = Variant::base(false, Store::Nothing, true);
+    pub const QG1: Variant = Variant::queuegen(1, Store::Nothing, false, false, Feature::Plain);
     pub const QG8: Variant = Variant::qg8_on(Feature::Plain);
 
-    /// qg8 with a rate limit it never reaches (qg8l).
-    pub const QG8_LIMITED: Variant = Variant::qg8_on(Feature::RateLimit);
-
-    /// qg8 on a queue with `dedup` (qg8d): publish_once per job.
-    pub const QG8_DEDUP: Variant = Variant::qg8_on(Feature::Dedup);
-
-    /// qg8 on a queue with two lanes (qg8n): jobs alternate between them.
-    pub const QG8_LANES: Variant = Variant::qg8_on(Feature::TwoLanes);
-
-    /// qg8 on a queue with `retention.on_ack: delete` (qg8x).
-    pub const QG8_DELETE_ON_ACK: Variant = Variant::qg8_on(Feature::DeleteOnAck);
-
-    /// `base` (many consumers, no dedup script) storing each job's result in `store`.
-    const fn base_with(store: Store) -> Variant {
+    const fn base(single: bool, store: Store, dedup: bool) -> Variant {
         Variant::Baseline {
-            single: false,
+            single,
             store,
-            dedup: false,
+            dedup,
+        }
+    }
+
+    const fn queuegen(
+        workers: usize,
+        store: Store,
+        telemetry: bool,
+        tracing: bool,
+        feature: Feature,
+    ) -> Variant {
+        Variant::Queuegen {
+            workers,
+            store,
+            telemetry,
+            tracing,
+            feature,
         }
     }
 
     /// qg8 (no results store, telemetry or tracing) on a queue with `feature`.
     const fn qg8_on(feature: Feature) -> Variant {
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: false,
-            tracing: false,
-            feature,
-        }
-    }
-
-    /// qg8 (no telemetry or tracing, no queue feature) storing each job's result in `store`.
-    const fn qg8_storing(store: Store) -> Variant {
-        Variant::Queuegen {
-            workers: 8,
-            store,
-            telemetry: false,
-            tracing: false,
-            feature: Feature::Plain,
-        }
+        Variant::queuegen(8, Store::Nothing, false, false, feature)
     }
 
     /// Every round variant, in the order they run: each queuegen variant
@@ -359,31 +337,19 @@ impl Variant {
     pub const ALL: [Variant; 15] = [
         Variant::BASE,
         Variant::QG8,
-        Variant::QG8_DELETE_ON_ACK,
-        Variant::QG8_LIMITED,
+        Variant::qg8_on(Feature::DeleteOnAck),
+        Variant::qg8_on(Feature::RateLimit),
         Variant::BASE_DEDUP,
-        Variant::QG8_DEDUP,
-        Variant::QG8_LANES,
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: true,
-            tracing: false,
-            feature: Feature::Plain,
-        },
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: true,
-            tracing: true,
-            feature: Feature::Plain,
-        },
+        Variant::qg8_on(Feature::Dedup),
+        Variant::qg8_on(Feature::TwoLanes),
+        Variant::queuegen(8, Store::Nothing, true, false, Feature::Plain),
+        Variant::queuegen(8, Store::Nothing, true, true, Feature::Plain),
         Variant::BASE1,
         Variant::QG1,
         Variant::BASE_RESULTS,
-        Variant::qg8_storing(Store::Redis),
+        Variant::queuegen(8, Store::Redis, false, false, Feature::Plain),
         Variant::BASE_PG,
-        Variant::qg8_storing(Store::Postgres),
+        Variant::queuegen(8, Store::Postgres, false, false, Feature::Plain),
     ];
 
     /// The variants a steady-state run does by default.
@@ -393,14 +359,9 @@ impl Variant {
     pub fn reference(self) -> Option<Variant> {
         match self {
             Variant::Baseline { .. } | Variant::Trim => None,
-            Variant::Queuegen {
-                store: Store::Redis,
-                ..
-            } => Some(Variant::BASE_RESULTS),
-            Variant::Queuegen {
-                store: Store::Postgres,
-                ..
-            } => Some(Variant::BASE_PG),
+            Variant::Queuegen { store, .. } if store != Store::Nothing => {
+                Some(Variant::base(false, store, false))
+            }
             Variant::Queuegen {
                 feature: Feature::Dedup,
                 ..
@@ -416,16 +377,12 @@ impl Variant {
 
     /// Whether each job commits a PostgreSQL transaction (baseP, qg8p).
     pub fn is_postgres(self) -> bool {
-        matches!(
-            self,
-            Variant::Baseline {
-                store: Store::Postgres,
-                ..
-            } | Variant::Queuegen {
-                store: Store::Postgres,
-                ..
+        match self {
+            Variant::Baseline { store, .. } | Variant::Queuegen { store, .. } => {
+                store == Store::Postgres
             }
-        )
+            Variant::Trim => false,
+        }
     }
 
     pub fn name(self) -> String {
@@ -443,11 +400,7 @@ impl Variant {
                     "redis-rs"
                 },
                 if single { "1 consumer" } else { "8 consumers" },
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => " + result SET",
-                    Store::Postgres => " + documents row and marker, one transaction per job",
-                },
+                store.parts().1,
                 if dedup {
                     " + dedup script per publish"
                 } else {
@@ -461,21 +414,9 @@ impl Variant {
                 tracing,
                 feature,
             } => {
-                let feature = match feature {
-                    Feature::Plain => "",
-                    Feature::RateLimit => " + rate limit (never reached)",
-                    Feature::Dedup => " + dedup (publish_once)",
-                    Feature::TwoLanes => " + two lanes",
-                    Feature::DeleteOnAck => " + delete on ack",
-                };
                 let workers = match workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
-                };
-                let store = match store {
-                    Store::Nothing => "",
-                    Store::Redis => " + result store",
-                    Store::Postgres => " + PgResults (documents row and marker)",
                 };
                 let telemetry = match (telemetry, tracing) {
                     (true, true) => " + metrics + tracing at info",
@@ -483,6 +424,7 @@ impl Variant {
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
+                let (store, feature) = (store.parts().2, feature.parts().1);
                 format!("queuegen, {workers}{store}{telemetry}{feature}")
             }
         }
@@ -490,21 +432,15 @@ impl Variant {
 
     /// The variant a `--variant` value names.
     fn parse_slug(slug: &str) -> Result<Variant, String> {
-        Variant::ALL
-            .into_iter()
-            .chain([Variant::Trim])
-            .find(|variant| variant.slug() == slug)
-            .ok_or_else(|| {
-                let known: Vec<String> = Variant::ALL
-                    .iter()
-                    .chain(&[Variant::Trim])
-                    .map(|v| v.slug())
-                    .collect();
-                format!("unknown variant {slug:?}; known: {}", known.join(", "))
-            })
+        let known = Variant::ALL.into_iter().chain([Variant::Trim]);
+        known.clone().find(|v| v.slug() == slug).ok_or_else(|| {
+            let known: Vec<String> = known.map(Variant::slug).collect();
+            format!("unknown variant {slug:?}; known: {}", known.join(", "))
+        })
     }
 
     pub fn slug(self) -> String {
+        let flag = |on: bool, letter: &'static str| if on { letter } else { "" };
         match self {
             Variant::Trim => "trim".to_owned(),
             Variant::Baseline {
@@ -513,13 +449,9 @@ impl Variant {
                 dedup,
             } => format!(
                 "base{}{}{}",
-                if single { "1" } else { "" },
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => "R",
-                    Store::Postgres => "P",
-                },
-                if dedup { "D" } else { "" }
+                flag(single, "1"),
+                store.parts().0,
+                flag(dedup, "D")
             ),
             Variant::Queuegen {
                 workers,
@@ -529,20 +461,10 @@ impl Variant {
                 feature,
             } => format!(
                 "qg{workers}{}{}{}{}",
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => "r",
-                    Store::Postgres => "p",
-                },
-                if telemetry { "m" } else { "" },
-                if tracing { "t" } else { "" },
-                match feature {
-                    Feature::Plain => "",
-                    Feature::RateLimit => "l",
-                    Feature::Dedup => "d",
-                    Feature::TwoLanes => "n",
-                    Feature::DeleteOnAck => "x",
-                }
+                store.parts().0.to_lowercase(),
+                flag(telemetry, "m"),
+                flag(tracing, "t"),
+                feature.parts().0
             ),
         }
     }
@@ -854,17 +776,7 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                     feature,
                 } => {
                     let _tracing = tracing.then(telemetry::TracingOn::start);
-                    let options = queuegen::QueueOptions {
-                        rate: (feature == Feature::RateLimit).then_some(LIMITER_RATE),
-                        dedup_window: (feature == Feature::Dedup).then_some(DEDUP_WINDOW),
-                        lanes: if feature == Feature::TwoLanes {
-                            TWO_LANES
-                        } else {
-                            &[]
-                        },
-                        delete_on_ack: feature == Feature::DeleteOnAck,
-                    };
-                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, options)
+                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, feature)
                         .await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),

@@ -34,6 +34,7 @@ use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, Postgres, PublisherR
 use queuegen_runtime::{NewJob, QueueConfig, Redis};
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
+use redis::AsyncCommands;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -258,17 +259,8 @@ async fn wait_dispatched(
     timeout: Duration,
 ) -> Result<Instant> {
     let deadline = Instant::now() + timeout;
-    let mut conn = redis.shared();
-    let keys = config.ready_keys();
     loop {
-        let mut entries = 0;
-        for key in &keys {
-            entries += redis::cmd("XLEN")
-                .arg(key)
-                .query_async::<u64>(&mut conn)
-                .await
-                .context("XLEN")?;
-        }
+        let entries = stream_entries(redis, config).await?;
         if entries >= rows {
             break;
         }
@@ -295,17 +287,19 @@ async fn wait_dispatched(
     }
 }
 
-/// Every row in the streams exactly once: as many entries as rows.
-async fn check_streams(redis: &Redis, config: &QueueConfig, rows: u64) -> Result<()> {
+/// The entries of the queue's ready streams, summed.
+async fn stream_entries(redis: &Redis, config: &QueueConfig) -> Result<u64> {
     let mut conn = redis.shared();
     let mut entries = 0;
     for key in config.ready_keys() {
-        entries += redis::cmd("XLEN")
-            .arg(&key)
-            .query_async::<u64>(&mut conn)
-            .await
-            .context("XLEN")?;
+        entries += conn.xlen::<_, u64>(&key).await.context("XLEN")?;
     }
+    Ok(entries)
+}
+
+/// Every row in the streams exactly once: as many entries as rows.
+async fn check_streams(redis: &Redis, config: &QueueConfig, rows: u64) -> Result<()> {
+    let entries = stream_entries(redis, config).await?;
     if entries != rows {
         bail!("the streams hold {entries} entries for {rows} outbox rows");
     }

@@ -10,11 +10,10 @@
 //! connections with `RecyclingMethod::Fast` (what `Postgres::connect`
 //! builds), opened in full before the clock starts.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Pool;
 use futures_util::future::try_join_all;
 use queuegen_runtime::postgres::{migrations, Postgres};
 use queuegen_tests::queues::jobs;
@@ -71,24 +70,18 @@ impl ServerInfo {
         })
     }
 
-    pub fn get(&self, name: &str) -> &str {
-        self.settings
-            .iter()
-            .find(|(setting, _)| setting == name)
-            .map_or("unknown", |(_, value)| value.as_str())
-    }
-
     /// `PostgreSQL 15.x (source): fsync=on, …`, for the report.
     pub fn line(&self) -> String {
-        let settings: Vec<String> = self
-            .settings
-            .iter()
-            .filter(|(name, _)| name != "server_version")
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect();
+        let mut version = "unknown";
+        let mut settings = Vec::new();
+        for (name, value) in &self.settings {
+            match name.as_str() {
+                "server_version" => version = value,
+                _ => settings.push(format!("{name}={value}")),
+            }
+        }
         format!(
-            "PostgreSQL {} ({}): {}",
-            self.get("server_version"),
+            "PostgreSQL {version} ({}): {}",
             self.source,
             settings.join(", ")
         )
@@ -113,23 +106,6 @@ pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
         let _ = connection.await;
     });
     Ok(client)
-}
-
-/// A pool of `size` connections to `url`, as `Postgres::connect` builds one.
-pub fn pool(url: &str, size: usize) -> Result<Pool> {
-    let config = tokio_postgres::Config::from_str(url).context("parsing the PostgreSQL URL")?;
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(size)
-        .runtime(Runtime::Tokio1)
-        .build()
-        .context("building a PostgreSQL pool")
 }
 
 /// Opens every connection of `pool` now, so no job pays for a connect.
@@ -234,8 +210,8 @@ impl PgRound {
 
     /// A baseline consumer's store: its own pool of `pool_size` connections, opened.
     pub async fn baseline_store(&self, pool_size: usize) -> Result<BaselineStore> {
-        let pool = pool(&self.url, pool_size)?;
-        warm(&pool).await?;
+        // The pool `Postgres::connect` builds; the baseline uses only the pool.
+        let pool = self.postgres(pool_size).await?.pool().clone();
         Ok(BaselineStore {
             pool,
             documents: self.documents_insert().into(),
@@ -246,17 +222,13 @@ impl PgRound {
     /// One `documents` row and one marker per job, no more, no less.
     pub async fn check(&self, jobs: u64) -> Result<()> {
         let schema = &self.schema;
-        let documents = self
-            .number(&format!("SELECT count(*) FROM {schema}.documents"))
-            .await?;
-        let distinct = self
-            .number(&format!(
-                "SELECT count(DISTINCT job_id) FROM {schema}.documents"
-            ))
-            .await?;
-        let markers = self
-            .number(&format!("SELECT count(*) FROM {schema}.results"))
-            .await?;
+        let counts = format!(
+            "SELECT (SELECT count(*) FROM {schema}.documents), \
+             (SELECT count(DISTINCT job_id) FROM {schema}.documents), \
+             (SELECT count(*) FROM {schema}.results)"
+        );
+        let row = self.admin.query_one(&counts, &[]).await.context(counts)?;
+        let [documents, distinct, markers]: [i64; 3] = [row.get(0), row.get(1), row.get(2)];
         if [documents, distinct, markers] != [jobs as i64; 3] {
             bail!(
                 "{schema}.documents has {documents} rows ({distinct} distinct job ids) and \

@@ -18,13 +18,15 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
-    JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
+    JobContext, JobError, Lane, NewJob, Outcome, QueueConfig, RateLimit, Redis, RedisResults,
+    Results, Worker,
 };
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
@@ -33,7 +35,7 @@ use tokio::sync::watch;
 use crate::baseline::{job, join_all_within, tenant};
 use crate::probe::{self, Probe, RoundResult};
 use crate::steady;
-use crate::{Args, Sink};
+use crate::{Args, Feature, Sink};
 
 /// The handler: no work, or (with the result store) one committed result
 /// per job, as an idempotent handler would store its effect, or (with
@@ -90,18 +92,29 @@ impl queuegen_runtime::Handler<TestJob> for Bench {
     }
 }
 
-/// What a variant changes in the generated queue's settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct QueueOptions {
-    /// `handler.rate` (qg8l).
-    pub rate: Option<queuegen_runtime::RateLimit>,
-    /// `dedup.window` (qg8d).
-    pub dedup_window: Option<std::time::Duration>,
-    /// `lanes` (qg8n): jobs are published to them in turn.
-    pub lanes: &'static [queuegen_runtime::Lane],
-    /// `retention.on_ack: delete` (qg8x).
-    pub delete_on_ack: bool,
-}
+/// qg8l's rate limit: far above what 8 workers reach on any machine, so it
+/// never holds a job back and the variant measures only what asking the
+/// token bucket once per read round costs.
+pub const LIMITER_RATE: RateLimit = RateLimit {
+    limit: 10_000_000,
+    per: Duration::from_secs(1),
+};
+
+/// qg8d's dedup window: every job_id of a round is new, so nothing is a
+/// duplicate and the variant measures what the marker check costs.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(3600);
+
+/// qg8n's lanes.
+pub const TWO_LANES: &[Lane] = &[
+    Lane {
+        name: Cow::Borrowed("first"),
+        weight: 1,
+    },
+    Lane {
+        name: Cow::Borrowed("second"),
+        weight: 1,
+    },
+];
 
 pub async fn run(
     args: &Args,
@@ -110,18 +123,26 @@ pub async fn run(
     workers: usize,
     sink: Sink<'_>,
     telemetry: bool,
-    options: QueueOptions,
+    feature: Feature,
 ) -> Result<RoundResult> {
+    // Jobs are published to the lanes in turn.
+    let lanes = if feature == Feature::TwoLanes {
+        TWO_LANES
+    } else {
+        &[]
+    };
     let mut config = QueueConfig {
         key_prefix: Cow::Owned(prefix.to_owned()),
         partitions: args.partitions,
-        dedup: options.dedup_window.map(|window| DedupConfig { window }),
-        lanes: Cow::Borrowed(options.lanes),
+        dedup: (feature == Feature::Dedup).then_some(DedupConfig {
+            window: DEDUP_WINDOW,
+        }),
+        lanes: Cow::Borrowed(lanes),
         ..jobs::CONFIG
     };
     config.handler.concurrency = args.concurrency;
-    config.handler.rate = options.rate;
-    config.retention.delete_on_ack = options.delete_on_ack;
+    config.handler.rate = (feature == Feature::RateLimit).then_some(LIMITER_RATE);
+    config.retention.delete_on_ack = feature == Feature::DeleteOnAck;
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;
@@ -190,7 +211,7 @@ pub async fn run(
         |range, schedule| {
             let batch = range.map(move |n| {
                 let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
-                match options.lanes {
+                match lanes {
                     [] => job,
                     lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
                 }
@@ -217,7 +238,7 @@ pub async fn run(
             bail!("the workers' metrics counted {counted} jobs done, their reports {done}");
         }
     }
-    if options.delete_on_ack {
+    if feature == Feature::DeleteOnAck {
         // Which path the workers took, and what it left: the server decides.
         let path = queuegen_runtime::worker::ack_path(&redis, &config).await;
         let mut pipe = redis::pipe();

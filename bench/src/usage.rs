@@ -145,7 +145,7 @@ pub async fn command_calls<C: ConnectionLike>(conn: &mut C) -> Result<BTreeMap<S
 }
 
 /// `cmdstat_xack:calls=12,usec=...` → `("xack", 12)`.
-fn parse_command_calls(line: &str) -> Option<(String, u64)> {
+pub fn parse_command_calls(line: &str) -> Option<(String, u64)> {
     let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
     let calls = stats
         .split(',')
