@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 use crate::pg::{self, Document};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::steady::{self, Schedule};
-use crate::{Args, Sink};
+use crate::{Args, Baseline, Sink};
 
 const CONSUMERS: usize = 8;
 const READ_COUNT: usize = 100;
@@ -46,9 +46,8 @@ pub async fn run(
     args: &Args,
     url: &str,
     prefix: &str,
-    single: bool,
+    Baseline { single, dedup, .. }: Baseline,
     sink: Sink<'_>,
-    dedup: bool,
 ) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
     let mut conn = client

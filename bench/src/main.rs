@@ -267,29 +267,35 @@ impl Feature {
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
-    /// partition, at least 8) or one (`single`), committing `store` per job;
-    /// with `dedup`, publishing each job through a check-and-append script
-    /// (marker GET, XADD, marker SET) as a user would write dedup by hand.
-    Baseline {
-        single: bool,
-        store: Store,
-        dedup: bool,
-    },
-    /// `store`: what each job commits before the handler reports `Done`.
-    /// `telemetry`: each worker records its metrics into a registry of its
-    /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
-    /// a sink) is on at `info`, so the per-job span is built. `feature`:
-    /// what the queue has beyond the plain `jobs` queue.
-    Queuegen {
-        workers: usize,
-        store: Store,
-        telemetry: bool,
-        tracing: bool,
-        feature: Feature,
-    },
+    Baseline(Baseline),
+    Queuegen(Queuegen),
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
+}
+
+/// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
+/// partition, at least 8) or one (`single`), committing `store` per job;
+/// with `dedup`, publishing each job through a check-and-append script
+/// (marker GET, XADD, marker SET) as a user would write dedup by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Baseline {
+    pub single: bool,
+    pub store: Store,
+    pub dedup: bool,
+}
+
+/// `store`: what each job commits before the handler reports `Done`.
+/// `telemetry`: each worker records its metrics into a registry of its
+/// own (as one process would). `tracing`: a tracing subscriber (fmt, to
+/// a sink) is on at `info`, so the per-job span is built. `feature`:
+/// what the queue has beyond the plain `jobs` queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queuegen {
+    pub workers: usize,
+    pub store: Store,
+    pub telemetry: bool,
+    pub tracing: bool,
+    pub feature: Feature,
 }
 
 impl Variant {
@@ -304,11 +310,11 @@ impl Variant {
     pub const QG8: Variant = Variant::qg8_on(Feature::Plain);
 
     const fn base(single: bool, store: Store, dedup: bool) -> Variant {
-        Variant::Baseline {
+        Variant::Baseline(Baseline {
             single,
             store,
             dedup,
-        }
+        })
     }
 
     const fn queuegen(
@@ -318,13 +324,13 @@ impl Variant {
         tracing: bool,
         feature: Feature,
     ) -> Variant {
-        Variant::Queuegen {
+        Variant::Queuegen(Queuegen {
             workers,
             store,
             telemetry,
             tracing,
             feature,
-        }
+        })
     }
 
     /// qg8 (no results store, telemetry or tracing) on a queue with `feature`.
@@ -358,29 +364,25 @@ impl Variant {
     /// The baseline this variant's ratios are against (none for a baseline).
     pub fn reference(self) -> Option<Variant> {
         match self {
-            Variant::Baseline { .. } | Variant::Trim => None,
-            Variant::Queuegen { store, .. } if store != Store::Nothing => {
-                Some(Variant::base(false, store, false))
+            Variant::Baseline(_) | Variant::Trim => None,
+            Variant::Queuegen(qg) if qg.store != Store::Nothing => {
+                Some(Variant::base(false, qg.store, false))
             }
-            Variant::Queuegen {
-                feature: Feature::Dedup,
-                ..
-            } => Some(Variant::BASE_DEDUP),
-            Variant::Queuegen { workers: 1, .. } => Some(Variant::BASE1),
-            Variant::Queuegen { .. } => Some(Variant::BASE),
+            Variant::Queuegen(qg) if qg.feature == Feature::Dedup => Some(Variant::BASE_DEDUP),
+            Variant::Queuegen(qg) if qg.workers == 1 => Some(Variant::BASE1),
+            Variant::Queuegen(_) => Some(Variant::BASE),
         }
     }
 
     pub fn is_baseline(self) -> bool {
-        matches!(self, Variant::Baseline { .. })
+        matches!(self, Variant::Baseline(_))
     }
 
     /// Whether each job commits a PostgreSQL transaction (baseP, qg8p).
     pub fn is_postgres(self) -> bool {
         match self {
-            Variant::Baseline { store, .. } | Variant::Queuegen { store, .. } => {
-                store == Store::Postgres
-            }
+            Variant::Baseline(Baseline { store, .. })
+            | Variant::Queuegen(Queuegen { store, .. }) => store == Store::Postgres,
             Variant::Trim => false,
         }
     }
@@ -388,43 +390,37 @@ impl Variant {
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
-            Variant::Baseline {
-                single,
-                store,
-                dedup,
-            } => format!(
+            Variant::Baseline(base) => format!(
                 "baseline ({}, {}{}{})",
-                if store == Store::Postgres {
+                if base.store == Store::Postgres {
                     "redis-rs + tokio-postgres"
                 } else {
                     "redis-rs"
                 },
-                if single { "1 consumer" } else { "8 consumers" },
-                store.parts().1,
-                if dedup {
+                if base.single {
+                    "1 consumer"
+                } else {
+                    "8 consumers"
+                },
+                base.store.parts().1,
+                if base.dedup {
                     " + dedup script per publish"
                 } else {
                     ""
                 }
             ),
-            Variant::Queuegen {
-                workers,
-                store,
-                telemetry,
-                tracing,
-                feature,
-            } => {
-                let workers = match workers {
+            Variant::Queuegen(qg) => {
+                let workers = match qg.workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
                 };
-                let telemetry = match (telemetry, tracing) {
+                let telemetry = match (qg.telemetry, qg.tracing) {
                     (true, true) => " + metrics + tracing at info",
                     (true, false) => " + metrics",
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
-                let (store, feature) = (store.parts().2, feature.parts().1);
+                let (store, feature) = (qg.store.parts().2, qg.feature.parts().1);
                 format!("queuegen, {workers}{store}{telemetry}{feature}")
             }
         }
@@ -443,28 +439,19 @@ impl Variant {
         let flag = |on: bool, letter: &'static str| if on { letter } else { "" };
         match self {
             Variant::Trim => "trim".to_owned(),
-            Variant::Baseline {
-                single,
-                store,
-                dedup,
-            } => format!(
+            Variant::Baseline(base) => format!(
                 "base{}{}{}",
-                flag(single, "1"),
-                store.parts().0,
-                flag(dedup, "D")
+                flag(base.single, "1"),
+                base.store.parts().0,
+                flag(base.dedup, "D")
             ),
-            Variant::Queuegen {
-                workers,
-                store,
-                telemetry,
-                tracing,
-                feature,
-            } => format!(
-                "qg{workers}{}{}{}{}",
-                store.parts().0.to_lowercase(),
-                flag(telemetry, "m"),
-                flag(tracing, "t"),
-                feature.parts().0
+            Variant::Queuegen(qg) => format!(
+                "qg{}{}{}{}{}",
+                qg.workers,
+                qg.store.parts().0.to_lowercase(),
+                flag(qg.telemetry, "m"),
+                flag(qg.tracing, "t"),
+                qg.feature.parts().0
             ),
         }
     }
@@ -757,27 +744,19 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                 (Store::Postgres, None) => unreachable!("a PostgreSQL variant has its schema"),
             };
             let outcome = match variant {
-                Variant::Baseline { dedup: true, .. } if redis.is_cluster() => Err(
+                Variant::Baseline(base) if base.dedup && redis.is_cluster() => Err(
                     anyhow::anyhow!("baseD runs on one server only (its script names two keys)"),
                 ),
-                Variant::Baseline { single, store, .. } if redis.is_cluster() => {
-                    cluster_baseline::run(args, url, &redis, &prefix, single, sink(store)).await
+                Variant::Baseline(base) if redis.is_cluster() => {
+                    let sink = sink(base.store);
+                    cluster_baseline::run(args, url, &redis, &prefix, base.single, sink).await
                 }
-                Variant::Baseline {
-                    single,
-                    store,
-                    dedup,
-                } => baseline::run(args, url, &prefix, single, sink(store), dedup).await,
-                Variant::Queuegen {
-                    workers,
-                    store,
-                    telemetry,
-                    tracing,
-                    feature,
-                } => {
-                    let _tracing = tracing.then(telemetry::TracingOn::start);
-                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, feature)
-                        .await
+                Variant::Baseline(base) => {
+                    baseline::run(args, url, &prefix, base, sink(base.store)).await
+                }
+                Variant::Queuegen(qg) => {
+                    let _tracing = qg.tracing.then(telemetry::TracingOn::start);
+                    queuegen::run(args, url, &prefix, qg, sink(qg.store)).await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };

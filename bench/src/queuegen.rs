@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use crate::baseline::{job, join_all_within, tenant};
 use crate::probe::{self, Probe, RoundResult};
 use crate::steady;
-use crate::{Args, Feature, Sink};
+use crate::{Args, Feature, Queuegen, Sink};
 
 /// The handler: no work, or (with the result store) one committed result
 /// per job, as an idempotent handler would store its effect, or (with
@@ -120,13 +120,11 @@ pub async fn run(
     args: &Args,
     url: &str,
     prefix: &str,
-    workers: usize,
+    qg: Queuegen,
     sink: Sink<'_>,
-    telemetry: bool,
-    feature: Feature,
 ) -> Result<RoundResult> {
     // Jobs are published to the lanes in turn.
-    let lanes = if feature == Feature::TwoLanes {
+    let lanes = if qg.feature == Feature::TwoLanes {
         TWO_LANES
     } else {
         &[]
@@ -134,15 +132,15 @@ pub async fn run(
     let mut config = QueueConfig {
         key_prefix: Cow::Owned(prefix.to_owned()),
         partitions: args.partitions,
-        dedup: (feature == Feature::Dedup).then_some(DedupConfig {
+        dedup: (qg.feature == Feature::Dedup).then_some(DedupConfig {
             window: DEDUP_WINDOW,
         }),
         lanes: Cow::Borrowed(lanes),
         ..jobs::CONFIG
     };
     config.handler.concurrency = args.concurrency;
-    config.handler.rate = (feature == Feature::RateLimit).then_some(LIMITER_RATE);
-    config.retention.delete_on_ack = feature == Feature::DeleteOnAck;
+    config.handler.rate = (qg.feature == Feature::RateLimit).then_some(LIMITER_RATE);
+    config.retention.delete_on_ack = qg.feature == Feature::DeleteOnAck;
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;
@@ -151,9 +149,9 @@ pub async fn run(
         .context("creating the consumer groups")?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
     let probe = Arc::new(probe::for_args(args));
-    let mut worker_redis = Vec::with_capacity(workers);
-    let mut worker_pg = Vec::with_capacity(workers);
-    for _ in 0..workers {
+    let mut worker_redis = Vec::with_capacity(qg.workers);
+    let mut worker_pg = Vec::with_capacity(qg.workers);
+    for _ in 0..qg.workers {
         worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
         if let Sink::Postgres(round) = sink {
             let pg = round
@@ -170,7 +168,7 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let mut registries = Vec::new();
     let start = || {
-        let mut running = Vec::with_capacity(workers);
+        let mut running = Vec::with_capacity(qg.workers);
         for (n, redis) in worker_redis.iter().enumerate() {
             let handler = Bench {
                 probe: probe.clone(),
@@ -186,7 +184,7 @@ pub async fn run(
             };
             let mut worker =
                 Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
-            if telemetry {
+            if qg.telemetry {
                 let mut registry = Registry::default();
                 worker = worker.metrics(&mut registry);
                 registries.push(registry);
@@ -232,13 +230,13 @@ pub async fn run(
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
-    if telemetry {
+    if qg.telemetry {
         let counted = counted_done(&registries)?;
         if counted != done as f64 {
             bail!("the workers' metrics counted {counted} jobs done, their reports {done}");
         }
     }
-    if feature == Feature::DeleteOnAck {
+    if qg.feature == Feature::DeleteOnAck {
         // Which path the workers took, and what it left: the server decides.
         let path = queuegen_runtime::worker::ack_path(&redis, &config).await;
         let mut pipe = redis::pipe();
