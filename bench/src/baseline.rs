@@ -97,16 +97,7 @@ pub async fn run(
         std::slice::from_ref(&key),
         GROUP,
         start,
-        |range, schedule| {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move {
-                if dedup {
-                    publish_once(&mut conn, &key, range, schedule.as_ref()).await
-                } else {
-                    publish(&mut conn, &key, range, schedule.as_ref()).await
-                }
-            }
-        },
+        |range, schedule| publish(conn.clone(), key.clone(), range, schedule, dedup),
     )
     .await?;
     end_round(args, &probe, phases).await
@@ -151,11 +142,13 @@ where
     Ok(outputs)
 }
 
-/// What a baseline consumer commits per job: a Redis result (`baseR`) or
-/// a PostgreSQL transaction (`baseP`, each consumer its own pool).
+/// What a baseline consumer commits per job: a Redis result (`baseR`: per
+/// job one `SET {prefix}:results:jobs:{job_id} value NX GET PX ttl`, the
+/// key, command and ttl `RedisResults` uses for `qg8r`) or a PostgreSQL
+/// transaction (`baseP`, each consumer its own pool).
 #[derive(Clone)]
 pub enum Commit {
-    Redis(ResultStore),
+    Redis { key_prefix: String },
     Postgres(pg::BaselineStore),
 }
 
@@ -164,7 +157,9 @@ impl Commit {
     pub async fn of(sink: Sink<'_>, prefix: &str, args: &Args) -> Result<Option<Commit>> {
         Ok(match sink {
             Sink::Nothing => None,
-            Sink::Redis => Some(Commit::Redis(ResultStore::new(prefix))),
+            Sink::Redis => Some(Commit::Redis {
+                key_prefix: prefix.to_owned(),
+            }),
             Sink::Postgres(round) => Some(Commit::Postgres(
                 round
                     .baseline_store(args.pg_pool)
@@ -172,39 +167,6 @@ impl Commit {
                     .context("opening a baseline consumer's PostgreSQL pool")?,
             )),
         })
-    }
-}
-
-/// The result store of the `baseR` baseline: per job, one
-/// `SET {prefix}:results:jobs:{job_id} value NX GET PX ttl`, the key,
-/// command and ttl `RedisResults` uses for `qg8r`.
-#[derive(Debug, Clone)]
-pub struct ResultStore {
-    key_prefix: String,
-    ttl_ms: u64,
-}
-
-impl ResultStore {
-    pub fn new(prefix: &str) -> ResultStore {
-        ResultStore {
-            key_prefix: prefix.to_owned(),
-            ttl_ms: jobs::CONFIG.retention.marker_ttl.as_millis() as u64,
-        }
-    }
-
-    fn set(&self, job_id: &str, value: &[u8]) -> redis::Cmd {
-        let mut set = redis::cmd("SET");
-        set.arg(format!(
-            "{}:results:{}:{job_id}",
-            self.key_prefix,
-            jobs::CONFIG.queue
-        ))
-        .arg(value)
-        .arg("NX")
-        .arg("GET")
-        .arg("PX")
-        .arg(self.ttl_ms);
-        set
     }
 }
 
@@ -220,23 +182,6 @@ pub fn tenant(i: u64) -> String {
     format!("tenant-{}", i % 16)
 }
 
-/// Jobs `range` as one pipeline of `XADD`s.
-async fn publish(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-    range: Range<u64>,
-    schedule: Option<&Schedule>,
-) -> Result<()> {
-    let mut pipe = redis::pipe();
-    for n in range {
-        pipe.cmd("XADD")
-            .arg(key)
-            .arg("*")
-            .arg(&entry(n, schedule)?[..]);
-    }
-    pipe.query_async::<()>(conn).await.context("pipelined XADD")
-}
-
 /// baseD's check-and-append: the shortest atomic dedup at publish by hand.
 const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
     if first then return first end \
@@ -244,33 +189,42 @@ const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
     redis.call('SET', KEYS[2], id, 'PX', ARGV[1]) \
     return id";
 
-/// baseD: jobs `range` as one pipeline of `EVALSHA`s of [`PUBLISH_ONCE`],
-/// each with its job's marker key (an hour's window).
-async fn publish_once(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
+/// Jobs `range` as one pipeline of `XADD`s, or with `dedup` (baseD) of
+/// `EVALSHA`s of [`PUBLISH_ONCE`], each with its job's marker key (an
+/// hour's window).
+async fn publish(
+    mut conn: redis::aio::MultiplexedConnection,
+    key: String,
     range: Range<u64>,
-    schedule: Option<&Schedule>,
+    schedule: Option<Schedule>,
+    dedup: bool,
 ) -> Result<()> {
-    let script = redis::Script::new(PUBLISH_ONCE);
+    let script = dedup.then(|| redis::Script::new(PUBLISH_ONCE));
     let mut pipe = redis::pipe();
     for n in range {
-        let entry = entry(n, schedule)?;
+        let entry = entry(n, schedule.as_ref())?;
+        let Some(script) = &script else {
+            pipe.cmd("XADD").arg(&key).arg("*").arg(&entry[..]);
+            continue;
+        };
         let job_id = entry
             .iter()
             .find(|(name, _)| *name == header_fields::JOB_ID)
             .map_or("", |(_, value)| value.as_str());
         pipe.invoke_script(
             script
-                .key(key)
+                .key(&key)
                 .key(format!("{key}:marker:{job_id}"))
                 .arg(3_600_000)
                 .arg(&entry[..]),
         );
     }
-    pipe.query_async::<()>(conn)
-        .await
-        .context("pipelined dedup script")
+    let what = if dedup {
+        "pipelined dedup script"
+    } else {
+        "pipelined XADD"
+    };
+    pipe.query_async::<()>(&mut conn).await.context(what)
 }
 
 /// The stream entry of job `n`: its header and body pairs, exactly as the
@@ -358,9 +312,14 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
             // The no-op "handler": the same probe queuegen's handler calls.
             probe.handler_started(&entry.id, job_id.as_deref());
             match (&store, job_id) {
-                (Some(Commit::Redis(store)), Some(job_id)) => {
-                    let value: Vec<u8> = entry.get("subject_ref").unwrap_or_default();
-                    sets.push(store.set(&job_id, &value));
+                (Some(Commit::Redis { key_prefix }), Some(job_id)) => {
+                    let (queue, ttl) = (&jobs::CONFIG.queue, jobs::CONFIG.retention.marker_ttl);
+                    let mut set = redis::cmd("SET");
+                    set.arg(format!("{key_prefix}:results:{queue}:{job_id}"))
+                        .arg(entry.get::<Vec<u8>>("subject_ref").unwrap_or_default())
+                        .arg(&["NX", "GET", "PX"])
+                        .arg(ttl.as_millis() as u64);
+                    sets.push(set);
                 }
                 (Some(Commit::Postgres(_)), Some(job_id)) => documents.push(Document {
                     job_id,
