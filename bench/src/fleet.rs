@@ -115,7 +115,7 @@ pub async fn run(
             .await
             .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
     }
-    let probe = Arc::new(Probe::new(args.jobs));
+    let probe = Arc::new(Probe::new(args.jobs, false));
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);
     for w in 0..workers {
@@ -233,7 +233,7 @@ pub fn markdown(results: &[FleetResult], cluster: bool) -> String {
     out
 }
 
-/// The fleet mode's `latest.json` (before `report::write` adds the run's facts).
+/// The fleet mode's `latest.json` (before `report::finish` adds the run's facts).
 pub fn json(args: &Args, results: &[FleetResult]) -> Value {
     json!({
         "settings": {

@@ -527,9 +527,7 @@ fn main() -> Result<()> {
     if args.jobs == 0 || args.pg_jobs == 0 || args.rounds == 0 || args.partitions == 0 {
         bail!("--jobs, --rounds and --partitions must be at least 1");
     }
-    if args.postgres_url.is_some() {
-        args.postgres = true;
-    }
+    args.postgres |= args.postgres_url.is_some();
     if args.pg_pool == 0 {
         bail!("--pg-pool must be at least 1");
     }
@@ -665,12 +663,9 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     if args.outbox {
         let (pg_url, pg_info) = pg_url.zip(pg_info.as_ref()).context("no PostgreSQL")?;
         let results = outbox::run(args, url, &redis, pg_url).await?;
-        println!("{}", outbox::markdown(args, pg_info, &results));
-        println!("{}", report::machine_line(&redis_version));
+        let table = outbox::markdown(args, pg_info, &results);
         let json = outbox::json(args, pg_info, &results);
-        let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
-        eprintln!("queuegen-bench: wrote {}", path.display());
-        return Ok(());
+        return report::finish(args, redis.is_cluster(), &redis_version, &table, json);
     }
 
     if !args.fleet.is_empty() {
@@ -695,12 +690,9 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
             );
             results.push(result);
         }
-        println!("{}", fleet::markdown(&results, redis.is_cluster()));
-        println!("{}", report::machine_line(&redis_version));
+        let table = fleet::markdown(&results, redis.is_cluster());
         let json = fleet::json(args, &results);
-        let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
-        eprintln!("queuegen-bench: wrote {}", path.display());
-        return Ok(());
+        return report::finish(args, redis.is_cluster(), &redis_version, &table, json);
     }
 
     if args.variants.contains(&Variant::Trim) {
@@ -803,10 +795,6 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     if let Some(info) = &pg_info {
         table.push_str(&report::postgres_note(args, info, &rounds));
     }
-    println!("{table}");
-    println!("{}", report::machine_line(&redis_version));
     let json = report::json(args, redis.is_cluster(), pg_info.as_ref(), &rounds);
-    let path = report::write(args, redis.is_cluster(), &redis_version, json)?;
-    eprintln!("queuegen-bench: wrote {}", path.display());
-    Ok(())
+    report::finish(args, redis.is_cluster(), &redis_version, &table, json)
 }

@@ -38,7 +38,7 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::baseline::{job, tenant};
+use crate::baseline::{job, join_all_within, tenant};
 use crate::pg::{self, PgRound, ServerInfo};
 use crate::{report, stats, Args};
 
@@ -235,17 +235,7 @@ struct Running {
 impl Running {
     async fn stop(self, timeout: Duration) -> Result<Vec<PublisherReport>> {
         let _ = self.stop.send(true);
-        let mut reports = Vec::with_capacity(self.tasks.len());
-        for task in self.tasks {
-            reports.push(
-                tokio::time::timeout(timeout, task)
-                    .await
-                    .context("timed out waiting for a publisher to stop")?
-                    .context("a publisher panicked")?
-                    .context("a publisher failed")?,
-            );
-        }
-        Ok(reports)
+        join_all_within(self.tasks, timeout, "a publisher", "stop").await
     }
 }
 
@@ -573,7 +563,7 @@ pub fn markdown(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> String
     out
 }
 
-/// The outbox mode's `latest.json` (before `report::write` adds the run's facts).
+/// The outbox mode's `latest.json` (before `report::finish` adds the run's facts).
 pub fn json(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> Value {
     json!({
         "postgres": pg.json(),

@@ -40,22 +40,15 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn new(jobs: u64) -> Probe {
+    /// With `steady`, it also records latency from each job's intended send time.
+    pub fn new(jobs: u64, steady: bool) -> Probe {
         Probe {
             base: Instant::now(),
             jobs,
             started: AtomicU64::new(0),
             first_start: AtomicU64::new(0),
             latency_ms: (0..LATENCY_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            steady: None,
-        }
-    }
-
-    /// A probe that also records latency from each job's intended send time.
-    pub fn steady(jobs: u64) -> Probe {
-        Probe {
-            steady: Some(Mutex::new(steady::histogram())),
-            ..Probe::new(jobs)
+            steady: steady.then(|| Mutex::new(steady::histogram())),
         }
     }
 
@@ -119,10 +112,7 @@ impl Probe {
 
 /// The probe of one variant's round: with `--rate`, a steady-state one.
 pub fn for_args(args: &Args) -> Probe {
-    match args.rate {
-        Some(_) => Probe::steady(args.jobs),
-        None => Probe::new(args.jobs),
-    }
+    Probe::new(args.jobs, args.rate.is_some())
 }
 
 /// Publishes jobs `0..--jobs` through `send` (one call per batch) within

@@ -2,7 +2,6 @@
 //! round's raw numbers, the machine, the Redis version, the commit, the date
 //! and the command line; plus the Redis housekeeping the run needs.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -239,7 +238,7 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &Rounds) -> String {
         "| variant | ratio vs | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|\n");
-    push_rows(&mut out, rounds, &METRICS);
+    push_rows(&mut out, rounds, &METRICS, &ran(rounds));
     out.push_str(
         "\nCost per job (median; client = this process's CPU, server = redis-server's CPU \
          and commands from INFO; ratio to the same baseline's):\n\n",
@@ -249,7 +248,7 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &Rounds) -> String {
          | process client CPU | process server CPU | process commands |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|\n");
-    push_rows(&mut out, rounds, &COSTS);
+    push_rows(&mut out, rounds, &COSTS, &ran(rounds));
     if cluster {
         for (phase, usage) in PHASES {
             push_spread(&mut out, rounds, phase, usage);
@@ -295,7 +294,7 @@ pub fn postgres_note(args: &Args, pg: &ServerInfo, rounds: &Rounds) -> String {
          | Redis commands | CPUs busy |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|\n");
-    push_rows_of(&mut out, rounds, &PG_COSTS, &variants);
+    push_rows(&mut out, rounds, &PG_COSTS, &variants);
     out
 }
 
@@ -492,13 +491,8 @@ fn push_spread(out: &mut String, rounds: &Rounds, phase: &str, usage: fn(&RoundR
     }
 }
 
-/// One row per variant that ran, one cell per metric.
-fn push_rows(out: &mut String, rounds: &Rounds, metrics: &[Metric]) {
-    push_rows_of(out, rounds, metrics, &ran(rounds));
-}
-
 /// One row per variant of `variants`, one cell per metric.
-fn push_rows_of(out: &mut String, rounds: &Rounds, metrics: &[Metric], variants: &[Variant]) {
+fn push_rows(out: &mut String, rounds: &Rounds, metrics: &[Metric], variants: &[Variant]) {
     for &variant in variants {
         let cells: Vec<String> = metrics
             .iter()
@@ -526,7 +520,7 @@ fn ran(rounds: &Rounds) -> Vec<Variant> {
         .collect()
 }
 
-/// The rounds' `latest.json` (before [`write`] adds the run's facts).
+/// The rounds' `latest.json` (before [`finish`] adds the run's facts).
 pub fn json(args: &Args, cluster: bool, postgres: Option<&ServerInfo>, rounds: &Rounds) -> Value {
     let raw: Vec<Value> = rounds
         .iter()
@@ -617,16 +611,19 @@ pub fn json(args: &Args, cluster: bool, postgres: Option<&ServerInfo>, rounds: &
     })
 }
 
-/// Writes `report` (a JSON object) to `latest.json` under `--out` with
-/// what every report opens with: when and from which command and commit the
-/// run was made, against which Redis (a Cluster or not), on which machine.
-/// Returns its path.
-pub fn write(
+/// Prints `table` with the machine line under it, and writes `report` (a
+/// JSON object) to `latest.json` under `--out` with what every report opens
+/// with: when and from which command and commit the run was made, against
+/// which Redis (a Cluster or not), on which machine.
+pub fn finish(
     args: &Args,
     cluster: bool,
     redis_version: &str,
+    table: &str,
     mut report: Value,
-) -> Result<PathBuf> {
+) -> Result<()> {
+    println!("{table}");
+    println!("{}", machine_line(redis_version));
     let facts = json!({
         "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         "command_line": std::env::args().collect::<Vec<_>>(),
@@ -643,7 +640,8 @@ pub fn write(
     let path = args.out.join("latest.json");
     let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
     std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    eprintln!("queuegen-bench: wrote {}", path.display());
+    Ok(())
 }
 
 fn usage_json(usage: &Usage) -> Value {
