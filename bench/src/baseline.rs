@@ -72,7 +72,7 @@ pub async fn run(
             .await
             .context("SCRIPT LOAD of the dedup script")?;
     }
-    let probe = Arc::new(probe::for_args(args));
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
     let mut idle = Vec::new();
     for n in 0..if single { 1 } else { CONSUMERS } {
         // Default response timeout (500 ms) exceeds BLOCK_MS.

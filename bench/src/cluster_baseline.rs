@@ -34,7 +34,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
 use crate::baseline::{consume, end_round, entry, Commit};
-use crate::probe::{self, RoundResult};
+use crate::probe::{self, Probe, RoundResult};
 use crate::steady::Schedule;
 use crate::{Args, Sink};
 
@@ -80,7 +80,7 @@ pub async fn run(
             .await
             .with_context(|| format!("XGROUP CREATE {key}"))?;
     }
-    let probe = Arc::new(probe::for_args(args));
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
     // One consumer over every partition, or one per partition (at least 8).
     let reads: Vec<Vec<String>> = if single {
         vec![keys.clone()]

@@ -40,6 +40,7 @@ use tokio::sync::watch;
 
 use crate::baseline::{job, join_all_within, tenant};
 use crate::pg::{self, PgRound, ServerInfo};
+use crate::steady::{self, Schedule};
 use crate::{report, stats, Args};
 
 /// The publisher counts each phase runs, in order.
@@ -393,13 +394,9 @@ async fn lag(
         Arc::new((0..rows).map(|_| AtomicU64::new(0)).collect());
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(rows as usize);
-    let mut next = 0;
-    while next < rows {
-        let elapsed = start.elapsed().as_secs_f64();
-        // Row n is due once n / rate ≤ elapsed.
-        let due = ((elapsed * rate).floor() as u64 + 1).min(rows);
-        while next < due {
-            let n = next;
+    // Every row due goes at once: a spawned task each.
+    steady::publish(&Schedule::start(rate), rows, rows as usize, |due| {
+        for n in due {
             let pool = enqueuers.pool().clone();
             let outbox = outbox.clone();
             let committed_ms = committed_ms.clone();
@@ -414,13 +411,10 @@ async fn lag(
                 committed_ms[n as usize].store(now_ms(), Ordering::Relaxed);
                 Ok::<(), anyhow::Error>(())
             }));
-            next += 1;
         }
-        if next < rows {
-            let at = start + Duration::from_secs_f64(next as f64 / rate);
-            tokio::time::sleep_until(at.into()).await;
-        }
-    }
+        async { Ok(()) }
+    })
+    .await?;
     let mut failed = None;
     for task in tasks {
         let outcome = tokio::time::timeout(args.timeout(), task)

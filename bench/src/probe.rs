@@ -110,11 +110,6 @@ impl Probe {
     }
 }
 
-/// The probe of one variant's round: with `--rate`, a steady-state one.
-pub fn for_args(args: &Args) -> Probe {
-    Probe::new(args.jobs, args.rate.is_some())
-}
-
 /// Publishes jobs `0..--jobs` through `send` (one call per batch) within
 /// `--timeout`: without a schedule all at once in batches of `--batch`, with
 /// one on its schedule (see `steady::publish`). Returns the publisher's worst

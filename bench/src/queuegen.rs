@@ -148,7 +148,7 @@ pub async fn run(
         .await
         .context("creating the consumer groups")?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
-    let probe = Arc::new(probe::for_args(args));
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
     let mut worker_redis = Vec::with_capacity(qg.workers);
     let mut worker_pg = Vec::with_capacity(qg.workers);
     for _ in 0..qg.workers {
