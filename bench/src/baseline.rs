@@ -40,7 +40,7 @@ const BLOCK_MS: u64 = 100;
 /// nothing: short, since entries may arrive on a partition it is not
 /// blocked on (10 ms, the runtime's shortest read block).
 const SWEEP_BLOCK_MS: u64 = 10;
-const GROUP: &str = "g";
+pub const GROUP: &str = "g";
 
 pub async fn run(
     args: &Args,
@@ -56,11 +56,7 @@ pub async fn run(
         .context("connecting the baseline publisher")?;
     let key = format!("{prefix}:baseline");
     redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&key)
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
+        .arg(&["CREATE", &key, GROUP, "0", "MKSTREAM"])
         .query_async::<()>(&mut conn)
         .await
         .context("XGROUP CREATE")?;
@@ -273,20 +269,14 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         let key = &keys[turn % keys.len()];
         turn += 1;
         let mut read = redis::cmd("XREADGROUP");
-        read.arg("GROUP")
-            .arg(GROUP)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(READ_COUNT);
+        read.arg(&["GROUP", GROUP, &name, "COUNT"]).arg(READ_COUNT);
         if keys.len() == 1 {
             read.arg("BLOCK").arg(BLOCK_MS);
         } else if empty_reads >= keys.len() {
             read.arg("BLOCK").arg(SWEEP_BLOCK_MS);
         }
         let reply: Option<StreamReadReply> = read
-            .arg("STREAMS")
-            .arg(key)
-            .arg(">")
+            .arg(&["STREAMS", key, ">"])
             .query_async(&mut conn)
             .await
             .with_context(|| format!("XREADGROUP {key}"))?;
@@ -345,8 +335,7 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         }
         let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
         redis::cmd("XACK")
-            .arg(key)
-            .arg(GROUP)
+            .arg(&[key, GROUP])
             .arg(&ids)
             .query_async::<()>(&mut conn)
             .await

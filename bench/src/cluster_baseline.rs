@@ -33,7 +33,7 @@ use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::baseline::{consume, end_round, entry, Commit};
+use crate::baseline::{consume, end_round, entry, Commit, GROUP};
 use crate::probe::{self, Probe, RoundResult};
 use crate::steady::Schedule;
 use crate::{Args, Sink};
@@ -42,7 +42,6 @@ const MIN_CONSUMERS: usize = 8;
 /// Above the consumers' `BLOCK` (100 ms): the Cluster client's response
 /// timeout bounds blocking reads too.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-const GROUP: &str = "g";
 
 pub async fn run(
     args: &Args,
@@ -71,11 +70,7 @@ pub async fn run(
         .collect();
     for key in &keys {
         redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(key)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
+            .arg(&["CREATE", key, GROUP, "0", "MKSTREAM"])
             .query_async::<()>(&mut conn)
             .await
             .with_context(|| format!("XGROUP CREATE {key}"))?;

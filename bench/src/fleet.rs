@@ -152,33 +152,32 @@ pub async fn run(
         .iter()
         .map(|config| queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone()))
         .collect();
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, None, |range| {
-        let producers = &producers;
-        async move {
-            // Batch by batch round the queues, so each gets a quarter.
-            let producer = &producers[(range.start / args.batch as u64) as usize % producers.len()];
-            let batch = range.map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
-            producer.publish_many(batch).await.context("publish_many")?;
-            Ok(())
-        }
-    });
-    publishing.await?;
     let keys: Vec<String> = configs.iter().flat_map(QueueConfig::ready_keys).collect();
-    let last_ack = probe::wait_last_ack(
+    let (timeline, running) = probe::run_phases(
+        args,
         &mut conn,
         &probe,
         &keys,
         &jobs::CONFIG.group,
-        args.timeout(),
+        move || running,
+        |range, _| {
+            let producers = &producers;
+            async move {
+                // Batch by batch round the queues, so each gets a quarter.
+                let producer =
+                    &producers[(range.start / args.batch as u64) as usize % producers.len()];
+                let batch = range.map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
+                producer.publish_many(batch).await.context("publish_many")?;
+                Ok(())
+            }
+        },
     )
-    .await;
-    let burst_end = usage::sample(&mut conn).await;
+    .await?;
     let _ = stop.send(true);
     let budget = jobs::CONFIG.handler.shutdown_budget + args.timeout();
     let reports = join_all_within(running, budget, "a worker", "shut down").await?;
     let done: u64 = reports.iter().map(|report| report.done).sum();
-    let last_ack = last_ack?;
+    let timeline = timeline?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
@@ -188,8 +187,8 @@ pub async fn run(
         idle: Usage::between(&idle_start, &idle_end),
         idle_calls: usage::calls_between(&calls_start, &calls_end),
         burst_jobs: args.jobs,
-        burst_secs: (last_ack - publish_start).as_secs_f64(),
-        burst: Usage::between(&idle_end, &burst_end?),
+        burst_secs: (timeline.last_ack - timeline.publish_start).as_secs_f64(),
+        burst: Usage::between(&timeline.samples[0], &timeline.samples[2]),
     })
 }
 

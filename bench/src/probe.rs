@@ -110,42 +110,14 @@ impl Probe {
     }
 }
 
-/// Publishes jobs `0..--jobs` through `send` (one call per batch) within
-/// `--timeout`: without a schedule all at once in batches of `--batch`, with
-/// one on its schedule (see `steady::publish`). Returns the publisher's worst
-/// lateness (steady state only).
-pub async fn publish<F, Fut>(
-    args: &Args,
-    schedule: Option<&Schedule>,
-    mut send: F,
-) -> Result<Option<Duration>>
-where
-    F: FnMut(Range<u64>) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    let all = async {
-        if let Some(schedule) = schedule {
-            return Ok(Some(
-                steady::publish(schedule, args.jobs, args.batch, send).await?,
-            ));
-        }
-        for start in (0..args.jobs).step_by(args.batch) {
-            send(start..(start + args.batch as u64).min(args.jobs)).await?;
-        }
-        Ok(None)
-    };
-    tokio::time::timeout(args.timeout(), all)
-        .await
-        .context("timed out publishing (raise --timeout)")?
-}
-
 /// One round of a variant, up to its last ack: a usage sample before
-/// publishing, `send` publishing every job (see [`publish`]; the schedule
-/// with `--rate`), a sample after it, the wait for the last ack of `keys`
+/// publishing, `send` publishing jobs `0..--jobs` (one call per batch,
+/// within `--timeout`: without `--rate` all at once in batches of
+/// `--batch`, with it on its schedule, see `steady::publish`), a sample
+/// after it, the wait for the last ack of `keys`
 /// in `group`, and a sample after that. The consumers `start` spawns run
 /// from the end of publishing (a backlog) or, with `--rate`, before it (they
 /// wait for jobs as they arrive); they are returned still running.
-#[allow(clippy::too_many_arguments)]
 pub async fn run_phases<C, T, F, Fut>(
     args: &Args,
     conn: &mut C,
@@ -167,7 +139,21 @@ where
     let mut running =
         (start.take_if(|_| schedule.is_some())).map_or_else(Vec::new, |start| start());
     let publish_start = Instant::now();
-    let publisher_late = publish(args, schedule.as_ref(), |range| send(range, schedule)).await?;
+    let publish_all = async {
+        if let Some(schedule) = &schedule {
+            let send = |range| send(range, Some(*schedule));
+            return Ok(Some(
+                steady::publish(schedule, args.jobs, args.batch, send).await?,
+            ));
+        }
+        for start in (0..args.jobs).step_by(args.batch) {
+            send(start..(start + args.batch as u64).min(args.jobs), None).await?;
+        }
+        anyhow::Ok(None)
+    };
+    let publisher_late = tokio::time::timeout(args.timeout(), publish_all)
+        .await
+        .context("timed out publishing (raise --timeout)")??;
     let publish_end = Instant::now();
     let after_publish = usage::sample(conn).await?;
     if let Some(start) = start {
