@@ -60,7 +60,6 @@ impl FleetResult {
         self.idle.commands as f64 / self.idle_secs
     }
 
-    /// Server CPU while idle, in percent of one core.
     /// Blocking reads per second while idle: every `XREADGROUP` of the
     /// window, and on a Cluster every `XREAD` (the intake's watchers).
     pub fn idle_blocking_reads_per_sec(&self) -> f64 {
@@ -73,6 +72,7 @@ impl FleetResult {
         self.idle_commands_per_sec() - self.idle_blocking_reads_per_sec()
     }
 
+    /// Server CPU while idle, in percent of one core.
     pub fn idle_server_cpu_percent(&self) -> f64 {
         100.0 * self.idle.server_cpu_secs / self.idle_secs
     }
@@ -121,7 +121,11 @@ pub async fn run(
     for w in 0..workers {
         let worker_redis = Redis::connect(url).await.context("connecting a worker")?;
         let config = configs[w % configs.len()].clone();
-        let handler = Bench::new(probe.clone(), None);
+        let handler = Bench {
+            probe: probe.clone(),
+            results: None,
+            documents: None,
+        };
         let worker =
             Worker::new(&worker_redis, config, handler).consumer_name(format!("{prefix}-w{w}"));
         let mut stopped = stopped.clone();

@@ -578,8 +578,6 @@ fn main() -> Result<()> {
     let result = runtime.block_on(run(&args, &url, pg_url.as_deref()));
     // Stop background tasks (and their connections) before the servers go away.
     runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(private_pg);
-    drop(private);
     result
 }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use futures_util::future::try_join_all;
 use queuegen_runtime::host::now_ms;
-use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, Postgres, PublisherReport};
+use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, PublisherReport};
 use queuegen_runtime::{NewJob, QueueConfig, Redis};
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
@@ -176,56 +176,46 @@ fn new_job(name: &str, n: u64) -> NewJob<TestJob> {
     NewJob::new(format!("{name}-{n}"), tenant(n), job(n))
 }
 
-/// `count` publishers, each with its own pool and Redis connection, built
-/// (connected) but not started.
-struct Publishers {
-    ready: Vec<(OutboxPublisher, Redis, Postgres)>,
-}
-
-impl Publishers {
-    async fn connect(
-        args: &Args,
-        url: &str,
-        pg: &PgRound,
-        config: &QueueConfig,
-        count: usize,
-    ) -> Result<Publishers> {
-        let mut ready = Vec::with_capacity(count);
-        for _ in 0..count {
-            let postgres = pg.postgres(PUBLISHER_POOL).await?;
-            let redis = Redis::connect(url)
-                .await
-                .context("connecting a publisher")?;
-            let publisher = OutboxPublisher::new(&postgres, &redis, std::slice::from_ref(config))
-                .batch(args.outbox_batch)
-                .idle_poll(Duration::from_millis(args.idle_poll));
-            ready.push((publisher, redis, postgres));
-        }
-        Ok(Publishers { ready })
+/// Starts `count` publishers, each with its own pool and Redis connection,
+/// once all are connected (returned: that moment); they run until
+/// [`Running::stop`].
+async fn start_publishers(
+    args: &Args,
+    url: &str,
+    pg: &PgRound,
+    config: &QueueConfig,
+    count: usize,
+) -> Result<(Instant, Running)> {
+    let mut ready = Vec::with_capacity(count);
+    for _ in 0..count {
+        let postgres = pg.postgres(PUBLISHER_POOL).await?;
+        let redis = Redis::connect(url)
+            .await
+            .context("connecting a publisher")?;
+        let publisher = OutboxPublisher::new(&postgres, &redis, std::slice::from_ref(config))
+            .batch(args.outbox_batch)
+            .idle_poll(Duration::from_millis(args.idle_poll));
+        ready.push((publisher, redis, postgres));
     }
-
-    /// Starts them all; they run until [`Running::stop`].
-    fn start(self) -> Running {
-        let (stop, stopped) = watch::channel(false);
-        let tasks = self
-            .ready
-            .into_iter()
-            .map(|(publisher, redis, postgres)| {
-                let mut stopped = stopped.clone();
-                tokio::spawn(async move {
-                    let report = publisher
-                        .run_until(async move {
-                            let _ = stopped.wait_for(|stop| *stop).await;
-                        })
-                        .await;
-                    // Its connections live as long as its task.
-                    drop((redis, postgres));
-                    report
-                })
+    let started = Instant::now();
+    let (stop, stopped) = watch::channel(false);
+    let tasks = ready
+        .into_iter()
+        .map(|(publisher, redis, postgres)| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                let report = publisher
+                    .run_until(async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    })
+                    .await;
+                // Its connections live as long as its task.
+                drop((redis, postgres));
+                report
             })
-            .collect();
-        Running { stop, tasks }
-    }
+        })
+        .collect();
+    Ok((started, Running { stop, tasks }))
 }
 
 struct Running {
@@ -262,7 +252,7 @@ async fn wait_dispatched(
     }
     let undispatched = format!(
         "SELECT count(*) FROM {}.outbox WHERE dispatched_at IS NULL",
-        pg.schema()
+        pg.schema
     );
     loop {
         let left = pg.number(&undispatched).await?;
@@ -339,9 +329,7 @@ async fn throughput(
     let enqueue_secs = enqueue_start.elapsed().as_secs_f64();
     drop(enqueuers);
 
-    let ready = Publishers::connect(args, url, pg, &config, publishers).await?;
-    let start = Instant::now();
-    let running = ready.start();
+    let (start, running) = start_publishers(args, url, pg, &config, publishers).await?;
     let dispatched = wait_dispatched(redis, pg, &config, rows, args.timeout()).await;
     let reports = running.stop(args.timeout()).await?;
     let dispatched = dispatched?;
@@ -384,9 +372,7 @@ async fn lag(
     let rows = (rate * seconds).round().max(1.0) as u64;
     let enqueuers = pg.postgres(LAG_ENQUEUERS).await?;
     let outbox = PgOutbox::<TestJob>::new(&enqueuers, config.clone());
-    let running = Publishers::connect(args, url, pg, &config, publishers)
-        .await?
-        .start();
+    let (_, running) = start_publishers(args, url, pg, &config, publishers).await?;
     // Past the publishers' first (empty) rounds: they are polling now.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -436,9 +422,9 @@ async fn lag(
     check_streams(redis, &config, rows).await?;
 
     let sent = pg
-        .admin()
+        .admin
         .query(
-            &format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema()),
+            &format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema),
             &[],
         )
         .await

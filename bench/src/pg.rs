@@ -130,8 +130,9 @@ pub fn schema_name(round: u32, slug: &str) -> String {
 /// One variant's round in its own schema: queuegen's tables and `documents`.
 pub struct PgRound {
     url: String,
-    schema: String,
-    admin: tokio_postgres::Client,
+    pub schema: String,
+    /// The bench's own connection to the round's database (not a measured one).
+    pub admin: tokio_postgres::Client,
 }
 
 impl PgRound {
@@ -160,15 +161,6 @@ impl PgRound {
             schema: schema.to_owned(),
             admin,
         })
-    }
-
-    pub fn schema(&self) -> &str {
-        &self.schema
-    }
-
-    /// The bench's own connection to the round's database (not a measured one).
-    pub fn admin(&self) -> &tokio_postgres::Client {
-        &self.admin
     }
 
     /// The one number `sql` selects (a `count(*)`, say).

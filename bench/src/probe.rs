@@ -190,9 +190,10 @@ pub async fn wait_last_ack<C: ConnectionLike>(
             for key in keys {
                 pipe.cmd("XPENDING").arg(key).arg(group);
             }
-            let replies: Vec<redis::Value> =
+            // Each summary reply is `[count, min, max, consumers]`.
+            let replies: Vec<(i64, redis::Value, redis::Value, redis::Value)> =
                 pipe.query_async(conn).await.context("polling XPENDING")?;
-            let pending: i64 = replies.iter().map(pending_count).sum();
+            let pending: i64 = replies.iter().map(|summary| summary.0).sum();
             if pending == 0 {
                 return Ok(Instant::now());
             }
@@ -206,17 +207,6 @@ pub async fn wait_last_ack<C: ConnectionLike>(
             );
         }
         tokio::time::sleep(POLL).await;
-    }
-}
-
-/// The count of an `XPENDING key group` summary reply (`[count, min, max, consumers]`).
-fn pending_count(reply: &redis::Value) -> i64 {
-    match reply {
-        redis::Value::Array(items) => match items.first() {
-            Some(redis::Value::Int(n)) => *n,
-            _ => 0,
-        },
-        _ => 0,
     }
 }
 

@@ -44,25 +44,15 @@ use crate::{Args, Feature, Queuegen, Sink};
 /// config), so this implements the runtime's handler trait directly, which
 /// is all the adapter forwards to.
 pub struct Bench {
-    probe: Arc<Probe>,
-    results: Option<RedisResults>,
-    documents: Option<Documents>,
+    pub probe: Arc<Probe>,
+    pub results: Option<RedisResults>,
+    pub documents: Option<Documents>,
 }
 
 /// qg8p's business change: the marker's transaction, and the insert.
-struct Documents {
+pub struct Documents {
     results: PgResults,
     insert: String,
-}
-
-impl Bench {
-    pub fn new(probe: Arc<Probe>, results: Option<RedisResults>) -> Bench {
-        Bench {
-            probe,
-            results,
-            documents: None,
-        }
-    }
 }
 
 impl queuegen_runtime::Handler<TestJob> for Bench {

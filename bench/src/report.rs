@@ -32,40 +32,35 @@ pub async fn redis_version(redis: &Redis) -> Result<String> {
 
 /// Deletes every key starting with `prefix:` (SCAN + UNLINK on every primary).
 pub async fn delete_prefix(redis: &Redis, prefix: &str) -> Result<()> {
+    let pattern = format!("{prefix}:*");
     for primary in redis.primaries().await? {
-        delete_prefix_on(&mut primary.connection().await?, prefix).await?;
-    }
-    Ok(())
-}
-
-async fn delete_prefix_on(
-    conn: &mut redis::aio::MultiplexedConnection,
-    prefix: &str,
-) -> Result<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-            .context("SCAN")?;
-        if !keys.is_empty() {
+        let mut conn = primary.connection().await?;
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg(&["MATCH", &pattern, "COUNT", "1000"])
+                .query_async(&mut conn)
+                .await
+                .context("SCAN")?;
             // One key per UNLINK: on a Cluster node, keys of one call must share a slot.
             let mut unlink = redis::pipe();
             for key in &keys {
                 unlink.cmd("UNLINK").arg(key).ignore();
             }
-            unlink.query_async::<()>(conn).await.context("UNLINK")?;
+            if !keys.is_empty() {
+                unlink
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .context("UNLINK")?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
     }
+    Ok(())
 }
 
 /// One figure of one variant over all rounds.

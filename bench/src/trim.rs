@@ -155,15 +155,12 @@ async fn pass(
             StreamRole::Dead => removed.1 = count,
         }
     }
-    let mut by_command = BTreeMap::new();
-    for (name, calls) in &after.1 {
-        let delta = calls - before.1.get(name).copied().unwrap_or(0);
-        // The probe's own INFO between the two samples.
-        let delta = if name == "info" { delta - 1 } else { delta };
-        if delta > 0 {
-            by_command.insert(name.clone(), delta);
-        }
-    }
+    let mut by_command = usage::calls_between(&before.1, &after.1);
+    // Less the probe's own INFO between the two samples.
+    by_command
+        .entry("info".to_owned())
+        .and_modify(|calls| *calls -= 1);
+    by_command.retain(|_, calls| *calls > 0);
     Ok(PassCost {
         entries: size,
         removed,
@@ -179,8 +176,7 @@ async fn pass(
 /// `total_commands_processed` and the calls of every command, from one `INFO`.
 async fn server_counts<C: ConnectionLike>(conn: &mut C) -> Result<(u64, BTreeMap<String, u64>)> {
     let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .arg("commandstats")
+        .arg(&["stats", "commandstats"])
         .query_async(conn)
         .await
         .context("INFO stats commandstats")?;

@@ -99,8 +99,7 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
     let postgres_cpu_secs = postgres_cpu_secs();
     let reply: redis::Value = redis::cmd("INFO")
-        .arg("cpu")
-        .arg("stats")
+        .arg(&["cpu", "stats"])
         .query_async(conn)
         .await
         .context("INFO cpu stats")?;
