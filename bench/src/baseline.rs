@@ -108,7 +108,7 @@ pub async fn end_round(
     (timeline, consumers): (Result<Timeline>, Vec<JoinHandle<Result<()>>>),
 ) -> Result<RoundResult> {
     join_all_within(consumers, args.timeout(), "a baseline consumer", "stop").await?;
-    RoundResult::new(args.jobs, probe, timeline?, None)
+    RoundResult::new(probe, timeline?, None)
 }
 
 /// Waits for each of `tasks` (already told to stop, or about to end) within

@@ -86,13 +86,7 @@ impl FleetResult {
     }
 }
 
-pub async fn run(
-    args: &Args,
-    url: &str,
-    prefix: &str,
-    workers: usize,
-    idle: Duration,
-) -> Result<FleetResult> {
+pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result<FleetResult> {
     let configs: Vec<QueueConfig> = PARTITIONS
         .iter()
         .enumerate()
@@ -147,7 +141,7 @@ pub async fn run(
     let idle_start = usage::sample(&mut conn).await?;
     let calls_start = usage::command_calls(&mut conn).await?;
     let idle_began = Instant::now();
-    tokio::time::sleep(idle).await;
+    tokio::time::sleep(Duration::from_secs_f64(args.idle)).await;
     let idle_secs = idle_began.elapsed().as_secs_f64();
     let calls_end = usage::command_calls(&mut conn).await?;
     let idle_end = usage::sample(&mut conn).await?;

@@ -643,20 +643,18 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         ),
     };
     eprintln!("queuegen-bench: redis {redis_version}, {deployment} at {url}; {load}");
-    let pg_info = match pg_url {
-        Some(pg_url) => {
-            let source = match &args.postgres_url {
-                Some(_) => "--postgres-url".to_owned(),
-                None => "private, queuegen_tests::PostgresServer".to_owned(),
-            };
-            let info = pg::ServerInfo::query(pg_url, source)
-                .await
-                .context("querying the PostgreSQL server")?;
-            eprintln!("queuegen-bench: {}", info.line());
-            Some(info)
-        }
-        None => None,
-    };
+    let mut pg_info = None;
+    if let Some(pg_url) = pg_url {
+        let source = match &args.postgres_url {
+            Some(_) => "--postgres-url",
+            None => "private, queuegen_tests::PostgresServer",
+        };
+        let info = pg::ServerInfo::query(pg_url, source.to_owned())
+            .await
+            .context("querying the PostgreSQL server")?;
+        eprintln!("queuegen-bench: {}", info.line());
+        pg_info = Some(info);
+    }
 
     if args.outbox {
         let (pg_url, pg_info) = pg_url.zip(pg_info.as_ref()).context("no PostgreSQL")?;
@@ -670,14 +668,7 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         let mut results = Vec::with_capacity(args.fleet.len());
         for &workers in &args.fleet {
             let prefix = format!("qgbench{}fleet{workers}", std::process::id());
-            let outcome = fleet::run(
-                args,
-                url,
-                &prefix,
-                workers,
-                Duration::from_secs_f64(args.idle),
-            )
-            .await;
+            let outcome = fleet::run(args, url, &prefix, workers).await;
             let cleaned = report::delete_prefix(&redis, &prefix).await;
             let result = outcome.with_context(|| format!("the fleet run of {workers} workers"))?;
             cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
@@ -697,11 +688,7 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         let prefix = format!("qgbench{}trim", std::process::id());
         let costs = trim::run(&redis, &prefix, &args.trim_entries).await?;
         println!("{}", trim::markdown(&costs));
-        if args
-            .variants
-            .iter()
-            .all(|variant| *variant == Variant::Trim)
-        {
+        if args.variants.iter().all(|v| *v == Variant::Trim) {
             println!("{}", report::machine_line(&redis_version));
             return Ok(());
         }

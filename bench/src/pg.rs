@@ -29,22 +29,9 @@ pub const DURABILITY: [(&str, &str); 3] = [
     ("full_page_writes", "on"),
 ];
 
-/// The server settings the report names.
-const REPORTED: [&str; 8] = [
-    "server_version",
-    "fsync",
-    "synchronous_commit",
-    "full_page_writes",
-    "wal_sync_method",
-    "commit_delay",
-    "max_connections",
-    "shared_buffers",
-];
-
-/// The handler name of the marker rows: `PgResults::start` keys them by the queue's name.
-pub fn handler() -> String {
-    jobs::CONFIG.queue.into_owned()
-}
+/// The server settings the report names, space-separated.
+const REPORTED: &str = "server_version fsync synchronous_commit full_page_writes \
+    wal_sync_method commit_delay max_connections shared_buffers";
 
 /// The server the PostgreSQL runs use, as the report describes it.
 pub struct ServerInfo {
@@ -56,11 +43,10 @@ pub struct ServerInfo {
 impl ServerInfo {
     pub async fn query(url: &str, source: String) -> Result<ServerInfo> {
         let client = connect(url).await?;
-        let names: Vec<&str> = REPORTED.to_vec();
         let rows = client
             .query(
-                "SELECT name, current_setting(name) FROM unnest($1::text[]) AS name",
-                &[&names],
+                "SELECT name, current_setting(name) FROM unnest(string_to_array($1, ' ')) AS name",
+                &[&REPORTED],
             )
             .await
             .context("reading the PostgreSQL server's settings")?;
@@ -274,12 +260,11 @@ impl BaselineStore {
         )
         .await
         .context("INSERT INTO documents")?;
-        tx.execute(
-            &marker,
-            &[&handler(), &document.job_id, &document.stream_id],
-        )
-        .await
-        .context("INSERT INTO results")?;
+        // The handler name: `PgResults::start` keys markers by the queue's name.
+        let handler: &str = &jobs::CONFIG.queue;
+        tx.execute(&marker, &[&handler, &document.job_id, &document.stream_id])
+            .await
+            .context("INSERT INTO results")?;
         tx.commit().await.context("COMMIT")?;
         Ok(())
     }

@@ -88,26 +88,6 @@ impl Probe {
     pub fn all_started(&self) -> bool {
         self.started() >= self.jobs
     }
-
-    fn first_start(&self) -> Option<Instant> {
-        match self.first_start.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(self.base + Duration::from_nanos(ns - 1)),
-        }
-    }
-
-    /// The steady-state histogram so far (steady-state mode only).
-    pub fn steady_histogram(&self) -> Option<Histogram<u64>> {
-        let steady = self.steady.as_ref()?;
-        steady.lock().ok().map(|histogram| histogram.clone())
-    }
-
-    fn histogram(&self) -> Vec<u64> {
-        self.latency_ms
-            .iter()
-            .map(|bucket| bucket.load(Ordering::Relaxed))
-            .collect()
-    }
 }
 
 /// One round of a variant, up to its last ack: a usage sample before
@@ -244,17 +224,19 @@ pub struct RoundResult {
 }
 
 impl RoundResult {
-    pub fn new(
-        jobs: u64,
-        probe: &Probe,
-        timeline: Timeline,
-        reported_done: Option<u64>,
-    ) -> Result<Self> {
-        let first_start = probe.first_start().context("no handler ever started")?;
-        let histogram = probe.histogram();
+    pub fn new(probe: &Probe, timeline: Timeline, reported_done: Option<u64>) -> Result<Self> {
+        let first_start = match probe.first_start.load(Ordering::Relaxed) {
+            0 => bail!("no handler ever started"),
+            ns => probe.base + Duration::from_nanos(ns - 1),
+        };
+        let histogram: Vec<u64> = probe
+            .latency_ms
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
         let percentile = |p: f64| stats::histogram_percentile(&histogram, p).unwrap_or(0) as f64;
         Ok(RoundResult {
-            jobs,
+            jobs: probe.jobs,
             publish_secs: (timeline.publish_end - timeline.publish_start).as_secs_f64(),
             process_secs: timeline
                 .last_ack
@@ -267,7 +249,7 @@ impl RoundResult {
             reported_done,
             publish_usage: Usage::between(&timeline.samples[0], &timeline.samples[1]),
             process_usage: Usage::between(&timeline.samples[1], &timeline.samples[2]),
-            steady: probe.steady_histogram(),
+            steady: (probe.steady.as_ref()).and_then(|steady| Some(steady.lock().ok()?.clone())),
             publisher_late: timeline.publisher_late,
         })
     }

@@ -148,10 +148,8 @@ pub async fn run(
                 .postgres(args.pg_pool)
                 .await
                 .context("opening a worker's PostgreSQL pool")?;
-            let results = PgResults::start(&pg, &config)
-                .await
-                .context("PgResults::start")?;
-            worker_pg.push(results);
+            let results = PgResults::start(&pg, &config).await;
+            worker_pg.push(results.context("PgResults::start")?);
         }
     }
 
@@ -241,7 +239,7 @@ pub async fn run(
             args.jobs
         );
     }
-    RoundResult::new(args.jobs, &probe, timeline, Some(done))
+    RoundResult::new(&probe, timeline, Some(done))
 }
 
 /// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.

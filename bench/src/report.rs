@@ -311,19 +311,15 @@ fn steady_histogram(rounds: &Rounds, variant: Variant) -> Histogram<u64> {
 
 /// Median over rounds of `variant`'s server and client CPU per job, both phases together.
 fn steady_cpu(rounds: &Rounds, variant: Variant) -> (f64, f64) {
-    let of = |metric: fn(&RoundResult) -> f64| {
-        let values: Vec<f64> = results_of(rounds, variant).map(metric).collect();
+    let per_job = |cpu: fn(&Usage) -> f64| {
+        let values: Vec<f64> = results_of(rounds, variant)
+            .map(|r| (cpu(&r.publish_usage) + cpu(&r.process_usage)) * 1e6 / r.jobs as f64)
+            .collect();
         stats::median(&values).unwrap_or(f64::NAN)
     };
     (
-        of(|r| {
-            (r.publish_usage.server_cpu_secs + r.process_usage.server_cpu_secs) * 1e6
-                / r.jobs as f64
-        }),
-        of(|r| {
-            (r.publish_usage.client_cpu_secs + r.process_usage.client_cpu_secs) * 1e6
-                / r.jobs as f64
-        }),
+        per_job(|u| u.server_cpu_secs),
+        per_job(|u| u.client_cpu_secs),
     )
 }
 
@@ -549,11 +545,8 @@ pub fn json(args: &Args, cluster: bool, postgres: Option<&ServerInfo>, rounds: &
         .into_iter()
         .map(|variant| {
             let mut figures = serde_json::Map::new();
+            // PG_COSTS repeats some of COSTS: the same figure, inserted again in its place.
             for metric in METRICS.iter().chain(&COSTS).chain(&PG_COSTS[1..]) {
-                // PG_COSTS repeats some of COSTS.
-                if figures.contains_key(metric.0) {
-                    continue;
-                }
                 let figure = Figure::of(&values(rounds, variant, metric));
                 let mut value = figure.json();
                 value["unit"] = json!(metric.1);
