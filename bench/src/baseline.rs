@@ -16,7 +16,6 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
@@ -107,35 +106,8 @@ pub async fn end_round(
     probe: &Probe,
     (timeline, consumers): (Result<Timeline>, Vec<JoinHandle<Result<()>>>),
 ) -> Result<RoundResult> {
-    join_all_within(consumers, args.timeout(), "a baseline consumer", "stop").await?;
+    probe::join_all_within(consumers, args.timeout(), "a baseline consumer", "stop").await?;
     RoundResult::new(probe, timeline?, None)
-}
-
-/// Waits for each of `tasks` (already told to stop, or about to end) within
-/// `timeout`, naming `what` and how it ends (`to stop`) in the errors; their
-/// outputs, in order.
-pub async fn join_all_within<T, E>(
-    tasks: Vec<JoinHandle<Result<T, E>>>,
-    timeout: Duration,
-    what: &str,
-    end: &str,
-) -> Result<Vec<T>>
-where
-    anyhow::Error: From<E>,
-{
-    let mut outputs = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let output = tokio::time::timeout(timeout, task)
-            .await
-            .with_context(|| format!("timed out waiting for {what} to {end}"))?
-            .with_context(|| format!("{what} panicked"))?;
-        outputs.push(
-            output
-                .map_err(anyhow::Error::from)
-                .context(format!("{what} failed"))?,
-        );
-    }
-    Ok(outputs)
 }
 
 /// What a baseline consumer commits per job: a Redis result (`baseR`: per

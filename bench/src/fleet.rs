@@ -34,8 +34,8 @@ use queuegen_tests::queues::jobs;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::baseline::{job, join_all_within, tenant};
-use crate::probe::{self, Probe};
+use crate::baseline::{job, tenant};
+use crate::probe::{self, join_all_within, Probe};
 use crate::queuegen::Bench;
 use crate::usage::{self, Usage};
 use crate::{report, Args};

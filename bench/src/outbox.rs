@@ -38,8 +38,9 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::baseline::{job, join_all_within, tenant};
+use crate::baseline::{job, tenant};
 use crate::pg::{self, PgRound, ServerInfo};
+use crate::probe::join_all_within;
 use crate::steady::{self, Schedule};
 use crate::{report, stats, Args};
 

@@ -1,5 +1,5 @@
-//! What every variant shares: the per-job probe its handler calls, the wait
-//! for the last ack, and one variant's raw figures for one round.
+//! What every variant shares: the per-job probe its handler calls, a round's
+//! phases up to the last ack, the join of its tasks, and its raw figures.
 //!
 //! The probe costs one `SystemTime::now`, a stream-ID parse and two relaxed
 //! atomic adds per job, the same in the baseline and in queuegen's handler.
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use redis::aio::ConnectionLike;
+use tokio::task::JoinHandle;
 
 use crate::stats;
 use crate::steady::{self, Schedule};
@@ -188,6 +189,33 @@ pub async fn wait_last_ack<C: ConnectionLike>(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Waits for each of `tasks` (already told to stop, or about to end) within
+/// `timeout`, naming `what` and how it ends (`to stop`) in the errors; their
+/// outputs, in order.
+pub async fn join_all_within<T, E>(
+    tasks: Vec<JoinHandle<Result<T, E>>>,
+    timeout: Duration,
+    what: &str,
+    end: &str,
+) -> Result<Vec<T>>
+where
+    anyhow::Error: From<E>,
+{
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let output = tokio::time::timeout(timeout, task)
+            .await
+            .with_context(|| format!("timed out waiting for {what} to {end}"))?
+            .with_context(|| format!("{what} panicked"))?;
+        outputs.push(
+            output
+                .map_err(anyhow::Error::from)
+                .context(format!("{what} failed"))?,
+        );
+    }
+    Ok(outputs)
 }
 
 /// The instants a variant's run went through, before they become rates.

@@ -32,8 +32,8 @@ use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use tokio::sync::watch;
 
-use crate::baseline::{job, join_all_within, tenant};
-use crate::probe::{self, Probe, RoundResult};
+use crate::baseline::{job, tenant};
+use crate::probe::{self, join_all_within, Probe, RoundResult};
 use crate::steady;
 use crate::{Args, Feature, Queuegen, Sink};
 
