@@ -783,3 +783,70 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     let json = report::json(args, redis.is_cluster(), pg_info.as_ref(), &rounds);
     report::finish(args, redis.is_cluster(), &redis_version, &table, json)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_keeps_its_slug_name_and_baseline() {
+        let expected = [
+            ("base", "baseline (redis-rs, 8 consumers)", None),
+            ("qg8", "queuegen, 8 workers", Some("base")),
+            ("qg8x", "queuegen, 8 workers + delete on ack", Some("base")),
+            (
+                "qg8l",
+                "queuegen, 8 workers + rate limit (never reached)",
+                Some("base"),
+            ),
+            (
+                "baseD",
+                "baseline (redis-rs, 8 consumers + dedup script per publish)",
+                None,
+            ),
+            (
+                "qg8d",
+                "queuegen, 8 workers + dedup (publish_once)",
+                Some("baseD"),
+            ),
+            ("qg8n", "queuegen, 8 workers + two lanes", Some("base")),
+            ("qg8m", "queuegen, 8 workers + metrics", Some("base")),
+            (
+                "qg8mt",
+                "queuegen, 8 workers + metrics + tracing at info",
+                Some("base"),
+            ),
+            ("base1", "baseline (redis-rs, 1 consumer)", None),
+            ("qg1", "queuegen, 1 worker", Some("base1")),
+            (
+                "baseR",
+                "baseline (redis-rs, 8 consumers + result SET)",
+                None,
+            ),
+            ("qg8r", "queuegen, 8 workers + result store", Some("baseR")),
+            (
+                "baseP",
+                "baseline (redis-rs + tokio-postgres, 8 consumers + documents row and marker, \
+                 one transaction per job)",
+                None,
+            ),
+            (
+                "qg8p",
+                "queuegen, 8 workers + PgResults (documents row and marker)",
+                Some("baseP"),
+            ),
+        ];
+        let actual: Vec<(String, String, Option<String>)> = Variant::ALL
+            .iter()
+            .map(|v| (v.slug(), v.name(), v.reference().map(Variant::slug)))
+            .collect();
+        let expected: Vec<(String, String, Option<String>)> = expected
+            .iter()
+            .map(|(slug, name, base)| (slug.to_string(), name.to_string(), base.map(str::to_owned)))
+            .collect();
+        assert_eq!(actual, expected);
+        assert_eq!(Variant::parse_slug("trim"), Ok(Variant::Trim));
+        assert_eq!(Variant::parse_slug("qg8mt"), Ok(Variant::ALL[8]));
+        assert!(Variant::STEADY.iter().all(|v| Variant::ALL.contains(v)));
+    }
+}
