@@ -105,9 +105,10 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
     };
     for round in 0..args.rounds {
         for publishers in PUBLISHERS {
-            let (prefix, pg) = fresh(pg_url, round, &format!("outbox{publishers}")).await?;
-            let outcome = throughput(args, url, redis, &pg, prefix, round, publishers).await;
-            let cleaned = clean_up(redis, prefix, &pg).await;
+            let name = format!("outbox{publishers}");
+            let (config, pg) = fresh(args, pg_url, round, &name).await?;
+            let outcome = throughput(args, url, redis, &pg, &config, round, publishers).await;
+            let cleaned = clean_up(redis, &config.key_prefix, &pg).await;
             let result = outcome.with_context(|| {
                 format!("round {round}, outbox throughput, {publishers} publisher(s)")
             })?;
@@ -123,9 +124,10 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
             results.throughput.push(result);
         }
         for publishers in PUBLISHERS {
-            let (prefix, pg) = fresh(pg_url, round, &format!("outboxlag{publishers}")).await?;
-            let outcome = lag(args, url, redis, &pg, prefix, round, publishers).await;
-            let cleaned = clean_up(redis, prefix, &pg).await;
+            let name = format!("outboxlag{publishers}");
+            let (config, pg) = fresh(args, pg_url, round, &name).await?;
+            let outcome = lag(args, url, redis, &pg, &config, round, publishers).await;
+            let cleaned = clean_up(redis, &config.key_prefix, &pg).await;
             let result = outcome
                 .with_context(|| format!("round {round}, outbox lag, {publishers} publisher(s)"))?;
             cleaned?;
@@ -144,16 +146,24 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
     Ok(results)
 }
 
-/// A fresh key prefix and schema for one phase of one round.
-async fn fresh(pg_url: &str, round: u32, name: &str) -> Result<(&'static str, PgRound)> {
-    // Leaked so the phase's tasks can share it; one small leak per phase and round.
-    let prefix: &'static str =
-        Box::leak(format!("qgbench{}r{round}{name}", std::process::id()).into_boxed_str());
+/// A fresh key prefix and schema for one phase of one round: the `jobs`
+/// queue's settings under that prefix, with `--partitions`, and the schema.
+async fn fresh(
+    args: &Args,
+    pg_url: &str,
+    round: u32,
+    name: &str,
+) -> Result<(QueueConfig, PgRound)> {
+    let config = QueueConfig {
+        key_prefix: format!("qgbench{}r{round}{name}", std::process::id()).into(),
+        partitions: args.partitions,
+        ..jobs::CONFIG
+    };
     let schema = pg::schema_name(round, name);
     let pg = PgRound::create(pg_url, &schema)
         .await
         .with_context(|| format!("creating schema {schema}"))?;
-    Ok((prefix, pg))
+    Ok((config, pg))
 }
 
 /// Deletes the phase's keys and drops its schema, whatever the phase returned.
@@ -162,15 +172,6 @@ async fn clean_up(redis: &Redis, prefix: &str, pg: &PgRound) -> Result<()> {
     let dropped = pg.drop_schema().await;
     cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
     dropped
-}
-
-/// The `jobs` queue's settings under `prefix`, with `--partitions`.
-fn config(args: &Args, prefix: &str) -> QueueConfig {
-    QueueConfig {
-        key_prefix: prefix.to_owned().into(),
-        partitions: args.partitions,
-        ..jobs::CONFIG
-    }
 }
 
 fn new_job(name: &str, n: u64) -> NewJob<TestJob> {
@@ -293,11 +294,10 @@ async fn throughput(
     url: &str,
     redis: &Redis,
     pg: &PgRound,
-    prefix: &'static str,
+    config: &QueueConfig,
     round: u32,
     publishers: usize,
 ) -> Result<Throughput> {
-    let config = config(args, prefix);
     let rows = args.jobs;
     // The backlog: transactions of BACKLOG_TRANSACTION rows, each
     // transaction's inserts pipelined, on BACKLOG_ENQUEUERS connections.
@@ -330,12 +330,12 @@ async fn throughput(
     let enqueue_secs = enqueue_start.elapsed().as_secs_f64();
     drop(enqueuers);
 
-    let (start, running) = start_publishers(args, url, pg, &config, publishers).await?;
-    let dispatched = wait_dispatched(redis, pg, &config, rows, args.timeout()).await;
+    let (start, running) = start_publishers(args, url, pg, config, publishers).await?;
+    let dispatched = wait_dispatched(redis, pg, config, rows, args.timeout()).await;
     let reports = running.stop(args.timeout()).await?;
     let dispatched = dispatched?;
     check_reports(&reports, rows)?;
-    check_streams(redis, &config, rows).await?;
+    check_streams(redis, config, rows).await?;
     Ok(Throughput {
         round,
         publishers,
@@ -363,17 +363,16 @@ async fn lag(
     url: &str,
     redis: &Redis,
     pg: &PgRound,
-    prefix: &'static str,
+    config: &QueueConfig,
     round: u32,
     publishers: usize,
 ) -> Result<Lag> {
-    let config = config(args, prefix);
     let rate = args.rate.context("--outbox sets a --rate")?;
     let seconds = args.seconds.context("--outbox sets --seconds")?;
     let rows = (rate * seconds).round().max(1.0) as u64;
     let enqueuers = pg.postgres(LAG_ENQUEUERS).await?;
     let outbox = PgOutbox::<TestJob>::new(&enqueuers, config.clone());
-    let (_, running) = start_publishers(args, url, pg, &config, publishers).await?;
+    let (_, running) = start_publishers(args, url, pg, config, publishers).await?;
     // Past the publishers' first (empty) rounds: they are polling now.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -415,21 +414,16 @@ async fn lag(
     let enqueue_secs = start.elapsed().as_secs_f64();
     let dispatched = match failed {
         Some(err) => Err(err),
-        None => wait_dispatched(redis, pg, &config, rows, args.timeout()).await,
+        None => wait_dispatched(redis, pg, config, rows, args.timeout()).await,
     };
     let reports = running.stop(args.timeout()).await?;
     dispatched?;
     check_reports(&reports, rows)?;
-    check_streams(redis, &config, rows).await?;
+    check_streams(redis, config, rows).await?;
 
-    let sent = pg
-        .admin
-        .query(
-            &format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema),
-            &[],
-        )
-        .await
-        .context("reading the dispatched rows' stream IDs")?;
+    let select = format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema);
+    let sent = pg.admin.query(&select, &[]).await;
+    let sent = sent.context("reading the dispatched rows' stream IDs")?;
     let mut lags_ms = Vec::with_capacity(sent.len());
     for row in &sent {
         let (job_id, stream_id): (&str, Option<&str>) = (row.get(0), row.get(1));
