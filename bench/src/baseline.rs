@@ -16,7 +16,6 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
@@ -26,12 +25,12 @@ use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use redis::aio::ConnectionLike;
 use redis::streams::{StreamId, StreamReadReply};
+use tokio::task::JoinHandle;
 
 use crate::pg::{self, Document};
 use crate::probe::{self, Probe, RoundResult, Timeline};
 use crate::steady::{self, Schedule};
-use crate::usage;
-use crate::{Args, Sink};
+use crate::{Args, Baseline, Sink};
 
 const CONSUMERS: usize = 8;
 const READ_COUNT: usize = 100;
@@ -40,15 +39,14 @@ const BLOCK_MS: u64 = 100;
 /// nothing: short, since entries may arrive on a partition it is not
 /// blocked on (10 ms, the runtime's shortest read block).
 const SWEEP_BLOCK_MS: u64 = 10;
-const GROUP: &str = "g";
+pub const GROUP: &str = "g";
 
 pub async fn run(
     args: &Args,
     url: &str,
     prefix: &str,
-    single: bool,
+    Baseline { single, dedup, .. }: Baseline,
     sink: Sink<'_>,
-    dedup: bool,
 ) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
     let mut conn = client
@@ -57,46 +55,10 @@ pub async fn run(
         .context("connecting the baseline publisher")?;
     let key = format!("{prefix}:baseline");
     redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&key)
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
+        .arg(&["CREATE", &key, GROUP, "0", "MKSTREAM"])
         .query_async::<()>(&mut conn)
         .await
         .context("XGROUP CREATE")?;
-    let probe = Arc::new(probe::for_args(args));
-    let mut idle = Vec::new();
-    for _ in 0..if single { 1 } else { CONSUMERS } {
-        // Default response timeout (500 ms) exceeds BLOCK_MS.
-        let conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .context("connecting a baseline consumer")?;
-        idle.push((conn, Commit::of(sink, prefix, args).await?));
-    }
-    let start = |idle: Vec<(redis::aio::MultiplexedConnection, Option<Commit>)>| -> Vec<_> {
-        idle.into_iter()
-            .enumerate()
-            .map(|(n, (conn, commit))| {
-                tokio::spawn(consume(
-                    conn,
-                    vec![key.clone()],
-                    format!("c{n}"),
-                    probe.clone(),
-                    commit,
-                ))
-            })
-            .collect()
-    };
-
-    let mut consumers = Vec::new();
-    let before_publish = usage::sample(&mut conn).await?;
-    let schedule = args.rate.map(Schedule::start);
-    if schedule.is_some() {
-        // Steady state: the consumers wait for jobs as they arrive.
-        consumers = start(std::mem::take(&mut idle));
-    }
     if dedup {
         // Loaded before the clock starts: the pipeline sends EVALSHA only.
         redis::Script::new(PUBLISH_ONCE)
@@ -105,41 +67,35 @@ pub async fn run(
             .await
             .context("SCRIPT LOAD of the dedup script")?;
     }
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        let mut conn = conn.clone();
-        let key = key.clone();
-        async move {
-            if dedup {
-                publish_once(&mut conn, &key, range, schedule.as_ref()).await
-            } else {
-                publish(&mut conn, &key, range, schedule.as_ref()).await
-            }
-        }
-    });
-    let publisher_late = publishing.await?;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut conn).await?;
-    if schedule.is_none() {
-        consumers = start(idle);
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
+    let mut idle = Vec::new();
+    for n in 0..if single { 1 } else { CONSUMERS } {
+        // Default response timeout (500 ms) exceeds BLOCK_MS.
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .context("connecting a baseline consumer")?;
+        let commit = Commit::of(sink, prefix, args).await?;
+        idle.push(consume(
+            conn,
+            vec![key.clone()],
+            format!("c{n}"),
+            probe.clone(),
+            commit,
+        ));
     }
-
-    let last_ack = probe::wait_last_ack(
-        &mut conn,
+    let start = || idle.into_iter().map(tokio::spawn).collect();
+    let phases = probe::run_phases(
+        args,
+        &mut conn.clone(),
         &probe,
         std::slice::from_ref(&key),
         GROUP,
-        args.timeout(),
+        start,
+        |range, schedule| publish(conn.clone(), key.clone(), range, schedule, dedup),
     )
-    .await;
-    let after_last_ack = usage::sample(&mut conn).await?;
-    let timeline = last_ack.map(|last_ack| Timeline {
-        publish_start,
-        publish_end,
-        last_ack,
-        samples: [before_publish, after_publish, after_last_ack],
-    });
-    end_round(args, &probe, consumers, timeline, publisher_late).await
+    .await?;
+    end_round(args, &probe, phases).await
 }
 
 /// The end of a baseline round (standalone or Cluster): waits for the
@@ -148,27 +104,19 @@ pub async fn run(
 pub async fn end_round(
     args: &Args,
     probe: &Probe,
-    consumers: Vec<tokio::task::JoinHandle<Result<()>>>,
-    timeline: Result<Timeline>,
-    publisher_late: Option<std::time::Duration>,
+    (timeline, consumers): (Result<Timeline>, Vec<JoinHandle<Result<()>>>),
 ) -> Result<RoundResult> {
-    for consumer in consumers {
-        tokio::time::timeout(args.timeout(), consumer)
-            .await
-            .context("timed out waiting for a baseline consumer to stop")?
-            .context("a baseline consumer panicked")?
-            .context("a baseline consumer failed")?;
-    }
-    let mut result = RoundResult::new(args.jobs, probe, timeline?, None)?;
-    result.publisher_late = publisher_late;
-    Ok(result)
+    probe::join_all_within(consumers, args.timeout(), "a baseline consumer", "stop").await?;
+    RoundResult::new(probe, timeline?, None)
 }
 
-/// What a baseline consumer commits per job: a Redis result (`baseR`) or
-/// a PostgreSQL transaction (`baseP`, each consumer its own pool).
+/// What a baseline consumer commits per job: a Redis result (`baseR`: per
+/// job one `SET {prefix}:results:jobs:{job_id} value NX GET PX ttl`, the
+/// key, command and ttl `RedisResults` uses for `qg8r`) or a PostgreSQL
+/// transaction (`baseP`, each consumer its own pool).
 #[derive(Clone)]
 pub enum Commit {
-    Redis(ResultStore),
+    Redis { key_prefix: String },
     Postgres(pg::BaselineStore),
 }
 
@@ -177,7 +125,9 @@ impl Commit {
     pub async fn of(sink: Sink<'_>, prefix: &str, args: &Args) -> Result<Option<Commit>> {
         Ok(match sink {
             Sink::Nothing => None,
-            Sink::Redis => Some(Commit::Redis(ResultStore::new(prefix))),
+            Sink::Redis => Some(Commit::Redis {
+                key_prefix: prefix.to_owned(),
+            }),
             Sink::Postgres(round) => Some(Commit::Postgres(
                 round
                     .baseline_store(args.pg_pool)
@@ -185,39 +135,6 @@ impl Commit {
                     .context("opening a baseline consumer's PostgreSQL pool")?,
             )),
         })
-    }
-}
-
-/// The result store of the `baseR` baseline: per job, one
-/// `SET {prefix}:results:jobs:{job_id} value NX GET PX ttl`, the key,
-/// command and ttl `RedisResults` uses for `qg8r`.
-#[derive(Debug, Clone)]
-pub struct ResultStore {
-    key_prefix: String,
-    ttl_ms: u64,
-}
-
-impl ResultStore {
-    pub fn new(prefix: &str) -> ResultStore {
-        ResultStore {
-            key_prefix: prefix.to_owned(),
-            ttl_ms: jobs::CONFIG.retention.marker_ttl.as_millis() as u64,
-        }
-    }
-
-    fn set(&self, job_id: &str, value: &[u8]) -> redis::Cmd {
-        let mut set = redis::cmd("SET");
-        set.arg(format!(
-            "{}:results:{}:{job_id}",
-            self.key_prefix,
-            jobs::CONFIG.queue
-        ))
-        .arg(value)
-        .arg("NX")
-        .arg("GET")
-        .arg("PX")
-        .arg(self.ttl_ms);
-        set
     }
 }
 
@@ -233,23 +150,6 @@ pub fn tenant(i: u64) -> String {
     format!("tenant-{}", i % 16)
 }
 
-/// Jobs `range` as one pipeline of `XADD`s.
-async fn publish(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-    range: Range<u64>,
-    schedule: Option<&Schedule>,
-) -> Result<()> {
-    let mut pipe = redis::pipe();
-    for n in range {
-        pipe.cmd("XADD")
-            .arg(key)
-            .arg("*")
-            .arg(&entry(n, schedule)?[..]);
-    }
-    pipe.query_async::<()>(conn).await.context("pipelined XADD")
-}
-
 /// baseD's check-and-append: the shortest atomic dedup at publish by hand.
 const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
     if first then return first end \
@@ -257,33 +157,42 @@ const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
     redis.call('SET', KEYS[2], id, 'PX', ARGV[1]) \
     return id";
 
-/// baseD: jobs `range` as one pipeline of `EVALSHA`s of [`PUBLISH_ONCE`],
-/// each with its job's marker key (an hour's window).
-async fn publish_once(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
+/// Jobs `range` as one pipeline of `XADD`s, or with `dedup` (baseD) of
+/// `EVALSHA`s of [`PUBLISH_ONCE`], each with its job's marker key (an
+/// hour's window).
+async fn publish(
+    mut conn: redis::aio::MultiplexedConnection,
+    key: String,
     range: Range<u64>,
-    schedule: Option<&Schedule>,
+    schedule: Option<Schedule>,
+    dedup: bool,
 ) -> Result<()> {
-    let script = redis::Script::new(PUBLISH_ONCE);
+    let script = dedup.then(|| redis::Script::new(PUBLISH_ONCE));
     let mut pipe = redis::pipe();
     for n in range {
-        let entry = entry(n, schedule)?;
+        let entry = entry(n, schedule.as_ref())?;
+        let Some(script) = &script else {
+            pipe.cmd("XADD").arg(&key).arg("*").arg(&entry[..]);
+            continue;
+        };
         let job_id = entry
             .iter()
             .find(|(name, _)| *name == header_fields::JOB_ID)
             .map_or("", |(_, value)| value.as_str());
         pipe.invoke_script(
             script
-                .key(key)
+                .key(&key)
                 .key(format!("{key}:marker:{job_id}"))
                 .arg(3_600_000)
                 .arg(&entry[..]),
         );
     }
-    pipe.query_async::<()>(conn)
-        .await
-        .context("pipelined dedup script")
+    let what = if dedup {
+        "pipelined dedup script"
+    } else {
+        "pipelined XADD"
+    };
+    pipe.query_async::<()>(&mut conn).await.context(what)
 }
 
 /// The stream entry of job `n`: its header and body pairs, exactly as the
@@ -332,20 +241,14 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         let key = &keys[turn % keys.len()];
         turn += 1;
         let mut read = redis::cmd("XREADGROUP");
-        read.arg("GROUP")
-            .arg(GROUP)
-            .arg(&name)
-            .arg("COUNT")
-            .arg(READ_COUNT);
+        read.arg(&["GROUP", GROUP, &name, "COUNT"]).arg(READ_COUNT);
         if keys.len() == 1 {
             read.arg("BLOCK").arg(BLOCK_MS);
         } else if empty_reads >= keys.len() {
             read.arg("BLOCK").arg(SWEEP_BLOCK_MS);
         }
         let reply: Option<StreamReadReply> = read
-            .arg("STREAMS")
-            .arg(key)
-            .arg(">")
+            .arg(&["STREAMS", key, ">"])
             .query_async(&mut conn)
             .await
             .with_context(|| format!("XREADGROUP {key}"))?;
@@ -371,9 +274,14 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
             // The no-op "handler": the same probe queuegen's handler calls.
             probe.handler_started(&entry.id, job_id.as_deref());
             match (&store, job_id) {
-                (Some(Commit::Redis(store)), Some(job_id)) => {
-                    let value: Vec<u8> = entry.get("subject_ref").unwrap_or_default();
-                    sets.push(store.set(&job_id, &value));
+                (Some(Commit::Redis { key_prefix }), Some(job_id)) => {
+                    let (queue, ttl) = (&jobs::CONFIG.queue, jobs::CONFIG.retention.marker_ttl);
+                    let mut set = redis::cmd("SET");
+                    set.arg(format!("{key_prefix}:results:{queue}:{job_id}"))
+                        .arg(entry.get::<Vec<u8>>("subject_ref").unwrap_or_default())
+                        .arg(&["NX", "GET", "PX"])
+                        .arg(ttl.as_millis() as u64);
+                    sets.push(set);
                 }
                 (Some(Commit::Postgres(_)), Some(job_id)) => documents.push(Document {
                     job_id,
@@ -399,8 +307,7 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         }
         let ids: Vec<&str> = entries.iter().map(|entry| entry.id.as_str()).collect();
         redis::cmd("XACK")
-            .arg(key)
-            .arg(GROUP)
+            .arg(&[key, GROUP])
             .arg(&ids)
             .query_async::<()>(&mut conn)
             .await

@@ -23,7 +23,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
@@ -33,17 +33,15 @@ use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 
-use crate::baseline::{consume, end_round, entry, Commit};
-use crate::probe::{self, RoundResult, Timeline};
+use crate::baseline::{consume, end_round, entry, Commit, GROUP};
+use crate::probe::{self, Probe, RoundResult};
 use crate::steady::Schedule;
-use crate::usage;
 use crate::{Args, Sink};
 
 const MIN_CONSUMERS: usize = 8;
 /// Above the consumers' `BLOCK` (100 ms): the Cluster client's response
 /// timeout bounds blocking reads too.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-const GROUP: &str = "g";
 
 pub async fn run(
     args: &Args,
@@ -72,17 +70,12 @@ pub async fn run(
         .collect();
     for key in &keys {
         redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(key)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
+            .arg(&["CREATE", key, GROUP, "0", "MKSTREAM"])
             .query_async::<()>(&mut conn)
             .await
             .with_context(|| format!("XGROUP CREATE {key}"))?;
     }
-    let probe = Arc::new(probe::for_args(args));
-    let mut observe = observer.shared();
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
     // One consumer over every partition, or one per partition (at least 8).
     let reads: Vec<Vec<String>> = if single {
         vec![keys.clone()]
@@ -92,49 +85,26 @@ pub async fn run(
             .collect()
     };
     let mut idle = Vec::with_capacity(reads.len());
-    for keys in reads {
+    for (c, keys) in reads.into_iter().enumerate() {
         let conn = client
             .get_async_connection()
             .await
             .context("connecting a baseline consumer")?;
-        idle.push((conn, keys, Commit::of(sink, prefix, args).await?));
+        let commit = Commit::of(sink, prefix, args).await?;
+        idle.push(consume(conn, keys, format!("c{c}"), probe.clone(), commit));
     }
-    type Idle = (ClusterConnection, Vec<String>, Option<Commit>);
-    let start = |idle: Vec<Idle>| -> Vec<_> {
-        idle.into_iter()
-            .enumerate()
-            .map(|(c, (conn, keys, commit))| {
-                tokio::spawn(consume(conn, keys, format!("c{c}"), probe.clone(), commit))
-            })
-            .collect()
-    };
-
-    let mut running = Vec::new();
-    let before_publish = usage::sample(&mut observe).await?;
-    let schedule = args.rate.map(Schedule::start);
-    if schedule.is_some() {
-        // Steady state: the consumers wait for jobs as they arrive.
-        running = start(std::mem::take(&mut idle));
-    }
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        publish(&conn, &config, &keys, range, schedule.as_ref())
-    });
-    let publisher_late = publishing.await?;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut observe).await?;
-    if schedule.is_none() {
-        running = start(idle);
-    }
-    let last_ack = probe::wait_last_ack(&mut observe, &probe, &keys, GROUP, args.timeout()).await;
-    let after_last_ack = usage::sample(&mut observe).await?;
-    let timeline = last_ack.map(|last_ack| Timeline {
-        publish_start,
-        publish_end,
-        last_ack,
-        samples: [before_publish, after_publish, after_last_ack],
-    });
-    end_round(args, &probe, running, timeline, publisher_late).await
+    let start = || idle.into_iter().map(tokio::spawn).collect();
+    let phases = probe::run_phases(
+        args,
+        &mut observer.shared(),
+        &probe,
+        &keys,
+        GROUP,
+        start,
+        |range, schedule| publish(&conn, &config, &keys, range, schedule),
+    )
+    .await?;
+    end_round(args, &probe, phases).await
 }
 
 /// Jobs `range` split into one pipeline per partition, the pipelines in
@@ -144,11 +114,11 @@ async fn publish(
     config: &QueueConfig,
     keys: &[String],
     range: Range<u64>,
-    schedule: Option<&Schedule>,
+    schedule: Option<Schedule>,
 ) -> Result<()> {
     let mut pipes = vec![redis::pipe(); keys.len()];
     for n in range {
-        let pairs = entry(n, schedule)?;
+        let pairs = entry(n, schedule.as_ref())?;
         let partition = usize::from(partition_of(config, &pairs));
         pipes[partition]
             .cmd("XADD")

@@ -35,10 +35,10 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
-use crate::probe::{self, Probe};
-use crate::queuegen::{stopped_workers_done, Bench};
+use crate::probe::{self, join_all_within, Probe};
+use crate::queuegen::Bench;
 use crate::usage::{self, Usage};
-use crate::Args;
+use crate::{report, Args};
 
 /// Partitions of the fleet's four queues.
 pub const PARTITIONS: [u16; 4] = [8, 16, 24, 32];
@@ -60,7 +60,6 @@ impl FleetResult {
         self.idle.commands as f64 / self.idle_secs
     }
 
-    /// Server CPU while idle, in percent of one core.
     /// Blocking reads per second while idle: every `XREADGROUP` of the
     /// window, and on a Cluster every `XREAD` (the intake's watchers).
     pub fn idle_blocking_reads_per_sec(&self) -> f64 {
@@ -73,6 +72,7 @@ impl FleetResult {
         self.idle_commands_per_sec() - self.idle_blocking_reads_per_sec()
     }
 
+    /// Server CPU while idle, in percent of one core.
     pub fn idle_server_cpu_percent(&self) -> f64 {
         100.0 * self.idle.server_cpu_secs / self.idle_secs
     }
@@ -86,13 +86,7 @@ impl FleetResult {
     }
 }
 
-pub async fn run(
-    args: &Args,
-    url: &str,
-    prefix: &str,
-    workers: usize,
-    idle: Duration,
-) -> Result<FleetResult> {
+pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result<FleetResult> {
     let configs: Vec<QueueConfig> = PARTITIONS
         .iter()
         .enumerate()
@@ -115,13 +109,17 @@ pub async fn run(
             .await
             .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
     }
-    let probe = Arc::new(Probe::new(args.jobs));
+    let probe = Arc::new(Probe::new(args.jobs, false));
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);
     for w in 0..workers {
         let worker_redis = Redis::connect(url).await.context("connecting a worker")?;
         let config = configs[w % configs.len()].clone();
-        let handler = Bench::new(probe.clone(), None);
+        let handler = Bench {
+            probe: probe.clone(),
+            results: None,
+            documents: None,
+        };
         let worker =
             Worker::new(&worker_redis, config, handler).consumer_name(format!("{prefix}-w{w}"));
         let mut stopped = stopped.clone();
@@ -143,7 +141,7 @@ pub async fn run(
     let idle_start = usage::sample(&mut conn).await?;
     let calls_start = usage::command_calls(&mut conn).await?;
     let idle_began = Instant::now();
-    tokio::time::sleep(idle).await;
+    tokio::time::sleep(Duration::from_secs_f64(args.idle)).await;
     let idle_secs = idle_began.elapsed().as_secs_f64();
     let calls_end = usage::command_calls(&mut conn).await?;
     let idle_end = usage::sample(&mut conn).await?;
@@ -152,35 +150,32 @@ pub async fn run(
         .iter()
         .map(|config| queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone()))
         .collect();
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, None, |range| {
-        let producers = &producers;
-        async move {
-            // Batch by batch round the queues, so each gets a quarter.
-            let producer = &producers[(range.start / args.batch as u64) as usize % producers.len()];
-            let batch = range.map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
-            producer.publish_many(batch).await.context("publish_many")?;
-            Ok(())
-        }
-    });
-    publishing.await?;
     let keys: Vec<String> = configs.iter().flat_map(QueueConfig::ready_keys).collect();
-    let last_ack = probe::wait_last_ack(
+    let (timeline, running) = probe::run_phases(
+        args,
         &mut conn,
         &probe,
         &keys,
         &jobs::CONFIG.group,
-        args.timeout(),
-    )
-    .await;
-    let burst_end = usage::sample(&mut conn).await;
-    let _ = stop.send(true);
-    let done = stopped_workers_done(
-        running,
-        jobs::CONFIG.handler.shutdown_budget + args.timeout(),
+        move || running,
+        |range, _| {
+            let producers = &producers;
+            async move {
+                // Batch by batch round the queues, so each gets a quarter.
+                let producer =
+                    &producers[(range.start / args.batch as u64) as usize % producers.len()];
+                let batch = range.map(|n| NewJob::new(format!("job-{n}"), tenant(n), job(n)));
+                producer.publish_many(batch).await.context("publish_many")?;
+                Ok(())
+            }
+        },
     )
     .await?;
-    let last_ack = last_ack?;
+    let _ = stop.send(true);
+    let budget = jobs::CONFIG.handler.shutdown_budget + args.timeout();
+    let reports = join_all_within(running, budget, "a worker", "shut down").await?;
+    let done: u64 = reports.iter().map(|report| report.done).sum();
+    let timeline = timeline?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
@@ -190,8 +185,8 @@ pub async fn run(
         idle: Usage::between(&idle_start, &idle_end),
         idle_calls: usage::calls_between(&calls_start, &calls_end),
         burst_jobs: args.jobs,
-        burst_secs: (last_ack - publish_start).as_secs_f64(),
-        burst: Usage::between(&idle_end, &burst_end?),
+        burst_secs: (timeline.last_ack - timeline.publish_start).as_secs_f64(),
+        burst: Usage::between(&timeline.samples[0], &timeline.samples[2]),
     })
 }
 
@@ -235,8 +230,19 @@ pub fn markdown(results: &[FleetResult], cluster: bool) -> String {
     out
 }
 
-/// The fleet's figures for the JSON report.
-pub fn json(result: &FleetResult) -> Value {
+/// The fleet mode's `latest.json` (before `report::finish` adds the run's facts).
+pub fn json(args: &Args, results: &[FleetResult]) -> Value {
+    json!({
+        "settings": {
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+        },
+        "fleets": results.iter().map(fleet_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One fleet's figures.
+fn fleet_json(result: &FleetResult) -> Value {
     json!({
         "workers": result.workers,
         "queue_partitions": PARTITIONS,
@@ -247,11 +253,7 @@ pub fn json(result: &FleetResult) -> Value {
         "idle_calls": result.idle_calls,
         "idle_server_cpu_percent": result.idle_server_cpu_percent(),
         "idle_client_cpu_percent": result.idle_client_cpu_percent(),
-        "idle_servers": result.idle.servers.iter().map(|s| json!({
-            "node": s.node,
-            "cpu_secs": s.cpu_secs,
-            "commands": s.commands,
-        })).collect::<Vec<_>>(),
+        "idle_servers": report::servers_json(&result.idle.servers),
         "burst_jobs": result.burst_jobs,
         "burst_end_to_end_secs": result.burst_secs,
         "burst_jobs_per_sec": result.burst_rate(),

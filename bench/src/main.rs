@@ -213,31 +213,36 @@ pub enum Store {
     Postgres,
 }
 
-/// qg8l's rate limit: far above what 8 workers reach on any machine, so it
-/// never holds a job back and the variant measures only what asking the
-/// token bucket once per read round costs.
-pub const LIMITER_RATE: queuegen_runtime::RateLimit = queuegen_runtime::RateLimit {
-    limit: 10_000_000,
-    per: std::time::Duration::from_secs(1),
-};
-
-/// qg8d's dedup window: every job_id of a round is new, so nothing is a
-/// duplicate and the variant measures what the marker check costs.
-pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+impl Store {
+    /// The baseline's slug letter (queuegen's is its lower case), and what
+    /// the baseline's and queuegen's names add.
+    fn parts(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Store::Nothing => ("", "", ""),
+            Store::Redis => ("R", " + result SET", " + result store"),
+            Store::Postgres => (
+                "P",
+                " + documents row and marker, one transaction per job",
+                " + PgResults (documents row and marker)",
+            ),
+        }
+    }
+}
 
 /// What a queuegen variant's queue has beyond the plain `jobs` queue: each
 /// is measured against the same baseline, so its ratio is its cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feature {
     Plain,
-    /// A `handler.rate` far above what the workers reach ([`LIMITER_RATE`]),
-    /// so every read round also asks the token bucket (qg8l).
+    /// A `handler.rate` far above what the workers reach
+    /// ([`queuegen::LIMITER_RATE`]), so every read round also asks the token
+    /// bucket (qg8l).
     RateLimit,
-    /// `dedup` ([`DEDUP_WINDOW`]): every publish is one `publish_once`
-    /// Function call in place of an `XADD` (qg8d).
+    /// `dedup` ([`queuegen::DEDUP_WINDOW`]): every publish is one
+    /// `publish_once` Function call in place of an `XADD` (qg8d).
     Dedup,
-    /// Two lanes of equal weight ([`TWO_LANES`]), jobs alternating between
-    /// them: twice the streams, read by weight (qg8n).
+    /// Two lanes of equal weight ([`queuegen::TWO_LANES`]), jobs alternating
+    /// between them: twice the streams, read by weight (qg8n).
     TwoLanes,
     /// `retention.on_ack: delete` (qg8x): on a server with `XACKDEL` every
     /// ack is `XACKDEL … ACKED` through the library's `ack_delete`, which
@@ -246,112 +251,91 @@ pub enum Feature {
     DeleteOnAck,
 }
 
-/// qg8n's lanes.
-pub const TWO_LANES: &[queuegen_runtime::Lane] = &[
-    queuegen_runtime::Lane {
-        name: std::borrow::Cow::Borrowed("first"),
-        weight: 1,
-    },
-    queuegen_runtime::Lane {
-        name: std::borrow::Cow::Borrowed("second"),
-        weight: 1,
-    },
-];
+impl Feature {
+    /// The slug's letter and what the name adds.
+    fn parts(self) -> (&'static str, &'static str) {
+        match self {
+            Feature::Plain => ("", ""),
+            Feature::RateLimit => ("l", " + rate limit (never reached)"),
+            Feature::Dedup => ("d", " + dedup (publish_once)"),
+            Feature::TwoLanes => ("n", " + two lanes"),
+            Feature::DeleteOnAck => ("x", " + delete on ack"),
+        }
+    }
+}
 
 /// The variants of one round, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
-    /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
-    /// partition, at least 8) or one (`single`), committing `store` per job;
-    /// with `dedup`, publishing each job through a check-and-append script
-    /// (marker GET, XADD, marker SET) as a user would write dedup by hand.
-    Baseline {
-        single: bool,
-        store: Store,
-        dedup: bool,
-    },
-    /// `store`: what each job commits before the handler reports `Done`.
-    /// `telemetry`: each worker records its metrics into a registry of its
-    /// own (as one process would). `tracing`: a tracing subscriber (fmt, to
-    /// a sink) is on at `info`, so the per-job span is built. `feature`:
-    /// what the queue has beyond the plain `jobs` queue.
-    Queuegen {
+    Baseline(Baseline),
+    Queuegen(Queuegen),
+    /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
+    Trim,
+}
+
+/// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
+/// partition, at least 8) or one (`single`), committing `store` per job;
+/// with `dedup`, publishing each job through a check-and-append script
+/// (marker GET, XADD, marker SET) as a user would write dedup by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Baseline {
+    pub single: bool,
+    pub store: Store,
+    pub dedup: bool,
+}
+
+/// `store`: what each job commits before the handler reports `Done`.
+/// `telemetry`: each worker records its metrics into a registry of its
+/// own (as one process would). `tracing`: a tracing subscriber (fmt, to
+/// a sink) is on at `info`, so the per-job span is built. `feature`:
+/// what the queue has beyond the plain `jobs` queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queuegen {
+    pub workers: usize,
+    pub store: Store,
+    pub telemetry: bool,
+    pub tracing: bool,
+    pub feature: Feature,
+}
+
+impl Variant {
+    pub const BASE: Variant = Variant::base(false, Store::Nothing, false);
+    pub const BASE1: Variant = Variant::base(true, Store::Nothing, false);
+    pub const BASE_RESULTS: Variant = Variant::base(false, Store::Redis, false);
+    pub const BASE_PG: Variant = Variant::base(false, Store::Postgres, false);
+    /// `base` publishing through a hand-written dedup script (baseD): what
+    /// qg8d's dedup is compared with, apart from what dedup itself costs.
+    pub const BASE_DEDUP: Variant = Variant::base(false, Store::Nothing, true);
+    pub const QG1: Variant = Variant::queuegen(1, Store::Nothing, false, false, Feature::Plain);
+    pub const QG8: Variant = Variant::qg8_on(Feature::Plain);
+
+    const fn base(single: bool, store: Store, dedup: bool) -> Variant {
+        Variant::Baseline(Baseline {
+            single,
+            store,
+            dedup,
+        })
+    }
+
+    const fn queuegen(
         workers: usize,
         store: Store,
         telemetry: bool,
         tracing: bool,
         feature: Feature,
-    },
-    /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
-    Trim,
-}
-
-impl Variant {
-    pub const BASE: Variant = Variant::base_with(Store::Nothing);
-    pub const BASE1: Variant = Variant::Baseline {
-        single: true,
-        store: Store::Nothing,
-        dedup: false,
-    };
-    pub const BASE_RESULTS: Variant = Variant::base_with(Store::Redis);
-    pub const BASE_PG: Variant = Variant::base_with(Store::Postgres);
-    /// `base` publishing through a hand-written dedup script (baseD): what
-    /// qg8d's dedup is compared with, apart from what dedup itself costs.
-    pub const BASE_DEDUP: Variant = Variant::Baseline {
-        single: false,
-        store: Store::Nothing,
-        dedup: true,
-    };
-    pub const QG1: Variant = Variant::Queuegen {
-        workers: 1,
-        store: Store::Nothing,
-        telemetry: false,
-        tracing: false,
-        feature: Feature::Plain,
-    };
-    pub const QG8: Variant = Variant::qg8_on(Feature::Plain);
-
-    /// qg8 with a rate limit it never reaches (qg8l).
-    pub const QG8_LIMITED: Variant = Variant::qg8_on(Feature::RateLimit);
-
-    /// qg8 on a queue with `dedup` (qg8d): publish_once per job.
-    pub const QG8_DEDUP: Variant = Variant::qg8_on(Feature::Dedup);
-
-    /// qg8 on a queue with two lanes (qg8n): jobs alternate between them.
-    pub const QG8_LANES: Variant = Variant::qg8_on(Feature::TwoLanes);
-
-    /// qg8 on a queue with `retention.on_ack: delete` (qg8x).
-    pub const QG8_DELETE_ON_ACK: Variant = Variant::qg8_on(Feature::DeleteOnAck);
-
-    /// `base` (many consumers, no dedup script) storing each job's result in `store`.
-    const fn base_with(store: Store) -> Variant {
-        Variant::Baseline {
-            single: false,
+    ) -> Variant {
+        Variant::Queuegen(Queuegen {
+            workers,
             store,
-            dedup: false,
-        }
+            telemetry,
+            tracing,
+            feature,
+        })
     }
 
     /// qg8 (no results store, telemetry or tracing) on a queue with `feature`.
     const fn qg8_on(feature: Feature) -> Variant {
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: false,
-            tracing: false,
-            feature,
-        }
-    }
-
-    /// qg8 (no telemetry or tracing, no queue feature) storing each job's result in `store`.
-    const fn qg8_storing(store: Store) -> Variant {
-        Variant::Queuegen {
-            workers: 8,
-            store,
-            telemetry: false,
-            tracing: false,
-            feature: Feature::Plain,
-        }
+        Variant::queuegen(8, Store::Nothing, false, false, feature)
     }
 
     /// Every round variant, in the order they run: each queuegen variant
@@ -359,31 +343,19 @@ impl Variant {
     pub const ALL: [Variant; 15] = [
         Variant::BASE,
         Variant::QG8,
-        Variant::QG8_DELETE_ON_ACK,
-        Variant::QG8_LIMITED,
+        Variant::qg8_on(Feature::DeleteOnAck),
+        Variant::qg8_on(Feature::RateLimit),
         Variant::BASE_DEDUP,
-        Variant::QG8_DEDUP,
-        Variant::QG8_LANES,
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: true,
-            tracing: false,
-            feature: Feature::Plain,
-        },
-        Variant::Queuegen {
-            workers: 8,
-            store: Store::Nothing,
-            telemetry: true,
-            tracing: true,
-            feature: Feature::Plain,
-        },
+        Variant::qg8_on(Feature::Dedup),
+        Variant::qg8_on(Feature::TwoLanes),
+        Variant::queuegen(8, Store::Nothing, true, false, Feature::Plain),
+        Variant::queuegen(8, Store::Nothing, true, true, Feature::Plain),
         Variant::BASE1,
         Variant::QG1,
         Variant::BASE_RESULTS,
-        Variant::qg8_storing(Store::Redis),
+        Variant::queuegen(8, Store::Redis, false, false, Feature::Plain),
         Variant::BASE_PG,
-        Variant::qg8_storing(Store::Postgres),
+        Variant::queuegen(8, Store::Postgres, false, false, Feature::Plain),
     ];
 
     /// The variants a steady-state run does by default.
@@ -392,97 +364,63 @@ impl Variant {
     /// The baseline this variant's ratios are against (none for a baseline).
     pub fn reference(self) -> Option<Variant> {
         match self {
-            Variant::Baseline { .. } | Variant::Trim => None,
-            Variant::Queuegen {
-                store: Store::Redis,
-                ..
-            } => Some(Variant::BASE_RESULTS),
-            Variant::Queuegen {
-                store: Store::Postgres,
-                ..
-            } => Some(Variant::BASE_PG),
-            Variant::Queuegen {
-                feature: Feature::Dedup,
-                ..
-            } => Some(Variant::BASE_DEDUP),
-            Variant::Queuegen { workers: 1, .. } => Some(Variant::BASE1),
-            Variant::Queuegen { .. } => Some(Variant::BASE),
+            Variant::Baseline(_) | Variant::Trim => None,
+            Variant::Queuegen(qg) if qg.store != Store::Nothing => {
+                Some(Variant::base(false, qg.store, false))
+            }
+            Variant::Queuegen(qg) if qg.feature == Feature::Dedup => Some(Variant::BASE_DEDUP),
+            Variant::Queuegen(qg) if qg.workers == 1 => Some(Variant::BASE1),
+            Variant::Queuegen(_) => Some(Variant::BASE),
         }
     }
 
     pub fn is_baseline(self) -> bool {
-        matches!(self, Variant::Baseline { .. })
+        matches!(self, Variant::Baseline(_))
     }
 
     /// Whether each job commits a PostgreSQL transaction (baseP, qg8p).
     pub fn is_postgres(self) -> bool {
-        matches!(
-            self,
-            Variant::Baseline {
-                store: Store::Postgres,
-                ..
-            } | Variant::Queuegen {
-                store: Store::Postgres,
-                ..
-            }
-        )
+        match self {
+            Variant::Baseline(Baseline { store, .. })
+            | Variant::Queuegen(Queuegen { store, .. }) => store == Store::Postgres,
+            Variant::Trim => false,
+        }
     }
 
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
-            Variant::Baseline {
-                single,
-                store,
-                dedup,
-            } => format!(
+            Variant::Baseline(base) => format!(
                 "baseline ({}, {}{}{})",
-                if store == Store::Postgres {
+                if base.store == Store::Postgres {
                     "redis-rs + tokio-postgres"
                 } else {
                     "redis-rs"
                 },
-                if single { "1 consumer" } else { "8 consumers" },
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => " + result SET",
-                    Store::Postgres => " + documents row and marker, one transaction per job",
+                if base.single {
+                    "1 consumer"
+                } else {
+                    "8 consumers"
                 },
-                if dedup {
+                base.store.parts().1,
+                if base.dedup {
                     " + dedup script per publish"
                 } else {
                     ""
                 }
             ),
-            Variant::Queuegen {
-                workers,
-                store,
-                telemetry,
-                tracing,
-                feature,
-            } => {
-                let feature = match feature {
-                    Feature::Plain => "",
-                    Feature::RateLimit => " + rate limit (never reached)",
-                    Feature::Dedup => " + dedup (publish_once)",
-                    Feature::TwoLanes => " + two lanes",
-                    Feature::DeleteOnAck => " + delete on ack",
-                };
-                let workers = match workers {
+            Variant::Queuegen(qg) => {
+                let workers = match qg.workers {
                     1 => "1 worker".to_owned(),
                     n => format!("{n} workers"),
                 };
-                let store = match store {
-                    Store::Nothing => "",
-                    Store::Redis => " + result store",
-                    Store::Postgres => " + PgResults (documents row and marker)",
-                };
-                let telemetry = match (telemetry, tracing) {
+                let telemetry = match (qg.telemetry, qg.tracing) {
                     (true, true) => " + metrics + tracing at info",
                     (true, false) => " + metrics",
                     (false, true) => " + tracing at info",
                     (false, false) => "",
                 };
+                let (store, feature) = (qg.store.parts().2, qg.feature.parts().1);
                 format!("queuegen, {workers}{store}{telemetry}{feature}")
             }
         }
@@ -490,59 +428,30 @@ impl Variant {
 
     /// The variant a `--variant` value names.
     fn parse_slug(slug: &str) -> Result<Variant, String> {
-        Variant::ALL
-            .into_iter()
-            .chain([Variant::Trim])
-            .find(|variant| variant.slug() == slug)
-            .ok_or_else(|| {
-                let known: Vec<String> = Variant::ALL
-                    .iter()
-                    .chain(&[Variant::Trim])
-                    .map(|v| v.slug())
-                    .collect();
-                format!("unknown variant {slug:?}; known: {}", known.join(", "))
-            })
+        let known = Variant::ALL.into_iter().chain([Variant::Trim]);
+        known.clone().find(|v| v.slug() == slug).ok_or_else(|| {
+            let known: Vec<String> = known.map(Variant::slug).collect();
+            format!("unknown variant {slug:?}; known: {}", known.join(", "))
+        })
     }
 
     pub fn slug(self) -> String {
+        let flag = |on: bool, letter: &'static str| if on { letter } else { "" };
         match self {
             Variant::Trim => "trim".to_owned(),
-            Variant::Baseline {
-                single,
-                store,
-                dedup,
-            } => format!(
+            Variant::Baseline(base) => format!(
                 "base{}{}{}",
-                if single { "1" } else { "" },
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => "R",
-                    Store::Postgres => "P",
-                },
-                if dedup { "D" } else { "" }
+                flag(base.single, "1"),
+                base.store.parts().0,
+                flag(base.dedup, "D")
             ),
-            Variant::Queuegen {
-                workers,
-                store,
-                telemetry,
-                tracing,
-                feature,
-            } => format!(
-                "qg{workers}{}{}{}{}",
-                match store {
-                    Store::Nothing => "",
-                    Store::Redis => "r",
-                    Store::Postgres => "p",
-                },
-                if telemetry { "m" } else { "" },
-                if tracing { "t" } else { "" },
-                match feature {
-                    Feature::Plain => "",
-                    Feature::RateLimit => "l",
-                    Feature::Dedup => "d",
-                    Feature::TwoLanes => "n",
-                    Feature::DeleteOnAck => "x",
-                }
+            Variant::Queuegen(qg) => format!(
+                "qg{}{}{}{}{}",
+                qg.workers,
+                qg.store.parts().0.to_lowercase(),
+                flag(qg.telemetry, "m"),
+                flag(qg.tracing, "t"),
+                qg.feature.parts().0
             ),
         }
     }
@@ -618,9 +527,7 @@ fn main() -> Result<()> {
     if args.jobs == 0 || args.pg_jobs == 0 || args.rounds == 0 || args.partitions == 0 {
         bail!("--jobs, --rounds and --partitions must be at least 1");
     }
-    if args.postgres_url.is_some() {
-        args.postgres = true;
-    }
+    args.postgres |= args.postgres_url.is_some();
     if args.pg_pool == 0 {
         bail!("--pg-pool must be at least 1");
     }
@@ -671,8 +578,6 @@ fn main() -> Result<()> {
     let result = runtime.block_on(run(&args, &url, pg_url.as_deref()));
     // Stop background tasks (and their connections) before the servers go away.
     runtime.shutdown_timeout(Duration::from_secs(5));
-    drop(private_pg);
-    drop(private);
     result
 }
 
@@ -738,44 +643,32 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         ),
     };
     eprintln!("queuegen-bench: redis {redis_version}, {deployment} at {url}; {load}");
-    let pg_info = match pg_url {
-        Some(pg_url) => {
-            let source = match &args.postgres_url {
-                Some(_) => "--postgres-url".to_owned(),
-                None => "private, queuegen_tests::PostgresServer".to_owned(),
-            };
-            let info = pg::ServerInfo::query(pg_url, source)
-                .await
-                .context("querying the PostgreSQL server")?;
-            eprintln!("queuegen-bench: {}", info.line());
-            Some(info)
-        }
-        None => None,
-    };
+    let mut pg_info = None;
+    if let Some(pg_url) = pg_url {
+        let source = match &args.postgres_url {
+            Some(_) => "--postgres-url",
+            None => "private, queuegen_tests::PostgresServer",
+        };
+        let info = pg::ServerInfo::query(pg_url, source.to_owned())
+            .await
+            .context("querying the PostgreSQL server")?;
+        eprintln!("queuegen-bench: {}", info.line());
+        pg_info = Some(info);
+    }
 
     if args.outbox {
         let (pg_url, pg_info) = pg_url.zip(pg_info.as_ref()).context("no PostgreSQL")?;
         let results = outbox::run(args, url, &redis, pg_url).await?;
-        println!("{}", outbox::markdown(args, pg_info, &results));
-        println!("{}", report::machine_line(&redis_version));
-        let path =
-            report::write_outbox_json(args, redis.is_cluster(), &redis_version, pg_info, &results)?;
-        eprintln!("queuegen-bench: wrote {}", path.display());
-        return Ok(());
+        let table = outbox::markdown(args, pg_info, &results);
+        let json = outbox::json(args, pg_info, &results);
+        return report::finish(args, redis.is_cluster(), &redis_version, &table, json);
     }
 
     if !args.fleet.is_empty() {
         let mut results = Vec::with_capacity(args.fleet.len());
         for &workers in &args.fleet {
             let prefix = format!("qgbench{}fleet{workers}", std::process::id());
-            let outcome = fleet::run(
-                args,
-                url,
-                &prefix,
-                workers,
-                Duration::from_secs_f64(args.idle),
-            )
-            .await;
+            let outcome = fleet::run(args, url, &prefix, workers).await;
             let cleaned = report::delete_prefix(&redis, &prefix).await;
             let result = outcome.with_context(|| format!("the fleet run of {workers} workers"))?;
             cleaned.with_context(|| format!("deleting the keys of {prefix}"))?;
@@ -786,22 +679,16 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
             );
             results.push(result);
         }
-        println!("{}", fleet::markdown(&results, redis.is_cluster()));
-        println!("{}", report::machine_line(&redis_version));
-        let path = report::write_fleet_json(args, redis.is_cluster(), &redis_version, &results)?;
-        eprintln!("queuegen-bench: wrote {}", path.display());
-        return Ok(());
+        let table = fleet::markdown(&results, redis.is_cluster());
+        let json = fleet::json(args, &results);
+        return report::finish(args, redis.is_cluster(), &redis_version, &table, json);
     }
 
     if args.variants.contains(&Variant::Trim) {
         let prefix = format!("qgbench{}trim", std::process::id());
         let costs = trim::run(&redis, &prefix, &args.trim_entries).await?;
         println!("{}", trim::markdown(&costs));
-        if args
-            .variants
-            .iter()
-            .all(|variant| *variant == Variant::Trim)
-        {
+        if args.variants.iter().all(|v| *v == Variant::Trim) {
             println!("{}", report::machine_line(&redis_version));
             return Ok(());
         }
@@ -834,37 +721,19 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                 (Store::Postgres, None) => unreachable!("a PostgreSQL variant has its schema"),
             };
             let outcome = match variant {
-                Variant::Baseline { dedup: true, .. } if redis.is_cluster() => Err(
+                Variant::Baseline(base) if base.dedup && redis.is_cluster() => Err(
                     anyhow::anyhow!("baseD runs on one server only (its script names two keys)"),
                 ),
-                Variant::Baseline { single, store, .. } if redis.is_cluster() => {
-                    cluster_baseline::run(args, url, &redis, &prefix, single, sink(store)).await
+                Variant::Baseline(base) if redis.is_cluster() => {
+                    let sink = sink(base.store);
+                    cluster_baseline::run(args, url, &redis, &prefix, base.single, sink).await
                 }
-                Variant::Baseline {
-                    single,
-                    store,
-                    dedup,
-                } => baseline::run(args, url, &prefix, single, sink(store), dedup).await,
-                Variant::Queuegen {
-                    workers,
-                    store,
-                    telemetry,
-                    tracing,
-                    feature,
-                } => {
-                    let _tracing = tracing.then(telemetry::TracingOn::start);
-                    let options = queuegen::QueueOptions {
-                        rate: (feature == Feature::RateLimit).then_some(LIMITER_RATE),
-                        dedup_window: (feature == Feature::Dedup).then_some(DEDUP_WINDOW),
-                        lanes: if feature == Feature::TwoLanes {
-                            TWO_LANES
-                        } else {
-                            &[]
-                        },
-                        delete_on_ack: feature == Feature::DeleteOnAck,
-                    };
-                    queuegen::run(args, url, &prefix, workers, sink(store), telemetry, options)
-                        .await
+                Variant::Baseline(base) => {
+                    baseline::run(args, url, &prefix, base, sink(base.store)).await
+                }
+                Variant::Queuegen(qg) => {
+                    let _tracing = qg.tracing.then(telemetry::TracingOn::start);
+                    queuegen::run(args, url, &prefix, qg, sink(qg.store)).await
                 }
                 Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
             };
@@ -911,16 +780,73 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
     if let Some(info) = &pg_info {
         table.push_str(&report::postgres_note(args, info, &rounds));
     }
-    println!("{table}");
-    println!("{}", report::machine_line(&redis_version));
-    let path = report::write_json(
-        args,
-        redis.is_cluster(),
-        &redis_version,
-        pg_info.as_ref(),
-        &rounds,
-    )
-    .await?;
-    eprintln!("queuegen-bench: wrote {}", path.display());
-    Ok(())
+    let json = report::json(args, redis.is_cluster(), pg_info.as_ref(), &rounds);
+    report::finish(args, redis.is_cluster(), &redis_version, &table, json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_keeps_its_slug_name_and_baseline() {
+        let expected = [
+            ("base", "baseline (redis-rs, 8 consumers)", None),
+            ("qg8", "queuegen, 8 workers", Some("base")),
+            ("qg8x", "queuegen, 8 workers + delete on ack", Some("base")),
+            (
+                "qg8l",
+                "queuegen, 8 workers + rate limit (never reached)",
+                Some("base"),
+            ),
+            (
+                "baseD",
+                "baseline (redis-rs, 8 consumers + dedup script per publish)",
+                None,
+            ),
+            (
+                "qg8d",
+                "queuegen, 8 workers + dedup (publish_once)",
+                Some("baseD"),
+            ),
+            ("qg8n", "queuegen, 8 workers + two lanes", Some("base")),
+            ("qg8m", "queuegen, 8 workers + metrics", Some("base")),
+            (
+                "qg8mt",
+                "queuegen, 8 workers + metrics + tracing at info",
+                Some("base"),
+            ),
+            ("base1", "baseline (redis-rs, 1 consumer)", None),
+            ("qg1", "queuegen, 1 worker", Some("base1")),
+            (
+                "baseR",
+                "baseline (redis-rs, 8 consumers + result SET)",
+                None,
+            ),
+            ("qg8r", "queuegen, 8 workers + result store", Some("baseR")),
+            (
+                "baseP",
+                "baseline (redis-rs + tokio-postgres, 8 consumers + documents row and marker, \
+                 one transaction per job)",
+                None,
+            ),
+            (
+                "qg8p",
+                "queuegen, 8 workers + PgResults (documents row and marker)",
+                Some("baseP"),
+            ),
+        ];
+        let actual: Vec<(String, String, Option<String>)> = Variant::ALL
+            .iter()
+            .map(|v| (v.slug(), v.name(), v.reference().map(Variant::slug)))
+            .collect();
+        let expected: Vec<(String, String, Option<String>)> = expected
+            .iter()
+            .map(|(slug, name, base)| (slug.to_string(), name.to_string(), base.map(str::to_owned)))
+            .collect();
+        assert_eq!(actual, expected);
+        assert_eq!(Variant::parse_slug("trim"), Ok(Variant::Trim));
+        assert_eq!(Variant::parse_slug("qg8mt"), Ok(Variant::ALL[8]));
+        assert!(Variant::STEADY.iter().all(|v| Variant::ALL.contains(v)));
+    }
 }

@@ -30,15 +30,18 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use futures_util::future::try_join_all;
 use queuegen_runtime::host::now_ms;
-use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, Postgres, PublisherReport};
+use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, PublisherReport};
 use queuegen_runtime::{NewJob, QueueConfig, Redis};
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
+use redis::AsyncCommands;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
 use crate::pg::{self, PgRound, ServerInfo};
+use crate::probe::join_all_within;
+use crate::steady::{self, Schedule};
 use crate::{report, stats, Args};
 
 /// The publisher counts each phase runs, in order.
@@ -102,9 +105,10 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
     };
     for round in 0..args.rounds {
         for publishers in PUBLISHERS {
-            let (prefix, pg) = fresh(pg_url, round, &format!("outbox{publishers}")).await?;
-            let outcome = throughput(args, url, redis, &pg, prefix, round, publishers).await;
-            let cleaned = clean_up(redis, prefix, &pg).await;
+            let name = format!("outbox{publishers}");
+            let (config, pg) = fresh(args, pg_url, round, &name).await?;
+            let outcome = throughput(args, url, redis, &pg, &config, round, publishers).await;
+            let cleaned = clean_up(redis, &config.key_prefix, &pg).await;
             let result = outcome.with_context(|| {
                 format!("round {round}, outbox throughput, {publishers} publisher(s)")
             })?;
@@ -120,9 +124,10 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
             results.throughput.push(result);
         }
         for publishers in PUBLISHERS {
-            let (prefix, pg) = fresh(pg_url, round, &format!("outboxlag{publishers}")).await?;
-            let outcome = lag(args, url, redis, &pg, prefix, round, publishers).await;
-            let cleaned = clean_up(redis, prefix, &pg).await;
+            let name = format!("outboxlag{publishers}");
+            let (config, pg) = fresh(args, pg_url, round, &name).await?;
+            let outcome = lag(args, url, redis, &pg, &config, round, publishers).await;
+            let cleaned = clean_up(redis, &config.key_prefix, &pg).await;
             let result = outcome
                 .with_context(|| format!("round {round}, outbox lag, {publishers} publisher(s)"))?;
             cleaned?;
@@ -141,16 +146,24 @@ pub async fn run(args: &Args, url: &str, redis: &Redis, pg_url: &str) -> Result<
     Ok(results)
 }
 
-/// A fresh key prefix and schema for one phase of one round.
-async fn fresh(pg_url: &str, round: u32, name: &str) -> Result<(&'static str, PgRound)> {
-    // Leaked so the phase's tasks can share it; one small leak per phase and round.
-    let prefix: &'static str =
-        Box::leak(format!("qgbench{}r{round}{name}", std::process::id()).into_boxed_str());
+/// A fresh key prefix and schema for one phase of one round: the `jobs`
+/// queue's settings under that prefix, with `--partitions`, and the schema.
+async fn fresh(
+    args: &Args,
+    pg_url: &str,
+    round: u32,
+    name: &str,
+) -> Result<(QueueConfig, PgRound)> {
+    let config = QueueConfig {
+        key_prefix: format!("qgbench{}r{round}{name}", std::process::id()).into(),
+        partitions: args.partitions,
+        ..jobs::CONFIG
+    };
     let schema = pg::schema_name(round, name);
     let pg = PgRound::create(pg_url, &schema)
         .await
         .with_context(|| format!("creating schema {schema}"))?;
-    Ok((prefix, pg))
+    Ok((config, pg))
 }
 
 /// Deletes the phase's keys and drops its schema, whatever the phase returned.
@@ -161,69 +174,50 @@ async fn clean_up(redis: &Redis, prefix: &str, pg: &PgRound) -> Result<()> {
     dropped
 }
 
-/// The `jobs` queue's settings under `prefix`, with `--partitions`.
-fn config(args: &Args, prefix: &str) -> QueueConfig {
-    QueueConfig {
-        key_prefix: prefix.to_owned().into(),
-        partitions: args.partitions,
-        ..jobs::CONFIG
-    }
-}
-
 fn new_job(name: &str, n: u64) -> NewJob<TestJob> {
     NewJob::new(format!("{name}-{n}"), tenant(n), job(n))
 }
 
-/// `count` publishers, each with its own pool and Redis connection, built
-/// (connected) but not started.
-struct Publishers {
-    ready: Vec<(OutboxPublisher, Redis, Postgres)>,
-}
-
-impl Publishers {
-    async fn connect(
-        args: &Args,
-        url: &str,
-        pg: &PgRound,
-        config: &QueueConfig,
-        count: usize,
-    ) -> Result<Publishers> {
-        let mut ready = Vec::with_capacity(count);
-        for _ in 0..count {
-            let postgres = pg.postgres(PUBLISHER_POOL).await?;
-            let redis = Redis::connect(url)
-                .await
-                .context("connecting a publisher")?;
-            let publisher = OutboxPublisher::new(&postgres, &redis, std::slice::from_ref(config))
-                .batch(args.outbox_batch)
-                .idle_poll(Duration::from_millis(args.idle_poll));
-            ready.push((publisher, redis, postgres));
-        }
-        Ok(Publishers { ready })
+/// Starts `count` publishers, each with its own pool and Redis connection,
+/// once all are connected (returned: that moment); they run until
+/// [`Running::stop`].
+async fn start_publishers(
+    args: &Args,
+    url: &str,
+    pg: &PgRound,
+    config: &QueueConfig,
+    count: usize,
+) -> Result<(Instant, Running)> {
+    let mut ready = Vec::with_capacity(count);
+    for _ in 0..count {
+        let postgres = pg.postgres(PUBLISHER_POOL).await?;
+        let redis = Redis::connect(url)
+            .await
+            .context("connecting a publisher")?;
+        let publisher = OutboxPublisher::new(&postgres, &redis, std::slice::from_ref(config))
+            .batch(args.outbox_batch)
+            .idle_poll(Duration::from_millis(args.idle_poll));
+        ready.push((publisher, redis, postgres));
     }
-
-    /// Starts them all; they run until [`Running::stop`].
-    fn start(self) -> Running {
-        let (stop, stopped) = watch::channel(false);
-        let tasks = self
-            .ready
-            .into_iter()
-            .map(|(publisher, redis, postgres)| {
-                let mut stopped = stopped.clone();
-                tokio::spawn(async move {
-                    let report = publisher
-                        .run_until(async move {
-                            let _ = stopped.wait_for(|stop| *stop).await;
-                        })
-                        .await;
-                    // Its connections live as long as its task.
-                    drop((redis, postgres));
-                    report
-                })
+    let started = Instant::now();
+    let (stop, stopped) = watch::channel(false);
+    let tasks = ready
+        .into_iter()
+        .map(|(publisher, redis, postgres)| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                let report = publisher
+                    .run_until(async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    })
+                    .await;
+                // Its connections live as long as its task.
+                drop((redis, postgres));
+                report
             })
-            .collect();
-        Running { stop, tasks }
-    }
+        })
+        .collect();
+    Ok((started, Running { stop, tasks }))
 }
 
 struct Running {
@@ -234,17 +228,7 @@ struct Running {
 impl Running {
     async fn stop(self, timeout: Duration) -> Result<Vec<PublisherReport>> {
         let _ = self.stop.send(true);
-        let mut reports = Vec::with_capacity(self.tasks.len());
-        for task in self.tasks {
-            reports.push(
-                tokio::time::timeout(timeout, task)
-                    .await
-                    .context("timed out waiting for a publisher to stop")?
-                    .context("a publisher panicked")?
-                    .context("a publisher failed")?,
-            );
-        }
-        Ok(reports)
+        join_all_within(self.tasks, timeout, "a publisher", "stop").await
     }
 }
 
@@ -258,17 +242,8 @@ async fn wait_dispatched(
     timeout: Duration,
 ) -> Result<Instant> {
     let deadline = Instant::now() + timeout;
-    let mut conn = redis.shared();
-    let keys = config.ready_keys();
     loop {
-        let mut entries = 0;
-        for key in &keys {
-            entries += redis::cmd("XLEN")
-                .arg(key)
-                .query_async::<u64>(&mut conn)
-                .await
-                .context("XLEN")?;
-        }
+        let entries = stream_entries(redis, config).await?;
         if entries >= rows {
             break;
         }
@@ -279,7 +254,7 @@ async fn wait_dispatched(
     }
     let undispatched = format!(
         "SELECT count(*) FROM {}.outbox WHERE dispatched_at IS NULL",
-        pg.schema()
+        pg.schema
     );
     loop {
         let left = pg.number(&undispatched).await?;
@@ -295,17 +270,19 @@ async fn wait_dispatched(
     }
 }
 
-/// Every row in the streams exactly once: as many entries as rows.
-async fn check_streams(redis: &Redis, config: &QueueConfig, rows: u64) -> Result<()> {
+/// The entries of the queue's ready streams, summed.
+async fn stream_entries(redis: &Redis, config: &QueueConfig) -> Result<u64> {
     let mut conn = redis.shared();
     let mut entries = 0;
     for key in config.ready_keys() {
-        entries += redis::cmd("XLEN")
-            .arg(&key)
-            .query_async::<u64>(&mut conn)
-            .await
-            .context("XLEN")?;
+        entries += conn.xlen::<_, u64>(&key).await.context("XLEN")?;
     }
+    Ok(entries)
+}
+
+/// Every row in the streams exactly once: as many entries as rows.
+async fn check_streams(redis: &Redis, config: &QueueConfig, rows: u64) -> Result<()> {
+    let entries = stream_entries(redis, config).await?;
     if entries != rows {
         bail!("the streams hold {entries} entries for {rows} outbox rows");
     }
@@ -317,11 +294,10 @@ async fn throughput(
     url: &str,
     redis: &Redis,
     pg: &PgRound,
-    prefix: &'static str,
+    config: &QueueConfig,
     round: u32,
     publishers: usize,
 ) -> Result<Throughput> {
-    let config = config(args, prefix);
     let rows = args.jobs;
     // The backlog: transactions of BACKLOG_TRANSACTION rows, each
     // transaction's inserts pipelined, on BACKLOG_ENQUEUERS connections.
@@ -354,14 +330,12 @@ async fn throughput(
     let enqueue_secs = enqueue_start.elapsed().as_secs_f64();
     drop(enqueuers);
 
-    let ready = Publishers::connect(args, url, pg, &config, publishers).await?;
-    let start = Instant::now();
-    let running = ready.start();
-    let dispatched = wait_dispatched(redis, pg, &config, rows, args.timeout()).await;
+    let (start, running) = start_publishers(args, url, pg, config, publishers).await?;
+    let dispatched = wait_dispatched(redis, pg, config, rows, args.timeout()).await;
     let reports = running.stop(args.timeout()).await?;
     let dispatched = dispatched?;
     check_reports(&reports, rows)?;
-    check_streams(redis, &config, rows).await?;
+    check_streams(redis, config, rows).await?;
     Ok(Throughput {
         round,
         publishers,
@@ -389,19 +363,16 @@ async fn lag(
     url: &str,
     redis: &Redis,
     pg: &PgRound,
-    prefix: &'static str,
+    config: &QueueConfig,
     round: u32,
     publishers: usize,
 ) -> Result<Lag> {
-    let config = config(args, prefix);
     let rate = args.rate.context("--outbox sets a --rate")?;
     let seconds = args.seconds.context("--outbox sets --seconds")?;
     let rows = (rate * seconds).round().max(1.0) as u64;
     let enqueuers = pg.postgres(LAG_ENQUEUERS).await?;
     let outbox = PgOutbox::<TestJob>::new(&enqueuers, config.clone());
-    let running = Publishers::connect(args, url, pg, &config, publishers)
-        .await?
-        .start();
+    let (_, running) = start_publishers(args, url, pg, config, publishers).await?;
     // Past the publishers' first (empty) rounds: they are polling now.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -409,13 +380,9 @@ async fn lag(
         Arc::new((0..rows).map(|_| AtomicU64::new(0)).collect());
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(rows as usize);
-    let mut next = 0;
-    while next < rows {
-        let elapsed = start.elapsed().as_secs_f64();
-        // Row n is due once n / rate ≤ elapsed.
-        let due = ((elapsed * rate).floor() as u64 + 1).min(rows);
-        while next < due {
-            let n = next;
+    // Every row due goes at once: a spawned task each.
+    steady::publish(&Schedule::start(rate), rows, rows as usize, |due| {
+        for n in due {
             let pool = enqueuers.pool().clone();
             let outbox = outbox.clone();
             let committed_ms = committed_ms.clone();
@@ -430,13 +397,10 @@ async fn lag(
                 committed_ms[n as usize].store(now_ms(), Ordering::Relaxed);
                 Ok::<(), anyhow::Error>(())
             }));
-            next += 1;
         }
-        if next < rows {
-            let at = start + Duration::from_secs_f64(next as f64 / rate);
-            tokio::time::sleep_until(at.into()).await;
-        }
-    }
+        async { Ok(()) }
+    })
+    .await?;
     let mut failed = None;
     for task in tasks {
         let outcome = tokio::time::timeout(args.timeout(), task)
@@ -450,21 +414,16 @@ async fn lag(
     let enqueue_secs = start.elapsed().as_secs_f64();
     let dispatched = match failed {
         Some(err) => Err(err),
-        None => wait_dispatched(redis, pg, &config, rows, args.timeout()).await,
+        None => wait_dispatched(redis, pg, config, rows, args.timeout()).await,
     };
     let reports = running.stop(args.timeout()).await?;
     dispatched?;
     check_reports(&reports, rows)?;
-    check_streams(redis, &config, rows).await?;
+    check_streams(redis, config, rows).await?;
 
-    let sent = pg
-        .admin()
-        .query(
-            &format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema()),
-            &[],
-        )
-        .await
-        .context("reading the dispatched rows' stream IDs")?;
+    let select = format!("SELECT job_id, stream_id FROM {}.outbox", pg.schema);
+    let sent = pg.admin.query(&select, &[]).await;
+    let sent = sent.context("reading the dispatched rows' stream IDs")?;
     let mut lags_ms = Vec::with_capacity(sent.len());
     for row in &sent {
         let (job_id, stream_id): (&str, Option<&str>) = (row.get(0), row.get(1));
@@ -579,8 +538,17 @@ pub fn markdown(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> String
     out
 }
 
-/// The outbox's figures for the JSON report.
-pub fn json(args: &Args, results: &OutboxResults) -> Value {
+/// The outbox mode's `latest.json` (before `report::finish` adds the run's facts).
+pub fn json(args: &Args, pg: &ServerInfo, results: &OutboxResults) -> Value {
+    json!({
+        "postgres": pg.json(),
+        "rounds": args.rounds,
+        "outbox": outbox_json(args, results),
+    })
+}
+
+/// The outbox's figures.
+fn outbox_json(args: &Args, results: &OutboxResults) -> Value {
     let summary: Vec<Value> = PUBLISHERS
         .iter()
         .map(|&publishers| {

@@ -10,11 +10,10 @@
 //! connections with `RecyclingMethod::Fast` (what `Postgres::connect`
 //! builds), opened in full before the clock starts.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Pool;
 use futures_util::future::try_join_all;
 use queuegen_runtime::postgres::{migrations, Postgres};
 use queuegen_tests::queues::jobs;
@@ -30,22 +29,9 @@ pub const DURABILITY: [(&str, &str); 3] = [
     ("full_page_writes", "on"),
 ];
 
-/// The server settings the report names.
-const REPORTED: [&str; 8] = [
-    "server_version",
-    "fsync",
-    "synchronous_commit",
-    "full_page_writes",
-    "wal_sync_method",
-    "commit_delay",
-    "max_connections",
-    "shared_buffers",
-];
-
-/// The handler name of the marker rows: `PgResults::start` keys them by the queue's name.
-pub fn handler() -> String {
-    jobs::CONFIG.queue.into_owned()
-}
+/// The server settings the report names, space-separated.
+const REPORTED: &str = "server_version fsync synchronous_commit full_page_writes \
+    wal_sync_method commit_delay max_connections shared_buffers";
 
 /// The server the PostgreSQL runs use, as the report describes it.
 pub struct ServerInfo {
@@ -57,11 +43,10 @@ pub struct ServerInfo {
 impl ServerInfo {
     pub async fn query(url: &str, source: String) -> Result<ServerInfo> {
         let client = connect(url).await?;
-        let names: Vec<&str> = REPORTED.to_vec();
         let rows = client
             .query(
-                "SELECT name, current_setting(name) FROM unnest($1::text[]) AS name",
-                &[&names],
+                "SELECT name, current_setting(name) FROM unnest(string_to_array($1, ' ')) AS name",
+                &[&REPORTED],
             )
             .await
             .context("reading the PostgreSQL server's settings")?;
@@ -71,24 +56,18 @@ impl ServerInfo {
         })
     }
 
-    pub fn get(&self, name: &str) -> &str {
-        self.settings
-            .iter()
-            .find(|(setting, _)| setting == name)
-            .map_or("unknown", |(_, value)| value.as_str())
-    }
-
     /// `PostgreSQL 15.x (source): fsync=on, …`, for the report.
     pub fn line(&self) -> String {
-        let settings: Vec<String> = self
-            .settings
-            .iter()
-            .filter(|(name, _)| name != "server_version")
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect();
+        let mut version = "unknown";
+        let mut settings = Vec::new();
+        for (name, value) in &self.settings {
+            match name.as_str() {
+                "server_version" => version = value,
+                _ => settings.push(format!("{name}={value}")),
+            }
+        }
         format!(
-            "PostgreSQL {} ({}): {}",
-            self.get("server_version"),
+            "PostgreSQL {version} ({}): {}",
             self.source,
             settings.join(", ")
         )
@@ -115,23 +94,6 @@ pub async fn connect(url: &str) -> Result<tokio_postgres::Client> {
     Ok(client)
 }
 
-/// A pool of `size` connections to `url`, as `Postgres::connect` builds one.
-pub fn pool(url: &str, size: usize) -> Result<Pool> {
-    let config = tokio_postgres::Config::from_str(url).context("parsing the PostgreSQL URL")?;
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(size)
-        .runtime(Runtime::Tokio1)
-        .build()
-        .context("building a PostgreSQL pool")
-}
-
 /// Opens every connection of `pool` now, so no job pays for a connect.
 pub async fn warm(pool: &Pool) -> Result<()> {
     let size = pool.status().max_size;
@@ -154,8 +116,9 @@ pub fn schema_name(round: u32, slug: &str) -> String {
 /// One variant's round in its own schema: queuegen's tables and `documents`.
 pub struct PgRound {
     url: String,
-    schema: String,
-    admin: tokio_postgres::Client,
+    pub schema: String,
+    /// The bench's own connection to the round's database (not a measured one).
+    pub admin: tokio_postgres::Client,
 }
 
 impl PgRound {
@@ -184,15 +147,6 @@ impl PgRound {
             schema: schema.to_owned(),
             admin,
         })
-    }
-
-    pub fn schema(&self) -> &str {
-        &self.schema
-    }
-
-    /// The bench's own connection to the round's database (not a measured one).
-    pub fn admin(&self) -> &tokio_postgres::Client {
-        &self.admin
     }
 
     /// The one number `sql` selects (a `count(*)`, say).
@@ -234,8 +188,8 @@ impl PgRound {
 
     /// A baseline consumer's store: its own pool of `pool_size` connections, opened.
     pub async fn baseline_store(&self, pool_size: usize) -> Result<BaselineStore> {
-        let pool = pool(&self.url, pool_size)?;
-        warm(&pool).await?;
+        // The pool `Postgres::connect` builds; the baseline uses only the pool.
+        let pool = self.postgres(pool_size).await?.pool().clone();
         Ok(BaselineStore {
             pool,
             documents: self.documents_insert().into(),
@@ -246,17 +200,13 @@ impl PgRound {
     /// One `documents` row and one marker per job, no more, no less.
     pub async fn check(&self, jobs: u64) -> Result<()> {
         let schema = &self.schema;
-        let documents = self
-            .number(&format!("SELECT count(*) FROM {schema}.documents"))
-            .await?;
-        let distinct = self
-            .number(&format!(
-                "SELECT count(DISTINCT job_id) FROM {schema}.documents"
-            ))
-            .await?;
-        let markers = self
-            .number(&format!("SELECT count(*) FROM {schema}.results"))
-            .await?;
+        let counts = format!(
+            "SELECT (SELECT count(*) FROM {schema}.documents), \
+             (SELECT count(DISTINCT job_id) FROM {schema}.documents), \
+             (SELECT count(*) FROM {schema}.results)"
+        );
+        let row = self.admin.query_one(&counts, &[]).await.context(counts)?;
+        let [documents, distinct, markers]: [i64; 3] = [row.get(0), row.get(1), row.get(2)];
         if [documents, distinct, markers] != [jobs as i64; 3] {
             bail!(
                 "{schema}.documents has {documents} rows ({distinct} distinct job ids) and \
@@ -310,12 +260,11 @@ impl BaselineStore {
         )
         .await
         .context("INSERT INTO documents")?;
-        tx.execute(
-            &marker,
-            &[&handler(), &document.job_id, &document.stream_id],
-        )
-        .await
-        .context("INSERT INTO results")?;
+        // The handler name: `PgResults::start` keys markers by the queue's name.
+        let handler: &str = &jobs::CONFIG.queue;
+        tx.execute(&marker, &[&handler, &document.job_id, &document.stream_id])
+            .await
+            .context("INSERT INTO results")?;
         tx.commit().await.context("COMMIT")?;
         Ok(())
     }

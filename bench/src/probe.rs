@@ -1,5 +1,5 @@
-//! What every variant shares: the per-job probe its handler calls, the wait
-//! for the last ack, and one variant's raw figures for one round.
+//! What every variant shares: the per-job probe its handler calls, a round's
+//! phases up to the last ack, the join of its tasks, and its raw figures.
 //!
 //! The probe costs one `SystemTime::now`, a stream-ID parse and two relaxed
 //! atomic adds per job, the same in the baseline and in queuegen's handler.
@@ -11,11 +11,12 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use redis::aio::ConnectionLike;
+use tokio::task::JoinHandle;
 
 use crate::stats;
 use crate::steady::{self, Schedule};
@@ -40,22 +41,15 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn new(jobs: u64) -> Probe {
+    /// With `steady`, it also records latency from each job's intended send time.
+    pub fn new(jobs: u64, steady: bool) -> Probe {
         Probe {
             base: Instant::now(),
             jobs,
             started: AtomicU64::new(0),
             first_start: AtomicU64::new(0),
             latency_ms: (0..LATENCY_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            steady: None,
-        }
-    }
-
-    /// A probe that also records latency from each job's intended send time.
-    pub fn steady(jobs: u64) -> Probe {
-        Probe {
-            steady: Some(Mutex::new(steady::histogram())),
-            ..Probe::new(jobs)
+            steady: steady.then(|| Mutex::new(steady::histogram())),
         }
     }
 
@@ -79,10 +73,7 @@ impl Probe {
             let at = self.base.elapsed().as_nanos() as u64 + 1;
             self.first_start.store(at, Ordering::Relaxed);
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now_ms = queuegen_runtime::host::now_ms();
         let id_ms = stream_id
             .split_once('-')
             .and_then(|(ms, _)| ms.parse::<u64>().ok())
@@ -98,76 +89,69 @@ impl Probe {
     pub fn all_started(&self) -> bool {
         self.started() >= self.jobs
     }
-
-    fn first_start(&self) -> Option<Instant> {
-        match self.first_start.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(self.base + Duration::from_nanos(ns - 1)),
-        }
-    }
-
-    /// The steady-state histogram so far (steady-state mode only).
-    pub fn steady_histogram(&self) -> Option<Histogram<u64>> {
-        let steady = self.steady.as_ref()?;
-        steady.lock().ok().map(|histogram| histogram.clone())
-    }
-
-    fn histogram(&self) -> Vec<u64> {
-        self.latency_ms
-            .iter()
-            .map(|bucket| bucket.load(Ordering::Relaxed))
-            .collect()
-    }
 }
 
-/// The probe of one variant's round: with `--rate`, a steady-state one.
-pub fn for_args(args: &Args) -> Probe {
-    match args.rate {
-        Some(_) => Probe::steady(args.jobs),
-        None => Probe::new(args.jobs),
-    }
-}
-
-/// Publishes jobs `0..--jobs` through `send` (one call per batch) within
-/// `--timeout`: without a schedule all at once in batches of `--batch`, with
-/// one on its schedule (see `steady::publish`). Returns the publisher's worst
-/// lateness (steady state only).
-pub async fn publish<F, Fut>(
+/// One round of a variant, up to its last ack: a usage sample before
+/// publishing, `send` publishing jobs `0..--jobs` (one call per batch,
+/// within `--timeout`: without `--rate` all at once in batches of
+/// `--batch`, with it on its schedule, see `steady::publish`), a sample
+/// after it, the wait for the last ack of `keys`
+/// in `group`, and a sample after that. The consumers `start` spawns run
+/// from the end of publishing (a backlog) or, with `--rate`, before it (they
+/// wait for jobs as they arrive); they are returned still running.
+pub async fn run_phases<C, T, F, Fut>(
     args: &Args,
-    schedule: Option<&Schedule>,
-    send: F,
-) -> Result<Option<Duration>>
-where
-    F: FnMut(Range<u64>) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    tokio::time::timeout(args.timeout(), publish_all(args, schedule, send))
-        .await
-        .context("timed out publishing (raise --timeout)")?
-}
-
-/// [`publish`] without its time limit.
-async fn publish_all<F, Fut>(
-    args: &Args,
-    schedule: Option<&Schedule>,
+    conn: &mut C,
+    probe: &Probe,
+    keys: &[String],
+    group: &str,
+    start: impl FnOnce() -> Vec<T>,
     mut send: F,
-) -> Result<Option<Duration>>
+) -> Result<(Result<Timeline>, Vec<T>)>
 where
-    F: FnMut(Range<u64>) -> Fut,
+    C: ConnectionLike,
+    F: FnMut(Range<u64>, Option<Schedule>) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    if let Some(schedule) = schedule {
-        return Ok(Some(
-            steady::publish(schedule, args.jobs, args.batch, send).await?,
-        ));
+    let before_publish = usage::sample(conn).await?;
+    let schedule = args.rate.map(Schedule::start);
+    let mut start = Some(start);
+    // Steady state: the consumers wait for jobs as they arrive.
+    let mut running =
+        (start.take_if(|_| schedule.is_some())).map_or_else(Vec::new, |start| start());
+    let publish_start = Instant::now();
+    let publish_all = async {
+        if let Some(schedule) = &schedule {
+            let send = |range| send(range, Some(*schedule));
+            return Ok(Some(
+                steady::publish(schedule, args.jobs, args.batch, send).await?,
+            ));
+        }
+        for start in (0..args.jobs).step_by(args.batch) {
+            send(start..(start + args.batch as u64).min(args.jobs), None).await?;
+        }
+        anyhow::Ok(None)
+    };
+    let publisher_late = tokio::time::timeout(args.timeout(), publish_all)
+        .await
+        .context("timed out publishing (raise --timeout)")??;
+    let publish_end = Instant::now();
+    let after_publish = usage::sample(conn).await?;
+    if let Some(start) = start {
+        running = start();
     }
-    let mut i = 0;
-    while i < args.jobs {
-        let end = (i + args.batch as u64).min(args.jobs);
-        send(i..end).await?;
-        i = end;
-    }
-    Ok(None)
+    let last_ack = wait_last_ack(conn, probe, keys, group, args.timeout()).await;
+    let after_last_ack = usage::sample(conn).await;
+    let timeline = last_ack.and_then(|last_ack| {
+        Ok(Timeline {
+            publish_start,
+            publish_end,
+            last_ack,
+            samples: [before_publish, after_publish, after_last_ack?],
+            publisher_late,
+        })
+    });
+    Ok((timeline, running))
 }
 
 /// Polls until every job's handler has started and no entry of `keys` is
@@ -187,9 +171,10 @@ pub async fn wait_last_ack<C: ConnectionLike>(
             for key in keys {
                 pipe.cmd("XPENDING").arg(key).arg(group);
             }
-            let replies: Vec<redis::Value> =
+            // Each summary reply is `[count, min, max, consumers]`.
+            let replies: Vec<(i64, redis::Value, redis::Value, redis::Value)> =
                 pipe.query_async(conn).await.context("polling XPENDING")?;
-            let pending: i64 = replies.iter().map(pending_count).sum();
+            let pending: i64 = replies.iter().map(|summary| summary.0).sum();
             if pending == 0 {
                 return Ok(Instant::now());
             }
@@ -206,15 +191,31 @@ pub async fn wait_last_ack<C: ConnectionLike>(
     }
 }
 
-/// The count of an `XPENDING key group` summary reply (`[count, min, max, consumers]`).
-fn pending_count(reply: &redis::Value) -> i64 {
-    match reply {
-        redis::Value::Array(items) => match items.first() {
-            Some(redis::Value::Int(n)) => *n,
-            _ => 0,
-        },
-        _ => 0,
+/// Waits for each of `tasks` (already told to stop, or about to end) within
+/// `timeout`, naming `what` and how it ends (`to stop`) in the errors; their
+/// outputs, in order.
+pub async fn join_all_within<T, E>(
+    tasks: Vec<JoinHandle<Result<T, E>>>,
+    timeout: Duration,
+    what: &str,
+    end: &str,
+) -> Result<Vec<T>>
+where
+    anyhow::Error: From<E>,
+{
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let output = tokio::time::timeout(timeout, task)
+            .await
+            .with_context(|| format!("timed out waiting for {what} to {end}"))?
+            .with_context(|| format!("{what} panicked"))?;
+        outputs.push(
+            output
+                .map_err(anyhow::Error::from)
+                .context(format!("{what} failed"))?,
+        );
     }
+    Ok(outputs)
 }
 
 /// The instants a variant's run went through, before they become rates.
@@ -224,6 +225,8 @@ pub struct Timeline {
     pub last_ack: Instant,
     /// Samples taken just before `publish_start`, just after `publish_end` and just after `last_ack`.
     pub samples: [usage::Sample; 3],
+    /// Steady-state mode: the publisher's worst lateness against its schedule.
+    pub publisher_late: Option<Duration>,
 }
 
 /// One variant's raw figures in one round.
@@ -249,17 +252,19 @@ pub struct RoundResult {
 }
 
 impl RoundResult {
-    pub fn new(
-        jobs: u64,
-        probe: &Probe,
-        timeline: Timeline,
-        reported_done: Option<u64>,
-    ) -> Result<Self> {
-        let first_start = probe.first_start().context("no handler ever started")?;
-        let histogram = probe.histogram();
+    pub fn new(probe: &Probe, timeline: Timeline, reported_done: Option<u64>) -> Result<Self> {
+        let first_start = match probe.first_start.load(Ordering::Relaxed) {
+            0 => bail!("no handler ever started"),
+            ns => probe.base + Duration::from_nanos(ns - 1),
+        };
+        let histogram: Vec<u64> = probe
+            .latency_ms
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
         let percentile = |p: f64| stats::histogram_percentile(&histogram, p).unwrap_or(0) as f64;
         Ok(RoundResult {
-            jobs,
+            jobs: probe.jobs,
             publish_secs: (timeline.publish_end - timeline.publish_start).as_secs_f64(),
             process_secs: timeline
                 .last_ack
@@ -272,8 +277,8 @@ impl RoundResult {
             reported_done,
             publish_usage: Usage::between(&timeline.samples[0], &timeline.samples[1]),
             process_usage: Usage::between(&timeline.samples[1], &timeline.samples[2]),
-            steady: probe.steady_histogram(),
-            publisher_late: None,
+            steady: (probe.steady.as_ref()).and_then(|steady| Some(steady.lock().ok()?.clone())),
+            publisher_late: timeline.publisher_late,
         })
     }
 

@@ -18,24 +18,24 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::config::DedupConfig;
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
-    JobContext, JobError, NewJob, Outcome, QueueConfig, Redis, RedisResults, Results, Worker,
+    JobContext, JobError, Lane, NewJob, Outcome, QueueConfig, RateLimit, Redis, RedisResults,
+    Results, Worker,
 };
 use queuegen_tests::queues::envelopes::TestJob;
 use queuegen_tests::queues::jobs;
 use tokio::sync::watch;
 
 use crate::baseline::{job, tenant};
-use crate::probe::{self, Probe, RoundResult, Timeline};
-use crate::steady::{self, Schedule};
-use crate::usage;
-use crate::{Args, Sink};
+use crate::probe::{self, join_all_within, Probe, RoundResult};
+use crate::steady;
+use crate::{Args, Feature, Queuegen, Sink};
 
 /// The handler: no work, or (with the result store) one committed result
 /// per job, as an idempotent handler would store its effect, or (with
@@ -44,25 +44,15 @@ use crate::{Args, Sink};
 /// config), so this implements the runtime's handler trait directly, which
 /// is all the adapter forwards to.
 pub struct Bench {
-    probe: Arc<Probe>,
-    results: Option<RedisResults>,
-    documents: Option<Documents>,
+    pub probe: Arc<Probe>,
+    pub results: Option<RedisResults>,
+    pub documents: Option<Documents>,
 }
 
 /// qg8p's business change: the marker's transaction, and the insert.
-struct Documents {
+pub struct Documents {
     results: PgResults,
     insert: String,
-}
-
-impl Bench {
-    pub fn new(probe: Arc<Probe>, results: Option<RedisResults>) -> Bench {
-        Bench {
-            probe,
-            results,
-            documents: None,
-        }
-    }
 }
 
 impl queuegen_runtime::Handler<TestJob> for Bench {
@@ -92,38 +82,55 @@ impl queuegen_runtime::Handler<TestJob> for Bench {
     }
 }
 
-/// What a variant changes in the generated queue's settings.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct QueueOptions {
-    /// `handler.rate` (qg8l).
-    pub rate: Option<queuegen_runtime::RateLimit>,
-    /// `dedup.window` (qg8d).
-    pub dedup_window: Option<std::time::Duration>,
-    /// `lanes` (qg8n): jobs are published to them in turn.
-    pub lanes: &'static [queuegen_runtime::Lane],
-    /// `retention.on_ack: delete` (qg8x).
-    pub delete_on_ack: bool,
-}
+/// qg8l's rate limit: far above what 8 workers reach on any machine, so it
+/// never holds a job back and the variant measures only what asking the
+/// token bucket once per read round costs.
+pub const LIMITER_RATE: RateLimit = RateLimit {
+    limit: 10_000_000,
+    per: Duration::from_secs(1),
+};
+
+/// qg8d's dedup window: every job_id of a round is new, so nothing is a
+/// duplicate and the variant measures what the marker check costs.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(3600);
+
+/// qg8n's lanes.
+pub const TWO_LANES: &[Lane] = &[
+    Lane {
+        name: Cow::Borrowed("first"),
+        weight: 1,
+    },
+    Lane {
+        name: Cow::Borrowed("second"),
+        weight: 1,
+    },
+];
 
 pub async fn run(
     args: &Args,
     url: &str,
     prefix: &str,
-    workers: usize,
+    qg: Queuegen,
     sink: Sink<'_>,
-    telemetry: bool,
-    options: QueueOptions,
 ) -> Result<RoundResult> {
+    // Jobs are published to the lanes in turn.
+    let lanes = if qg.feature == Feature::TwoLanes {
+        TWO_LANES
+    } else {
+        &[]
+    };
     let mut config = QueueConfig {
         key_prefix: Cow::Owned(prefix.to_owned()),
         partitions: args.partitions,
-        dedup: options.dedup_window.map(|window| DedupConfig { window }),
-        lanes: Cow::Borrowed(options.lanes),
+        dedup: (qg.feature == Feature::Dedup).then_some(DedupConfig {
+            window: DEDUP_WINDOW,
+        }),
+        lanes: Cow::Borrowed(lanes),
         ..jobs::CONFIG
     };
     config.handler.concurrency = args.concurrency;
-    config.handler.rate = options.rate;
-    config.retention.delete_on_ack = options.delete_on_ack;
+    config.handler.rate = (qg.feature == Feature::RateLimit).then_some(LIMITER_RATE);
+    config.retention.delete_on_ack = qg.feature == Feature::DeleteOnAck;
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;
@@ -131,27 +138,25 @@ pub async fn run(
         .await
         .context("creating the consumer groups")?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
-    let probe = Arc::new(probe::for_args(args));
-    let mut worker_redis = Vec::with_capacity(workers);
-    let mut worker_pg = Vec::with_capacity(workers);
-    for _ in 0..workers {
+    let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
+    let mut worker_redis = Vec::with_capacity(qg.workers);
+    let mut worker_pg = Vec::with_capacity(qg.workers);
+    for _ in 0..qg.workers {
         worker_redis.push(Redis::connect(url).await.context("connecting a worker")?);
         if let Sink::Postgres(round) = sink {
             let pg = round
                 .postgres(args.pg_pool)
                 .await
                 .context("opening a worker's PostgreSQL pool")?;
-            let results = PgResults::start(&pg, &config)
-                .await
-                .context("PgResults::start")?;
-            worker_pg.push(results);
+            let results = PgResults::start(&pg, &config).await;
+            worker_pg.push(results.context("PgResults::start")?);
         }
     }
 
     let (stop, stopped) = watch::channel(false);
     let mut registries = Vec::new();
-    let mut start = || {
-        let mut running = Vec::with_capacity(workers);
+    let start = || {
+        let mut running = Vec::with_capacity(qg.workers);
         for (n, redis) in worker_redis.iter().enumerate() {
             let handler = Bench {
                 probe: probe.clone(),
@@ -167,7 +172,7 @@ pub async fn run(
             };
             let mut worker =
                 Worker::new(redis, config.clone(), handler).consumer_name(format!("{prefix}-w{n}"));
-            if telemetry {
+            if qg.telemetry {
                 let mut registry = Registry::default();
                 worker = worker.metrics(&mut registry);
                 registries.push(registry);
@@ -180,54 +185,46 @@ pub async fn run(
         running
     };
 
-    let mut running = Vec::new();
     let mut conn = redis.shared();
-    let before_publish = usage::sample(&mut conn).await?;
-    let schedule = args.rate.map(Schedule::start);
-    if schedule.is_some() {
-        // Steady state: the workers wait for jobs as they arrive.
-        running = start();
-    }
-    let publish_start = Instant::now();
-    let publishing = probe::publish(args, schedule.as_ref(), |range| {
-        let batch = range.map(|n| {
-            let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
-            match options.lanes {
-                [] => job,
-                lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
-            }
-        });
-        let producer = &producer;
-        async move {
-            producer.publish_many(batch).await.context("publish_many")?;
-            Ok(())
-        }
-    });
-    let publisher_late = publishing.await?;
-    let publish_end = Instant::now();
-    let after_publish = usage::sample(&mut conn).await?;
-    if schedule.is_none() {
-        running = start();
-    }
     let keys = config.ready_keys();
-    let last_ack =
-        probe::wait_last_ack(&mut conn, &probe, &keys, &config.group, args.timeout()).await;
-    let after_last_ack = usage::sample(&mut conn).await;
+    let (timeline, running) = probe::run_phases(
+        args,
+        &mut conn,
+        &probe,
+        &keys,
+        &config.group,
+        start,
+        |range, schedule| {
+            let batch = range.map(move |n| {
+                let job = NewJob::new(steady::job_id(n, schedule.as_ref()), tenant(n), job(n));
+                match lanes {
+                    [] => job,
+                    lanes => job.in_lane(lanes[n as usize % lanes.len()].name.clone()),
+                }
+            });
+            let producer = &producer;
+            async move {
+                producer.publish_many(batch).await.context("publish_many")?;
+                Ok(())
+            }
+        },
+    )
+    .await?;
     let _ = stop.send(true);
-    let done =
-        stopped_workers_done(running, config.handler.shutdown_budget + args.timeout()).await?;
-    let last_ack = last_ack?;
-    let after_last_ack = after_last_ack?;
+    let budget = config.handler.shutdown_budget + args.timeout();
+    let reports = join_all_within(running, budget, "a worker", "shut down").await?;
+    let done = reports.iter().map(|report| report.done).sum();
+    let timeline = timeline?;
     if done < args.jobs {
         bail!("the workers reported {done} jobs done of {}", args.jobs);
     }
-    if telemetry {
+    if qg.telemetry {
         let counted = counted_done(&registries)?;
         if counted != done as f64 {
             bail!("the workers' metrics counted {counted} jobs done, their reports {done}");
         }
     }
-    if options.delete_on_ack {
+    if qg.feature == Feature::DeleteOnAck {
         // Which path the workers took, and what it left: the server decides.
         let path = queuegen_runtime::worker::ack_path(&redis, &config).await;
         let mut pipe = redis::pipe();
@@ -242,33 +239,7 @@ pub async fn run(
             args.jobs
         );
     }
-    let timeline = Timeline {
-        publish_start,
-        publish_end,
-        last_ack,
-        samples: [before_publish, after_publish, after_last_ack],
-    };
-    let mut result = RoundResult::new(args.jobs, &probe, timeline, Some(done))?;
-    result.publisher_late = publisher_late;
-    Ok(result)
-}
-
-/// Waits for every worker task (already told to stop) to end, each within
-/// `timeout`; the jobs they reported done, summed.
-pub async fn stopped_workers_done(
-    running: Vec<tokio::task::JoinHandle<queuegen_runtime::Result<queuegen_runtime::WorkerReport>>>,
-    timeout: std::time::Duration,
-) -> Result<u64> {
-    let mut done = 0;
-    for worker in running {
-        let report = tokio::time::timeout(timeout, worker)
-            .await
-            .context("timed out waiting for a worker to shut down")?
-            .context("a worker panicked")?
-            .context("a worker failed")?;
-        done += report.done;
-    }
-    Ok(done)
+    RoundResult::new(&probe, timeline, Some(done))
 }
 
 /// `queuegen_jobs_total{outcome="done"}` summed over every worker's registry.

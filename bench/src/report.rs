@@ -2,7 +2,6 @@
 //! round's raw numbers, the machine, the Redis version, the commit, the date
 //! and the command line; plus the Redis housekeeping the run needs.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -10,11 +9,9 @@ use hdrhistogram::Histogram;
 use queuegen_runtime::Redis;
 use serde_json::{json, Value};
 
-use crate::fleet::{self, FleetResult};
-use crate::outbox::{self, OutboxResults};
 use crate::pg::ServerInfo;
 use crate::probe::RoundResult;
-use crate::usage::Usage;
+use crate::usage::{ServerUsage, Usage};
 use crate::{stats, steady, Args, Variant};
 
 /// `redis_version` from `INFO server` of the (first) primary.
@@ -35,40 +32,35 @@ pub async fn redis_version(redis: &Redis) -> Result<String> {
 
 /// Deletes every key starting with `prefix:` (SCAN + UNLINK on every primary).
 pub async fn delete_prefix(redis: &Redis, prefix: &str) -> Result<()> {
+    let pattern = format!("{prefix}:*");
     for primary in redis.primaries().await? {
-        delete_prefix_on(&mut primary.connection().await?, prefix).await?;
-    }
-    Ok(())
-}
-
-async fn delete_prefix_on(
-    conn: &mut redis::aio::MultiplexedConnection,
-    prefix: &str,
-) -> Result<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-            .context("SCAN")?;
-        if !keys.is_empty() {
+        let mut conn = primary.connection().await?;
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg(&["MATCH", &pattern, "COUNT", "1000"])
+                .query_async(&mut conn)
+                .await
+                .context("SCAN")?;
             // One key per UNLINK: on a Cluster node, keys of one call must share a slot.
             let mut unlink = redis::pipe();
             for key in &keys {
                 unlink.cmd("UNLINK").arg(key).ignore();
             }
-            unlink.query_async::<()>(conn).await.context("UNLINK")?;
+            if !keys.is_empty() {
+                unlink
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .context("UNLINK")?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
     }
+    Ok(())
 }
 
 /// One figure of one variant over all rounds.
@@ -149,13 +141,20 @@ const PG_COSTS: [Metric; 6] = [
     }),
 ];
 
-fn values(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant, metric: &Metric) -> Vec<f64> {
+/// Every round's results, each the variants' in the order they ran.
+pub type Rounds = [Vec<(Variant, RoundResult)>];
+
+/// `variant`'s result of every round.
+fn results_of(rounds: &Rounds, variant: Variant) -> impl Iterator<Item = &RoundResult> {
     rounds
         .iter()
-        .flat_map(|round| round.iter())
-        .filter(|(v, _)| *v == variant)
-        .map(|(_, result)| (metric.2)(result))
-        .collect()
+        .flatten()
+        .filter(move |(v, _)| *v == variant)
+        .map(|(_, result)| result)
+}
+
+fn values(rounds: &Rounds, variant: Variant, metric: &Metric) -> Vec<f64> {
+    results_of(rounds, variant).map(metric.2).collect()
 }
 
 /// A rate for a table cell: whole numbers, thousands as `k` from 10,000.
@@ -195,14 +194,14 @@ fn cell(metric: &Metric, figure: &Figure, baseline: Option<&Figure>) -> String {
 }
 
 /// The baseline `variant`'s ratios are against, if it ran.
-fn reference(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> Option<Variant> {
+fn reference(rounds: &Rounds, variant: Variant) -> Option<Variant> {
     variant
         .reference()
         .filter(|reference| ran(rounds).contains(reference))
 }
 
 /// The "ratio vs" cell: the slug of the baseline the ratios use.
-fn reference_cell(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> String {
+fn reference_cell(rounds: &Rounds, variant: Variant) -> String {
     match (variant.is_baseline(), reference(rounds, variant)) {
         (true, _) => format!("({})", variant.slug()),
         (false, Some(reference)) => reference.slug(),
@@ -212,7 +211,7 @@ fn reference_cell(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> S
 
 /// The table: one row per variant, medians with min–max, ratio to the
 /// baseline's median; on a Cluster, each primary's share of the server CPU.
-pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)>]) -> String {
+pub fn markdown(args: &Args, cluster: bool, rounds: &Rounds) -> String {
     let streams = if cluster {
         "a 3-primary Redis Cluster; the baseline uses the same partitions"
     } else {
@@ -234,7 +233,7 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
         "| variant | ratio vs | enqueue | process | end-to-end | p50 publish→start | p99 publish→start |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|\n");
-    push_rows(&mut out, rounds, &METRICS);
+    push_rows(&mut out, rounds, &METRICS, &ran(rounds));
     out.push_str(
         "\nCost per job (median; client = this process's CPU, server = redis-server's CPU \
          and commands from INFO; ratio to the same baseline's):\n\n",
@@ -244,7 +243,7 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
          | process client CPU | process server CPU | process commands |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|\n");
-    push_rows(&mut out, rounds, &COSTS);
+    push_rows(&mut out, rounds, &COSTS, &ran(rounds));
     if cluster {
         for (phase, usage) in PHASES {
             push_spread(&mut out, rounds, phase, usage);
@@ -255,11 +254,7 @@ pub fn markdown(args: &Args, cluster: bool, rounds: &[Vec<(Variant, RoundResult)
 
 /// What baseP and qg8p measure, and on which PostgreSQL, with where their
 /// CPU went: under the table.
-pub fn postgres_note(
-    args: &Args,
-    pg: &ServerInfo,
-    rounds: &[Vec<(Variant, RoundResult)>],
-) -> String {
+pub fn postgres_note(args: &Args, pg: &ServerInfo, rounds: &Rounds) -> String {
     let mut out = format!(
         "\nPostgreSQL variants ({} jobs per round; end-to-end = first publish → last ack, as above): \
          each job commits one transaction holding a `documents` row and the job's marker row in \
@@ -294,7 +289,7 @@ pub fn postgres_note(
          | Redis commands | CPUs busy |\n",
     );
     out.push_str("|---|---|---|---|---|---|---|---|\n");
-    push_rows_of(&mut out, rounds, &PG_COSTS, &variants);
+    push_rows(&mut out, rounds, &PG_COSTS, &variants);
     out
 }
 
@@ -303,9 +298,9 @@ const STEADY_QUANTILES: [(&str, f64); 4] =
     [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
 
 /// Every round's steady-state histogram of `variant`, merged.
-fn steady_histogram(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> Histogram<u64> {
+fn steady_histogram(rounds: &Rounds, variant: Variant) -> Histogram<u64> {
     let mut merged = steady::histogram();
-    for (_, result) in rounds.iter().flatten().filter(|(v, _)| *v == variant) {
+    for result in results_of(rounds, variant) {
         if let Some(histogram) = &result.steady {
             // Same bounds on both sides: adding cannot fail.
             let _ = merged.add(histogram);
@@ -315,46 +310,30 @@ fn steady_histogram(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) ->
 }
 
 /// Median over rounds of `variant`'s server and client CPU per job, both phases together.
-fn steady_cpu(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> (f64, f64) {
-    let of = |metric: fn(&RoundResult) -> f64| {
-        let values: Vec<f64> = rounds
-            .iter()
-            .flatten()
-            .filter(|(v, _)| *v == variant)
-            .map(|(_, r)| metric(r))
+fn steady_cpu(rounds: &Rounds, variant: Variant) -> (f64, f64) {
+    let per_job = |cpu: fn(&Usage) -> f64| {
+        let values: Vec<f64> = results_of(rounds, variant)
+            .map(|r| (cpu(&r.publish_usage) + cpu(&r.process_usage)) * 1e6 / r.jobs as f64)
             .collect();
         stats::median(&values).unwrap_or(f64::NAN)
     };
     (
-        of(|r| {
-            (r.publish_usage.server_cpu_secs + r.process_usage.server_cpu_secs) * 1e6
-                / r.jobs as f64
-        }),
-        of(|r| {
-            (r.publish_usage.client_cpu_secs + r.process_usage.client_cpu_secs) * 1e6
-                / r.jobs as f64
-        }),
+        per_job(|u| u.server_cpu_secs),
+        per_job(|u| u.client_cpu_secs),
     )
 }
 
 /// The publisher's worst lateness against its schedule over every round of `variant`, ms.
-fn publisher_late_ms(rounds: &[Vec<(Variant, RoundResult)>], variant: Variant) -> f64 {
-    rounds
-        .iter()
-        .flatten()
-        .filter(|(v, _)| *v == variant)
-        .filter_map(|(_, r)| r.publisher_late)
+fn publisher_late_ms(rounds: &Rounds, variant: Variant) -> f64 {
+    results_of(rounds, variant)
+        .filter_map(|r| r.publisher_late)
         .map(|late| late.as_secs_f64() * 1e3)
         .fold(0.0, f64::max)
 }
 
 /// The steady-state table: per variant, latency from each job's intended
 /// send time to its handler start over every round, ratio to its baseline.
-pub fn steady_markdown(
-    args: &Args,
-    cluster: bool,
-    rounds: &[Vec<(Variant, RoundResult)>],
-) -> String {
+pub fn steady_markdown(args: &Args, cluster: bool, rounds: &Rounds) -> String {
     let streams = if cluster {
         "a 3-primary Redis Cluster; the baselines use the same partitions"
     } else {
@@ -407,7 +386,7 @@ pub fn steady_markdown(
 }
 
 /// The steady-state figures of the JSON report (`None` outside that mode).
-fn steady_json(args: &Args, rounds: &[Vec<(Variant, RoundResult)>]) -> Option<Value> {
+fn steady_json(args: &Args, rounds: &Rounds) -> Option<Value> {
     args.rate?;
     let variants: Vec<Value> = ran(rounds)
         .into_iter()
@@ -463,12 +442,7 @@ const PHASES: [Phase; 2] = [
 
 /// One row per variant: each primary's server CPU per job in `phase` and
 /// its share of all primaries' (medians over rounds).
-fn push_spread(
-    out: &mut String,
-    rounds: &[Vec<(Variant, RoundResult)>],
-    phase: &str,
-    usage: fn(&RoundResult) -> &Usage,
-) {
+fn push_spread(out: &mut String, rounds: &Rounds, phase: &str, usage: fn(&RoundResult) -> &Usage) {
     let nodes: Vec<String> = rounds
         .iter()
         .flatten()
@@ -482,12 +456,7 @@ fn push_spread(
     out.push_str(&format!("| variant | {} |\n", nodes.join(" | ")));
     out.push_str(&format!("|---|{}\n", "---|".repeat(nodes.len())));
     for variant in ran(rounds) {
-        let results: Vec<&RoundResult> = rounds
-            .iter()
-            .flatten()
-            .filter(|(v, _)| *v == variant)
-            .map(|(_, result)| result)
-            .collect();
+        let results: Vec<&RoundResult> = results_of(rounds, variant).collect();
         let cells: Vec<String> = nodes
             .iter()
             .map(|node| {
@@ -513,18 +482,8 @@ fn push_spread(
     }
 }
 
-/// One row per variant that ran, one cell per metric.
-fn push_rows(out: &mut String, rounds: &[Vec<(Variant, RoundResult)>], metrics: &[Metric]) {
-    push_rows_of(out, rounds, metrics, &ran(rounds));
-}
-
 /// One row per variant of `variants`, one cell per metric.
-fn push_rows_of(
-    out: &mut String,
-    rounds: &[Vec<(Variant, RoundResult)>],
-    metrics: &[Metric],
-    variants: &[Variant],
-) {
+fn push_rows(out: &mut String, rounds: &Rounds, metrics: &[Metric], variants: &[Variant]) {
     for &variant in variants {
         let cells: Vec<String> = metrics
             .iter()
@@ -545,21 +504,15 @@ fn push_rows_of(
 }
 
 /// The variants that ran, in their usual order.
-fn ran(rounds: &[Vec<(Variant, RoundResult)>]) -> Vec<Variant> {
+fn ran(rounds: &Rounds) -> Vec<Variant> {
     Variant::ALL
         .into_iter()
         .filter(|variant| rounds.iter().flatten().any(|(v, _)| v == variant))
         .collect()
 }
 
-/// Writes `latest.json` under `--out`; returns its path.
-pub async fn write_json(
-    args: &Args,
-    cluster: bool,
-    redis_version: &str,
-    postgres: Option<&ServerInfo>,
-    rounds: &[Vec<(Variant, RoundResult)>],
-) -> Result<PathBuf> {
+/// The rounds' `latest.json` (before [`finish`] adds the run's facts).
+pub fn json(args: &Args, cluster: bool, postgres: Option<&ServerInfo>, rounds: &Rounds) -> Value {
     let raw: Vec<Value> = rounds
         .iter()
         .enumerate()
@@ -592,11 +545,8 @@ pub async fn write_json(
         .into_iter()
         .map(|variant| {
             let mut figures = serde_json::Map::new();
+            // PG_COSTS repeats some of COSTS: the same figure, inserted again in its place.
             for metric in METRICS.iter().chain(&COSTS).chain(&PG_COSTS[1..]) {
-                // PG_COSTS repeats some of COSTS.
-                if figures.contains_key(metric.0) {
-                    continue;
-                }
                 let figure = Figure::of(&values(rounds, variant, metric));
                 let mut value = figure.json();
                 value["unit"] = json!(metric.1);
@@ -614,50 +564,54 @@ pub async fn write_json(
             })
         })
         .collect();
-    let report = with_run_facts(
-        redis_version,
-        cluster,
-        json!({
-            "redis": match (&args.redis, args.cluster) {
-                (Some(url), _) => url.as_str(),
-                (None, false) => "private redis-server (queuegen_tests::RedisServer)",
-                (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
-            },
-            "settings": {
-                "jobs": args.jobs,
-                "partitions": args.partitions,
-                "rounds": args.rounds,
-                "batch": args.batch,
-                "concurrency": args.concurrency,
-                "baseline_streams": if cluster { args.partitions } else { 1 },
-                "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
-                "base1_consumers": 1,
-                "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
-                "baseline_read_count": 100,
-                "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
-                "postgres": postgres.map(|server| json!({
-                    "server": server.json(),
-                    "jobs": args.pg_jobs,
-                    "pool_per_consumer_or_worker": args.pg_pool,
-                    "connections_per_side": 8 * args.pg_pool,
-                    "baseP": "8 consumers, COUNT 100 reads, per job on its consumer's pool: transaction(), INSERT INTO documents, INSERT INTO results (handler, job_id, stream_id), commit(), cached prepared statements, a read's jobs in flight together, one XACK per read",
-                    "qg8p": "8 workers, handler: PgResults::begin, INSERT INTO documents through the job's transaction (prepare_cached), commit(b\"\"), Outcome::Done",
-                    "schema": "fresh per variant and round (queuegen's migrations + documents(job_id, subject_ref, pages)), dropped after",
-                    "checked": "documents and results hold exactly jobs rows (distinct job ids) after every round",
-                })),
-            },
-            "summary": summary,
-            "steady_state": steady_json(args, rounds),
-            "rounds": raw,
-        }),
-    );
-    write(args, &report)
+    json!({
+        "redis": match (&args.redis, args.cluster) {
+            (Some(url), _) => url.as_str(),
+            (None, false) => "private redis-server (queuegen_tests::RedisServer)",
+            (None, true) => "private 6-node Redis Cluster (queuegen_tests::RedisCluster)",
+        },
+        "settings": {
+            "jobs": args.jobs,
+            "partitions": args.partitions,
+            "rounds": args.rounds,
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+            "baseline_streams": if cluster { args.partitions } else { 1 },
+            "baseline_consumers": if cluster { 8.max(usize::from(args.partitions)) } else { 8 },
+            "base1_consumers": 1,
+            "baseR_result_command": "SET {prefix}:results:jobs:{job_id} value NX GET PX marker_ttl, one per job, a read's SETs in flight together",
+            "baseline_read_count": 100,
+            "latency": "handler-start wall clock minus the ms part of the entry's stream ID",
+            "postgres": postgres.map(|server| json!({
+                "server": server.json(),
+                "jobs": args.pg_jobs,
+                "pool_per_consumer_or_worker": args.pg_pool,
+                "connections_per_side": 8 * args.pg_pool,
+                "baseP": "8 consumers, COUNT 100 reads, per job on its consumer's pool: transaction(), INSERT INTO documents, INSERT INTO results (handler, job_id, stream_id), commit(), cached prepared statements, a read's jobs in flight together, one XACK per read",
+                "qg8p": "8 workers, handler: PgResults::begin, INSERT INTO documents through the job's transaction (prepare_cached), commit(b\"\"), Outcome::Done",
+                "schema": "fresh per variant and round (queuegen's migrations + documents(job_id, subject_ref, pages)), dropped after",
+                "checked": "documents and results hold exactly jobs rows (distinct job ids) after every round",
+            })),
+        },
+        "summary": summary,
+        "steady_state": steady_json(args, rounds),
+        "rounds": raw,
+    })
 }
 
-/// `report` (a JSON object) with what every `latest.json` opens with: when
-/// and from which command and commit the run was made, against which Redis
-/// (a Cluster or not), on which machine.
-fn with_run_facts(redis_version: &str, cluster: bool, mut report: Value) -> Value {
+/// Prints `table` with the machine line under it, and writes `report` (a
+/// JSON object) to `latest.json` under `--out` with what every report opens
+/// with: when and from which command and commit the run was made, against
+/// which Redis (a Cluster or not), on which machine.
+pub fn finish(
+    args: &Args,
+    cluster: bool,
+    redis_version: &str,
+    table: &str,
+    mut report: Value,
+) -> Result<()> {
+    println!("{table}");
+    println!("{}", machine_line(redis_version));
     let facts = json!({
         "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         "command_line": std::env::args().collect::<Vec<_>>(),
@@ -669,57 +623,13 @@ fn with_run_facts(redis_version: &str, cluster: bool, mut report: Value) -> Valu
     if let (Value::Object(report), Value::Object(facts)) = (&mut report, facts) {
         report.extend(facts);
     }
-    report
-}
-
-/// Writes the outbox mode's `latest.json` under `--out`; returns its path.
-pub fn write_outbox_json(
-    args: &Args,
-    cluster: bool,
-    redis_version: &str,
-    postgres: &ServerInfo,
-    results: &OutboxResults,
-) -> Result<PathBuf> {
-    let report = with_run_facts(
-        redis_version,
-        cluster,
-        json!({
-            "postgres": postgres.json(),
-            "rounds": args.rounds,
-            "outbox": outbox::json(args, results),
-        }),
-    );
-    write(args, &report)
-}
-
-/// Writes the fleet mode's `latest.json` under `--out`; returns its path.
-pub fn write_fleet_json(
-    args: &Args,
-    cluster: bool,
-    redis_version: &str,
-    results: &[FleetResult],
-) -> Result<PathBuf> {
-    let report = with_run_facts(
-        redis_version,
-        cluster,
-        json!({
-            "settings": {
-                "batch": args.batch,
-                "concurrency": args.concurrency,
-            },
-            "fleets": results.iter().map(fleet::json).collect::<Vec<_>>(),
-        }),
-    );
-    write(args, &report)
-}
-
-fn write(args: &Args, report: &Value) -> Result<PathBuf> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let path = args.out.join("latest.json");
-    let text = serde_json::to_string_pretty(report).context("serializing the report")?;
+    let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
     std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    eprintln!("queuegen-bench: wrote {}", path.display());
+    Ok(())
 }
 
 fn usage_json(usage: &Usage) -> Value {
@@ -728,12 +638,20 @@ fn usage_json(usage: &Usage) -> Value {
         "postgres_cpu_secs": usage.postgres_cpu_secs,
         "server_cpu_secs": usage.server_cpu_secs,
         "server_commands": usage.commands,
-        "servers": usage.servers.iter().map(|s| json!({
+        "servers": servers_json(&usage.servers),
+    })
+}
+
+/// Each server's part of a [`Usage`].
+pub fn servers_json(servers: &[ServerUsage]) -> Value {
+    let servers = servers.iter().map(|s| {
+        json!({
             "node": s.node,
             "cpu_secs": s.cpu_secs,
             "commands": s.commands,
-        })).collect::<Vec<_>>(),
-    })
+        })
+    });
+    Value::Array(servers.collect())
 }
 
 /// `nproc`, CPU model and memory, from the OS.

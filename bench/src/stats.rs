@@ -2,7 +2,8 @@
 
 /// Median of `values` (mean of the two middle values for an even count); `None` when empty.
 pub fn median(values: &[f64]) -> Option<f64> {
-    let sorted = sorted(values);
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
     match n {
         0 => None,
@@ -35,12 +36,6 @@ pub fn histogram_percentile(buckets: &[u64], p: f64) -> Option<usize> {
         }
     }
     Some(buckets.len() - 1)
-}
-
-fn sorted(values: &[f64]) -> Vec<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted
 }
 
 #[cfg(test)]

@@ -21,8 +21,10 @@ use queuegen_runtime::{QueueConfig, Redis};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use crate::usage;
+
 /// Entries per `XADD` pipeline while building a stream.
-const BUILD_BATCH: u64 = 10_000;
+const BUILD_BATCH: usize = 10_000;
 const HOUR_MS: u64 = 3_600_000;
 
 /// One pass's cost.
@@ -94,64 +96,33 @@ async fn build<C: ConnectionLike>(conn: &mut C, config: &QueueConfig, size: u64)
     let start = now - 2 * HOUR_MS - size;
     let id = |n: u64| StreamId::new(start + n, 0).to_string();
     let ready = config.ready_key(0);
-    let mut n = 0;
-    while n < size {
+    for batch in (0..size).step_by(BUILD_BATCH) {
         let mut pipe = redis::pipe();
-        for i in n..(n + BUILD_BATCH).min(size) {
-            pipe.cmd("XADD")
-                .arg(&ready)
-                .arg(id(i))
-                .arg("job_id")
-                .arg(format!("job-{i}"))
-                .arg("type")
-                .arg("TestJob")
-                .arg("tenant")
-                .arg("acme")
-                .arg("schema")
-                .arg("2")
-                .arg("attempt")
-                .arg("1")
-                .arg("subject_ref")
-                .arg(format!("doc-{i}"))
-                .ignore();
+        for i in batch..(batch + BUILD_BATCH as u64).min(size) {
+            // A job's fields, name and value in turn (no value holds a space).
+            let fields = format!(
+                "job_id job-{i} type TestJob tenant acme schema 2 attempt 1 subject_ref doc-{i}"
+            );
+            let fields: Vec<&str> = fields.split(' ').collect();
+            pipe.cmd("XADD").arg(&ready).arg(id(i)).arg(fields).ignore();
         }
         pipe.query_async::<()>(conn).await.context("XADD")?;
-        n += BUILD_BATCH;
     }
     let dead = config.dead_key(0);
     let mut pipe = redis::pipe();
     for i in 0..(size / 100).max(1) {
-        pipe.cmd("XADD")
-            .arg(&dead)
-            .arg(id(i))
-            .arg("job_id")
-            .arg(format!("job-{i}"))
-            .arg("reason")
-            .arg("permanent")
-            .ignore();
+        let fields = format!("job_id job-{i} reason permanent");
+        let fields: Vec<&str> = fields.split(' ').collect();
+        pipe.cmd("XADD").arg(&dead).arg(id(i)).arg(fields).ignore();
     }
-    pipe.cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&ready)
-        .arg("behind")
-        .arg(id(size / 4))
-        .ignore();
-    pipe.cmd("XGROUP")
-        .arg("CREATE")
-        .arg(&ready)
-        .arg("ahead")
-        .arg(id(size / 2))
-        .ignore();
-    pipe.cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("ahead")
-        .arg("bench")
-        .arg("COUNT")
-        .arg(10)
-        .arg("STREAMS")
-        .arg(&ready)
-        .arg(">")
-        .ignore();
+    for (group, at) in [("behind", size / 4), ("ahead", size / 2)] {
+        let create = ["CREATE", &ready, group, &id(at)];
+        pipe.cmd("XGROUP").arg(&create).ignore();
+    }
+    let read = [
+        "GROUP", "ahead", "bench", "COUNT", "10", "STREAMS", &ready, ">",
+    ];
+    pipe.cmd("XREADGROUP").arg(&read).ignore();
     pipe.query_async::<()>(conn)
         .await
         .context("building the groups")?;
@@ -167,7 +138,11 @@ async fn pass(
 ) -> Result<PassCost> {
     let mut probe = redis.primaries().await?[0].connection().await?;
     let before = server_counts(&mut probe).await?;
-    let mut conn = Counting::new(redis.shared());
+    let mut conn = Counting {
+        inner: redis.shared(),
+        round_trips: 0,
+        commands: 0,
+    };
     let started = Instant::now();
     let streams = trim::trim_partition(&mut conn, config, 0, options).await?;
     let elapsed = started.elapsed();
@@ -180,15 +155,12 @@ async fn pass(
             StreamRole::Dead => removed.1 = count,
         }
     }
-    let mut by_command = BTreeMap::new();
-    for (name, calls) in &after.1 {
-        let delta = calls - before.1.get(name).copied().unwrap_or(0);
-        // The probe's own INFO between the two samples.
-        let delta = if name == "info" { delta - 1 } else { delta };
-        if delta > 0 {
-            by_command.insert(name.clone(), delta);
-        }
-    }
+    let mut by_command = usage::calls_between(&before.1, &after.1);
+    // Less the probe's own INFO between the two samples.
+    by_command
+        .entry("info".to_owned())
+        .and_modify(|calls| *calls -= 1);
+    by_command.retain(|_, calls| *calls > 0);
     Ok(PassCost {
         entries: size,
         removed,
@@ -204,33 +176,20 @@ async fn pass(
 /// `total_commands_processed` and the calls of every command, from one `INFO`.
 async fn server_counts<C: ConnectionLike>(conn: &mut C) -> Result<(u64, BTreeMap<String, u64>)> {
     let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .arg("commandstats")
+        .arg(&["stats", "commandstats"])
         .query_async(conn)
         .await
         .context("INFO stats commandstats")?;
-    let mut total = None;
-    let mut calls = BTreeMap::new();
-    for line in info.lines() {
-        if let Some(value) = line.strip_prefix("total_commands_processed:") {
-            total = value.trim().parse().ok();
-        }
-        if let Some((name, stats)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|rest| rest.split_once(':'))
-        {
-            let count = stats
-                .split(',')
-                .find_map(|field| field.strip_prefix("calls="))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            calls.insert(name.to_owned(), count);
-        }
-    }
-    Ok((
-        total.context("INFO has no total_commands_processed")?,
-        calls,
-    ))
+    let total = info
+        .lines()
+        .find_map(|line| line.strip_prefix("total_commands_processed:"))
+        .and_then(|value| value.trim().parse().ok())
+        .context("INFO has no total_commands_processed")?;
+    let calls = info
+        .lines()
+        .filter_map(usage::parse_command_calls)
+        .collect();
+    Ok((total, calls))
 }
 
 /// A connection that counts what goes through it: one round trip per
@@ -239,16 +198,6 @@ struct Counting<C> {
     inner: C,
     round_trips: u64,
     commands: u64,
-}
-
-impl<C> Counting<C> {
-    fn new(inner: C) -> Self {
-        Counting {
-            inner,
-            round_trips: 0,
-            commands: 0,
-        }
-    }
 }
 
 impl<C: ConnectionLike + Send> ConnectionLike for Counting<C> {

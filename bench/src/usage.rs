@@ -99,8 +99,7 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
     let postgres_cpu_secs = postgres_cpu_secs();
     let reply: redis::Value = redis::cmd("INFO")
-        .arg("cpu")
-        .arg("stats")
+        .arg(&["cpu", "stats"])
         .query_async(conn)
         .await
         .context("INFO cpu stats")?;
@@ -145,7 +144,7 @@ pub async fn command_calls<C: ConnectionLike>(conn: &mut C) -> Result<BTreeMap<S
 }
 
 /// `cmdstat_xack:calls=12,usec=...` → `("xack", 12)`.
-fn parse_command_calls(line: &str) -> Option<(String, u64)> {
+pub fn parse_command_calls(line: &str) -> Option<(String, u64)> {
     let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
     let calls = stats
         .split(',')
@@ -198,24 +197,16 @@ fn postgres_cpu_secs() -> Option<f64> {
             [field(14)?, field(15)?, field(16)?, field(17)?],
         ))
     };
-    let mut total = 0.0;
-    for entry in std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()) {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if let Some((ppid, [utime, stime, _, _])) = stat(pid) {
-            if ppid == postmaster {
-                total += utime + stime;
-            }
-        }
-    }
+    let children: f64 = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|pid| stat(&pid))
+        .filter(|(ppid, _)| *ppid == postmaster)
+        .map(|(_, [utime, stime, _, _])| utime + stime)
+        .sum();
     let (_, own) = stat(&postmaster.to_string())?;
-    total += own.iter().sum::<f64>();
-    Some(total / ticks)
+    Some((children + own.iter().sum::<f64>()) / ticks)
 }
 
 /// User plus system CPU of this whole process so far, in seconds.
