@@ -64,10 +64,8 @@ pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<N
         let Some(Value::Array(primary)) = parts.get(2) else {
             return Err(malformed("a slot range has no primary"));
         };
-        let host = match primary.first() {
-            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-            Some(Value::SimpleString(text)) => text.clone(),
-            _ => return Err(malformed("a primary has no host")),
+        let Some(host) = primary.first().and_then(super::text_of) else {
+            return Err(malformed("a primary has no host"));
         };
         let port = match primary.get(1) {
             Some(Value::Int(port)) => {
