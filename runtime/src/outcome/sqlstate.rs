@@ -19,11 +19,8 @@ use super::ErrorKind;
 /// The kind of a driver error: by SQLSTATE class for an error the server
 /// sent, transient for a connection that failed or closed.
 pub fn error_kind(err: &tokio_postgres::Error) -> ErrorKind {
-    match err.code() {
-        Some(code) => kind_of_sqlstate(code),
-        // No SQLSTATE: the connection failed, closed or timed out.
-        None => ErrorKind::Transient,
-    }
+    // No SQLSTATE: the connection failed, closed or timed out.
+    err.code().map_or(ErrorKind::Transient, kind_of_sqlstate)
 }
 
 fn kind_of_sqlstate(code: &SqlState) -> ErrorKind {
@@ -52,14 +49,9 @@ fn kind_of_sqlstate(code: &SqlState) -> ErrorKind {
 /// The kind of the first `tokio_postgres::Error` along `err`'s source
 /// chain (itself included), if there is one.
 pub(crate) fn kind_in_chain(err: &(dyn StdError + 'static)) -> Option<ErrorKind> {
-    let mut current = Some(err);
-    while let Some(err) = current {
-        if let Some(postgres) = err.downcast_ref::<tokio_postgres::Error>() {
-            return Some(error_kind(postgres));
-        }
-        current = err.source();
-    }
-    None
+    std::iter::successors(Some(err), |&err| err.source())
+        .find_map(|err| err.downcast_ref::<tokio_postgres::Error>())
+        .map(error_kind)
 }
 
 /// `source` itself when it is not a driver error; a driver error wrapped
@@ -111,12 +103,8 @@ pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
 }
 
 fn describe_db(db: &DbError) -> String {
-    let mut text = format!(
-        "{} {} (SQLSTATE {})",
-        db.severity(),
-        db.message(),
-        db.code().code()
-    );
+    let (severity, message, code) = (db.severity(), db.message(), db.code().code());
+    let mut text = format!("{severity} {message} (SQLSTATE {code})");
     if let Some(detail) = db.detail() {
         text.push_str(&format!("; {detail}"));
     }

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use deadpool_postgres::{ClientWrapper, Object};
 
-use super::connect::Postgres;
+use super::connect::{setup_error, Postgres};
 use crate::config::QueueConfig;
-use crate::error::{Error, PostgresError, Result};
+use crate::error::Result;
 use crate::failpoint::failpoint;
 use crate::handler::JobContext;
 
@@ -79,29 +79,26 @@ impl PgResults {
     ///   redelivered now would not find that handler's result and would
     ///   repeat its change (a renamed handler).
     pub async fn start_as(pg: &Postgres, config: &QueueConfig, handler: &str) -> Result<PgResults> {
+        let (results, fences) = (pg.table("results"), pg.table("fences"));
         let results = PgResults {
             inner: Arc::new(Inner {
                 pg: pg.clone(),
                 handler: handler.to_owned(),
                 queue: config.queue.clone(),
                 claim_sql: format!(
-                    "INSERT INTO {} (handler, job_id, stream_id) VALUES ($1, $2, $3) \
-                     ON CONFLICT (handler, job_id) DO NOTHING",
-                    pg.table("results")
+                    "INSERT INTO {results} (handler, job_id, stream_id) VALUES ($1, $2, $3) \
+                     ON CONFLICT (handler, job_id) DO NOTHING"
                 ),
                 existing_sql: format!(
-                    "SELECT result FROM {} WHERE handler = $1 AND job_id = $2",
-                    pg.table("results")
+                    "SELECT result FROM {results} WHERE handler = $1 AND job_id = $2"
                 ),
                 store_sql: format!(
-                    "UPDATE {} SET result = $3 WHERE handler = $1 AND job_id = $2",
-                    pg.table("results")
+                    "UPDATE {results} SET result = $3 WHERE handler = $1 AND job_id = $2"
                 ),
                 fence_sql: format!(
-                    "INSERT INTO {table} AS f (handler, job_id, token) VALUES ($1, $2, 1) \
+                    "INSERT INTO {fences} AS f (handler, job_id, token) VALUES ($1, $2, 1) \
                      ON CONFLICT (handler, job_id) DO UPDATE SET token = f.token + 1 \
-                     RETURNING token",
-                    table = pg.table("fences")
+                     RETURNING token"
                 ),
             }),
         };
@@ -189,10 +186,7 @@ impl PgResults {
                 .map_err(|err| pg.error(context(), err));
         };
         // Dropping the transaction rolls the registration back.
-        Err(Error::Postgres(PostgresError::Setup {
-            target: pg.target().to_owned(),
-            problem,
-        }))
+        Err(setup_error(pg.target(), problem))
     }
 
     /// Opens this delivery's transaction and takes the job's marker, or
@@ -309,35 +303,27 @@ impl PgJob {
         let committed = if result.is_empty() {
             client.batch_execute("COMMIT").await
         } else {
-            match client.prepare_cached(&inner.store_sql).await {
-                Ok(store) => {
-                    // One round trip: if the UPDATE fails, the server ends
-                    // the failed transaction at COMMIT with a rollback.
-                    let (stored, committed) = futures_util::future::join(
-                        client.execute(&store, &[&inner.handler.as_str(), &self.job_id, &result]),
-                        client.batch_execute("COMMIT"),
-                    )
-                    .await;
-                    stored.and(committed)
-                }
-                Err(err) => {
-                    self.client = Some(client);
-                    return Err(inner.pg.error(doing(), err));
-                }
+            async {
+                let store = client.prepare_cached(&inner.store_sql).await?;
+                // One round trip: if the UPDATE fails, the server ends
+                // the failed transaction at COMMIT with a rollback.
+                let (stored, committed) = futures_util::future::join(
+                    client.execute(&store, &[&inner.handler.as_str(), &self.job_id, &result]),
+                    client.batch_execute("COMMIT"),
+                )
+                .await;
+                stored.and(committed)
             }
+            .await
         };
-        match committed {
-            Ok(()) => {
-                failpoint("after_results_commit");
-                Ok(())
-            }
-            Err(err) => {
-                // Whatever the server did with the transaction, it is over
-                // or the connection is gone: a rollback is harmless.
-                self.client = Some(client);
-                Err(inner.pg.error(doing(), err))
-            }
+        if let Err(err) = committed {
+            // The transaction is still open (the UPDATE was never sent),
+            // over, or its connection gone: a rollback is needed or harmless.
+            self.client = Some(client);
+            return Err(inner.pg.error(doing(), err));
         }
+        failpoint("after_results_commit");
+        Ok(())
     }
 
     /// Rolls back the change and the marker now (dropping does the same,
@@ -346,17 +332,12 @@ impl PgJob {
         let Some(client) = self.client.take() else {
             return Ok(());
         };
-        match client.batch_execute("ROLLBACK").await {
-            Ok(()) => Ok(()),
-            Err(err) => {
-                let _ = Object::take(client);
-                Err(self
-                    .results
-                    .inner
-                    .pg
-                    .error(format!("rolling back job {:?}", self.job_id), err))
-            }
-        }
+        let Err(err) = client.batch_execute("ROLLBACK").await else {
+            return Ok(());
+        };
+        let _ = Object::take(client);
+        let doing = format!("rolling back job {:?}", self.job_id);
+        Err(self.results.inner.pg.error(doing, err))
     }
 }
 
@@ -379,17 +360,14 @@ impl Drop for PgJob {
         // back first, in the background (no await in drop). Without a
         // runtime, or if the rollback fails, close it instead: the server
         // rolls back a transaction whose connection is gone.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if client.batch_execute("ROLLBACK").await.is_err() {
-                        let _ = Object::take(client);
-                    }
-                });
-            }
-            Err(_) => {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let _ = Object::take(client);
+            return;
+        };
+        runtime.spawn(async move {
+            if client.batch_execute("ROLLBACK").await.is_err() {
                 let _ = Object::take(client);
             }
-        }
+        });
     }
 }
