@@ -14,7 +14,7 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::{DbError, SqlState};
 
-use super::ErrorKind;
+use super::{BoxError, ErrorKind};
 
 /// The kind of a driver error: by SQLSTATE class for an error the server
 /// sent, transient for a connection that failed or closed.
@@ -58,9 +58,7 @@ pub(crate) fn kind_in_chain(err: &(dyn StdError + 'static)) -> Option<ErrorKind>
 /// so that it displays as [`describe`] says (a dead letter's `detail` then
 /// names the SQLSTATE and constraint, not only "db error"), with the
 /// driver error as its source.
-pub(crate) fn with_server_message(
-    source: Box<dyn StdError + Send + Sync>,
-) -> Box<dyn StdError + Send + Sync> {
+pub(crate) fn with_server_message(source: BoxError) -> BoxError {
     match source.downcast::<tokio_postgres::Error>() {
         Ok(driver) => Box::new(Described {
             text: describe(&driver),
@@ -71,22 +69,12 @@ pub(crate) fn with_server_message(
 }
 
 /// A driver error with its full description.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
 struct Described {
     text: String,
+    #[source]
     driver: tokio_postgres::Error,
-}
-
-impl std::fmt::Display for Described {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl StdError for Described {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&self.driver)
-    }
 }
 
 /// A driver error in one line: the server's message with its SQLSTATE,

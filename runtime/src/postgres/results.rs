@@ -71,7 +71,8 @@ impl PgResults {
 
     /// The results of handler `handler` working the queue `config`
     /// describes: registers the name in `handlers` and refuses to start
-    /// ([`PostgresError::Setup`], naming the table, handler and queues) when
+    /// ([`PostgresError::Setup`](crate::error::PostgresError::Setup),
+    /// naming the table, handler and queues) when
     /// - the name is registered for another queue: both queues' results
     ///   would share job ids, and a job of one would be skipped as done by
     ///   a result of the other;
@@ -198,13 +199,9 @@ impl PgResults {
     /// [`PgResults::begin`] for a job known by id (outside a worker, or in
     /// a test); `stream_id` is recorded with the marker for diagnostics.
     pub async fn begin_job(&self, job_id: &str, stream_id: &str) -> Result<Begun> {
-        let pg = &self.inner.pg;
+        let (pg, handler, queue) = (&self.inner.pg, self.handler(), &self.inner.queue);
         let doing = || {
-            format!(
-                "taking the marker of job {job_id:?} (handler {:?}, queue {:?})",
-                self.handler(),
-                self.inner.queue
-            )
+            format!("taking the marker of job {job_id:?} (handler {handler:?}, queue {queue:?})")
         };
         let client = pg.client(&doing()).await?;
         let claim = client
@@ -218,7 +215,7 @@ impl PgResults {
         // pool inside a transaction.
         let (begun, inserted) = futures_util::future::join(
             client.batch_execute("BEGIN"),
-            client.execute(&claim, &[&self.handler(), &job_id, &stream_id]),
+            client.execute(&claim, &[&handler, &job_id, &stream_id]),
         )
         .await;
         // From here the connection may be in a transaction: the guard rolls
@@ -233,7 +230,7 @@ impl PgResults {
             return Ok(Begun::New(job));
         }
         let existing: Vec<u8> = job
-            .query_one(&self.inner.existing_sql, &[&self.handler(), &job_id])
+            .query_one(&self.inner.existing_sql, &[&handler, &job_id])
             .await
             .map_err(|err| pg.error(doing(), err))?
             .get(0);
@@ -243,16 +240,11 @@ impl PgResults {
 
     /// The committed result of `job_id`, if a delivery committed one.
     pub async fn find(&self, job_id: &str) -> Result<Option<Vec<u8>>> {
-        let pg = &self.inner.pg;
-        let doing = || {
-            format!(
-                "reading the result of job {job_id:?} (handler {:?})",
-                self.handler()
-            )
-        };
+        let (pg, handler) = (&self.inner.pg, self.handler());
+        let doing = || format!("reading the result of job {job_id:?} (handler {handler:?})");
         let client = pg.client(&doing()).await?;
         let row = client
-            .query_opt(&self.inner.existing_sql, &[&self.handler(), &job_id])
+            .query_opt(&self.inner.existing_sql, &[&handler, &job_id])
             .await
             .map_err(|err| pg.error(doing(), err))?;
         Ok(row.map(|row| row.get(0)))
@@ -293,13 +285,9 @@ impl PgJob {
     /// the commit did happen.
     pub async fn commit(mut self, result: &[u8]) -> Result<()> {
         let client = self.client.take().expect("a PgJob commits at most once");
-        let inner = &self.results.inner;
-        let doing = || {
-            format!(
-                "committing job {:?} (handler {:?}, queue {:?})",
-                self.job_id, inner.handler, inner.queue
-            )
-        };
+        let (inner, job_id) = (&self.results.inner, &self.job_id);
+        let (handler, queue) = (&inner.handler, &inner.queue);
+        let doing = || format!("committing job {job_id:?} (handler {handler:?}, queue {queue:?})");
         let committed = if result.is_empty() {
             client.batch_execute("COMMIT").await
         } else {
@@ -308,7 +296,7 @@ impl PgJob {
                 // One round trip: if the UPDATE fails, the server ends
                 // the failed transaction at COMMIT with a rollback.
                 let (stored, committed) = futures_util::future::join(
-                    client.execute(&store, &[&inner.handler.as_str(), &self.job_id, &result]),
+                    client.execute(&store, &[&handler.as_str(), job_id, &result]),
                     client.batch_execute("COMMIT"),
                 )
                 .await;
