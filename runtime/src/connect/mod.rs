@@ -123,10 +123,8 @@ impl Redis {
                 false
             }
             Err(err) => {
-                return Err(Error::redis(
-                    format!("INFO cluster on {addr}, to tell a Cluster from a server"),
-                    err,
-                ))
+                let doing = format!("INFO cluster on {addr}, to tell a Cluster from a server");
+                return Err(Error::redis(doing, err));
             }
         };
         // On a Cluster the client reconnects to nodes by itself, with the
@@ -207,14 +205,12 @@ impl Redis {
         let connector = &self.deployment.connector;
         if self.deployment.cluster {
             let client = cluster_client(connector, self.deployment.password.as_ref(), timeout)?;
+            let doing = "opening a reader connection to the Cluster through";
             return client
                 .get_async_connection()
                 .await
                 .map(Connection::Cluster)
-                .map_err(|err| {
-                    connector
-                        .connect_error("opening a reader connection to the Cluster through", err)
-                });
+                .map_err(|err| connector.connect_error(doing, err));
         }
         connector
             .client()?

@@ -29,10 +29,9 @@ impl Node {
 
     /// A new direct connection to this node.
     pub async fn connection(&self) -> Result<MultiplexedConnection> {
+        let config = super::direct_config(NODE_RESPONSE_TIMEOUT);
         self.client
-            .get_multiplexed_async_connection_with_config(&super::direct_config(
-                NODE_RESPONSE_TIMEOUT,
-            ))
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|err| Error::redis(format!("connecting to {}", self.addr()), err))
     }
