@@ -254,15 +254,12 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct LoginForm {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     who: String,
-    #[serde(default)]
     token: String,
-    #[serde(default)]
     next: String,
 }
 

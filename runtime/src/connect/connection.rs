@@ -230,16 +230,11 @@ async fn split_pipeline(
             ordered[index] = Some(value);
         }
     }
+    let missing = "a sub-pipeline answered fewer replies than it sent commands";
+    let missing = || redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, missing));
     ordered
         .into_iter()
-        .map(|value| {
-            value.ok_or_else(|| {
-                redis::RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "a sub-pipeline answered fewer replies than it sent commands",
-                ))
-            })
-        })
+        .map(|value| value.ok_or_else(missing))
         .collect()
 }
 

@@ -140,15 +140,12 @@ impl Connector {
     /// The contents of the CA, client certificate and key files (`None`
     /// for one that cannot be read), to tell when any of them changed.
     pub(crate) fn tls_file_contents(&self) -> Vec<Option<Vec<u8>>> {
-        [
-            &self.options.tls_ca,
-            &self.options.tls_cert,
-            &self.options.tls_key,
-        ]
-        .into_iter()
-        .flatten()
-        .map(|path| std::fs::read(path).ok())
-        .collect()
+        let options = &self.options;
+        [&options.tls_ca, &options.tls_cert, &options.tls_key]
+            .into_iter()
+            .flatten()
+            .map(|path| std::fs::read(path).ok())
+            .collect()
     }
 
     /// `true` when a CA, client certificate or key file is named.
@@ -169,13 +166,10 @@ impl Connector {
                 source: err,
             });
         }
-        let tls = if self.is_tls() {
-            match &self.options.tls_ca {
-                Some(ca) => format!(" over TLS, trusting the CAs in {}", ca.display()),
-                None => " over TLS, trusting the system's root certificates".to_owned(),
-            }
-        } else {
-            String::new()
+        let tls = match &self.options.tls_ca {
+            _ if !self.is_tls() => String::new(),
+            Some(ca) => format!(" over TLS, trusting the CAs in {}", ca.display()),
+            None => " over TLS, trusting the system's root certificates".to_owned(),
         };
         Error::redis(format!("{doing} {}{tls}", self.addr()), err)
     }
