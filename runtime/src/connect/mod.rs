@@ -229,12 +229,8 @@ impl Redis {
         if !self.deployment.cluster {
             return Ok(vec![Node::new(connector.client()?)]);
         }
-        let doing = || {
-            format!(
-                "CLUSTER SLOTS through {}, to find the primaries",
-                self.addr()
-            )
-        };
+        let addr = connector.addr();
+        let doing = || format!("CLUSTER SLOTS through {addr}, to find the primaries");
         let slots: Value = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut self.shared())
