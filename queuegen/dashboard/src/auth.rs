@@ -304,11 +304,8 @@ pub(super) async fn login(
     let form: LoginForm = match serde_urlencoded::from_bytes(&body) {
         Ok(form) => form,
         Err(err) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("the sign-in form: {err}\n"),
-            )
-                .into_response()
+            let problem = format!("the sign-in form: {err}\n");
+            return (StatusCode::BAD_REQUEST, problem).into_response();
         }
     };
     let same_form =

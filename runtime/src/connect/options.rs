@@ -72,13 +72,11 @@ impl ConnectOptions {
     /// The client certificate (PEM chain) and its private key (PEM), for
     /// servers that ask clients for one (`tls-auth-clients yes`).
     pub fn tls_client_cert(
-        mut self,
+        self,
         cert: impl Into<PathBuf>,
         key: impl Into<PathBuf>,
     ) -> ConnectOptions {
-        self.tls_cert = Some(cert.into());
-        self.tls_key = Some(key.into());
-        self
+        self.tls_client_cert_file(cert).tls_client_key_file(key)
     }
 
     /// Only the client certificate; [`ConnectOptions::tls_client_key_file`]
