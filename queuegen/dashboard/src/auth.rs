@@ -93,10 +93,8 @@ impl IntoResponse for Refusal {
         };
         let mut response = (status, text).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"queuegen dashboard\""),
-            );
+            let challenge = HeaderValue::from_static("Bearer realm=\"queuegen dashboard\"");
+            response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
         }
         response
     }
