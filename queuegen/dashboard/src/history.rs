@@ -109,7 +109,7 @@ impl History {
             .map(|sample| {
                 let mut total = QueueSample::default();
                 for (name, numbers) in &sample.queues {
-                    if queue.is_none_or(|wanted| wanted == name) {
+                    if queue.map_or(true, |wanted| wanted == name) {
                         total.add(numbers);
                     }
                 }

@@ -215,8 +215,8 @@ impl Rebuilding {
             state.checked = Instant::now();
             state.stale |= self.inner.connector.tls_file_contents() != state.files;
         }
-        let may_try = state.tried.is_none_or(|tried| tried.elapsed() >= FILE_POLL);
-        if state.stale && may_try {
+        let tried_lately = state.tried.is_some_and(|tried| tried.elapsed() < FILE_POLL);
+        if state.stale && !tried_lately {
             state.tried = Some(Instant::now());
             // Read before connecting: a file replaced meanwhile is seen next time.
             let files = self.inner.connector.tls_file_contents();
