@@ -96,14 +96,10 @@ pub const fn same_values(found: &[&str], expected: &[&str]) -> bool {
     let mut i = 0;
     while i < found.len() {
         let mut j = 0;
-        let mut seen = false;
-        while j < expected.len() {
-            if same_str(found[i], expected[j]) {
-                seen = true;
-            }
+        while j < expected.len() && !same_str(found[i], expected[j]) {
             j += 1;
         }
-        if !seen {
+        if j == expected.len() {
             return false;
         }
         i += 1;
@@ -150,28 +146,12 @@ impl FieldWriter {
         max_bytes: Option<usize>,
     ) -> Result<(), Error> {
         if let Some(encoded) = value.encode_field() {
-            if let Some(max) = max_bytes {
-                if encoded.len() > max {
-                    return Err(self.problem(
-                        name,
-                        FieldProblem::Oversized {
-                            len: encoded.len(),
-                            max,
-                        },
-                    ));
-                }
+            if let Some(problem) = oversized(encoded.len(), max_bytes) {
+                return Err(field_error(self.envelope, name, problem));
             }
             self.pairs.push((name, encoded));
         }
         Ok(())
-    }
-
-    fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
-        Error::Decode(DecodeError::Field {
-            envelope: self.envelope,
-            field,
-            problem,
-        })
     }
 
     pub fn into_pairs(self) -> Vec<(&'static str, String)> {
@@ -235,16 +215,8 @@ impl<'a> FieldMap<'a> {
         max_bytes: Option<usize>,
     ) -> Result<T, Error> {
         let raw = self.raw(name)?;
-        if let (Some(max), Some(raw)) = (max_bytes, raw) {
-            if raw.len() > max {
-                return Err(self.problem(
-                    name,
-                    FieldProblem::Oversized {
-                        len: raw.len(),
-                        max,
-                    },
-                ));
-            }
+        if let Some(problem) = raw.and_then(|raw| oversized(raw.len(), max_bytes)) {
+            return Err(self.problem(name, problem));
         }
         T::decode_field(raw).map_err(|problem| self.problem(name, problem))
     }
@@ -258,12 +230,23 @@ impl<'a> FieldMap<'a> {
     }
 
     fn problem(&self, field: &'static str, problem: FieldProblem) -> Error {
-        Error::Decode(DecodeError::Field {
-            envelope: self.envelope,
-            field,
-            problem,
-        })
+        field_error(self.envelope, field, problem)
     }
+}
+
+/// Field `field` of an `envelope` entry cannot be written or read.
+fn field_error(envelope: &'static str, field: &'static str, problem: FieldProblem) -> Error {
+    Error::Decode(DecodeError::Field {
+        envelope,
+        field,
+        problem,
+    })
+}
+
+/// A value of `len` bytes over the field's declared limit, if it has one.
+fn oversized(len: usize, max_bytes: Option<usize>) -> Option<FieldProblem> {
+    let max = max_bytes.filter(|max| len > *max)?;
+    Some(FieldProblem::Oversized { len, max })
 }
 
 /// Encodes header and body into the pairs of one `XADD`.

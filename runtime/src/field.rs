@@ -72,10 +72,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
         self.as_ref().and_then(T::encode_field)
     }
     fn decode_field(raw: Option<&str>) -> Result<Self, FieldProblem> {
-        match raw {
-            None => Ok(None),
-            Some(raw) => T::decode_field(Some(raw)).map(Some),
-        }
+        raw.map(|raw| T::decode_field(Some(raw))).transpose()
     }
 }
 

@@ -31,9 +31,7 @@ mod sqlstate {
         None
     }
 
-    pub(crate) fn with_server_message(
-        source: Box<dyn StdError + Send + Sync>,
-    ) -> Box<dyn StdError + Send + Sync> {
+    pub(crate) fn with_server_message(source: super::BoxError) -> super::BoxError {
         source
     }
 }
@@ -123,29 +121,29 @@ impl fmt::Display for ErrorKind {
 /// that the blanket `From` conversion is possible.
 pub struct JobError {
     kind: ErrorKind,
-    source: Box<dyn std::error::Error + Send + Sync>,
+    source: BoxError,
 }
 
+/// Any error, as a handler's error holds it.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl JobError {
-    pub fn new(
-        kind: ErrorKind,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
+    pub fn new(kind: ErrorKind, source: impl Into<BoxError>) -> Self {
         JobError {
             kind,
             source: source.into(),
         }
     }
 
-    pub fn transient(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub fn transient(source: impl Into<BoxError>) -> Self {
         Self::new(ErrorKind::Transient, source)
     }
 
-    pub fn permanent(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub fn permanent(source: impl Into<BoxError>) -> Self {
         Self::new(ErrorKind::Permanent, source)
     }
 
-    pub fn ambiguous(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub fn ambiguous(source: impl Into<BoxError>) -> Self {
         Self::new(ErrorKind::Ambiguous, source)
     }
 
@@ -158,10 +156,7 @@ impl JobError {
     }
 }
 
-impl<E> From<E> for JobError
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+impl<E: Into<BoxError>> From<E> for JobError {
     /// Transient, except a PostgreSQL driver error found anywhere along the
     /// source chain: its SQLSTATE decides (`postgres::error_kind`). The same
     /// code runs in every build; a build without the `postgres` feature

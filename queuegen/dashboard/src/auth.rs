@@ -8,7 +8,7 @@
 //! its own, so it needs no CSRF token.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -93,10 +93,8 @@ impl IntoResponse for Refusal {
         };
         let mut response = (status, text).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"queuegen dashboard\""),
-            );
+            let challenge = HeaderValue::from_static("Bearer realm=\"queuegen dashboard\"");
+            response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
         }
         response
     }
@@ -151,18 +149,24 @@ impl Dashboard {
         let id = cookie(headers, COOKIE_NAME)?;
         self.inner.sessions.take_flash(id)
     }
+
+    /// The overview's path ([`home_of`] the mount point).
+    pub(super) fn home(&self) -> String {
+        home_of(&self.inner.options.mounted_at)
+    }
 }
 
 impl Sessions {
-    fn get(&self, id: &str) -> Option<Session> {
-        let sessions = self
-            .by_id
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        self.by_id
             .lock()
-            .expect("the sessions lock is never poisoned");
-        sessions
-            .get(id)
-            .filter(|session| session.expires > Instant::now())
-            .cloned()
+            .expect("the sessions lock is never poisoned")
+    }
+
+    fn get(&self, id: &str) -> Option<Session> {
+        let sessions = self.lock();
+        let session = sessions.get(id)?;
+        (session.expires > Instant::now()).then(|| session.clone())
     }
 
     fn start(&self, who: String) -> String {
@@ -173,10 +177,7 @@ impl Sessions {
             expires: Instant::now() + SESSION_LIFETIME,
             flash: None,
         };
-        let mut sessions = self
-            .by_id
-            .lock()
-            .expect("the sessions lock is never poisoned");
+        let mut sessions = self.lock();
         let now = Instant::now();
         sessions.retain(|_, session| session.expires > now);
         sessions.insert(id.clone(), session);
@@ -184,30 +185,17 @@ impl Sessions {
     }
 
     fn end(&self, id: &str) {
-        self.by_id
-            .lock()
-            .expect("the sessions lock is never poisoned")
-            .remove(id);
+        self.lock().remove(id);
     }
 
     fn set_flash(&self, id: &str, message: String) {
-        if let Some(session) = self
-            .by_id
-            .lock()
-            .expect("the sessions lock is never poisoned")
-            .get_mut(id)
-        {
+        if let Some(session) = self.lock().get_mut(id) {
             session.flash = Some(message);
         }
     }
 
     fn take_flash(&self, id: &str) -> Option<String> {
-        self.by_id
-            .lock()
-            .expect("the sessions lock is never poisoned")
-            .get_mut(id)?
-            .flash
-            .take()
+        self.lock().get_mut(id)?.flash.take()
     }
 }
 
@@ -264,15 +252,12 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct LoginForm {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     who: String,
-    #[serde(default)]
     token: String,
-    #[serde(default)]
     next: String,
 }
 
@@ -284,7 +269,7 @@ pub(super) async fn login_page(State(dashboard): State<Dashboard>, headers: Head
 /// The sign-in form with a fresh CSRF token, in the form and in a cookie.
 fn login_form(dashboard: &Dashboard, headers: &HeaderMap, problem: &str, who: &str) -> Response {
     let token = random_token();
-    let mut page = dashboard.render_page(
+    let page = dashboard.render_page(
         headers,
         "login.html",
         minijinja::context! { problem => problem, who => who, login_csrf => token },
@@ -294,11 +279,15 @@ fn login_form(dashboard: &Dashboard, headers: &HeaderMap, problem: &str, who: &s
         dashboard.home(),
         secure(headers)
     );
-    page.headers_mut().append(
-        SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("a cookie of hex and ASCII is a valid header"),
-    );
-    page
+    set_cookie(page, &cookie)
+}
+
+/// `response`, setting `cookie`.
+fn set_cookie(mut response: Response, cookie: &str) -> Response {
+    let cookie =
+        HeaderValue::from_str(cookie).expect("a cookie of hex and ASCII is a valid header");
+    response.headers_mut().append(SET_COOKIE, cookie);
+    response
 }
 
 /// `POST /login`: checks the token and starts a session.
@@ -313,11 +302,8 @@ pub(super) async fn login(
     let form: LoginForm = match serde_urlencoded::from_bytes(&body) {
         Ok(form) => form,
         Err(err) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("the sign-in form: {err}\n"),
-            )
-                .into_response()
+            let problem = format!("the sign-in form: {err}\n");
+            return (StatusCode::BAD_REQUEST, problem).into_response();
         }
     };
     let same_form =
@@ -340,22 +326,17 @@ pub(super) async fn login(
     }
     tracing::info!(target: "queuegen::dashboard::actions", who = %who, "signed in");
     let id = dashboard.inner.sessions.start(who);
-    let home = dashboard.home();
     let cookie = format!(
-        "{COOKIE_NAME}={id}; Path={home}; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        "{COOKIE_NAME}={id}; Path={}; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        dashboard.home(),
         SESSION_LIFETIME.as_secs(),
         secure(&headers)
     );
     let next = local_path(&dashboard.inner.options.mounted_at, &form.next);
-    let mut response = Redirect::to(&next).into_response();
-    response.headers_mut().insert(
-        SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("a cookie of hex and ASCII is a valid header"),
-    );
-    response
+    set_cookie(Redirect::to(&next).into_response(), &cookie)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct LogoutForm {
     #[serde(default)]
     csrf: String,
@@ -367,9 +348,7 @@ pub(super) async fn logout(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let form: LogoutForm = serde_urlencoded::from_bytes(&body).unwrap_or(LogoutForm {
-        csrf: String::new(),
-    });
+    let form: LogoutForm = serde_urlencoded::from_bytes(&body).unwrap_or_default();
     let operator = match dashboard.authorize(&headers, Some(&form.csrf)) {
         Ok(operator) => operator,
         Err(refusal) => return refusal.into_response(),
@@ -378,15 +357,8 @@ pub(super) async fn logout(
         dashboard.inner.sessions.end(id);
     }
     let home = dashboard.home();
-    let mut response = Redirect::to(&home).into_response();
-    response.headers_mut().insert(
-        SET_COOKIE,
-        HeaderValue::from_str(&format!(
-            "{COOKIE_NAME}=; Path={home}; HttpOnly; SameSite=Strict; Max-Age=0"
-        ))
-        .expect("an ASCII cookie is a valid header"),
-    );
-    response
+    let cookie = format!("{COOKIE_NAME}=; Path={home}; HttpOnly; SameSite=Strict; Max-Age=0");
+    set_cookie(Redirect::to(&home).into_response(), &cookie)
 }
 
 /// `next` if it is a path of this dashboard, else the overview: a sign-in
@@ -407,17 +379,7 @@ pub(super) fn local_path(base: &str, next: &str) -> String {
 /// The overview's path: `/` at the root, else the mount point itself (a
 /// router nested at `/ops` answers `/ops`, not `/ops/`).
 pub(super) fn home_of(base: &str) -> String {
-    if base.is_empty() {
-        "/".to_owned()
-    } else {
-        base.to_owned()
-    }
-}
-
-impl Dashboard {
-    pub(super) fn home(&self) -> String {
-        home_of(&self.inner.options.mounted_at)
-    }
+    if base.is_empty() { "/" } else { base }.to_owned()
 }
 
 #[cfg(test)]

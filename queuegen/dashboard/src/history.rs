@@ -8,7 +8,7 @@
 //! of the dead-letter streams' length.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use queuegen_runtime::ops::status::{QueueStatus, StatusReport};
 use serde::Serialize;
@@ -94,10 +94,7 @@ impl History {
                 .map(|queue| (queue.queue.clone(), QueueSample::of(queue)))
                 .collect(),
         };
-        let mut samples = self
-            .samples
-            .lock()
-            .expect("the history lock is never poisoned");
+        let mut samples = self.lock();
         if samples.len() == self.keep {
             samples.pop_front();
         }
@@ -106,20 +103,13 @@ impl History {
 
     /// The chart series of one queue, or of all queues summed (`None`).
     pub(super) fn series(&self, queue: Option<&str>) -> Series {
-        let samples = self
-            .samples
+        let points: Vec<(u64, QueueSample)> = self
             .lock()
-            .expect("the history lock is never poisoned");
-        let points: Vec<(u64, QueueSample)> = samples
             .iter()
             .map(|sample| {
                 let mut total = QueueSample::default();
                 for (name, numbers) in &sample.queues {
-                    let wanted = match queue {
-                        None => true,
-                        Some(wanted) => wanted == name,
-                    };
-                    if wanted {
+                    if queue.map_or(true, |wanted| wanted == name) {
                         total.add(numbers);
                     }
                 }
@@ -127,6 +117,12 @@ impl History {
             })
             .collect();
         Series::from_points(&points)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Sample>> {
+        self.samples
+            .lock()
+            .expect("the history lock is never poisoned")
     }
 }
 
@@ -151,11 +147,12 @@ impl Series {
     fn from_points(points: &[(u64, QueueSample)]) -> Series {
         let mut series = Series::default();
         let mut previous: Option<&(u64, QueueSample)> = None;
+        let seconds = |ms: u64| ms as f64 / 1_000.0;
         for point in points {
             let (at_ms, now) = point;
-            series.t.push(*at_ms as f64 / 1_000.0);
+            series.t.push(seconds(*at_ms));
             let rates = previous.and_then(|(then_ms, then)| {
-                let seconds = at_ms.checked_sub(*then_ms).filter(|ms| *ms > 0)? as f64 / 1_000.0;
+                let seconds = seconds(at_ms.checked_sub(*then_ms).filter(|ms| *ms > 0)?);
                 let rise = |now: u64, then: u64| now.saturating_sub(then) as f64;
                 let delivered = rise(now.entries_read, then.entries_read);
                 // Pending falls by what was acknowledged and rises by what was delivered.
@@ -173,12 +170,8 @@ impl Series {
             series.pending.push(now.pending);
             series.retries.push(now.retries);
             series.dead_letters.push(now.dead_letters);
-            series
-                .oldest_ready_s
-                .push(now.oldest_ready_ms as f64 / 1_000.0);
-            series
-                .oldest_pending_s
-                .push(now.oldest_pending_ms as f64 / 1_000.0);
+            series.oldest_ready_s.push(seconds(now.oldest_ready_ms));
+            series.oldest_pending_s.push(seconds(now.oldest_pending_ms));
             previous = Some(point);
         }
         series

@@ -87,11 +87,8 @@ impl DashboardQueue {
             .iter()
             .find(|queue| queue.name == config.queue)?;
         let envelope = spec.envelope(&queue.envelope)?;
-        let mut shown_fields: BTreeSet<String> = header_fields::ALL
-            .iter()
-            .map(|name| (*name).to_owned())
-            .collect();
-        shown_fields.insert(header_fields::REPLAY_OF.to_owned());
+        let header = header_fields::ALL.iter().chain([&header_fields::REPLAY_OF]);
+        let mut shown_fields: BTreeSet<String> = header.map(|name| (*name).to_owned()).collect();
         shown_fields.extend(envelope.fields.iter().map(|field| field.name.clone()));
         for change in &envelope.changes {
             shown_fields.extend(change.removed.iter().map(|field| field.name.clone()));
@@ -235,30 +232,18 @@ impl Dashboard {
     }
 
     async fn status(&self) -> Result<queuegen_runtime::ops::StatusReport> {
-        let watched: Vec<WatchedQueue> = self
-            .inner
-            .queues
-            .iter()
-            .map(|queue| queue.watched.clone())
-            .collect();
+        let queues = &self.inner.queues;
+        let watched: Vec<WatchedQueue> = queues.iter().map(|queue| queue.watched.clone()).collect();
         Ok(queuegen_runtime::ops::status::status_of(&self.inner.redis, &watched).await?)
     }
 
     fn queue(&self, name: &str) -> Result<&DashboardQueue> {
-        self.inner
-            .queues
-            .iter()
-            .find(|queue| queue.watched.config.queue == name)
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "the spec has no queue {name:?} (queues: {})",
-                    self.inner
-                        .queues
-                        .iter()
-                        .map(|queue| &*queue.watched.config.queue)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
+        let queues = &self.inner.queues;
+        let found = queues.iter().find(|queue| queue.config().queue == name);
+        found.ok_or_else(|| {
+            let names: Vec<&str> = queues.iter().map(|queue| &*queue.config().queue).collect();
+            let names = names.join(", ");
+            Error::NotFound(format!("the spec has no queue {name:?} (queues: {names})"))
+        })
     }
 }

@@ -25,6 +25,7 @@
 //! Like the other connections, a failed command is answered with its error
 //! and never resent here: the caller knows whether it may be repeated.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -179,21 +180,43 @@ impl Rebuilding {
         }
     }
 
+    /// What `send` answers through the connection in use. An error that
+    /// says the connection (not the command) failed marks it for a
+    /// rebuild, if it is still the one in use.
+    pub(super) async fn send<T, F>(
+        &self,
+        send: impl FnOnce(ClusterConnection) -> F,
+    ) -> RedisResult<T>
+    where
+        F: Future<Output = RedisResult<T>>,
+    {
+        let (generation, connection) = self.current().await;
+        let reply = send(connection).await;
+        let connection_failed = |err: &redis::RedisError| {
+            err.is_unrecoverable_error()
+                || err.is_io_error()
+                || err.is_timeout()
+                || err.is_connection_dropped()
+                || err.is_connection_refusal()
+        };
+        if reply.as_ref().is_err_and(connection_failed) {
+            let mut state = self.inner.state.lock().await;
+            state.stale |= state.generation == generation;
+        }
+        reply
+    }
+
     /// The connection to use now, and its generation. Rebuilds first when
     /// due (at most once per [`FILE_POLL`]); a failed rebuild keeps the old
     /// connection. Callers wait on the lock while one rebuilds.
-    pub(super) async fn current(&self) -> (u64, ClusterConnection) {
+    async fn current(&self) -> (u64, ClusterConnection) {
         let mut state = self.inner.state.lock().await;
         if state.checked.elapsed() >= FILE_POLL {
             state.checked = Instant::now();
-            if self.inner.connector.tls_file_contents() != state.files {
-                state.stale = true;
-            }
+            state.stale |= self.inner.connector.tls_file_contents() != state.files;
         }
-        let may_try = state
-            .tried
-            .map_or(true, |tried| tried.elapsed() >= FILE_POLL);
-        if state.stale && may_try {
+        let tried_lately = state.tried.is_some_and(|tried| tried.elapsed() < FILE_POLL);
+        if state.stale && !tried_lately {
             state.tried = Some(Instant::now());
             // Read before connecting: a file replaced meanwhile is seen next time.
             let files = self.inner.connector.tls_file_contents();
@@ -215,35 +238,11 @@ impl Rebuilding {
         (state.generation, state.connection.clone())
     }
 
-    /// Marks connection `generation` for a rebuild if `err` says the
-    /// connection (not the command) failed, and it is still the one in use.
-    pub(super) async fn after_error(&self, generation: u64, err: &redis::RedisError) {
-        let connection_level = err.is_unrecoverable_error()
-            || err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_dropped()
-            || err.is_connection_refusal();
-        if !connection_level {
-            return;
-        }
-        let mut state = self.inner.state.lock().await;
-        if state.generation == generation {
-            state.stale = true;
-        }
-    }
-
-    async fn rebuild(&self) -> std::result::Result<ClusterConnection, String> {
+    async fn rebuild(&self) -> std::result::Result<ClusterConnection, Box<dyn std::error::Error>> {
         let inner = &self.inner;
-        let client = super::cluster_client(
-            &inner.connector,
-            inner.password.as_ref(),
-            inner.response_timeout,
-        )
-        .map_err(|err| err.to_string())?;
-        client
-            .get_async_connection()
-            .await
-            .map_err(|err| err.to_string())
+        let password = inner.password.as_ref();
+        let client = super::cluster_client(&inner.connector, password, inner.response_timeout)?;
+        Ok(client.get_async_connection().await?)
     }
 
     pub(super) fn db(&self) -> i64 {

@@ -55,12 +55,10 @@ impl Connection {
         let reply = match self {
             Connection::Cluster(conn) => conn.route_command(wait, primary_of(key)).await?,
             Connection::Rebuilding(rebuilding) => {
-                let (generation, mut conn) = rebuilding.current().await;
-                let reply = conn.route_command(wait, primary_of(key)).await;
-                if let Err(err) = &reply {
-                    rebuilding.after_error(generation, err).await;
-                }
-                reply?
+                let route = primary_of(key);
+                rebuilding
+                    .send(|mut conn| async move { conn.route_command(wait, route).await })
+                    .await?
             }
             other => other.req_packed_command(&wait).await?,
         };
@@ -83,14 +81,11 @@ impl ConnectionLike for Connection {
             Connection::Reloading(conn) => conn.req_packed_command(cmd),
             Connection::Direct(conn) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
-            Connection::Rebuilding(rebuilding) => Box::pin(async move {
-                let (generation, conn) = rebuilding.current().await;
-                let reply = Connection::Cluster(conn).req_packed_command(cmd).await;
-                if let Err(err) = &reply {
-                    rebuilding.after_error(generation, err).await;
-                }
-                reply
-            }),
+            Connection::Rebuilding(rebuilding) => {
+                Box::pin(rebuilding.send(move |conn| async move {
+                    Connection::Cluster(conn).req_packed_command(cmd).await
+                }))
+            }
         }
     }
 
@@ -116,16 +111,12 @@ impl ConnectionLike for Connection {
                 }
                 split_pipeline(conn.clone(), pipeline, groups).boxed()
             }
-            Connection::Rebuilding(rebuilding) => Box::pin(async move {
-                let (generation, conn) = rebuilding.current().await;
-                let replies = Connection::Cluster(conn)
-                    .req_packed_commands(pipeline, offset, count)
-                    .await;
-                if let Err(err) = &replies {
-                    rebuilding.after_error(generation, err).await;
-                }
-                replies
-            }),
+            Connection::Rebuilding(rebuilding) => {
+                Box::pin(rebuilding.send(move |conn| async move {
+                    let mut conn = Connection::Cluster(conn);
+                    conn.req_packed_commands(pipeline, offset, count).await
+                }))
+            }
         }
     }
 
@@ -144,22 +135,22 @@ impl ConnectionLike for Connection {
 /// order of first appearance. Keyless commands join the group of the keyed
 /// command before them (or the first group when none precedes them).
 fn group_by_slot(pipeline: &Pipeline) -> Vec<Vec<usize>> {
-    // A pipeline spans a few slots: a list beats a hash map here.
-    let mut slot_of_group: Vec<(Slot, usize)> = Vec::new();
+    // A pipeline spans a few slots: a list beats a hash map here. Group
+    // `i` is the group of `slots[i]`.
+    let mut slots: Vec<Slot> = Vec::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut keyless_before_any: Vec<usize> = Vec::new();
     let mut current: Option<usize> = None;
     for (index, cmd) in pipeline.cmd_iter().enumerate() {
         match slot_of(cmd) {
             Some(slot) => {
-                let group = match slot_of_group.iter().find(|(seen, _)| *seen == slot) {
-                    Some(&(_, group)) => group,
-                    None => {
-                        groups.push(Vec::new());
-                        slot_of_group.push((slot, groups.len() - 1));
-                        groups.len() - 1
-                    }
-                };
+                let group = slots.iter().position(|seen| *seen == slot);
+                let group = group.unwrap_or_else(|| {
+                    slots.push(slot);
+                    // The first group takes the keyless commands before it.
+                    groups.push(std::mem::take(&mut keyless_before_any));
+                    groups.len() - 1
+                });
                 groups[group].push(index);
                 current = Some(group);
             }
@@ -170,13 +161,7 @@ fn group_by_slot(pipeline: &Pipeline) -> Vec<Vec<usize>> {
         }
     }
     if !keyless_before_any.is_empty() {
-        match groups.first_mut() {
-            Some(first) => {
-                keyless_before_any.append(first);
-                *first = keyless_before_any;
-            }
-            None => groups.push(keyless_before_any),
-        }
+        groups.push(keyless_before_any);
     }
     groups
 }
@@ -198,46 +183,25 @@ fn key_of(cmd: &Cmd) -> Option<&[u8]> {
         _ => &b""[..],
     });
     let name = args.next()?;
-    let is = |expected: &[u8]| name.eq_ignore_ascii_case(expected);
-    if [
-        &b"WAIT"[..],
-        b"TIME",
-        b"INFO",
-        b"PING",
-        b"CLUSTER",
-        b"FUNCTION",
-        b"SCRIPT",
-        b"CLIENT",
-        b"CONFIG",
-        b"ACL",
-        b"HELLO",
-        b"SELECT",
-    ]
-    .iter()
-    .any(|server_command| is(server_command))
-    {
+    // Each list names the commands of one shape, space-separated.
+    let is_one_of = |names: &str| {
+        names
+            .split(' ')
+            .any(|known| name.eq_ignore_ascii_case(known.as_bytes()))
+    };
+    if is_one_of("WAIT TIME INFO PING CLUSTER FUNCTION SCRIPT CLIENT CONFIG ACL HELLO SELECT") {
         return None;
     }
-    if is(b"XREAD") || is(b"XREADGROUP") {
+    if is_one_of("XREAD XREADGROUP") {
         args.find(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?;
         return args.next();
     }
-    if [
-        &b"FCALL"[..],
-        b"FCALL_RO",
-        b"EVAL",
-        b"EVALSHA",
-        b"EVAL_RO",
-        b"EVALSHA_RO",
-    ]
-    .iter()
-    .any(|script_call| is(script_call))
-    {
+    if is_one_of("FCALL FCALL_RO EVAL EVALSHA EVAL_RO EVALSHA_RO") {
         let keys: usize = std::str::from_utf8(args.nth(1)?).ok()?.parse().ok()?;
         return (keys > 0).then(|| args.next()).flatten();
     }
     // Container commands: the key follows the subcommand.
-    if is(b"XINFO") || is(b"XGROUP") || is(b"OBJECT") || is(b"MEMORY") {
+    if is_one_of("XINFO XGROUP OBJECT MEMORY") {
         return args.nth(1);
     }
     args.next()
@@ -266,16 +230,11 @@ async fn split_pipeline(
             ordered[index] = Some(value);
         }
     }
+    let missing = "a sub-pipeline answered fewer replies than it sent commands";
+    let missing = || redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, missing));
     ordered
         .into_iter()
-        .map(|value| {
-            value.ok_or_else(|| {
-                redis::RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "a sub-pipeline answered fewer replies than it sent commands",
-                ))
-            })
-        })
+        .map(|value| value.ok_or_else(missing))
         .collect()
 }
 

@@ -28,17 +28,11 @@ impl Connector {
             .into_connection_info()
             .map_err(|err| Error::redis("parsing the Redis URL", err))?;
         let connector = Connector { url, options };
-        let problem = |problem: OptionsProblem| {
-            Error::from(ConnectionError::ConnectOptions {
-                url: connector.redacted_url(),
-                problem,
-            })
-        };
         if connector.options.has_tls_files() && !connector.is_tls() {
-            return Err(problem(OptionsProblem::TlsFilesWithoutTls));
+            return Err(connector.options_error(OptionsProblem::TlsFilesWithoutTls));
         }
         if connector.options.tls_cert.is_some() != connector.options.tls_key.is_some() {
-            return Err(problem(OptionsProblem::HalfAClientCertificate));
+            return Err(connector.options_error(OptionsProblem::HalfAClientCertificate));
         }
         if connector.is_tls() {
             // The redis crate leaves the choice of crypto provider to the
@@ -97,12 +91,13 @@ impl Connector {
             Some(certificates) => redis::Client::build_with_tls(info, certificates),
             None => redis::Client::open(info),
         };
-        built.map_err(|err| {
-            Error::Connection(ConnectionError::ConnectOptions {
-                url: self.redacted_url(),
-                problem: OptionsProblem::Client(err.to_string()),
-            })
-        })
+        built.map_err(|err| self.options_error(OptionsProblem::Client(err.to_string())))
+    }
+
+    /// The URL and options do not fit together, or make no client.
+    fn options_error(&self, problem: OptionsProblem) -> Error {
+        let url = self.redacted_url();
+        Error::Connection(ConnectionError::ConnectOptions { url, problem })
     }
 
     /// The connection settings of a new client (credentials and TLS
@@ -116,10 +111,10 @@ impl Connector {
         if !self.options.has_tls_files() {
             return Ok(None);
         }
-        let root_cert = match &self.options.tls_ca {
-            Some(path) => Some(read_certificates(path, "TLS CA file")?),
-            None => None,
-        };
+        let root_cert = self.options.tls_ca.as_deref();
+        let root_cert = root_cert
+            .map(|ca| read_certificates(ca, "TLS CA file"))
+            .transpose()?;
         let client_tls = match (&self.options.tls_cert, &self.options.tls_key) {
             (Some(cert), Some(key)) => Some(ClientTlsConfig {
                 client_cert: read_certificates(cert, "TLS client certificate file")?,
@@ -145,15 +140,12 @@ impl Connector {
     /// The contents of the CA, client certificate and key files (`None`
     /// for one that cannot be read), to tell when any of them changed.
     pub(crate) fn tls_file_contents(&self) -> Vec<Option<Vec<u8>>> {
-        [
-            &self.options.tls_ca,
-            &self.options.tls_cert,
-            &self.options.tls_key,
-        ]
-        .into_iter()
-        .flatten()
-        .map(|path| std::fs::read(path).ok())
-        .collect()
+        let options = &self.options;
+        [&options.tls_ca, &options.tls_cert, &options.tls_key]
+            .into_iter()
+            .flatten()
+            .map(|path| std::fs::read(path).ok())
+            .collect()
     }
 
     /// `true` when a CA, client certificate or key file is named.
@@ -174,13 +166,10 @@ impl Connector {
                 source: err,
             });
         }
-        let tls = if self.is_tls() {
-            match &self.options.tls_ca {
-                Some(ca) => format!(" over TLS, trusting the CAs in {}", ca.display()),
-                None => " over TLS, trusting the system's root certificates".to_owned(),
-            }
-        } else {
-            String::new()
+        let tls = match &self.options.tls_ca {
+            _ if !self.is_tls() => String::new(),
+            Some(ca) => format!(" over TLS, trusting the CAs in {}", ca.display()),
+            None => " over TLS, trusting the system's root certificates".to_owned(),
         };
         Error::redis(format!("{doing} {}{tls}", self.addr()), err)
     }
@@ -207,68 +196,54 @@ impl Connector {
 /// most editors add one, a Kubernetes Secret usually has none.
 fn read_password(path: &Path) -> Result<String> {
     let what = "password file";
-    let text = std::fs::read_to_string(path).map_err(|source| {
-        Error::Connection(ConnectionError::ConnectionFile {
-            what,
-            path: path.to_owned(),
-            source,
-        })
-    })?;
+    let text = std::fs::read_to_string(path).map_err(unreadable(what, path))?;
     let password = text
         .strip_suffix("\r\n")
         .or_else(|| text.strip_suffix('\n'))
         .unwrap_or(&text);
     if password.is_empty() {
-        return Err(Error::Connection(ConnectionError::InvalidConnectionFile {
-            what,
-            path: path.to_owned(),
-            problem: FileProblem::Empty,
-        }));
+        return Err(invalid(what, path, FileProblem::Empty));
     }
     Ok(password.to_owned())
-}
-
-fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| {
-        Error::Connection(ConnectionError::ConnectionFile {
-            what,
-            path: path.to_owned(),
-            source,
-        })
-    })
 }
 
 /// A PEM file of one or more certificates, checked here so that a wrong
 /// file is named now rather than failing every handshake later.
 fn read_certificates(path: &Path, what: &'static str) -> Result<Vec<u8>> {
-    let pem = read_file(path, what)?;
-    let invalid = |problem: FileProblem| {
-        Error::Connection(ConnectionError::InvalidConnectionFile {
-            what,
-            path: path.to_owned(),
-            problem,
-        })
-    };
+    let pem = std::fs::read(path).map_err(unreadable(what, path))?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|err| invalid(FileProblem::NotPemCertificates(err.to_string())))?;
+        .map_err(|err| invalid(what, path, FileProblem::NotPemCertificates(err.to_string())))?;
     if certificates.is_empty() {
-        return Err(invalid(FileProblem::NoCertificate));
+        return Err(invalid(what, path, FileProblem::NoCertificate));
     }
     Ok(pem)
 }
 
 fn read_private_key(path: &Path) -> Result<Vec<u8>> {
     let what = "TLS client key file";
-    let pem = read_file(path, what)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|err| {
-        Error::Connection(ConnectionError::InvalidConnectionFile {
-            what,
-            path: path.to_owned(),
-            problem: FileProblem::NoPrivateKey(err.to_string()),
-        })
-    })?;
+    let pem = std::fs::read(path).map_err(unreadable(what, path))?;
+    PrivateKeyDer::from_pem_slice(&pem)
+        .map_err(|err| invalid(what, path, FileProblem::NoPrivateKey(err.to_string())))?;
     Ok(pem)
+}
+
+/// The error of a file that cannot be read; `what` names it.
+fn unreadable<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| {
+        let path = path.to_owned();
+        Error::Connection(ConnectionError::ConnectionFile { what, path, source })
+    }
+}
+
+/// The error of a file that was read but cannot be used.
+fn invalid(what: &'static str, path: &Path, problem: FileProblem) -> Error {
+    let path = path.to_owned();
+    Error::Connection(ConnectionError::InvalidConnectionFile {
+        what,
+        path,
+        problem,
+    })
 }
 
 #[cfg(test)]

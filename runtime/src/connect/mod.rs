@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
-use redis::{AsyncConnectionConfig, ConnectionInfo};
+use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 
 pub use cluster::Rebuilding;
 pub use connection::Connection;
@@ -123,46 +123,34 @@ impl Redis {
                 false
             }
             Err(err) => {
-                return Err(Error::redis(
-                    format!("INFO cluster on {addr}, to tell a Cluster from a server"),
-                    err,
-                ))
+                let doing = format!("INFO cluster on {addr}, to tell a Cluster from a server");
+                return Err(Error::redis(doing, err));
             }
         };
-        if is_cluster {
+        // On a Cluster the client reconnects to nodes by itself, with the
+        // certificates read here and the password file followed; a shared
+        // connection with certificate files is remade when they change.
+        // Reader connections and direct ones to each primary read the files again.
+        let password = match is_cluster {
+            true => FilePassword::watch(&connector)?,
+            false => None,
+        };
+        let shared = if is_cluster {
             drop(probe);
-            // The Cluster client reconnects to nodes by itself, with the
-            // certificates read here and the password file followed; a
-            // shared connection with certificate files is remade when they
-            // change. Reader connections and direct ones to each primary
-            // read the files again.
-            let password = FilePassword::watch(&connector)?;
-            let client = cluster_client(&connector, password.as_ref(), SHARED_RESPONSE_TIMEOUT)?;
-            let first = client
+            let first = cluster_client(&connector, password.as_ref(), SHARED_RESPONSE_TIMEOUT)?
                 .get_async_connection()
                 .await
                 .map_err(|err| connector.connect_error("connecting to the Cluster through", err))?;
-            let shared = if connector.has_tls_files() {
-                Connection::Rebuilding(Rebuilding::new(
+            match connector.has_tls_files() {
+                true => Connection::Rebuilding(Rebuilding::new(
                     connector.clone(),
                     password.clone(),
                     SHARED_RESPONSE_TIMEOUT,
                     first,
-                ))
-            } else {
-                Connection::Cluster(first)
-            };
-            return Ok(Redis {
-                deployment: Arc::new(Deployment {
-                    connector,
-                    cluster: true,
-                    password,
-                }),
-                shared,
-                state: Arc::default(),
-            });
-        }
-        let shared = if connector.reads_files() {
+                )),
+                false => Connection::Cluster(first),
+            }
+        } else if connector.reads_files() {
             // The manager would reconnect with the files as read now.
             Connection::Reloading(Reloading::new(connector.clone(), shared_config, probe))
         } else {
@@ -177,12 +165,13 @@ impl Redis {
                     .map_err(|err| connector.connect_error("connecting to", err))?,
             )
         };
+        let deployment = Deployment {
+            connector,
+            cluster: is_cluster,
+            password,
+        };
         Ok(Redis {
-            deployment: Arc::new(Deployment {
-                connector,
-                cluster: false,
-                password: None,
-            }),
+            deployment: Arc::new(deployment),
             shared,
             state: Arc::default(),
         })
@@ -216,14 +205,12 @@ impl Redis {
         let connector = &self.deployment.connector;
         if self.deployment.cluster {
             let client = cluster_client(connector, self.deployment.password.as_ref(), timeout)?;
+            let doing = "opening a reader connection to the Cluster through";
             return client
                 .get_async_connection()
                 .await
                 .map(Connection::Cluster)
-                .map_err(|err| {
-                    connector
-                        .connect_error("opening a reader connection to the Cluster through", err)
-                });
+                .map_err(|err| connector.connect_error(doing, err));
         }
         connector
             .client()?
@@ -239,25 +226,17 @@ impl Redis {
     /// (Function loading, the start checks, `INFO`).
     pub async fn primaries(&self) -> Result<Vec<Node>> {
         let connector = &self.deployment.connector;
-        match self.deployment.cluster {
-            false => Ok(vec![Node::new(connector.client()?)]),
-            true => {
-                let slots: redis::Value = redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut self.shared())
-                    .await
-                    .map_err(|err| {
-                        Error::redis(
-                            format!(
-                                "CLUSTER SLOTS through {}, to find the primaries",
-                                self.addr()
-                            ),
-                            err,
-                        )
-                    })?;
-                node::primaries_of(&slots, &connector.connection_info()?)
-            }
+        if !self.deployment.cluster {
+            return Ok(vec![Node::new(connector.client()?)]);
         }
+        let addr = connector.addr();
+        let doing = || format!("CLUSTER SLOTS through {addr}, to find the primaries");
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut self.shared())
+            .await
+            .map_err(|err| Error::redis(doing(), err))?;
+        node::primaries_of(&slots, &connector.connection_info()?)
     }
 
     /// The `T` named `name` that every clone of this handle shares, made by
@@ -300,21 +279,25 @@ pub(crate) fn info_replies(reply: &redis::Value) -> Vec<String> {
 
 /// The text of each node's answer to `INFO`, each with the `host:port` of the node that
 /// answered (`None` on a server, whose reply does not say).
-pub fn info_by_node(reply: &redis::Value) -> Vec<(Option<String>, String)> {
-    use redis::Value;
-    fn text(value: &Value) -> Option<String> {
-        match value {
-            Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-            Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(text.clone()),
-            _ => None,
-        }
-    }
+pub fn info_by_node(reply: &Value) -> Vec<(Option<String>, String)> {
     match reply {
         Value::Map(nodes) => nodes
             .iter()
-            .filter_map(|(node, info)| Some((text(node), text(info)?)))
+            .filter_map(|(node, info)| Some((text_of(node), text_of(info)?)))
             .collect(),
-        other => text(other).into_iter().map(|info| (None, info)).collect(),
+        other => text_of(other)
+            .into_iter()
+            .map(|info| (None, info))
+            .collect(),
+    }
+}
+
+/// A reply that is text (bulk, simple or verbatim), as a string.
+fn text_of(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
     }
 }
 

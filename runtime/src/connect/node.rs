@@ -29,10 +29,9 @@ impl Node {
 
     /// A new direct connection to this node.
     pub async fn connection(&self) -> Result<MultiplexedConnection> {
+        let config = super::direct_config(NODE_RESPONSE_TIMEOUT);
         self.client
-            .get_multiplexed_async_connection_with_config(&super::direct_config(
-                NODE_RESPONSE_TIMEOUT,
-            ))
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|err| Error::redis(format!("connecting to {}", self.addr()), err))
     }
@@ -64,10 +63,8 @@ pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<N
         let Some(Value::Array(primary)) = parts.get(2) else {
             return Err(malformed("a slot range has no primary"));
         };
-        let host = match primary.first() {
-            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-            Some(Value::SimpleString(text)) => text.clone(),
-            _ => return Err(malformed("a primary has no host")),
+        let Some(host) = primary.first().and_then(super::text_of) else {
+            return Err(malformed("a primary has no host"));
         };
         let port = match primary.get(1) {
             Some(Value::Int(port)) => {

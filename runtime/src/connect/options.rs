@@ -1,6 +1,6 @@
 //! What a connection needs beyond its URL: the user, where the password comes from, and the TLS files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How to authenticate and which certificates to use, on top of the URL.
 /// Every file named here is read again each time a connection is made or
@@ -72,13 +72,11 @@ impl ConnectOptions {
     /// The client certificate (PEM chain) and its private key (PEM), for
     /// servers that ask clients for one (`tls-auth-clients yes`).
     pub fn tls_client_cert(
-        mut self,
+        self,
         cert: impl Into<PathBuf>,
         key: impl Into<PathBuf>,
     ) -> ConnectOptions {
-        self.tls_cert = Some(cert.into());
-        self.tls_key = Some(key.into());
-        self
+        self.tls_client_cert_file(cert).tls_client_key_file(key)
     }
 
     /// Only the client certificate; [`ConnectOptions::tls_client_key_file`]
@@ -97,19 +95,11 @@ impl ConnectOptions {
     /// `true` when some part of the connection is read from a file, which
     /// each reconnection must read again.
     pub(crate) fn reads_files(&self) -> bool {
-        matches!(self.password, Some(PasswordSource::File(_)))
-            || self.tls_ca.is_some()
-            || self.tls_cert.is_some()
-            || self.tls_key.is_some()
+        matches!(self.password, Some(PasswordSource::File(_))) || self.has_tls_files()
     }
 
     /// `true` when TLS files are named (which needs a `rediss://` URL).
     pub(super) fn has_tls_files(&self) -> bool {
         self.tls_ca.is_some() || self.tls_cert.is_some() || self.tls_key.is_some()
-    }
-
-    /// The CA file, if one is named.
-    pub fn tls_ca(&self) -> Option<&Path> {
-        self.tls_ca.as_deref()
     }
 }

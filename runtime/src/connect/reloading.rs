@@ -8,6 +8,7 @@
 //! Like the manager, it answers the failed command with the error and does
 //! not resend it: the caller decides whether a command is safe to repeat.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -69,28 +70,30 @@ impl Reloading {
         Ok((current.0, socket))
     }
 
-    /// Drops the socket `generation` if it is still the one in use.
-    async fn forget(&self, generation: u64, err: &redis::RedisError) {
-        if !err.is_unrecoverable_error() {
-            return;
+    /// What `send` answers through the socket in use. A connection-level
+    /// error drops that socket, if it is still the one in use.
+    async fn send<T, F>(&self, send: impl FnOnce(MultiplexedConnection) -> F) -> RedisResult<T>
+    where
+        F: Future<Output = RedisResult<T>>,
+    {
+        let (generation, socket) = self.socket().await?;
+        let reply = send(socket).await;
+        if reply
+            .as_ref()
+            .is_err_and(|err| err.is_unrecoverable_error())
+        {
+            let mut current = self.inner.current.lock().await;
+            if current.0 == generation {
+                current.1 = None;
+            }
         }
-        let mut current = self.inner.current.lock().await;
-        if current.0 == generation {
-            current.1 = None;
-        }
+        reply
     }
 }
 
 impl ConnectionLike for Reloading {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let (generation, mut socket) = self.socket().await?;
-            let reply = socket.req_packed_command(cmd).await;
-            if let Err(err) = &reply {
-                self.forget(generation, err).await;
-            }
-            reply
-        })
+        Box::pin(self.send(move |mut socket| async move { socket.req_packed_command(cmd).await }))
     }
 
     fn req_packed_commands<'a>(
@@ -99,14 +102,9 @@ impl ConnectionLike for Reloading {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async move {
-            let (generation, mut socket) = self.socket().await?;
-            let replies = socket.req_packed_commands(pipeline, offset, count).await;
-            if let Err(err) = &replies {
-                self.forget(generation, err).await;
-            }
-            replies
-        })
+        Box::pin(self.send(move |mut socket| async move {
+            socket.req_packed_commands(pipeline, offset, count).await
+        }))
     }
 
     fn get_db(&self) -> i64 {

@@ -14,16 +14,13 @@ use std::error::Error as StdError;
 
 use tokio_postgres::error::{DbError, SqlState};
 
-use super::ErrorKind;
+use super::{BoxError, ErrorKind};
 
 /// The kind of a driver error: by SQLSTATE class for an error the server
 /// sent, transient for a connection that failed or closed.
 pub fn error_kind(err: &tokio_postgres::Error) -> ErrorKind {
-    match err.code() {
-        Some(code) => kind_of_sqlstate(code),
-        // No SQLSTATE: the connection failed, closed or timed out.
-        None => ErrorKind::Transient,
-    }
+    // No SQLSTATE: the connection failed, closed or timed out.
+    err.code().map_or(ErrorKind::Transient, kind_of_sqlstate)
 }
 
 fn kind_of_sqlstate(code: &SqlState) -> ErrorKind {
@@ -52,23 +49,16 @@ fn kind_of_sqlstate(code: &SqlState) -> ErrorKind {
 /// The kind of the first `tokio_postgres::Error` along `err`'s source
 /// chain (itself included), if there is one.
 pub(crate) fn kind_in_chain(err: &(dyn StdError + 'static)) -> Option<ErrorKind> {
-    let mut current = Some(err);
-    while let Some(err) = current {
-        if let Some(postgres) = err.downcast_ref::<tokio_postgres::Error>() {
-            return Some(error_kind(postgres));
-        }
-        current = err.source();
-    }
-    None
+    std::iter::successors(Some(err), |&err| err.source())
+        .find_map(|err| err.downcast_ref::<tokio_postgres::Error>())
+        .map(error_kind)
 }
 
 /// `source` itself when it is not a driver error; a driver error wrapped
 /// so that it displays as [`describe`] says (a dead letter's `detail` then
 /// names the SQLSTATE and constraint, not only "db error"), with the
 /// driver error as its source.
-pub(crate) fn with_server_message(
-    source: Box<dyn StdError + Send + Sync>,
-) -> Box<dyn StdError + Send + Sync> {
+pub(crate) fn with_server_message(source: BoxError) -> BoxError {
     match source.downcast::<tokio_postgres::Error>() {
         Ok(driver) => Box::new(Described {
             text: describe(&driver),
@@ -79,22 +69,12 @@ pub(crate) fn with_server_message(
 }
 
 /// A driver error with its full description.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
 struct Described {
     text: String,
+    #[source]
     driver: tokio_postgres::Error,
-}
-
-impl std::fmt::Display for Described {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl StdError for Described {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&self.driver)
-    }
 }
 
 /// A driver error in one line: the server's message with its SQLSTATE,
@@ -111,12 +91,8 @@ pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
 }
 
 fn describe_db(db: &DbError) -> String {
-    let mut text = format!(
-        "{} {} (SQLSTATE {})",
-        db.severity(),
-        db.message(),
-        db.code().code()
-    );
+    let (severity, message, code) = (db.severity(), db.message(), db.code().code());
+    let mut text = format!("{severity} {message} (SQLSTATE {code})");
     if let Some(detail) = db.detail() {
         text.push_str(&format!("; {detail}"));
     }

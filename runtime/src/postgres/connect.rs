@@ -48,10 +48,8 @@ impl Postgres {
     /// what to do: so a worker fails at start, not at its first job.
     pub async fn connect(url: &str, schema: &str, pool_size: usize) -> Result<Postgres> {
         let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
-            Error::Postgres(PostgresError::Setup {
-                target: redact(url),
-                problem: format!("the database URL cannot be used: {err}"),
-            })
+            let problem = format!("the database URL cannot be used: {err}");
+            setup_error(redact(url), problem)
         })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
@@ -71,10 +69,7 @@ impl Postgres {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|err| {
-                Error::Postgres(PostgresError::Setup {
-                    target: target.clone(),
-                    problem: format!("cannot build a connection pool: {err}"),
-                })
+                setup_error(&target, format!("cannot build a connection pool: {err}"))
             })?;
         Self::from_pool_named(pool, schema, target).await
     }
@@ -88,12 +83,10 @@ impl Postgres {
 
     async fn from_pool_named(pool: Pool, schema: &str, target: String) -> Result<Postgres> {
         if !queuegen_core::sql::is_plain_identifier(schema) {
-            return Err(Error::Postgres(PostgresError::Setup {
-                target,
-                problem: format!(
-                    "schema {schema:?} is not a plain lowercase SQL identifier (spec `postgres.schema`)"
-                ),
-            }));
+            let problem = format!(
+                "schema {schema:?} is not a plain lowercase SQL identifier (spec `postgres.schema`)"
+            );
+            return Err(setup_error(target, problem));
         }
         let postgres = Postgres {
             inner: Arc::new(Inner {
@@ -130,10 +123,10 @@ impl Postgres {
     pub(crate) async fn client(&self, doing: &str) -> Result<Object> {
         self.inner.pool.get().await.map_err(|err| match err {
             deadpool_postgres::PoolError::Backend(source) => self.error(doing, source),
-            other => Error::Postgres(PostgresError::Setup {
-                target: self.target().to_owned(),
-                problem: format!("{doing}: no connection from the pool: {other}"),
-            }),
+            other => setup_error(
+                self.target(),
+                format!("{doing}: no connection from the pool: {other}"),
+            ),
         })
     }
 
@@ -163,46 +156,41 @@ impl Postgres {
         );
         if !missing.is_empty() {
             let names: Vec<String> = missing.iter().map(|t| self.table(t)).collect();
-            return Err(Error::Postgres(PostgresError::Setup {
-                target: self.target().to_owned(),
-                problem: format!("table {} does not exist: {fix}", names.join(", ")),
-            }));
+            let problem = format!("table {} does not exist: {fix}", names.join(", "));
+            return Err(setup_error(self.target(), problem));
         }
+        let table = self.table("migrations");
         let applied: Option<i32> = client
-            .query_one(
-                &format!("SELECT max(version) FROM {}", self.table("migrations")),
-                &[],
-            )
+            .query_one(&format!("SELECT max(version) FROM {table}"), &[])
             .await
             .map_err(|err| self.error("reading the applied migrations", err))?
             .get(0);
-        match applied {
-            Some(version) if version >= LATEST => Ok(()),
-            applied => Err(Error::Postgres(PostgresError::Setup {
-                target: self.target().to_owned(),
-                problem: format!(
-                    "{} records migration {} applied, this runtime needs {LATEST}: {fix}",
-                    self.table("migrations"),
-                    applied.map_or("none".to_owned(), |v| v.to_string()),
-                ),
-            })),
+        if applied.is_some_and(|version| version >= LATEST) {
+            return Ok(());
         }
+        let applied = applied.map_or("none".to_owned(), |v| v.to_string());
+        let problem = format!(
+            "{table} records migration {applied} applied, this runtime needs {LATEST}: {fix}"
+        );
+        Err(setup_error(self.target(), problem))
     }
+}
+
+/// A problem with the database `target` or its setup, found before any job ran.
+pub(super) fn setup_error(target: impl Into<String>, problem: String) -> Error {
+    let target = target.into();
+    Error::Postgres(PostgresError::Setup { target, problem })
 }
 
 /// `user@host:port/database` of a parsed URL.
 fn describe_target(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
         .enumerate()
         .map(|(i, host)| {
-            let port = config
-                .get_ports()
-                .get(i)
-                .or(config.get_ports().first())
-                .copied()
-                .unwrap_or(5432);
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
             match host {
                 Host::Tcp(name) => format!("{name}:{port}"),
                 Host::Unix(path) => format!("{}:{port}", path.display()),

@@ -46,16 +46,11 @@ impl PgResults {
 
     /// [`PgResults::fence`] for a job known by id.
     pub async fn fence_job(&self, job_id: &str) -> Result<Fence> {
-        let pg = self.postgres();
-        let doing = || {
-            format!(
-                "taking a fence token for job {job_id:?} (handler {:?})",
-                self.handler()
-            )
-        };
+        let (pg, handler) = (self.postgres(), self.handler());
+        let doing = || format!("taking a fence token for job {job_id:?} (handler {handler:?})");
         let client = pg.client(&doing()).await?;
         let token: i64 = client
-            .query_one(self.fence_sql(), &[&self.handler(), &job_id])
+            .query_one(self.fence_sql(), &[&handler, &job_id])
             .await
             .map_err(|err| pg.error(doing(), err))?
             .get(0);

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use deadpool_postgres::{ClientWrapper, Object};
 
-use super::connect::Postgres;
+use super::connect::{setup_error, Postgres};
 use crate::config::QueueConfig;
-use crate::error::{Error, PostgresError, Result};
+use crate::error::Result;
 use crate::failpoint::failpoint;
 use crate::handler::JobContext;
 
@@ -71,7 +71,8 @@ impl PgResults {
 
     /// The results of handler `handler` working the queue `config`
     /// describes: registers the name in `handlers` and refuses to start
-    /// ([`PostgresError::Setup`], naming the table, handler and queues) when
+    /// ([`PostgresError::Setup`](crate::error::PostgresError::Setup),
+    /// naming the table, handler and queues) when
     /// - the name is registered for another queue: both queues' results
     ///   would share job ids, and a job of one would be skipped as done by
     ///   a result of the other;
@@ -79,29 +80,26 @@ impl PgResults {
     ///   redelivered now would not find that handler's result and would
     ///   repeat its change (a renamed handler).
     pub async fn start_as(pg: &Postgres, config: &QueueConfig, handler: &str) -> Result<PgResults> {
+        let (results, fences) = (pg.table("results"), pg.table("fences"));
         let results = PgResults {
             inner: Arc::new(Inner {
                 pg: pg.clone(),
                 handler: handler.to_owned(),
                 queue: config.queue.clone(),
                 claim_sql: format!(
-                    "INSERT INTO {} (handler, job_id, stream_id) VALUES ($1, $2, $3) \
-                     ON CONFLICT (handler, job_id) DO NOTHING",
-                    pg.table("results")
+                    "INSERT INTO {results} (handler, job_id, stream_id) VALUES ($1, $2, $3) \
+                     ON CONFLICT (handler, job_id) DO NOTHING"
                 ),
                 existing_sql: format!(
-                    "SELECT result FROM {} WHERE handler = $1 AND job_id = $2",
-                    pg.table("results")
+                    "SELECT result FROM {results} WHERE handler = $1 AND job_id = $2"
                 ),
                 store_sql: format!(
-                    "UPDATE {} SET result = $3 WHERE handler = $1 AND job_id = $2",
-                    pg.table("results")
+                    "UPDATE {results} SET result = $3 WHERE handler = $1 AND job_id = $2"
                 ),
                 fence_sql: format!(
-                    "INSERT INTO {table} AS f (handler, job_id, token) VALUES ($1, $2, 1) \
+                    "INSERT INTO {fences} AS f (handler, job_id, token) VALUES ($1, $2, 1) \
                      ON CONFLICT (handler, job_id) DO UPDATE SET token = f.token + 1 \
-                     RETURNING token",
-                    table = pg.table("fences")
+                     RETURNING token"
                 ),
             }),
         };
@@ -189,10 +187,7 @@ impl PgResults {
                 .map_err(|err| pg.error(context(), err));
         };
         // Dropping the transaction rolls the registration back.
-        Err(Error::Postgres(PostgresError::Setup {
-            target: pg.target().to_owned(),
-            problem,
-        }))
+        Err(setup_error(pg.target(), problem))
     }
 
     /// Opens this delivery's transaction and takes the job's marker, or
@@ -204,13 +199,9 @@ impl PgResults {
     /// [`PgResults::begin`] for a job known by id (outside a worker, or in
     /// a test); `stream_id` is recorded with the marker for diagnostics.
     pub async fn begin_job(&self, job_id: &str, stream_id: &str) -> Result<Begun> {
-        let pg = &self.inner.pg;
+        let (pg, handler, queue) = (&self.inner.pg, self.handler(), &self.inner.queue);
         let doing = || {
-            format!(
-                "taking the marker of job {job_id:?} (handler {:?}, queue {:?})",
-                self.handler(),
-                self.inner.queue
-            )
+            format!("taking the marker of job {job_id:?} (handler {handler:?}, queue {queue:?})")
         };
         let client = pg.client(&doing()).await?;
         let claim = client
@@ -224,7 +215,7 @@ impl PgResults {
         // pool inside a transaction.
         let (begun, inserted) = futures_util::future::join(
             client.batch_execute("BEGIN"),
-            client.execute(&claim, &[&self.handler(), &job_id, &stream_id]),
+            client.execute(&claim, &[&handler, &job_id, &stream_id]),
         )
         .await;
         // From here the connection may be in a transaction: the guard rolls
@@ -239,7 +230,7 @@ impl PgResults {
             return Ok(Begun::New(job));
         }
         let existing: Vec<u8> = job
-            .query_one(&self.inner.existing_sql, &[&self.handler(), &job_id])
+            .query_one(&self.inner.existing_sql, &[&handler, &job_id])
             .await
             .map_err(|err| pg.error(doing(), err))?
             .get(0);
@@ -249,16 +240,11 @@ impl PgResults {
 
     /// The committed result of `job_id`, if a delivery committed one.
     pub async fn find(&self, job_id: &str) -> Result<Option<Vec<u8>>> {
-        let pg = &self.inner.pg;
-        let doing = || {
-            format!(
-                "reading the result of job {job_id:?} (handler {:?})",
-                self.handler()
-            )
-        };
+        let (pg, handler) = (&self.inner.pg, self.handler());
+        let doing = || format!("reading the result of job {job_id:?} (handler {handler:?})");
         let client = pg.client(&doing()).await?;
         let row = client
-            .query_opt(&self.inner.existing_sql, &[&self.handler(), &job_id])
+            .query_opt(&self.inner.existing_sql, &[&handler, &job_id])
             .await
             .map_err(|err| pg.error(doing(), err))?;
         Ok(row.map(|row| row.get(0)))
@@ -299,45 +285,33 @@ impl PgJob {
     /// the commit did happen.
     pub async fn commit(mut self, result: &[u8]) -> Result<()> {
         let client = self.client.take().expect("a PgJob commits at most once");
-        let inner = &self.results.inner;
-        let doing = || {
-            format!(
-                "committing job {:?} (handler {:?}, queue {:?})",
-                self.job_id, inner.handler, inner.queue
-            )
-        };
+        let (inner, job_id) = (&self.results.inner, &self.job_id);
+        let (handler, queue) = (&inner.handler, &inner.queue);
+        let doing = || format!("committing job {job_id:?} (handler {handler:?}, queue {queue:?})");
         let committed = if result.is_empty() {
             client.batch_execute("COMMIT").await
         } else {
-            match client.prepare_cached(&inner.store_sql).await {
-                Ok(store) => {
-                    // One round trip: if the UPDATE fails, the server ends
-                    // the failed transaction at COMMIT with a rollback.
-                    let (stored, committed) = futures_util::future::join(
-                        client.execute(&store, &[&inner.handler.as_str(), &self.job_id, &result]),
-                        client.batch_execute("COMMIT"),
-                    )
-                    .await;
-                    stored.and(committed)
-                }
-                Err(err) => {
-                    self.client = Some(client);
-                    return Err(inner.pg.error(doing(), err));
-                }
+            async {
+                let store = client.prepare_cached(&inner.store_sql).await?;
+                // One round trip: if the UPDATE fails, the server ends
+                // the failed transaction at COMMIT with a rollback.
+                let (stored, committed) = futures_util::future::join(
+                    client.execute(&store, &[&handler.as_str(), job_id, &result]),
+                    client.batch_execute("COMMIT"),
+                )
+                .await;
+                stored.and(committed)
             }
+            .await
         };
-        match committed {
-            Ok(()) => {
-                failpoint("after_results_commit");
-                Ok(())
-            }
-            Err(err) => {
-                // Whatever the server did with the transaction, it is over
-                // or the connection is gone: a rollback is harmless.
-                self.client = Some(client);
-                Err(inner.pg.error(doing(), err))
-            }
+        if let Err(err) = committed {
+            // The transaction is still open (the UPDATE was never sent),
+            // over, or its connection gone: a rollback is needed or harmless.
+            self.client = Some(client);
+            return Err(inner.pg.error(doing(), err));
         }
+        failpoint("after_results_commit");
+        Ok(())
     }
 
     /// Rolls back the change and the marker now (dropping does the same,
@@ -346,17 +320,12 @@ impl PgJob {
         let Some(client) = self.client.take() else {
             return Ok(());
         };
-        match client.batch_execute("ROLLBACK").await {
-            Ok(()) => Ok(()),
-            Err(err) => {
-                let _ = Object::take(client);
-                Err(self
-                    .results
-                    .inner
-                    .pg
-                    .error(format!("rolling back job {:?}", self.job_id), err))
-            }
-        }
+        let Err(err) = client.batch_execute("ROLLBACK").await else {
+            return Ok(());
+        };
+        let _ = Object::take(client);
+        let doing = format!("rolling back job {:?}", self.job_id);
+        Err(self.results.inner.pg.error(doing, err))
     }
 }
 
@@ -379,17 +348,14 @@ impl Drop for PgJob {
         // back first, in the background (no await in drop). Without a
         // runtime, or if the rollback fails, close it instead: the server
         // rolls back a transaction whose connection is gone.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if client.batch_execute("ROLLBACK").await.is_err() {
-                        let _ = Object::take(client);
-                    }
-                });
-            }
-            Err(_) => {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let _ = Object::take(client);
+            return;
+        };
+        runtime.spawn(async move {
+            if client.batch_execute("ROLLBACK").await.is_err() {
                 let _ = Object::take(client);
             }
-        }
+        });
     }
 }
