@@ -2,7 +2,7 @@
 //! Function library, and the spec's alerts that would fire now.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -36,15 +36,8 @@ Examples:
   queuegen status queues.yaml --json | jq '.queues[].alerts'"
 )]
 pub struct Args {
-    /// The spec file (queues.yaml).
-    pub spec: PathBuf,
-
     #[command(flatten)]
-    pub redis: super::connection::RedisArgs,
-
-    /// Only these queues (repeatable); default all.
-    #[arg(long = "queue", value_name = "QUEUE")]
-    pub queues: Vec<String>,
+    pub target: common::SpecQueuesOnRedis,
 
     /// Print JSON instead of tables (with --watch: one document per line).
     #[arg(long)]
@@ -56,14 +49,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(spec) = common::valid_spec(&args.spec, "reading the status")? else {
+    let Some(spec) = common::valid_spec(&args.target.spec, "reading the status")? else {
         return Ok(ExitCode::from(1));
     };
-    let watched = watched_queues(&spec, &args.spec, &args.queues)?;
+    let watched = watched_queues(&spec, &args.target.spec, &args.target.queues)?;
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let redis = args.redis.connect().await?;
+        let redis = args.target.redis.connect().await?;
         let server = redis.addr();
         let colours = Colours::for_stdout();
         let Some(every) = args.watch else {
