@@ -9,7 +9,7 @@ use crate::evolution::VersionField;
 use crate::model::{Envelope, Field, Rename, SchemaChange, UpcastKind};
 
 use super::envelope::{field, FieldDef};
-use super::format::{CHANGE, UPCASTS};
+use super::format::CHANGE;
 use super::read::{entries, object, At, Ctx, Item};
 use super::{names, values};
 
@@ -172,14 +172,12 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
             None => ok = false,
         }
     }
+    let upcasts = [UpcastKind::Generated, UpcastKind::Manual];
     match obj
-        .read(ctx, "upcast", |ctx, it| {
-            values::choice(ctx, it, UPCASTS, "upcast")
-        })
-        .or("generated")
+        .choice(ctx, "upcast", "upcast", &upcasts)
+        .or(UpcastKind::Generated)
     {
-        Some("manual") => def.change.upcast = UpcastKind::Manual,
-        Some(_) => {}
+        Some(upcast) => def.change.upcast = upcast,
         None => ok = false,
     }
     (def, ok)

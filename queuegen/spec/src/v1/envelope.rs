@@ -46,15 +46,7 @@ pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> Envelo
     }
     let obj = object(ctx, item, &ENVELOPE);
     let schema = obj
-        .read(ctx, "schema", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "schema versions are whole numbers from 1",
-            )
-        })
+        .count(ctx, "schema", "schema versions are whole numbers from 1")
         .or(0)
         .filter(|s| *s > 0)
         .map(|s| s as u32);

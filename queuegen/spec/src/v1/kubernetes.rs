@@ -14,7 +14,6 @@ pub const DEFAULT_METRICS_PORT: u16 = 9464;
 /// The migration Job's image unless the spec says otherwise: the official
 /// PostgreSQL image, small, with `psql` and `sh`.
 pub const DEFAULT_PSQL_IMAGE: &str = "postgres:16-alpine";
-const MAX_REPLICAS: u64 = 1000;
 
 pub(crate) fn kubernetes(
     ctx: &mut Ctx<'_>,
@@ -47,10 +46,9 @@ pub(crate) fn kubernetes(
     let postgres_secret = postgres_secret.optional();
     let psql_image = psql_image.or(DEFAULT_PSQL_IMAGE.to_owned());
     let metrics_port = k
-        .read(ctx, "metrics_port", |ctx, it| {
-            values::count(ctx, it, 1, 65535, "a TCP port is 1 to 65535").map(|p| p as u16)
-        })
-        .or(DEFAULT_METRICS_PORT);
+        .count(ctx, "metrics_port", "a TCP port is 1 to 65535")
+        .or(DEFAULT_METRICS_PORT.into())
+        .map(|p| p as u16);
     let prometheus_url = k
         .read(ctx, "prometheus_url", |ctx, it| {
             let url = token(ctx, it)?;
@@ -151,15 +149,11 @@ pub(crate) fn pods(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Pods>, Option<A
 
 fn pods_settings(ctx: &mut Ctx<'_>, p: &Object<'_>) -> Option<Pods> {
     let replicas = p
-        .read(ctx, "replicas", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_REPLICAS,
-                "run 1 to 1000 worker pods; use autoscale with min: 0 to scale to zero",
-            )
-        })
+        .count(
+            ctx,
+            "replicas",
+            "run 1 to 1000 worker pods; use autoscale with min: 0 to scale to zero",
+        )
         .or(2);
     let cpu_request = p.read(ctx, "cpu", cpu).or(("100m".to_owned(), 100));
     let memory_request = p
@@ -219,27 +213,19 @@ pub(crate) fn autoscale(
     }
     let a = q.child(ctx, "autoscale", &AUTOSCALE);
     let min = a
-        .read(ctx, "min", |ctx, it| {
-            values::count(ctx, it, 0, MAX_REPLICAS, "min is 0 (scale to zero) to 1000")
-        })
+        .count(ctx, "min", "min is 0 (scale to zero) to 1000")
         .or(1);
     let max = a
-        .read(ctx, "max", |ctx, it| {
-            values::count(ctx, it, 1, MAX_REPLICAS, "max is 1 to 1000 worker pods")
-        })
+        .count(ctx, "max", "max is 1 to 1000 worker pods")
         .optional()
         .flatten();
     let oldest_ready_age = a.read(ctx, "oldest_ready_age", values::duration).optional();
     let lag = a
-        .read(ctx, "lag", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::from(u32::MAX),
-                "lag is the entries not yet read that one replica should face, at least 1",
-            )
-        })
+        .count(
+            ctx,
+            "lag",
+            "lag is the entries not yet read that one replica should face, at least 1",
+        )
         .optional();
     let (min, max, oldest_ready_age, lag) = (min?, max?, oldest_ready_age?, lag?);
     if oldest_ready_age.is_none() && lag.is_none() {

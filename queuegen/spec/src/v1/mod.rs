@@ -16,7 +16,7 @@ use crate::model::{Deployment, Envelope, Persistence, Queue, RedisSettings, Spec
 use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
-use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
+use format::{REDIS, SPEC};
 use postgres::PostgresUse;
 use read::{entries, object, Item, Object};
 
@@ -186,17 +186,13 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
         other => other.or(String::new()),
     };
     let deployment = r
-        .read(ctx, "deployment", |ctx, it| {
-            values::choice(ctx, it, DEPLOYMENTS, "deployment")
-        })
-        .or("standalone")
-        .map(|d| {
-            if d == "cluster" {
-                Deployment::Cluster
-            } else {
-                Deployment::Standalone
-            }
-        });
+        .choice(
+            ctx,
+            "deployment",
+            "deployment",
+            &[Deployment::Standalone, Deployment::Cluster],
+        )
+        .or(Deployment::Standalone);
     let min_version = r
         .read(ctx, "min_version", |ctx, it| {
             let text = values::string(ctx, it)?;
@@ -222,32 +218,24 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
         })
         .or("7.0".to_owned());
     let wait_replicas = r
-        .read(ctx, "wait_replicas", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                0,
-                u64::from(u16::MAX),
-                "wait_replicas is how many replicas a publish waits for (0: none)",
-            )
-            .map(|n| n as u32)
-        })
-        .or(0);
+        .count(
+            ctx,
+            "wait_replicas",
+            "wait_replicas is how many replicas a publish waits for (0: none)",
+        )
+        .or(0)
+        .map(|n| n as u32);
     let wait_timeout = r
         .read(ctx, "wait_timeout", values::duration)
         .or(std::time::Duration::from_secs(1));
     let persistence = r
-        .read(ctx, "persistence", |ctx, it| {
-            values::choice(ctx, it, PERSISTENCE, "persistence")
-        })
-        .or("everysec")
-        .map(|p| {
-            if p == "always" {
-                Persistence::Always
-            } else {
-                Persistence::EverySec
-            }
-        });
+        .choice(
+            ctx,
+            "persistence",
+            "persistence",
+            &[Persistence::EverySec, Persistence::Always],
+        )
+        .or(Persistence::EverySec);
     Some(RedisSettings {
         key_prefix: key_prefix?,
         deployment: deployment?,

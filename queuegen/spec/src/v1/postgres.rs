@@ -15,7 +15,6 @@ use super::values;
 pub const DEFAULT_SCHEMA: &str = "queuegen";
 /// The generated pool's size unless the spec says otherwise.
 pub const DEFAULT_POOL_SIZE: u32 = 16;
-const MAX_POOL_SIZE: u64 = 10_000;
 
 /// The rule for names written unquoted, shared with the runtime.
 use queuegen_core::sql::is_plain_identifier as is_sql_identifier;
@@ -171,17 +170,13 @@ pub(crate) fn settings(
     let schema = p.read(ctx, "schema", schema).or(DEFAULT_SCHEMA.to_owned());
     let pool_size_given = p.get("pool_size").is_some();
     let pool_size = p
-        .read(ctx, "pool_size", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_POOL_SIZE,
-                "pool_size is the most connections one process opens: at least 1, and within what the server's max_connections allows",
-            )
-            .map(|n| n as u32)
-        })
-        .or(DEFAULT_POOL_SIZE);
+        .count(
+            ctx,
+            "pool_size",
+            "pool_size is the most connections one process opens: at least 1, and within what the server's max_connections allows",
+        )
+        .or(DEFAULT_POOL_SIZE.into())
+        .map(|n| n as u32);
     if let (Some(at), false) = (&given, used) {
         ctx.error(
             at,

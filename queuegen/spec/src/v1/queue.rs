@@ -15,8 +15,8 @@ use crate::yaml::{Node, Pos};
 
 use super::envelope::EnvelopeDef;
 use super::format::{
-    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, ON_ACK,
-    PAYLOAD, POISON, QUEUE, RATE, RETENTION, RETRY, TENANT_RATE, TRIM_MODES,
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, LANE, PAYLOAD, POISON,
+    QUEUE, RATE, RETENTION, RETRY, TENANT_RATE,
 };
 use super::kubernetes;
 use super::names;
@@ -24,19 +24,14 @@ use super::postgres;
 use super::read::{object, At, Ctx, Item, Object, Read};
 use super::values;
 
-const U32_MAX: u64 = u32::MAX as u64;
 /// Above these, a value is legal but almost certainly a mistake.
 const MANY_PARTITIONS: u64 = 1024;
 const MANY_CONCURRENT: u64 = 1024;
 /// Most lanes of a queue: each is another stream per partition, read by
 /// every worker of the queue.
 const MAX_LANES: usize = 16;
-/// The largest lane weight: weights are relative, so 1000 is fine-grained enough.
-const MAX_LANE_WEIGHT: u64 = 1000;
-/// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless
-/// told, and at most (each is a Redis key).
+/// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless told.
 const TENANT_CLASSES: u16 = 64;
-const MAX_TENANT_CLASSES: u64 = 4096;
 
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -60,15 +55,11 @@ pub(crate) fn queue(
         _ => None,
     };
     let partitions = q
-        .read(ctx, "partitions", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                16384,
-                "use 1 to 16384 partitions (16384 is the number of Redis Cluster hash slots)",
-            )
-        })
+        .count(
+            ctx,
+            "partitions",
+            "use 1 to 16384 partitions (16384 is the number of Redis Cluster hash slots)",
+        )
         .or(1);
     if let Some(n) = partitions.filter(|n| *n > MANY_PARTITIONS) {
         ctx.warning(
@@ -84,15 +75,11 @@ pub(crate) fn queue(
     let retry = retry(ctx, &q);
     let poison = q.child(ctx, "poison", &POISON);
     let max_deliveries = poison
-        .read(ctx, "max_deliveries", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "an entry must be delivered at least once before it can be quarantined",
-            )
-        })
+        .count(
+            ctx,
+            "max_deliveries",
+            "an entry must be delivered at least once before it can be quarantined",
+        )
         .or(5)
         .map(|n| n as u32);
     let dead_letter = dead_letter(ctx, &q);
@@ -341,15 +328,11 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
     let h = q.child(ctx, "handler", &HANDLER);
     let timeout = h.read(ctx, "timeout", values::duration).or(secs(30));
     let concurrency = h
-        .read(ctx, "concurrency", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "a worker needs to run at least one job at a time",
-            )
-        })
+        .count(
+            ctx,
+            "concurrency",
+            "a worker needs to run at least one job at a time",
+        )
         .or(8);
     if let Some(n) = concurrency.filter(|n| *n > MANY_CONCURRENT) {
         ctx.warning(
@@ -388,15 +371,11 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
         return Some(None);
     }
     let r = h.child(ctx, "rate", &RATE);
-    let limit = r.read(ctx, "limit", |ctx, it| {
-        values::count(
-            ctx,
-            it,
-            1,
-            U32_MAX,
-            "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
-        )
-    });
+    let limit = r.count(
+        ctx,
+        "limit",
+        "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
+    );
     let per = r.read(ctx, "per", rate_per);
     match (limit, per) {
         (Read::Ok(limit), Read::Ok(per)) => Some(Some(Rate {
@@ -434,26 +413,18 @@ fn tenant_rate(
         return Some(None);
     }
     let r = h.child(ctx, "tenant_rate", &TENANT_RATE);
-    let limit = r.read(ctx, "limit", |ctx, it| {
-        values::count(
-            ctx,
-            it,
-            1,
-            U32_MAX,
-            "a tenant rate of 0 would never start a job of any tenant: to stop a queue's intake for a while use `queuegen pause`; for no per-tenant limit, remove handler.tenant_rate",
-        )
-    });
+    let limit = r.count(
+        ctx,
+        "limit",
+        "a tenant rate of 0 would never start a job of any tenant: to stop a queue's intake for a while use `queuegen pause`; for no per-tenant limit, remove handler.tenant_rate",
+    );
     let per = r.read(ctx, "per", rate_per);
     let classes = r
-        .read(ctx, "classes", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_TENANT_CLASSES,
-                "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
-            )
-        })
+        .count(
+            ctx,
+            "classes",
+            "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
+        )
         .or(u64::from(TENANT_CLASSES));
     let tenant = match (limit, per, classes) {
         (Read::Ok(limit), Read::Ok(per), Some(classes)) => TenantRate {
@@ -518,29 +489,21 @@ fn claim(
     let min_idle = c.read(ctx, "min_idle", values::duration);
     let every = c.read(ctx, "every", values::duration).or(secs(10));
     let batch = c
-        .read(ctx, "batch", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                limits::library::MAX_CLAIM_COUNT,
-                &format!(
-                    "one claim takes from 1 to {} entries (the Function library's `claim` limit)",
-                    limits::library::MAX_CLAIM_COUNT
-                ),
-            )
-        })
+        .count(
+            ctx,
+            "batch",
+            &format!(
+                "one claim takes from 1 to {} entries (the Function library's `claim` limit)",
+                limits::library::MAX_CLAIM_COUNT
+            ),
+        )
         .or(50);
     let rate = c
-        .read(ctx, "rate", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "recovery must be able to claim at least one entry per second",
-            )
-        })
+        .count(
+            ctx,
+            "rate",
+            "recovery must be able to claim at least one entry per second",
+        )
         .or(1000);
     let min_idle = match (min_idle, timeout) {
         (Read::Ok(min_idle), Some(timeout)) => {
@@ -583,44 +546,27 @@ fn claim(
 fn retry(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Retry> {
     let r = q.child(ctx, "retry", &RETRY);
     let max_attempts = r
-        .read(ctx, "max_attempts", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "max_attempts counts the first attempt, so it is at least 1",
-            )
-        })
+        .count(
+            ctx,
+            "max_attempts",
+            "max_attempts counts the first attempt, so it is at least 1",
+        )
         .or(5);
     let promote_every = r.read(ctx, "promote_every", values::duration).or(secs(1));
     let promote_batch = r
-        .read(ctx, "promote_batch", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "promote_batch moves at least one retry per call",
-            )
-        })
+        .count(
+            ctx,
+            "promote_batch",
+            "promote_batch moves at least one retry per call",
+        )
         .or(100);
     let b = r.child(ctx, "backoff", &BACKOFF);
     let initial = b.read(ctx, "initial", values::duration);
     let max = b.read(ctx, "max", values::duration);
     let factor = b.read(ctx, "factor", values::factor).or(2.0);
     let jitter = b
-        .read(ctx, "jitter", |ctx, it| {
-            values::choice(ctx, it, JITTERS, "jitter")
-        })
-        .or("full")
-        .map(|j| {
-            if j == "none" {
-                Jitter::None
-            } else {
-                Jitter::Full
-            }
-        });
+        .choice(ctx, "jitter", "jitter", &[Jitter::Full, Jitter::None])
+        .or(Jitter::Full);
     let initial_given = initial.is_present();
     let max_given = max.is_present();
     let mut initial = initial.or(secs(1));
@@ -670,15 +616,11 @@ fn dead_letter(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<DeadLetter> {
         .read(ctx, "retention", values::duration)
         .or(secs(14 * 86_400));
     let max_len = d
-        .read(ctx, "max_len", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::MAX,
-                "keep at least one dead letter per partition",
-            )
-        })
+        .count(
+            ctx,
+            "max_len",
+            "keep at least one dead letter per partition",
+        )
         .or(100_000);
     let owner = d
         .read(ctx, "owner", |ctx, it| {
@@ -720,29 +662,16 @@ fn retention(
     let given = read.is_present();
     let trim_every = r.read(ctx, "trim_every", values::duration).or(secs(60));
     let trim = r
-        .read(ctx, "trim", |ctx, it| {
-            values::choice(ctx, it, TRIM_MODES, "trim mode")
-        })
-        .or("in_process")
-        .map(|t| {
-            if t == "cronjob" {
-                TrimMode::CronJob
-            } else {
-                TrimMode::InProcess
-            }
-        });
+        .choice(
+            ctx,
+            "trim",
+            "trim mode",
+            &[TrimMode::InProcess, TrimMode::CronJob],
+        )
+        .or(TrimMode::InProcess);
     let on_ack = r
-        .read(ctx, "on_ack", |ctx, it| {
-            values::choice(ctx, it, ON_ACK, "on_ack")
-        })
-        .or("keep")
-        .map(|on_ack| {
-            if on_ack == "delete" {
-                OnAck::Delete
-            } else {
-                OnAck::Keep
-            }
-        });
+        .choice(ctx, "on_ack", "on_ack", &[OnAck::Keep, OnAck::Delete])
+        .or(OnAck::Keep);
     if let (Some(TrimMode::CronJob), Some(every)) = (trim, trim_every) {
         if limits::cron_schedule(every).is_none() {
             ctx.error(
@@ -865,15 +794,11 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     names::check_lane_name(ctx, &it.value(), name).then(|| name.to_owned())
                 });
                 let weight = l
-                    .read(ctx, "weight", |ctx, it| {
-                        values::count(
-                            ctx,
-                            it,
-                            1,
-                            MAX_LANE_WEIGHT,
-                            "write a weight from 1 to 1000: weights are shares relative to each other (6, 3 and 1 give 60%, 30% and 10% while every lane has a backlog), and no lane may starve",
-                        )
-                    })
+                    .count(
+                        ctx,
+                        "weight",
+                        "write a weight from 1 to 1000: weights are shares relative to each other (6, 3 and 1 give 60%, 30% and 10% while every lane has a backlog), and no lane may starve",
+                    )
                     .or(1);
                 let default = l.read(ctx, "default", values::boolean).or(false);
                 if let Read::Ok(name) = &name {
@@ -1073,15 +998,11 @@ fn alerts(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Alerts> {
         .optional();
     let oldest_ready_age = a.read(ctx, "oldest_ready_age", values::duration).optional();
     let dead_letters = a
-        .read(ctx, "dead_letters", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::MAX,
-                "alert at 1 to be told about every dead letter",
-            )
-        })
+        .count(
+            ctx,
+            "dead_letters",
+            "alert at 1 to be told about every dead letter",
+        )
         .optional();
     Some(Alerts {
         oldest_pending_age: oldest_pending_age?,

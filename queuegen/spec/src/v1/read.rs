@@ -5,7 +5,8 @@ use crate::diagnostic::{Diagnostic, Severity};
 use crate::suggest;
 use crate::yaml::{locate, Node, Pos, Seg, Target};
 
-use super::format::Obj;
+use super::format::{Obj, Prop, Ty};
+use super::values;
 
 /// Collects diagnostics and resolves their positions in the source.
 pub(crate) struct Ctx<'s> {
@@ -414,6 +415,43 @@ impl<'a> Object<'a> {
                 parse(ctx, &item).map_or(Read::Bad, Read::Ok)
             }
         }
+    }
+
+    /// Reads the whole number at `key` within the bounds its entry in
+    /// `format` gives; `why` explains them in the help.
+    pub fn count(&self, ctx: &mut Ctx<'_>, key: &str, why: &str) -> Read<u64> {
+        let Ty::Int { min, max } = self.prop(key).ty else {
+            panic!("`{key}` of {} is not a whole number", self.obj.name)
+        };
+        self.read(ctx, key, |ctx, it| values::count(ctx, it, min, max, why))
+    }
+
+    /// Reads `key`, one of the choices its entry in `format` lists, as the
+    /// item of `meanings` in the same place; `what` names it in messages.
+    pub fn choice<T: Copy>(
+        &self,
+        ctx: &mut Ctx<'_>,
+        key: &str,
+        what: &str,
+        meanings: &[T],
+    ) -> Read<T> {
+        let Ty::Choice(options) = self.prop(key).ty else {
+            panic!("`{key}` of {} is not a choice", self.obj.name)
+        };
+        assert_eq!(options.len(), meanings.len(), "the meanings of `{key}`");
+        self.read(ctx, key, |ctx, it| {
+            let chosen = values::choice(ctx, it, options, what)?;
+            options
+                .iter()
+                .position(|o| *o == chosen)
+                .map(|i| meanings[i])
+        })
+    }
+
+    fn prop(&self, key: &str) -> &'static Prop {
+        self.obj
+            .prop(key)
+            .unwrap_or_else(|| panic!("`{key}` is not a key of {}", self.obj.name))
     }
 
     /// Where a problem with `key` is reported: its value when present,

@@ -11,7 +11,7 @@ use crate::units::format_duration;
 use crate::yaml::Node;
 
 use super::envelope::constant_value;
-use super::format::{MISSED, SCHEDULE};
+use super::format::SCHEDULE;
 use super::names;
 use super::read::{entries, object, Ctx, Item, Object, Read};
 use super::values;
@@ -128,17 +128,13 @@ fn schedule(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>, known: &Known<'_>) -
         }
     }
     let missed = s
-        .read(ctx, "missed", |ctx, it| {
-            values::choice(ctx, it, MISSED, "missed policy")
-        })
-        .or("skip")
-        .map(|m| {
-            if m == "run_once" {
-                Missed::RunOnce
-            } else {
-                Missed::Skip
-            }
-        });
+        .choice(
+            ctx,
+            "missed",
+            "missed policy",
+            &[Missed::Skip, Missed::RunOnce],
+        )
+        .or(Missed::Skip);
     let default_grace = match &cadence {
         Some(Cadence::Every(period)) => (*period).min(MAX_DEFAULT_GRACE),
         _ => MAX_DEFAULT_GRACE,
