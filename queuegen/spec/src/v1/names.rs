@@ -118,21 +118,8 @@ pub(crate) fn to_upper_camel(name: &str) -> String {
 }
 
 /// Substrings that mark a field as carrying a credential.
-pub const CREDENTIAL_WORDS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "credential",
-    "private_key",
-    "privkey",
-    "access_key",
-    "session_key",
-    "signing_key",
-];
+const CREDENTIAL_WORDS: &str = "password passwd passphrase secret token api_key apikey credential \
+    private_key privkey access_key session_key signing_key";
 
 /// Suffixes that say the field holds a reference to a credential, not the
 /// credential itself (`secret_ref`, `token_id`): those are what we recommend.
@@ -144,7 +131,9 @@ pub(crate) fn credential_word(name: &str) -> Option<&'static str> {
     if REFERENCE_SUFFIXES.iter().any(|s| lower.ends_with(s)) {
         return None;
     }
-    CREDENTIAL_WORDS.iter().copied().find(|w| lower.contains(w))
+    CREDENTIAL_WORDS
+        .split_whitespace()
+        .find(|w| lower.contains(w))
 }
 
 pub(crate) fn is_header_field(name: &str) -> bool {
