@@ -247,6 +247,27 @@ pub enum FieldType {
 }
 
 impl FieldType {
+    /// Every type but `enum`, which carries its values.
+    pub const SCALARS: [FieldType; 7] = [
+        FieldType::String,
+        FieldType::Bool,
+        FieldType::U32,
+        FieldType::U64,
+        FieldType::I32,
+        FieldType::I64,
+        FieldType::Timestamp,
+    ];
+
+    /// The type a spec names `name` (`type: u32`); `values` are an enum's.
+    pub fn from_spec_name(name: &str, values: Vec<String>) -> Option<FieldType> {
+        if name == "enum" {
+            return Some(FieldType::Enum { values });
+        }
+        FieldType::SCALARS
+            .into_iter()
+            .find(|ty| ty.spec_name() == name)
+    }
+
     /// Largest encoded size a value of this type can have, when bounded.
     /// Strings are bounded only by their `max_bytes`.
     pub fn max_encoded_bytes(&self) -> Option<u64> {

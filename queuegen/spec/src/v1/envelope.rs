@@ -208,7 +208,7 @@ pub(crate) fn field(
     });
     let values = enum_values(ctx, &obj, &ty_name);
     let ty = match (&ty_name, values) {
-        (Read::Ok(ty), Some(values)) => Some(field_type(ty, values)),
+        (Read::Ok(ty), Some(values)) => FieldType::from_spec_name(ty, values),
         _ => None,
     };
     let optional = obj.read(ctx, "optional", values::boolean).or(false);
@@ -376,19 +376,6 @@ fn enum_values(
         }
     }
     ok.then_some(out)
-}
-
-fn field_type(name: &str, values: Vec<String>) -> FieldType {
-    match name {
-        "string" => FieldType::String,
-        "bool" => FieldType::Bool,
-        "u32" => FieldType::U32,
-        "u64" => FieldType::U64,
-        "i32" => FieldType::I32,
-        "i64" => FieldType::I64,
-        "timestamp" => FieldType::Timestamp,
-        _ => FieldType::Enum { values },
-    }
 }
 
 /// A default normalized to its canonical text, checked against the type.
