@@ -283,6 +283,17 @@ impl FieldType {
         }
     }
 
+    /// The inclusive range of an integer type.
+    pub fn int_range(&self) -> Option<(i128, i128)> {
+        match self {
+            FieldType::U32 => Some((0, u32::MAX.into())),
+            FieldType::U64 => Some((0, u64::MAX.into())),
+            FieldType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
+            FieldType::I64 => Some((i64::MIN.into(), i64::MAX.into())),
+            _ => None,
+        }
+    }
+
     /// The name used in the spec (`type: u32`).
     pub fn spec_name(&self) -> &'static str {
         match self {

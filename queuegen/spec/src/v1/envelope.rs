@@ -422,36 +422,25 @@ pub(crate) fn constant_value(
         }
         other => other.key_text(),
     };
-    let integer = |min: i128, max: i128| -> Option<String> {
-        let n = match item.node {
-            Node::Int(n) => Some(*n),
-            Node::Str(text) => text.parse::<i128>().ok(),
-            _ => None,
-        };
-        n.filter(|n| (min..=max).contains(n)).map(|n| n.to_string())
-    };
     let (normalized, expected): (Option<String>, String) = match ty {
         FieldType::String => (Some(scalar.clone()), String::new()),
         FieldType::Bool => (
             matches!(scalar.as_str(), "true" | "false").then(|| scalar.clone()),
             "true or false".to_owned(),
         ),
-        FieldType::U32 => (
-            integer(0, u32::MAX.into()),
-            format!("a u32 (0 to {})", u32::MAX),
-        ),
-        FieldType::U64 => (
-            integer(0, u64::MAX.into()),
-            format!("a u64 (0 to {})", u64::MAX),
-        ),
-        FieldType::I32 => (
-            integer(i32::MIN.into(), i32::MAX.into()),
-            format!("an i32 ({} to {})", i32::MIN, i32::MAX),
-        ),
-        FieldType::I64 => (
-            integer(i64::MIN.into(), i64::MAX.into()),
-            format!("an i64 ({} to {})", i64::MIN, i64::MAX),
-        ),
+        FieldType::U32 | FieldType::U64 | FieldType::I32 | FieldType::I64 => {
+            let (min, max) = ty.int_range().expect("an integer type");
+            let n = match item.node {
+                Node::Int(n) => Some(*n),
+                Node::Str(text) => text.parse::<i128>().ok(),
+                _ => None,
+            };
+            let article = if min < 0 { "an" } else { "a" };
+            (
+                n.filter(|n| (min..=max).contains(n)).map(|n| n.to_string()),
+                format!("{article} {} ({min} to {max})", ty.spec_name()),
+            )
+        }
         FieldType::Timestamp => (
             is_timestamp(&scalar).then(|| scalar.clone()),
             "an RFC 3339 UTC timestamp with milliseconds, e.g. 2024-01-31T09:30:00.000Z".to_owned(),
