@@ -451,7 +451,7 @@ fn old_entries_decode(
         if let Err(why) = reads_all_of(field, &now.field) {
             out.push(
                 Impact::Breaking,
-                field_path(path, new, version, now),
+                new.keys_of(version, now).join("."),
                 format!(
                     "schema {version} entries hold `{}` as {}; NEW decodes them as {}: {why}",
                     field.name,
@@ -467,7 +467,7 @@ fn old_entries_decode(
         if !known && !field.optional && field.default.is_none() {
             out.push(
                 Impact::Breaking,
-                field_path(path, new, version, now),
+                new.keys_of(version, now).join("."),
                 format!(
                     "schema {version} entries written under OLD lack `{}`, which NEW's schema {version} requires: they would not decode",
                     field.name
@@ -533,20 +533,6 @@ fn current_fields(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope
                 format!("`{}` added: {}", field.name, definition(field)),
             );
         }
-    }
-}
-
-/// Where a field of an older version of NEW is defined.
-fn field_path(path: &str, envelope: &Envelope, version: u32, field: &VersionField) -> String {
-    match &field.current {
-        Some(current) => format!("{path}.fields.{current}"),
-        None => envelope
-            .changes
-            .iter()
-            .find(|c| c.version > version && c.removed.iter().any(|f| f.name == field.field.name))
-            .map_or(format!("{path}.changes"), |c| {
-                format!("{path}.changes.{}.removed.{}", c.version, field.field.name)
-            }),
     }
 }
 
