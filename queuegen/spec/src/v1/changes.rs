@@ -61,30 +61,25 @@ pub(crate) fn changes(
 
 fn version_key(ctx: &mut Ctx<'_>, key: &str, item: &Item<'_>, schema: Option<u32>) -> Option<u32> {
     let Ok(version) = key.parse::<u32>() else {
-        ctx.error(
+        return ctx.refuse(
             &item.key(),
             format!("`{key}` is not a schema version"),
             "key each change by the schema version it produced: `2:` describes what schema 2 changed from 1",
         );
-        return None;
     };
     if version < 2 {
-        ctx.error(
+        return ctx.refuse(
             &item.key(),
             format!("schema {version} has no previous version to change from"),
             "key each change by the version it produced, from 2",
         );
-        return None;
     }
     match schema {
-        Some(schema) if version > schema => {
-            ctx.error(
+        Some(schema) if version > schema => ctx.refuse(
                 &item.key(),
                 format!("schema {version} does not exist: the current schema is {schema}"),
                 format!("describe schema {version} when producers write it (schema: {version}), or fix the key"),
-            );
-            None
-        }
+            ),
         _ => Some(version),
     }
 }
@@ -188,15 +183,14 @@ fn field_name(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
     if names::is_snake_case(name) {
         Some(name.to_owned())
     } else {
-        ctx.error(
+        ctx.refuse(
             &item.value(),
             format!("`{name}` is not a snake_case field name"),
             format!(
                 "field names are snake_case, e.g. `{}`",
                 names::to_snake_case(name)
             ),
-        );
-        None
+        )
     }
 }
 

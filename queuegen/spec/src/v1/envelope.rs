@@ -124,19 +124,18 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
     });
     if let (Read::Ok(versions), Some(schema)) = (&read, schema) {
         if let Some(newer) = versions.iter().find(|v| **v > schema) {
-            ctx.error(
+            return ctx.refuse(
                 &obj.at("accepts"),
                 format!("lists {newer}, newer than the current schema {schema}"),
                 format!("a worker cannot know the fields of a version this spec does not describe: remove {newer}, and add it when schema {newer} is written here"),
             );
-            return None;
         }
         if !versions.contains(&schema) {
             let mut fixed = versions.clone();
             fixed.push(schema);
             fixed.sort_unstable();
             let fixed: Vec<String> = fixed.iter().map(u32::to_string).collect();
-            ctx.error(
+            return ctx.refuse(
                 &obj.at("accepts"),
                 format!("does not contain the current schema {schema}"),
                 format!(
@@ -144,7 +143,6 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
                     fixed.join(", ")
                 ),
             );
-            return None;
         }
     }
     read.optional()
@@ -218,15 +216,14 @@ pub(crate) fn field(
             let bound = ty.max_encoded_bytes().map_or(String::new(), |b| {
                 format!("; a {} is at most {b} bytes anyway", ty.spec_name())
             });
-            ctx.error(
+            ctx.refuse(
                 &obj.at("max_bytes"),
                 format!(
                     "max_bytes applies only to string fields, not {}",
                     ty.spec_name()
                 ),
                 format!("remove max_bytes{bound}"),
-            );
-            None
+            )
         }
         (_, read) => read.optional(),
     };
@@ -256,12 +253,11 @@ pub(crate) fn field(
         }
     };
     if let (Some(true), Some(Some(_))) = (optional, &default) {
-        ctx.error(
+        return ctx.refuse(
             &obj.at("default"),
             "a field with a default is never absent, so `optional: true` and `default` contradict each other",
             "remove `optional: true` (absent values take the default) or remove the default",
         );
-        return None;
     }
     defs.push(FieldDef {
         name: name.to_owned(),
@@ -315,32 +311,29 @@ fn enum_values(
     let is_enum = matches!(ty, Read::Ok("enum"));
     if !is_enum {
         if let (Read::Ok(ty), Some(item)) = (ty, obj.get("values")) {
-            ctx.error(
+            return ctx.refuse(
                 &item.key(),
                 format!("`values` applies only to enum fields, not {ty}"),
                 "remove `values`, or set `type: enum`",
             );
-            return None;
         }
         return Some(Vec::new());
     }
     let Some(item) = obj.get("values") else {
-        ctx.error(
+        return ctx.refuse(
             &obj.anchor().about(format!("{}.values", obj.anchor().path)),
             "enum field has no `values`",
             "list the allowed values, e.g. values: [low, normal, high]",
         );
-        return None;
     };
     let item = item.clone();
     let items = values::list(ctx, &item, "[low, normal, high]")?;
     if items.is_empty() {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             "an enum needs at least one value",
             "list the allowed values, e.g. values: [low, normal, high]",
         );
-        return None;
     }
     let mut out: Vec<String> = Vec::new();
     let mut ok = true;
@@ -401,7 +394,7 @@ pub(crate) fn constant_value(
     let at = item.value();
     let scalar = match item.node {
         Node::Null | Node::Seq(_) | Node::Map(_) => {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!(
                     "expected a {} value, found {}",
@@ -409,16 +402,14 @@ pub(crate) fn constant_value(
                     item.node.kind()
                 ),
                 format!("a {what} is a single value of the field's type, e.g. false, 3 or normal"),
-            );
-            return None;
+            )
         }
         Node::Float(_) if *ty == FieldType::String => {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!("a decimal number as a string {what} is ambiguous"),
                 format!("quote it: {what}: \"{}\"", item.node.key_text()),
-            );
-            return None;
+            )
         }
         other => other.key_text(),
     };
@@ -449,26 +440,24 @@ pub(crate) fn constant_value(
             if values.contains(&scalar) {
                 (Some(scalar.clone()), String::new())
             } else {
-                ctx.error(
+                return ctx.refuse(
                     &at,
                     format!("{what} `{scalar}` is not one of the enum's values"),
                     suggest::help(&scalar, values.iter().map(String::as_str), "the values are"),
                 );
-                return None;
             }
         }
     };
     let Some(normalized) = normalized else {
-        ctx.error(
+        return ctx.refuse(
             &at,
             format!("{what} `{scalar}` is not {expected}"),
             format!("give a {what} of the field's type: {expected}"),
         );
-        return None;
     };
     if let Some(max) = max_bytes {
         if normalized.len() as u64 > max {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!(
                     "{what} is {} bytes, more than the field's max_bytes of {max}",
@@ -476,7 +465,6 @@ pub(crate) fn constant_value(
                 ),
                 format!("shorten the {what} or raise max_bytes"),
             );
-            return None;
         }
     }
     Some(normalized)

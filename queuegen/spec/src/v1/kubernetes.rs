@@ -55,12 +55,11 @@ pub(crate) fn kubernetes(
             if url.starts_with("http://") || url.starts_with("https://") {
                 Some(url)
             } else {
-                ctx.error(
+                ctx.refuse(
                     &it.value(),
                     format!("`{url}` is not an http(s) URL"),
                     "write the Prometheus server's URL, e.g. http://prometheus.monitoring.svc:9090",
-                );
-                None
+                )
             }
         })
         .or("http://prometheus.monitoring.svc:9090".to_owned());
@@ -229,28 +228,25 @@ pub(crate) fn autoscale(
         .optional();
     let (min, max, oldest_ready_age, lag) = (min?, max?, oldest_ready_age?, lag?);
     if oldest_ready_age.is_none() && lag.is_none() {
-        ctx.error(
+        return ctx.refuse(
             &a.anchor(),
             "autoscale has no target: set oldest_ready_age, lag or both",
             "e.g. `autoscale: { min: 1, max: 10, oldest_ready_age: 30s, lag: 100 }`",
         );
-        return None;
     }
     if max < min {
-        ctx.error(
+        return ctx.refuse(
             &a.at("max"),
             format!("max {max} is below min {min}"),
             format!("raise max to at least {min}, or lower min"),
         );
-        return None;
     }
     if min == 0 && lag.is_none() {
-        ctx.error(
+        return ctx.refuse(
             &a.at("min"),
             "min 0 scales to zero, and then only the lag trigger, which KEDA reads from Redis itself, is sure to wake the queue: the age trigger goes through the monitor and Prometheus, and while either is down, jobs would wait with no worker at all",
             "add `lag: N` (entries not yet read per replica), or set min to 1",
         );
-        return None;
     }
     if let Some(at) = replicas_at {
         ctx.warning(
@@ -270,12 +266,11 @@ pub(crate) fn autoscale(
 fn token(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
     let text = values::string(ctx, item)?;
     if text.is_empty() || text.chars().any(char::is_whitespace) {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             format!("`{text}` is empty or contains whitespace"),
             "write it without spaces, e.g. registry.example.com/docs-pipeline-worker:1.4.2",
         );
-        return None;
     }
     Some(text.to_owned())
 }
@@ -285,12 +280,11 @@ fn dns_label(ctx: &mut Ctx<'_>, item: &Item<'_>, what: &str) -> Option<String> {
     if is_dns_label(text) {
         return Some(text.to_owned());
     }
-    ctx.error(
+    ctx.refuse(
         &item.value(),
         format!("`{text}` is not a valid Kubernetes {what}"),
         "use at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit",
-    );
-    None
+    )
 }
 
 fn is_dns_label(text: &str) -> bool {
@@ -309,14 +303,11 @@ fn cpu(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<(String, u64)> {
     let text = values::string(ctx, item)?;
     match parse_cpu(text) {
         Some(m) if m > 0 => Some((text.to_owned(), m)),
-        _ => {
-            ctx.error(
-                &item.value(),
-                format!("`{text}` is not a CPU quantity"),
-                "write millicores such as 250m, or cores in quotes such as \"0.5\" or \"2\"",
-            );
-            None
-        }
+        _ => ctx.refuse(
+            &item.value(),
+            format!("`{text}` is not a CPU quantity"),
+            "write millicores such as 250m, or cores in quotes such as \"0.5\" or \"2\"",
+        ),
     }
 }
 
@@ -325,14 +316,11 @@ fn memory(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<(String, u64)> {
     let text = values::string(ctx, item)?;
     match parse_memory(text) {
         Some(b) if b > 0 => Some((text.to_owned(), b)),
-        _ => {
-            ctx.error(
-                &item.value(),
-                format!("`{text}` is not a memory quantity"),
-                "write a whole number of bytes with Ki, Mi, Gi or Ti, e.g. 256Mi or 1Gi",
-            );
-            None
-        }
+        _ => ctx.refuse(
+            &item.value(),
+            format!("`{text}` is not a memory quantity"),
+            "write a whole number of bytes with Ki, Mi, Gi or Ti, e.g. 256Mi or 1Gi",
+        ),
     }
 }
 

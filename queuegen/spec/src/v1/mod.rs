@@ -197,22 +197,18 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
         .read(ctx, "min_version", |ctx, it| {
             let text = values::string(ctx, it)?;
             match parse_redis_version(text) {
-                None => {
-                    ctx.error(
-                        &it.value(),
-                        format!("`{text}` is not a Redis version"),
-                        "write major.minor (or major.minor.patch) in quotes, e.g. \"7.0\"",
-                    );
-                    None
-                }
-                Some((major, _)) if major < 7 => {
-                    ctx.error(
-                        &it.value(),
-                        format!("Redis {text} is too old: queues run on Redis Functions, which need 7.0"),
-                        "set min_version to \"7.0\" or later and upgrade the deployment",
-                    );
-                    None
-                }
+                None => ctx.refuse(
+                    &it.value(),
+                    format!("`{text}` is not a Redis version"),
+                    "write major.minor (or major.minor.patch) in quotes, e.g. \"7.0\"",
+                ),
+                Some((major, _)) if major < 7 => ctx.refuse(
+                    &it.value(),
+                    format!(
+                        "Redis {text} is too old: queues run on Redis Functions, which need 7.0"
+                    ),
+                    "set min_version to \"7.0\" or later and upgrade the deployment",
+                ),
                 Some(_) => Some(text.to_owned()),
             }
         })

@@ -148,10 +148,7 @@ fn schema(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
         None
     };
     match problem {
-        Some((message, help)) => {
-            ctx.error(&item.value(), message, help);
-            None
-        }
+        Some((message, help)) => ctx.refuse(&item.value(), message, help),
         None => Some(name.to_owned()),
     }
 }
@@ -179,14 +176,13 @@ pub(crate) fn results(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Option<Result
             _ => None,
         };
         let hint = close.map_or(String::new(), |best| format!("did you mean `{best}`? "));
-        ctx.error(
+        ctx.refuse(
             &it.value(),
             format!("unknown results store {text}: the only one is `postgres`"),
             format!(
                 "{hint}write `results: postgres` to commit each job's marker with the handler's change in one PostgreSQL transaction, or leave `results` out to keep results yourself"
             ),
-        );
-        None
+        )
     })
     .optional()
 }

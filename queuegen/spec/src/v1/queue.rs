@@ -146,12 +146,11 @@ fn find_envelope<'e>(
     } else {
         help
     };
-    ctx.error(
+    ctx.refuse(
         &q.at("envelope"),
         format!("no envelope named `{wanted}`"),
         help,
-    );
-    None
+    )
 }
 
 fn partition_by(
@@ -162,12 +161,11 @@ fn partition_by(
     q.read(ctx, "partition_by", |ctx, it| {
         let items = values::list(ctx, it, "[tenant, subject_ref]")?;
         if items.is_empty() {
-            ctx.error(
+            return ctx.refuse(
                 &it.value(),
                 "names no field",
                 "list at least one field, or leave partition_by out to partition by job_id",
             );
-            return None;
         }
         let mut out: Vec<String> = Vec::new();
         let mut ok = true;
@@ -302,12 +300,11 @@ fn group_start(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<GroupStart> {
                 Node::Str(text) => format!("`{text}`"),
                 other => other.kind().to_owned(),
             };
-            ctx.error(
+            ctx.refuse(
                 &item.value(),
                 format!("{shown} is not a group start"),
                 "use \"$\" (only new entries), \"0-0\" (the whole stream) or a stream ID such as \"1700000000000-0\"",
-            );
-            None
+            )
         }
     }
 }
@@ -391,12 +388,11 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
 fn rate_per(ctx: &mut Ctx<'_>, it: &Item<'_>) -> Option<Duration> {
     if let Node::Str(text) = it.node {
         if units::parse_duration(text).is_ok_and(|d| d.is_zero()) {
-            ctx.error(
+            return ctx.refuse(
                 &it.value(),
                 "a rate per 0s is not a rate: the limit would apply to no time at all",
                 "write the period the limit applies to, e.g. `per: 1s` or `per: 1m`",
             );
-            return None;
         }
     }
     values::duration(ctx, it)
@@ -509,7 +505,7 @@ fn claim(
         (Read::Ok(min_idle), Some(timeout)) => {
             let floor = limits::min_claim_idle(timeout);
             if min_idle < floor {
-                ctx.error(
+                ctx.refuse(
                     &c.at("min_idle"),
                     format!(
                         "{} is less than handler.timeout ({}) plus the claim margin of {} (max(1s, timeout / 4)): a job still running would be claimed by a second worker",
@@ -522,8 +518,7 @@ fn claim(
                         round_up_duration(floor),
                         format_duration(limits::default_claim_min_idle(timeout)),
                     ),
-                );
-                None
+                )
             } else {
                 Some(min_idle)
             }
@@ -626,12 +621,11 @@ fn dead_letter(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<DeadLetter> {
         .read(ctx, "owner", |ctx, it| {
             let owner = values::string(ctx, it)?;
             if owner.trim().is_empty() {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     "owner is empty",
                     "name the team or person paged for dead letters",
                 );
-                return None;
             }
             Some(owner.to_owned())
         })
@@ -674,7 +668,7 @@ fn retention(
         .or(OnAck::Keep);
     if let (Some(TrimMode::CronJob), Some(every)) = (trim, trim_every) {
         if limits::cron_schedule(every).is_none() {
-            ctx.error(
+            return ctx.refuse(
                 &r.at("trim_every"),
                 format!(
                     "{} cannot be a CronJob schedule: cron runs at most once a minute, on whole minutes or hours",
@@ -682,7 +676,6 @@ fn retention(
                 ),
                 "with `trim: cronjob`, set trim_every to whole minutes below an hour (e.g. 5m) or whole hours dividing a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)",
             );
-            return None;
         }
     }
     let min_age = read.or(secs(3 * 86_400))?;
@@ -693,7 +686,7 @@ fn retention(
         };
         if min_age < floor.total() {
             let b = &retry.backoff;
-            ctx.error(
+            return ctx.refuse(
                 &r.at("min_age"),
                 format!(
                     "{}{} is shorter than the {} a job can stay in flight: {} of retry backoff ({} attempts, initial {}, factor {}, max {}) + {} of claim and poison windows (claim.min_idle {} × poison.max_deliveries {})",
@@ -714,7 +707,6 @@ fn retention(
                     round_up_duration(floor.total())
                 ),
             );
-            return None;
         }
     }
     Some(Retention {
@@ -743,15 +735,14 @@ fn dedup(
         .flatten()?;
     if let Some(retention) = retention {
         if retention.on_ack == OnAck::Delete {
-            ctx.error(
+            return ctx.refuse(
                 &d.at("window"),
                 "dedup with retention.on_ack: delete: a duplicate answers the first entry's stream ID, and that entry is deleted as soon as its job is done".to_owned(),
                 "leave out dedup, or set retention.on_ack: keep (the default) so the first entry stays for retention.min_age",
             );
-            return None;
         }
         if window > retention.min_age {
-            ctx.error(
+            return ctx.refuse(
                 &d.at("window"),
                 format!(
                     "dedup.window {} is longer than retention.min_age {}: a duplicate would answer the ID of an entry that may already be trimmed",
@@ -764,7 +755,6 @@ fn dedup(
                     format_duration(window),
                 ),
             );
-            return None;
         }
     }
     Some(Some(Dedup { window }))
@@ -898,7 +888,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
         let streams = partitions * lanes.len() as u64;
         if streams > MAX_STREAMS {
             // The runtime numbers a queue's streams (lane × partition) in 16 bits.
-            ctx.error(
+            return ctx.refuse(
                 &q.at("lanes"),
                 format!(
                     "{partitions} partitions × {} lanes = {streams} streams, more than {MAX_STREAMS}",
@@ -908,7 +898,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     "keep partitions × lanes at most {MAX_STREAMS}: use fewer partitions or fewer lanes"
                 ),
             );
-            return None;
         }
         if streams > MANY_PARTITIONS {
             ctx.warning(
@@ -973,7 +962,7 @@ fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) ->
                         .join(", ")
                 )
             };
-            ctx.error(
+            return ctx.refuse(
                 &p.at("max_bytes"),
                 format!(
                     "{}{} is less than the {needed} bytes one {} entry can need: {header} for the header fields + {body} for the body fields{not_counted}",
@@ -985,7 +974,6 @@ fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) ->
                     "raise payload.max_bytes to at least {needed}, or lower the fields' max_bytes (the header allowance per field is listed in docs/spec.md)"
                 ),
             );
-            return None;
         }
     }
     Some(Payload { max_bytes })

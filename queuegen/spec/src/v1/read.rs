@@ -51,6 +51,17 @@ impl<'s> Ctx<'s> {
         self.report(Severity::Warning, at, message.into(), Some(help.into()));
     }
 
+    /// Reports an error and reads nothing, for `return ctx.refuse(...)`.
+    pub fn refuse<T>(
+        &mut self,
+        at: &At,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Option<T> {
+        self.error(at, message, help);
+        None
+    }
+
     fn report(&mut self, severity: Severity, at: &At, message: String, help: Option<String>) {
         let pos = self.position(at);
         self.push_at(severity, pos, at.path.clone(), message, help);
@@ -210,12 +221,11 @@ pub(crate) fn entries<'a>(
     help: &str,
 ) -> Option<Vec<(String, Item<'a>)>> {
     let Node::Map(pairs) = item.node else {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             format!("expected {expected}, found {}", item.node.kind()),
             help,
         );
-        return None;
     };
     let mut out: Vec<(String, Item<'a>)> = Vec::with_capacity(pairs.len());
     let mut seen: Vec<(String, usize)> = Vec::new();

@@ -84,20 +84,18 @@ fn schedule(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>, known: &Known<'_>) -
         .read(ctx, "tenant", |ctx, it| {
             let text = values::string(ctx, it)?;
             if text.len() > MAX_TENANT_BYTES {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     format!("tenant is {} bytes, more than {MAX_TENANT_BYTES}", text.len()),
                     "shorten it: the payload check allows 64 bytes for the tenant header",
                 );
-                return None;
             }
             if text.is_empty() {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     "tenant must not be empty",
                     "name the tenant the jobs belong to, or leave `tenant` out for the service name",
                 );
-                return None;
             }
             Some(text.to_owned())
         })
@@ -180,12 +178,11 @@ fn find_queue<'m>(
             declared.iter().map(String::as_str),
             "declared queues are",
         );
-        ctx.error(
+        return ctx.refuse(
             &s.at("queue"),
             format!("no queue named `{wanted}`"),
             format!("{help}; or declare the queue under `queues`"),
         );
-        return None;
     }
     // A queue that is declared but invalid was reported where it is.
     known.queues.iter().find(|q| q.name == wanted).copied()
@@ -220,34 +217,30 @@ fn cadence_of(ctx: &mut Ctx<'_>, s: &Object<'_>) -> Option<Cadence> {
                     Some(best) => format!("did you mean `{best}`?"),
                     None => "write an IANA time zone name such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\"".to_owned(),
                 };
-                ctx.error(&it.value(), err.message, help);
-                None
+                ctx.refuse(&it.value(), err.message, help)
             }
         }
     });
     if cron.is_present() && every.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.at("every"),
             "a schedule has either `cron` or `every`, not both",
             "keep `cron` for wall-clock times (\"0 2 * * *\"), or `every` for a fixed period; remove the other",
         );
-        return None;
     }
     if !cron.is_present() && !every.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.anchor(),
             "missing `cron` or `every`: a schedule needs one of them",
             "add `cron: \"0 2 * * *\"` (with `timezone`, default UTC) or `every: 10m`",
         );
-        return None;
     }
     if every.is_present() && timezone.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.at("timezone"),
             "`timezone` only applies to `cron`",
             "remove `timezone`: `every` ticks at multiples of its period since the Unix epoch, the same instant in every zone",
         );
-        return None;
     }
     match (cron, every) {
         (Read::Ok(expression), _) => Some(Cadence::Cron {
