@@ -100,8 +100,8 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
         renamed: Vec::new(),
     };
     let mut ok = true;
-    if let Some(added) = obj.get("added").cloned() {
-        match values::list(ctx, &added, "[pages]") {
+    if let Some(added) = obj.get("added") {
+        match values::list(ctx, added, "[pages]") {
             Some(items) => {
                 for name_item in items {
                     match field_name(ctx, &name_item) {
@@ -116,10 +116,10 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
             None => ok = false,
         }
     }
-    if let Some(removed) = obj.get("removed").cloned() {
+    if let Some(removed) = obj.get("removed") {
         match entries(
             ctx,
-            &removed,
+            removed,
             "a mapping of field names to their definitions",
             "write removed fields as `dpi: { type: u32 }`, as they were defined",
         ) {
@@ -138,10 +138,10 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
             None => ok = false,
         }
     }
-    if let Some(renamed) = obj.get("renamed").cloned() {
+    if let Some(renamed) = obj.get("renamed") {
         match entries(
             ctx,
-            &renamed,
+            renamed,
             "a mapping of old field names to new ones",
             "write renames as `old_name: new_name`",
         ) {

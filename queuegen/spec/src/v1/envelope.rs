@@ -55,17 +55,11 @@ pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> Envelo
     let mut field_keys = Vec::new();
     let fields = match obj.get("fields") {
         None => Some(Vec::new()),
-        Some(fields_item) => {
-            let fields_item = fields_item.clone();
-            fields(ctx, &fields_item, &mut defs, &mut field_keys)
-        }
+        Some(fields_item) => fields(ctx, fields_item, &mut defs, &mut field_keys),
     };
     let changes = match obj.get("changes") {
         None => Some(Vec::new()),
-        Some(changes_item) => {
-            let changes_item = changes_item.clone();
-            changes(ctx, &changes_item, schema, fields.as_deref())
-        }
+        Some(changes_item) => changes(ctx, changes_item, schema, fields.as_deref()),
     };
     let removed = changes
         .iter()
@@ -247,9 +241,8 @@ pub(crate) fn field(
         (_, None) => Some(None),
         (None, Some(_)) => None,
         (Some(ty), Some(default_item)) => {
-            let default_item = default_item.clone();
             let flat_max = max_bytes.flatten();
-            default_value(ctx, &default_item, ty, flat_max).map(Some)
+            default_value(ctx, default_item, ty, flat_max).map(Some)
         }
     };
     if let (Some(true), Some(Some(_))) = (optional, &default) {
@@ -326,8 +319,7 @@ fn enum_values(
             "list the allowed values, e.g. values: [low, normal, high]",
         );
     };
-    let item = item.clone();
-    let items = values::list(ctx, &item, "[low, normal, high]")?;
+    let items = values::list(ctx, item, "[low, normal, high]")?;
     if items.is_empty() {
         return ctx.refuse(
             &item.value(),

@@ -267,10 +267,10 @@ fn named<'a, T>(
     expected: &str,
     mut each: impl FnMut(&mut Ctx<'_>, &str, &Item<'a>) -> T,
 ) -> Option<Vec<T>> {
-    let item = spec.get(key)?.clone();
+    let item = spec.get(key)?;
     let found = entries(
         ctx,
-        &item,
+        item,
         expected,
         &format!("write `{key}:` as a mapping keyed by name"),
     )?;

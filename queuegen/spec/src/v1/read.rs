@@ -382,10 +382,7 @@ impl<'a> Object<'a> {
     /// The sub-mapping at `key`; empty (all defaults) when absent.
     pub fn child(&self, ctx: &mut Ctx<'_>, key: &str, obj: &'static Obj) -> Object<'a> {
         match self.get(key) {
-            Some(item) => {
-                let item = item.clone();
-                object(ctx, &item, obj)
-            }
+            Some(item) => object(ctx, item, obj),
             None => Object {
                 obj,
                 path: join(&self.path, key),
@@ -420,10 +417,7 @@ impl<'a> Object<'a> {
         }
         match self.get(key) {
             None => Read::Absent,
-            Some(item) => {
-                let item = item.clone();
-                parse(ctx, &item).map_or(Read::Bad, Read::Ok)
-            }
+            Some(item) => parse(ctx, item).map_or(Read::Bad, Read::Ok),
         }
     }
 

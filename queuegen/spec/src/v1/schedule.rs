@@ -43,13 +43,12 @@ pub(crate) fn schedules(
     let Some(item) = spec.get("schedules") else {
         return Some(Vec::new());
     };
-    let item = item.clone();
     if matches!(item.node, Node::Null) {
         return Some(Vec::new());
     }
     let found = entries(
         ctx,
-        &item,
+        item,
         "a mapping of schedule names to schedules",
         "write `schedules:` as a mapping keyed by name, e.g. `nightly: { queue: export, cron: \"0 2 * * *\" }`",
     )?;
@@ -267,13 +266,12 @@ fn body(
     let given = match s.get("body") {
         None => Vec::new(),
         Some(item) => {
-            let item = item.clone();
             if matches!(item.node, Node::Null) {
                 Vec::new()
             } else {
                 entries(
                     ctx,
-                    &item,
+                    item,
                     "a mapping of field names to constants",
                     "write `body:` as a mapping of the envelope's fields to values, e.g. `body: { subject_ref: nightly }`",
                 )?
