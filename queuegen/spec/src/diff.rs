@@ -173,19 +173,15 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
                 ),
             );
         }
-        let mut changed = Vec::new();
-        if before.tenant != schedule.tenant {
-            changed.push("tenant");
-        }
-        if before.body != schedule.body {
-            changed.push("body");
-        }
-        if before.missed != schedule.missed {
-            changed.push("missed");
-        }
-        if before.grace != schedule.grace {
-            changed.push("grace");
-        }
+        let changed: Vec<&str> = [
+            ("tenant", before.tenant != schedule.tenant),
+            ("body", before.body != schedule.body),
+            ("missed", before.missed != schedule.missed),
+            ("grace", before.grace != schedule.grace),
+        ]
+        .into_iter()
+        .filter_map(|(key, differs)| differs.then_some(key))
+        .collect();
         if !changed.is_empty() {
             out.info(
                 path,

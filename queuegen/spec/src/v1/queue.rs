@@ -343,22 +343,15 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
         .or(secs(10));
     let rate = rate(ctx, &h);
     let tenant_rate = tenant_rate(ctx, &h, rate.flatten());
-    let settings = match (timeout, concurrency, shutdown_budget, rate, tenant_rate) {
-        (
-            Some(timeout),
-            Some(concurrency),
-            Some(shutdown_budget),
-            Some(rate),
-            Some(tenant_rate),
-        ) => Some(HandlerSettings {
-            timeout,
-            concurrency: concurrency as u32,
-            shutdown_budget,
-            rate,
-            tenant_rate,
-        }),
-        _ => None,
-    };
+    let settings = (|| {
+        Some(HandlerSettings {
+            timeout: timeout?,
+            concurrency: concurrency? as u32,
+            shutdown_budget: shutdown_budget?,
+            rate: rate?,
+            tenant_rate: tenant_rate?,
+        })
+    })();
     (timeout, settings)
 }
 
@@ -373,15 +366,12 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
         "limit",
         "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
     );
-    let per = r.read(ctx, "per", rate_per);
-    match (limit, per) {
-        (Read::Ok(limit), Read::Ok(per)) => Some(Some(Rate {
-            limit: limit as u32,
-            per,
-        })),
-        // A missing `limit` or `per` was reported as a required key.
-        _ => None,
-    }
+    // A missing `limit` or `per` was reported as a required key.
+    let (Read::Ok(limit), Read::Ok(per)) = (limit, r.read(ctx, "per", rate_per)) else {
+        return None;
+    };
+    let limit = limit as u32;
+    Some(Some(Rate { limit, per }))
 }
 
 /// The `per` of `handler.rate` or `handler.tenant_rate`: a duration above zero.
@@ -526,15 +516,14 @@ fn claim(
         (Read::Ok(_), None) | (Read::Bad, _) => None,
         (Read::Absent, timeout) => timeout.map(limits::default_claim_min_idle),
     };
-    let claim = match (min_idle, every, batch, rate) {
-        (Some(min_idle), Some(every), Some(batch), Some(rate)) => Some(Claim {
-            min_idle,
-            every,
-            batch: batch as u32,
-            rate: rate as u32,
-        }),
-        _ => None,
-    };
+    let claim = (|| {
+        Some(Claim {
+            min_idle: min_idle?,
+            every: every?,
+            batch: batch? as u32,
+            rate: rate? as u32,
+        })
+    })();
     (min_idle, claim)
 }
 
@@ -845,20 +834,13 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                 }
             }
             match items.len() {
-                0 => {
-                    ctx.error(
-                        &it.value(),
-                        "lists no lane: no lanes is the same as one unnamed lane",
-                        "leave `lanes` out, or list at least two",
-                    );
-                    ok = false;
-                }
-                1 => {
-                    ctx.error(
-                        &it.value(),
-                        "lists one lane: one lane is the same as no lanes",
-                        "leave `lanes` out, or list at least two",
-                    );
+                n @ (0 | 1) => {
+                    let why = if n == 0 {
+                        "lists no lane: no lanes is the same as one unnamed lane"
+                    } else {
+                        "lists one lane: one lane is the same as no lanes"
+                    };
+                    ctx.error(&it.value(), why, "leave `lanes` out, or list at least two");
                     ok = false;
                 }
                 n if n > MAX_LANES => {
