@@ -284,10 +284,7 @@ fn string(setting: Setting<Expr>, errors: &mut Errors) -> Option<Setting<String>
         Expr::Lit(syn::ExprLit {
             lit: Lit::Str(lit), ..
         }) => Some(Setting::new(lit.value(), setting.tokens)),
-        other => {
-            errors.spanned(other, "expected a string literal");
-            None
-        }
+        other => errors.refuse_spanned(other, "expected a string literal"),
     }
 }
 
@@ -304,11 +301,10 @@ where
 /// `[N, ...]`, each element kept with its own span.
 fn versions(setting: Setting<Expr>, errors: &mut Errors) -> Option<Setting<Vec<Setting<u32>>>> {
     let Expr::Array(ExprArray { elems, .. }) = &setting.value else {
-        errors.spanned(
+        return errors.refuse_spanned(
             &setting.value,
             "expected a list of schema versions, like `accepts = [2, 3]`",
         );
-        return None;
     };
     let versions = elems
         .iter()
@@ -329,10 +325,7 @@ where
         Expr::Lit(syn::ExprLit {
             lit: Lit::Int(lit), ..
         }) => lit.base10_parse().map_err(|error| errors.push(error)).ok(),
-        other => {
-            errors.spanned(other, "expected an unsigned integer literal");
-            None
-        }
+        other => errors.refuse_spanned(other, "expected an unsigned integer literal"),
     }
 }
 
