@@ -102,18 +102,11 @@ impl Envelope {
             .into_iter()
             .map(|vf| {
                 let name = &vf.field.name;
+                let renamed = change.and_then(|c| c.renamed.iter().find(|r| r.to == *name));
                 let source = match change {
                     Some(c) if c.added.contains(name) => FieldSource::Added,
-                    Some(c) => match c.renamed.iter().find(|r| r.to == *name) {
-                        Some(rename) => FieldSource::Carried {
-                            previous: rename.from.clone(),
-                        },
-                        None => FieldSource::Carried {
-                            previous: name.clone(),
-                        },
-                    },
-                    None => FieldSource::Carried {
-                        previous: name.clone(),
+                    _ => FieldSource::Carried {
+                        previous: renamed.map_or(name, |r| &r.from).clone(),
                     },
                 };
                 (vf.field, source)

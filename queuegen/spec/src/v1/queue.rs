@@ -21,7 +21,7 @@ use super::format::{
 use super::kubernetes;
 use super::names;
 use super::postgres;
-use super::read::{object, At, Ctx, Item, Object, Read};
+use super::read::{first_at, object, At, Ctx, Item, Object, Read};
 use super::values;
 
 /// Above these, a value is legal but almost certainly a mistake.
@@ -900,15 +900,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
 
 /// Most streams (partitions × lanes) a queue may have: as many as partitions.
 const MAX_STREAMS: u64 = 16384;
-
-/// "line 12" for where `first` is, with the column when `here` is on the same line.
-fn first_at(first: Pos, here: Pos) -> String {
-    if first.line == here.line {
-        format!("line {}, column {}", first.line, first.column)
-    } else {
-        format!("line {}", first.line)
-    }
-}
 
 fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {
     let a = q.child(ctx, "admission", &ADMISSION);

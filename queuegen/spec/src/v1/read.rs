@@ -256,13 +256,9 @@ pub(crate) fn entries<'a>(
                 .find(|(k, _)| *k == text)
                 .map(|(_, first)| ctx.position(&first.key()));
             let here = ctx.position(&child.key());
-            let first = match first {
-                Some(pos) if pos.line == here.line => {
-                    format!(" (first on line {}, column {})", pos.line, pos.column)
-                }
-                Some(pos) => format!(" (first on line {})", pos.line),
-                None => String::new(),
-            };
+            let first = first.map_or(String::new(), |first| {
+                format!(" (first on {})", first_at(first, here))
+            });
             ctx.error(
                 &child.key(),
                 format!("duplicate key `{text}`{first}"),
@@ -273,6 +269,15 @@ pub(crate) fn entries<'a>(
         out.push((text, child));
     }
     Some(out)
+}
+
+/// "line 12" for where `first` is, with the column when `here` is on the same line.
+pub(crate) fn first_at(first: Pos, here: Pos) -> String {
+    if first.line == here.line {
+        format!("line {}, column {}", first.line, first.column)
+    } else {
+        format!("line {}", first.line)
+    }
 }
 
 /// A mapping with the fixed keys of `obj`. An absent one (its key left out)
