@@ -100,71 +100,63 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
         renamed: Vec::new(),
     };
     let mut ok = true;
+    // A malformed list or mapping is reported; its well-formed items are still read.
     if let Some(added) = obj.get("added") {
-        match values::list(ctx, added, "[pages]") {
-            Some(items) => {
-                for name_item in items {
-                    match field_name(ctx, &name_item) {
-                        Some(name) => {
-                            def.change.added.push(name);
-                            def.added.push(name_item.value());
-                        }
-                        None => ok = false,
-                    }
+        let items = values::list(ctx, added, "[pages]");
+        ok &= items.is_some();
+        for name_item in items.into_iter().flatten() {
+            match field_name(ctx, &name_item) {
+                Some(name) => {
+                    def.change.added.push(name);
+                    def.added.push(name_item.value());
                 }
+                None => ok = false,
             }
-            None => ok = false,
         }
     }
     if let Some(removed) = obj.get("removed") {
-        match entries(
+        let found = entries(
             ctx,
             removed,
             "a mapping of field names to their definitions",
             "write removed fields as `dpi: { type: u32 }`, as they were defined",
-        ) {
-            Some(found) => {
-                let mut defs: Vec<FieldDef> = Vec::new();
-                for (name, field_item) in found {
-                    match field(ctx, &name, &field_item, &mut defs, true) {
-                        Some(removed_field) => {
-                            def.change.removed.push(removed_field);
-                            def.removed.push(field_item.key());
-                        }
-                        None => ok = false,
-                    }
+        );
+        ok &= found.is_some();
+        let mut defs: Vec<FieldDef> = Vec::new();
+        for (name, field_item) in found.into_iter().flatten() {
+            match field(ctx, &name, &field_item, &mut defs, true) {
+                Some(removed_field) => {
+                    def.change.removed.push(removed_field);
+                    def.removed.push(field_item.key());
                 }
+                None => ok = false,
             }
-            None => ok = false,
         }
     }
     if let Some(renamed) = obj.get("renamed") {
-        match entries(
+        let found = entries(
             ctx,
             renamed,
             "a mapping of old field names to new ones",
             "write renames as `old_name: new_name`",
-        ) {
-            Some(found) => {
-                for (from, to_item) in found {
-                    let from_ok = names::is_snake_case(&from);
-                    if !from_ok {
-                        ctx.error(
-                            &to_item.key(),
-                            format!("`{from}` is not a snake_case field name"),
-                            "write renames as `old_name: new_name`",
-                        );
-                    }
-                    match (from_ok, field_name(ctx, &to_item)) {
-                        (true, Some(to)) => {
-                            def.change.renamed.push(Rename { from, to });
-                            def.renamed.push(to_item.key());
-                        }
-                        _ => ok = false,
-                    }
-                }
+        );
+        ok &= found.is_some();
+        for (from, to_item) in found.into_iter().flatten() {
+            let from_ok = names::is_snake_case(&from);
+            if !from_ok {
+                ctx.error(
+                    &to_item.key(),
+                    format!("`{from}` is not a snake_case field name"),
+                    "write renames as `old_name: new_name`",
+                );
             }
-            None => ok = false,
+            match (from_ok, field_name(ctx, &to_item)) {
+                (true, Some(to)) => {
+                    def.change.renamed.push(Rename { from, to });
+                    def.renamed.push(to_item.key());
+                }
+                _ => ok = false,
+            }
         }
     }
     let upcasts = [UpcastKind::Generated, UpcastKind::Manual];
