@@ -50,44 +50,39 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         "a mapping of envelope names to envelopes",
         |ctx, name, it| envelope::envelope(ctx, name, it),
     );
-    let mut used = vec![false; envelopes.as_ref().map_or(0, Vec::len)];
     let known: Option<&[EnvelopeDef]> = envelopes.as_deref();
     let all_envelopes: &[EnvelopeDef] = known.unwrap_or(&[]);
+    // The envelopes the queues name, as written (for the unused-envelope check).
+    let mut carried: Vec<&str> = Vec::new();
     let queues = named(
         ctx,
         &spec,
         "queues",
         "a mapping of queue names to queues",
         |ctx, name, it| {
-            let queue = queue::queue(ctx, name, it, known, pool);
-            if let Some(wanted) = declared_envelope(it) {
-                if let Some(i) = all_envelopes.iter().position(|e| e.name == wanted) {
-                    used[i] = true;
-                }
-            }
-            queue
+            carried.extend(declared_envelope(it));
+            queue::queue(ctx, name, it, known, pool)
         },
     );
-    if let Some(queues) = &queues {
-        if queues.is_empty() {
-            ctx.error(
-                &spec.at("queues"),
-                "declares no queue",
-                "add at least one queue, e.g. `ocr: { envelope: OcrRequested }`",
-            );
-        }
+    if queues.as_ref().is_some_and(Vec::is_empty) {
+        ctx.error(
+            &spec.at("queues"),
+            "declares no queue",
+            "add at least one queue, e.g. `ocr: { envelope: OcrRequested }`",
+        );
     }
     // An envelope no queue carries is only worth a warning when the queues
     // themselves could be read.
     if queues.is_some() {
-        for (envelope, used) in all_envelopes.iter().zip(&used) {
-            if !used {
-                ctx.warning(
-                    &envelope.at,
-                    "envelope is not carried by any queue",
-                    "remove it, or name it in a queue's `envelope`",
-                );
-            }
+        for envelope in all_envelopes
+            .iter()
+            .filter(|e| !carried.contains(&e.name.as_str()))
+        {
+            ctx.warning(
+                &envelope.at,
+                "envelope is not carried by any queue",
+                "remove it, or name it in a queue's `envelope`",
+            );
         }
     }
     let schedules = {
