@@ -204,17 +204,16 @@ fn names_fit_their_versions(
         let mut ok = true;
         for (name, at) in change.added.iter().zip(&def.added) {
             if !names.contains(name) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!("schema {version} has no field `{name}` to have added"),
                     format!("list only fields of schema {version}: {}", listed()),
                 );
-                ok = false;
             }
         }
         for (rename, at) in change.renamed.iter().zip(&def.renamed) {
             if !names.contains(&rename.to) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} has no field `{}` for `{}` to be renamed to",
@@ -225,16 +224,14 @@ fn names_fit_their_versions(
                         listed()
                     ),
                 );
-                ok = false;
             } else if change.added.contains(&rename.to) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!("`{}` is listed as both added and renamed", rename.to),
                     "a renamed field carries its values over; list it under one of them",
                 );
-                ok = false;
             } else if names.contains(&rename.from) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} still has a field `{}`, so it cannot be the old name of `{}`",
@@ -242,12 +239,11 @@ fn names_fit_their_versions(
                     ),
                     "a rename's old name is a field the previous version had and this one has not",
                 );
-                ok = false;
             }
         }
         for (removed, at) in change.removed.iter().zip(&def.removed) {
             if names.contains(&removed.name) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} still has `{}`, so it was not removed",
@@ -259,7 +255,6 @@ fn names_fit_their_versions(
                         removed.name
                     ),
                 );
-                ok = false;
             }
         }
         if !ok {

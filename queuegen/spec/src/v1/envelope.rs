@@ -103,12 +103,11 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
                 "schema versions are whole numbers from 1",
             ) {
                 Some(v) if versions.contains(&(v as u32)) => {
-                    ctx.error(
+                    ok = ctx.fail(
                         &version.value(),
                         format!("schema version {v} is listed twice"),
                         "list each accepted version once",
                     );
-                    ok = false;
                 }
                 Some(v) => versions.push(v as u32),
                 None => ok = false,
@@ -162,7 +161,7 @@ fn fields(
     let mut ok = true;
     let most = library::MAX_ENVELOPE_FIELDS as usize - HEADER_FIELDS.len();
     if found.len() > most {
-        ctx.error(
+        ok = ctx.fail(
             &item.key(),
             format!(
                 "{} fields; with the {} header fields an entry would have more than the Function library's MAX_ENVELOPE_FIELDS ({}), and every transition of it would be refused",
@@ -172,7 +171,6 @@ fn fields(
             ),
             format!("keep an envelope to at most {most} fields: group related values into one field"),
         );
-        ok = false;
     }
     for (name, field_item) in found {
         keys.push((name.clone(), field_item.key()));
@@ -270,7 +268,7 @@ pub(crate) fn field(
 
 fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
     if !names::is_snake_case(name) {
-        ctx.error(
+        return ctx.fail(
             &item.key(),
             format!("field name `{name}` is not a snake_case identifier"),
             format!(
@@ -278,11 +276,10 @@ fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
                 names::to_snake_case(name)
             ),
         );
-        return false;
     }
     if names::is_header_field(name) {
         let all: Vec<_> = HEADER_FIELDS.iter().map(|h| h.name).collect();
-        ctx.error(
+        return ctx.fail(
             &item.key(),
             format!("field `{name}` collides with the header field of the same name"),
             format!(
@@ -290,7 +287,6 @@ fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
                 all.join(", ")
             ),
         );
-        return false;
     }
     true
 }
@@ -333,29 +329,26 @@ fn enum_values(
         let text = match value.node {
             Node::Str(text) => text.clone(),
             other => {
-                ctx.error(
+                ok = ctx.fail(
                     &value.value(),
                     format!("expected a snake_case name, found {}", other.kind()),
                     "enum values are snake_case names such as `high`",
                 );
-                ok = false;
                 continue;
             }
         };
         if !names::is_snake_case(&text) {
-            ctx.error(
+            ok = ctx.fail(
                 &value.value(),
                 format!("enum value `{text}` is not snake_case"),
                 format!("write it as `{}`", names::to_snake_case(&text)),
             );
-            ok = false;
         } else if out.contains(&text) {
-            ctx.error(
+            ok = ctx.fail(
                 &value.value(),
                 format!("enum value `{text}` is listed twice"),
                 "list each value once",
             );
-            ok = false;
         } else {
             out.push(text);
         }

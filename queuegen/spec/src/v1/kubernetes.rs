@@ -97,14 +97,13 @@ fn postgres_keys(
             let mut ok = true;
             for key in ["postgres_secret", "psql_image"] {
                 if let Some(item) = k.get(key) {
-                    ctx.error(
+                    ok = ctx.fail(
                         &item.key(),
                         "no queue uses PostgreSQL, so nothing in the manifests would read this key",
                         format!(
                             "add `results: postgres` or `outbox: true` to a queue, or remove `{key}`"
                         ),
                     );
-                    ok = false;
                 }
             }
             ok
@@ -124,7 +123,7 @@ fn postgres_keys(
                 name if is_dns_label(&format!("{name}-postgres")) => format!("{name}-postgres"),
                 _ => "app-postgres".to_owned(),
             };
-            ctx.error(
+            ctx.fail(
                 &k.at("postgres_secret"),
                 format!(
                     "{queues} PostgreSQL, but `kubernetes` names no Secret with the database URL: the pods that need it (workers of `results: postgres` queues, the outbox publisher, the migration Job) would start without DATABASE_URL and fail"
@@ -132,8 +131,7 @@ fn postgres_keys(
                 format!(
                     "add `postgres_secret: {example}` under `kubernetes`, naming a Secret whose key `database-url` holds the URL (postgres://user:password@host:5432/database)"
                 ),
-            );
-            false
+            )
         }
     }
 }
@@ -169,24 +167,22 @@ fn pods_settings(ctx: &mut Ctx<'_>, p: &Object<'_>) -> Option<Pods> {
     let mut ok = true;
     if let (Some(Some((limit, limit_m))), Some((request, request_m))) = (&cpu_limit, &cpu) {
         if limit_m < request_m {
-            ctx.error(
+            ok = ctx.fail(
                 &p.at("cpu_limit"),
                 format!("cpu_limit {limit} is below the cpu request {request}: Kubernetes refuses the pod"),
                 format!("raise cpu_limit to at least {request}, or leave it out (no CPU throttling)"),
             );
-            ok = false;
         }
     }
     if let (true, Some((limit, limit_b)), Some((request, request_b))) =
         (memory_limit_given, &memory_limit, &memory)
     {
         if limit_b < request_b {
-            ctx.error(
+            ok = ctx.fail(
                 &p.at("memory_limit"),
                 format!("memory_limit {limit} is below the memory request {request}: Kubernetes refuses the pod"),
                 format!("raise memory_limit to at least {request}, or leave it out to use the request"),
             );
-            ok = false;
         }
     }
     if !ok {

@@ -131,31 +131,26 @@ fn version_is_supported(ctx: &mut Ctx<'_>, root: &Item<'_>) -> bool {
                 other.kind()
             ),
         };
-        ctx.error(
+        return ctx.fail(
             &root.value(),
             message,
             format!("start the file with `version: {VERSION}`; {help}"),
         );
-        return false;
     };
     match pairs.iter().find(|(k, _)| k.key_text() == "version") {
-        None => {
-            ctx.error(
-                &root.value().about("version".to_owned()),
-                "missing `version`",
-                format!("add `version: {VERSION}` as the first line; {help}"),
-            );
-            false
-        }
+        None => ctx.fail(
+            &root.value().about("version".to_owned()),
+            "missing `version`",
+            format!("add `version: {VERSION}` as the first line; {help}"),
+        ),
         Some((_, Node::Int(v))) if *v == i128::from(VERSION) => true,
         Some((_, value @ Node::Str(text))) if text.trim() == VERSION.to_string() => {
             let at = root.entry("version", 0, value).value();
-            ctx.error(
+            ctx.fail(
                 &at,
                 format!("version must be the integer {VERSION}, found the string \"{text}\""),
                 format!("write `version: {VERSION}` without quotes"),
-            );
-            false
+            )
         }
         Some((_, value)) => {
             let shown = match value {
@@ -164,8 +159,7 @@ fn version_is_supported(ctx: &mut Ctx<'_>, root: &Item<'_>) -> bool {
                 other => other.kind().to_owned(),
             };
             let at = root.entry("version", 0, value).value();
-            ctx.error(&at, format!("unknown spec version {shown}"), help);
-            false
+            ctx.fail(&at, format!("unknown spec version {shown}"), help)
         }
     }
 }

@@ -143,8 +143,7 @@ pub(crate) fn is_header_field(name: &str) -> bool {
 /// Checks a service or queue name; `what` is "service" or "queue".
 pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &str) -> bool {
     if let Some(problem) = key_layout_problem(name) {
-        ctx.error(at, format!("{what} name {problem}"), key_layout_help(name));
-        return false;
+        return ctx.fail(at, format!("{what} name {problem}"), key_layout_help(name));
     }
     if !is_lower_name(name) {
         let fixed = words(name).join("-");
@@ -153,12 +152,11 @@ pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &st
         } else {
             String::new()
         };
-        ctx.error(
+        return ctx.fail(
             at,
             format!("{what} name `{name}` is not lowercase letters, digits, `_` and `-`"),
             format!("start with a lowercase letter and use only a-z, 0-9, `_` and `-`{hint}"),
         );
-        return false;
     }
     true
 }
@@ -168,12 +166,11 @@ pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &st
 pub(crate) fn check_lane_name(ctx: &mut Ctx<'_>, at: &At, name: &str) -> bool {
     const RULE: &str = "lowercase letters, digits and `-`, starting with a letter, at most 32 characters: the name is part of the lane's keys (`PREFIX:lane-NAME:{QUEUE-NN}:ready`)";
     if name.is_empty() {
-        ctx.error(
+        return ctx.fail(
             at,
             "lane name is empty",
             format!("name the lane, e.g. `high`: {RULE}"),
         );
-        return false;
     }
     if is_lane_name(name) {
         return true;
@@ -194,17 +191,13 @@ pub(crate) fn check_lane_name(ctx: &mut Ctx<'_>, at: &At, name: &str) -> bool {
             "lane name `{name}` is not lowercase letters, digits and `-` starting with a letter"
         )
     };
-    ctx.error(at, message, format!("use {RULE}{hint}"));
-    false
+    ctx.fail(at, message, format!("use {RULE}{hint}"))
 }
 
 /// Checks a group name or key prefix: only the key-layout rule applies.
 pub(crate) fn check_key_safe(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &str) -> bool {
     match key_layout_problem(name) {
-        Some(problem) => {
-            ctx.error(at, format!("{what} {problem}"), key_layout_help(name));
-            false
-        }
+        Some(problem) => ctx.fail(at, format!("{what} {problem}"), key_layout_help(name)),
         None => true,
     }
 }

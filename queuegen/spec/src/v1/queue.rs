@@ -175,12 +175,11 @@ fn partition_by(
                 continue;
             };
             if out.iter().any(|f| f == name) {
-                ctx.error(
+                ok = ctx.fail(
                     &field.value(),
                     format!("`{name}` is listed twice"),
                     "list each field once",
                 );
-                ok = false;
                 continue;
             }
             ok &= partition_field(ctx, &field, name, envelope);
@@ -203,30 +202,24 @@ fn partition_field(
         return true;
     }
     if names::is_header_field(name) {
-        ctx.error(
+        return ctx.fail(
             &item.value(),
             format!("header field `{name}` is not a useful partition key"),
             "partition by `tenant` or `job_id`, or by a required body field",
         );
-        return false;
     }
     let Some((envelope, fields)) = envelope.and_then(|e| Some((e, e.fields.as_ref()?))) else {
         return true;
     };
     match fields.iter().find(|f| f.name == name) {
-        Some(field) if field.optional == Some(true) => {
-            ctx.error(
-                &item.value(),
-                format!(
-                    "`{name}` is an optional field of {}; entries without it have no partition key",
-                    envelope.name
-                ),
-                format!(
-                    "make `{name}` required (drop `optional: true`) or partition by another field"
-                ),
-            );
-            false
-        }
+        Some(field) if field.optional == Some(true) => ctx.fail(
+            &item.value(),
+            format!(
+                "`{name}` is an optional field of {}; entries without it have no partition key",
+                envelope.name
+            ),
+            format!("make `{name}` required (drop `optional: true`) or partition by another field"),
+        ),
         Some(_) => true,
         None if envelope.removed.iter().any(|(removed, _)| removed == name) => {
             let version = envelope
@@ -234,15 +227,14 @@ fn partition_field(
                 .iter()
                 .find(|(removed, _)| removed == name)
                 .map_or(0, |(_, version)| *version);
-            ctx.error(
+            ctx.fail(
                 &item.value(),
                 format!(
                     "`{name}` was removed from {} in schema {version}; entries written since do not carry it",
                     envelope.name
                 ),
                 "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
-            );
-            false
+            )
         }
         None => {
             let mut candidates: Vec<&str> = PARTITION_HEADER_FIELDS.to_vec();
@@ -251,12 +243,11 @@ fn partition_field(
                     candidates.push(&field.name);
                 }
             }
-            ctx.error(
+            ctx.fail(
                 &item.value(),
                 format!("{} has no field `{name}`", envelope.name),
                 suggest::help(name, candidates.iter().copied(), "partition by one of"),
-            );
-            false
+            )
         }
     }
 }
@@ -783,7 +774,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                 if let Read::Ok(name) = &name {
                     let here = ctx.position(&l.at("name"));
                     if let Some((_, first)) = named.iter().find(|(n, _)| n == name) {
-                        ctx.error(
+                        ok = ctx.fail(
                             &l.at("name"),
                             format!(
                                 "two lanes are named `{name}` (the first on {}): the name is part of the lane's keys, so both would be one stream",
@@ -791,7 +782,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                             ),
                             "rename one of them, or merge the two into one lane",
                         );
-                        ok = false;
                     } else {
                         named.push((name.clone(), here));
                     }
@@ -804,7 +794,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                                 Some(name) => format!("lane `{name}`"),
                                 None => "another lane".to_owned(),
                             };
-                            ctx.error(
+                            ok = ctx.fail(
                                 &l.at("default"),
                                 format!(
                                     "a second default lane: {first} is already marked `default: true` (on {}), and jobs published without a lane go to exactly one lane",
@@ -812,7 +802,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                                 ),
                                 "keep `default: true` on one lane only (the default lane keeps the queue's unlaned keys, so changing it later swaps the two lanes' backlogs)",
                             );
-                            ok = false;
                         }
                         None => {
                             let name = match &name {
@@ -840,11 +829,10 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     } else {
                         "lists one lane: one lane is the same as no lanes"
                     };
-                    ctx.error(&it.value(), why, "leave `lanes` out, or list at least two");
-                    ok = false;
+                    ok = ctx.fail(&it.value(), why, "leave `lanes` out, or list at least two");
                 }
                 n if n > MAX_LANES => {
-                    ctx.error(
+                    ok = ctx.fail(
                         &it.value(),
                         format!(
                             "{n} lanes, more than {MAX_LANES}: each lane is another stream per partition that every worker of the queue reads"
@@ -853,7 +841,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                             "merge lanes into at most {MAX_LANES} priority classes; work that needs capacity of its own belongs in a queue of its own"
                         ),
                     );
-                    ok = false;
                 }
                 _ => {}
             }

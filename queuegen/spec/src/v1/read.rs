@@ -62,6 +62,13 @@ impl<'s> Ctx<'s> {
         None
     }
 
+    /// Reports an error and answers false, for the checks that say whether
+    /// all was well: `ok = ctx.fail(...)`, `return ctx.fail(...)`.
+    pub fn fail(&mut self, at: &At, message: impl Into<String>, help: impl Into<String>) -> bool {
+        self.error(at, message, help);
+        false
+    }
+
     fn report(&mut self, severity: Severity, at: &At, message: String, help: Option<String>) {
         let pos = self.position(at);
         self.push_at(severity, pos, at.path.clone(), message, help);

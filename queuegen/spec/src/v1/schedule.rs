@@ -284,7 +284,7 @@ fn body(
     let mut values: Vec<(String, String)> = Vec::new();
     for (field_name, it) in &given {
         if HEADER_FIELDS.iter().any(|h| h.name == field_name) {
-            ctx.error(
+            ok = ctx.fail(
                 &it.key(),
                 format!("`{field_name}` is a header field, which the schedule sets"),
                 if field_name == "tenant" {
@@ -293,7 +293,6 @@ fn body(
                     "remove it: the job_id is `<schedule>@<tick>`, and the other header fields are the runtime's".to_owned()
                 },
             );
-            ok = false;
             continue;
         }
         let Some(field) = envelope.field(field_name) else {
@@ -302,12 +301,11 @@ fn body(
                 envelope.fields.iter().map(|f| f.name.as_str()),
                 &format!("the fields of {} are", envelope.name),
             );
-            ctx.error(
+            ok = ctx.fail(
                 &it.key(),
                 format!("envelope {} has no field `{field_name}`", envelope.name),
                 help,
             );
-            ok = false;
             continue;
         };
         match constant_value(ctx, it, &field.ty, field.max_bytes, "value") {
@@ -327,7 +325,7 @@ fn body(
             FieldType::Enum { values } => values.first().cloned().unwrap_or_default(),
             _ => "0".to_owned(),
         };
-        ctx.error(
+        ok = ctx.fail(
             &s.at("body"),
             format!(
                 "the body lacks `{}`, a required field of envelope {} ({})",
@@ -337,7 +335,6 @@ fn body(
             ),
             format!("add `{}: {example}` to `body`", field.name),
         );
-        ok = false;
     }
     if !ok {
         return None;
