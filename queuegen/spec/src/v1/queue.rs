@@ -136,15 +136,11 @@ fn find_envelope<'e>(
     if let Some(found) = envelopes.iter().find(|e| e.name == wanted) {
         return Some(found);
     }
-    let help = suggest::help(
-        wanted,
-        envelopes.iter().map(|e| e.name.as_str()),
-        "declared envelopes are",
-    );
     let help = if envelopes.is_empty() {
         "declare it under `envelopes`".to_owned()
     } else {
-        help
+        let names = envelopes.iter().map(|e| e.name.as_str());
+        suggest::help(wanted, names, "declared envelopes are")
     };
     ctx.refuse(
         &q.at("envelope"),
@@ -211,6 +207,7 @@ fn partition_field(
     let Some((envelope, fields)) = envelope.and_then(|e| Some((e, e.fields.as_ref()?))) else {
         return true;
     };
+    let removed_in = envelope.removed.iter().find(|(removed, _)| removed == name);
     match fields.iter().find(|f| f.name == name) {
         Some(field) if field.optional == Some(true) => ctx.fail(
             &item.value(),
@@ -221,21 +218,15 @@ fn partition_field(
             format!("make `{name}` required (drop `optional: true`) or partition by another field"),
         ),
         Some(_) => true,
-        None if envelope.removed.iter().any(|(removed, _)| removed == name) => {
-            let version = envelope
-                .removed
-                .iter()
-                .find(|(removed, _)| removed == name)
-                .map_or(0, |(_, version)| *version);
-            ctx.fail(
-                &item.value(),
-                format!(
-                    "`{name}` was removed from {} in schema {version}; entries written since do not carry it",
-                    envelope.name
-                ),
-                "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
-            )
-        }
+        None if removed_in.is_some() => ctx.fail(
+            &item.value(),
+            format!(
+                "`{name}` was removed from {} in schema {}; entries written since do not carry it",
+                envelope.name,
+                removed_in.map_or(0, |(_, version)| *version)
+            ),
+            "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
+        ),
         None => {
             let mut candidates: Vec<&str> = PARTITION_HEADER_FIELDS.to_vec();
             for field in fields.iter().filter(|f| f.optional == Some(false)) {
@@ -403,14 +394,15 @@ fn tenant_rate(
             "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
         )
         .or(u64::from(TENANT_CLASSES));
-    let tenant = match (limit, per, classes) {
-        (Read::Ok(limit), Read::Ok(per), Some(classes)) => TenantRate {
-            limit: limit as u32,
-            per,
-            classes: classes as u16,
-        },
-        // A missing `limit` or `per` was reported as a required key.
-        _ => return None,
+    // A missing `limit` or `per` was reported as a required key.
+    let (Read::Ok(limit), Read::Ok(per), Some(classes)) = (limit, per, classes) else {
+        return None;
+    };
+    let (limit, classes) = (limit as u32, classes as u16);
+    let tenant = TenantRate {
+        limit,
+        per,
+        classes,
     };
     if let Some(queue) = queue.filter(|queue| never_binds(*queue, tenant)) {
         tenant_rate_never_applies(ctx, &r.at("limit"), queue, tenant);
