@@ -299,8 +299,12 @@ pub(crate) fn yaml_scalar(text: &str) -> String {
 
 /// `` `a`, `b` and `c` ``.
 pub(crate) fn backticked(names: &[String]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-    match quoted.split_last() {
+    and_list(names.iter().map(|n| format!("`{n}`")).collect())
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub(crate) fn and_list(items: Vec<String>) -> String {
+    match items.split_last() {
         None => String::new(),
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),

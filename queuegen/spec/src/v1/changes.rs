@@ -5,6 +5,7 @@
 //! accepted older version lacks must be optional or have a default, or a
 //! worker could not decode that version's entries.
 
+use crate::compat;
 use crate::evolution::VersionField;
 use crate::model::{Envelope, Field, Rename, SchemaChange, UpcastKind};
 
@@ -347,10 +348,5 @@ pub(crate) fn older_versions_decode(
 fn and_list(versions: &[u32]) -> String {
     let mut sorted = versions.to_vec();
     sorted.sort_unstable();
-    let text: Vec<String> = sorted.iter().map(u32::to_string).collect();
-    match text.split_last() {
-        None => String::new(),
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-    }
+    compat::and_list(sorted.iter().map(u32::to_string).collect())
 }
