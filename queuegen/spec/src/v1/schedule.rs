@@ -40,12 +40,12 @@ pub(crate) fn schedules(
     spec: &Object<'_>,
     known: &Known<'_>,
 ) -> Option<Vec<Schedule>> {
-    let Some(item) = spec.get("schedules") else {
+    let Some(item) = spec
+        .get("schedules")
+        .filter(|it| !matches!(it.node, Node::Null))
+    else {
         return Some(Vec::new());
     };
-    if matches!(item.node, Node::Null) {
-        return Some(Vec::new());
-    }
     let found = entries(
         ctx,
         item,
@@ -263,20 +263,14 @@ fn body(
     s: &Object<'_>,
     envelope: Option<&Envelope>,
 ) -> Option<Vec<(String, String)>> {
-    let given = match s.get("body") {
+    let given = match s.get("body").filter(|it| !matches!(it.node, Node::Null)) {
         None => Vec::new(),
-        Some(item) => {
-            if matches!(item.node, Node::Null) {
-                Vec::new()
-            } else {
-                entries(
-                    ctx,
-                    item,
-                    "a mapping of field names to constants",
-                    "write `body:` as a mapping of the envelope's fields to values, e.g. `body: { subject_ref: nightly }`",
-                )?
-            }
-        }
+        Some(item) => entries(
+            ctx,
+            item,
+            "a mapping of field names to constants",
+            "write `body:` as a mapping of the envelope's fields to values, e.g. `body: { subject_ref: nightly }`",
+        )?,
     };
     // Without a valid envelope nothing more can be said.
     let envelope = envelope?;
