@@ -107,7 +107,7 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
                         &version.value(),
                         format!("schema version {v} is listed twice"),
                         "list each accepted version once",
-                    );
+                    )
                 }
                 Some(v) => versions.push(v as u32),
                 None => ok = false,

@@ -823,8 +823,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     };
                     ok = ctx.fail(&it.value(), why, "leave `lanes` out, or list at least two");
                 }
-                n if n > MAX_LANES => {
-                    ok = ctx.fail(
+                n if n > MAX_LANES => ok = ctx.fail(
                         &it.value(),
                         format!(
                             "{n} lanes, more than {MAX_LANES}: each lane is another stream per partition that every worker of the queue reads"
@@ -832,8 +831,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                         format!(
                             "merge lanes into at most {MAX_LANES} priority classes; work that needs capacity of its own belongs in a queue of its own"
                         ),
-                    );
-                }
+                    ),
                 _ => {}
             }
             if !ok {
