@@ -113,7 +113,11 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
                     queue.name,
                     queue.envelope,
                     queue.partitions,
-                    plural(queue.partitions.into(), "partition")
+                    if queue.partitions == 1 {
+                        "partition"
+                    } else {
+                        "partitions"
+                    }
                 ),
             ),
         }
@@ -567,23 +571,17 @@ fn queue_changes(
             ),
         );
     }
-    if old.partition_by != new.partition_by && partition_by_renamed(old, new, envelopes) {
+    let (was, now) = (old.partition_by.join(", "), new.partition_by.join(", "));
+    let moved = old.partition_by != new.partition_by;
+    if moved && partition_by_renamed(old, new, envelopes) {
         out.info(
             path("partition_by"),
-            format!(
-                "[{}] → [{}] follows the renamed fields: the key's values, and so its partition, stay the same",
-                old.partition_by.join(", "),
-                new.partition_by.join(", ")
-            ),
+            format!("[{was}] → [{now}] follows the renamed fields: the key's values, and so its partition, stay the same"),
         );
-    } else if old.partition_by != new.partition_by {
+    } else if moved {
         out.breaking(
             path("partition_by"),
-            format!(
-                "[{}] → [{}]: entries of the same key move to another partition, so per-key ordering breaks while the old partitions still hold entries",
-                old.partition_by.join(", "),
-                new.partition_by.join(", ")
-            ),
+            format!("[{was}] → [{now}]: entries of the same key move to another partition, so per-key ordering breaks while the old partitions still hold entries"),
         );
     }
     if old.group.name != new.group.name {
@@ -748,14 +746,6 @@ fn list(versions: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn plural(n: u64, word: &str) -> String {
-    if n == 1 {
-        word.to_owned()
-    } else {
-        format!("{word}s")
-    }
 }
 
 #[cfg(test)]
