@@ -2,6 +2,7 @@
 //! queue's `pods` and `autoscale`, with Kubernetes quantities checked here
 //! so that a manifest the cluster would refuse is a `check` error instead.
 
+use crate::compat;
 use crate::model::{Autoscale, Kubernetes, Pods};
 
 use super::format::{AUTOSCALE, KUBERNETES, PODS};
@@ -112,11 +113,9 @@ fn postgres_keys(
             if !given || *secret != Read::Absent {
                 return true;
             }
-            let named: Vec<String> = queues.iter().map(|q| format!("`{q}`")).collect();
-            let queues = match named.as_slice() {
-                [one] => format!("queue {one} uses"),
-                [rest @ .., last] => format!("queues {} and {last} use", rest.join(", ")),
-                [] => unreachable!("PostgresUse::By is never empty"),
+            let queues = match queues.as_slice() {
+                [one] => format!("queue `{one}` uses"),
+                _ => format!("queues {} use", compat::backticked(queues)),
             };
             // A Secret name: `_` is not allowed in one.
             let example = match service.replace('_', "-") {
