@@ -201,7 +201,6 @@ fn older_version_decodes(
         };
         if let Err(why) = reads_all_of(locked, &reader.field) {
             let keys = envelope.keys_of(version, reader);
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             ctx.report_at_keys(
                 Severity::Error,
                 &keys,
@@ -226,7 +225,6 @@ fn older_version_decodes(
             continue;
         }
         let keys = envelope.keys_of(version, reader);
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         ctx.report_at_keys(
             Severity::Error,
             &keys,

@@ -109,17 +109,17 @@ impl<'s> Ctx<'s> {
     pub fn report_at_keys(
         &mut self,
         severity: Severity,
-        keys: &[&str],
+        keys: &[impl AsRef<str>],
         target: Target,
         message: impl Into<String>,
         help: impl Into<String>,
     ) {
         let at = At {
-            segs: keys.iter().map(|k| Seg::key(*k)).collect(),
+            segs: keys.iter().map(|k| Seg::key(k.as_ref())).collect(),
             target,
             path: keys
                 .iter()
-                .fold(String::new(), |path, key| join(&path, key)),
+                .fold(String::new(), |path, key| join(&path, key.as_ref())),
         };
         self.report(severity, &at, message.into(), Some(help.into()));
     }

@@ -92,21 +92,14 @@ pub(crate) fn count(
             )
         }
     };
-    if n < i128::from(min) {
-        return ctx.refuse(
-            &item.value(),
-            format!("must be at least {min}, found {n}"),
-            why.to_owned(),
-        );
-    }
-    if n > i128::from(max) {
-        return ctx.refuse(
-            &item.value(),
-            format!("must be at most {max}, found {n}"),
-            why.to_owned(),
-        );
-    }
-    u64::try_from(n).ok()
+    let problem = if n < i128::from(min) {
+        format!("must be at least {min}, found {n}")
+    } else if n > i128::from(max) {
+        format!("must be at most {max}, found {n}")
+    } else {
+        return u64::try_from(n).ok();
+    };
+    ctx.refuse(&item.value(), problem, why)
 }
 
 /// A number (integer or decimal) of at least 1.
