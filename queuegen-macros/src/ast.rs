@@ -46,43 +46,31 @@ impl<'a> Envelope<'a> {
             Data::Struct(DataStruct {
                 fields: Fields::Unnamed(unnamed),
                 ..
-            }) => {
-                errors.spanned(
+            }) => return errors.refuse_spanned(
                     unnamed,
                     "`#[derive(Envelope)]` needs a struct with named fields: \
                      each field is written to the stream under its name",
-                );
-                return None;
-            }
+                ),
             Data::Struct(DataStruct {
                 fields: Fields::Unit,
                 ..
-            }) => {
-                errors.spanned(
+            }) => return errors.refuse_spanned(
                     &input.ident,
                     format_args!(
                         "`#[derive(Envelope)]` needs a struct with named fields; \
                          for an envelope without body fields write `struct {} {{}}`",
                         input.ident
                     ),
-                );
-                return None;
-            }
-            Data::Enum(data) => {
-                errors.spanned(
+                ),
+            Data::Enum(data) => return errors.refuse_spanned(
                     data.enum_token,
                     "`#[derive(Envelope)]` needs a struct with named fields, not an enum; \
                      an enum of unit variants can be one field of an envelope with `#[derive(FieldEnum)]`",
-                );
-                return None;
-            }
-            Data::Union(data) => {
-                errors.spanned(
+                ),
+            Data::Union(data) => return errors.refuse_spanned(
                     data.union_token,
                     "`#[derive(Envelope)]` needs a struct with named fields, not a union",
-                );
-                return None;
-            }
+                ),
         };
         let fields = named
             .named
@@ -164,27 +152,24 @@ impl<'a> FieldEnum<'a> {
         let data = match &input.data {
             Data::Enum(data) => data,
             Data::Struct(data) => {
-                errors.spanned(
+                return errors.refuse_spanned(
                     data.struct_token,
                     "`#[derive(FieldEnum)]` is for enums of unit variants, not structs",
-                );
-                return None;
+                )
             }
             Data::Union(data) => {
-                errors.spanned(
+                return errors.refuse_spanned(
                     data.union_token,
                     "`#[derive(FieldEnum)]` is for enums of unit variants, not unions",
-                );
-                return None;
+                )
             }
         };
         if data.variants.is_empty() {
-            errors.spanned(
+            return errors.refuse_spanned(
                 &input.ident,
                 "`#[derive(FieldEnum)]` needs at least one variant: \
                  an enum without variants has no value to write",
             );
-            return None;
         }
         let variants = data
             .variants

@@ -87,26 +87,16 @@ pub(crate) fn container(attrs: &[Attribute], errors: &mut Errors) -> Container {
     let mut out = Container::default();
     for_each_key(attrs, "envelope", errors, |key, meta, errors| {
         match key {
-            "name" => {
-                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
-                set(&mut out.name, value, key, errors);
-            }
-            "schema" => {
-                let value = value_of(meta, errors)?.and_then(|v| integer(v, errors));
-                set(&mut out.schema, value, key, errors);
-            }
-            "accepts" => {
-                let value = value_of(meta, errors)?.and_then(|v| versions(v, errors));
-                set(&mut out.accepts, value, key, errors);
-            }
-            "spec" => {
-                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
-                set(&mut out.spec, value, key, errors);
-            }
-            "queue" => {
-                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
-                set(&mut out.queue, value, key, errors);
-            }
+            "name" => set(&mut out.name, value(meta, errors, string)?, key, errors),
+            "schema" => set(&mut out.schema, value(meta, errors, integer)?, key, errors),
+            "accepts" => set(
+                &mut out.accepts,
+                value(meta, errors, versions)?,
+                key,
+                errors,
+            ),
+            "spec" => set(&mut out.spec, value(meta, errors, string)?, key, errors),
+            "queue" => set(&mut out.queue, value(meta, errors, string)?, key, errors),
             _ => unknown_key(meta, "envelope attribute", CONTAINER_KEYS, errors)?,
         }
         Ok(())
@@ -118,18 +108,14 @@ pub(crate) fn field(attrs: &[Attribute], errors: &mut Errors) -> Field {
     let mut out = Field::default();
     for_each_key(attrs, "envelope", errors, |key, meta, errors| {
         match key {
-            "rename" => {
-                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
-                set(&mut out.rename, value, key, errors);
-            }
-            "max_bytes" => {
-                let value = value_of(meta, errors)?.and_then(|v| integer(v, errors));
-                set(&mut out.max_bytes, value, key, errors);
-            }
-            "default" => {
-                let value = default(meta, errors)?;
-                set(&mut out.default, value, key, errors);
-            }
+            "rename" => set(&mut out.rename, value(meta, errors, string)?, key, errors),
+            "max_bytes" => set(
+                &mut out.max_bytes,
+                value(meta, errors, integer)?,
+                key,
+                errors,
+            ),
+            "default" => set(&mut out.default, default(meta, errors)?, key, errors),
             _ => unknown_key(meta, "envelope field attribute", FIELD_KEYS, errors)?,
         }
         Ok(())
@@ -141,10 +127,7 @@ pub(crate) fn variant(attrs: &[Attribute], errors: &mut Errors) -> Variant {
     let mut out = Variant::default();
     for_each_key(attrs, "field", errors, |key, meta, errors| {
         match key {
-            "rename" => {
-                let value = value_of(meta, errors)?.and_then(|v| string(v, errors));
-                set(&mut out.rename, value, key, errors);
-            }
+            "rename" => set(&mut out.rename, value(meta, errors, string)?, key, errors),
             _ => unknown_key(meta, "field attribute", VARIANT_KEYS, errors)?,
         }
         Ok(())
@@ -207,6 +190,15 @@ fn value_of(meta: &ParseNestedMeta, errors: &mut Errors) -> syn::Result<Option<S
     let value: Expr = meta.value()?.parse()?;
     let tokens = quote!(#path = #value);
     Ok(Some(Setting::new(value, tokens)))
+}
+
+/// The value after `key =` as `convert` reads it; `None` when either reported a problem.
+fn value<T>(
+    meta: &ParseNestedMeta,
+    errors: &mut Errors,
+    convert: fn(Setting<Expr>, &mut Errors) -> Option<Setting<T>>,
+) -> syn::Result<Option<Setting<T>>> {
+    Ok(value_of(meta, errors)?.and_then(|v| convert(v, errors)))
 }
 
 /// `default` alone, or `default = "text"`.
@@ -292,10 +284,7 @@ fn string(setting: Setting<Expr>, errors: &mut Errors) -> Option<Setting<String>
         Expr::Lit(syn::ExprLit {
             lit: Lit::Str(lit), ..
         }) => Some(Setting::new(lit.value(), setting.tokens)),
-        other => {
-            errors.spanned(other, "expected a string literal");
-            None
-        }
+        other => errors.refuse_spanned(other, "expected a string literal"),
     }
 }
 
@@ -312,11 +301,10 @@ where
 /// `[N, ...]`, each element kept with its own span.
 fn versions(setting: Setting<Expr>, errors: &mut Errors) -> Option<Setting<Vec<Setting<u32>>>> {
     let Expr::Array(ExprArray { elems, .. }) = &setting.value else {
-        errors.spanned(
+        return errors.refuse_spanned(
             &setting.value,
             "expected a list of schema versions, like `accepts = [2, 3]`",
         );
-        return None;
     };
     let versions = elems
         .iter()
@@ -337,10 +325,7 @@ where
         Expr::Lit(syn::ExprLit {
             lit: Lit::Int(lit), ..
         }) => lit.base10_parse().map_err(|error| errors.push(error)).ok(),
-        other => {
-            errors.spanned(other, "expected an unsigned integer literal");
-            None
-        }
+        other => errors.refuse_spanned(other, "expected an unsigned integer literal"),
     }
 }
 

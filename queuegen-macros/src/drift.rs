@@ -148,7 +148,7 @@ fn compare(field: &Field<'_>, spec_field: &SpecField, spec: &SpecEnvelope, error
 
     let written = field_type::read(field.ty);
     let found = type_text(field.ty);
-    if !value_matches(written.kind, &spec_field.ty) {
+    if !value_matches(&written.kind, &spec_field.ty) {
         errors.spanned(
             field.ty,
             format_args!(
@@ -217,36 +217,16 @@ fn compare(field: &Field<'_>, spec_field: &SpecField, spec: &SpecEnvelope, error
 }
 
 /// Whether a value type written as `kind` can hold the spec's type.
-fn value_matches(kind: ValueKind, ty: &FieldType) -> bool {
-    matches!(
-        (kind, ty),
-        (ValueKind::String, FieldType::String)
-            | (ValueKind::Bool, FieldType::Bool)
-            | (ValueKind::U32, FieldType::U32)
-            | (ValueKind::U64, FieldType::U64)
-            | (ValueKind::I32, FieldType::I32)
-            | (ValueKind::I64, FieldType::I64)
-            | (ValueKind::Timestamp, FieldType::Timestamp)
-            | (ValueKind::Named, FieldType::Enum { .. })
-    )
-}
-
-/// The Rust value type of a spec type; `E` for an enum, which the user names.
-fn rust_value_type(ty: &FieldType) -> &'static str {
-    match ty {
-        FieldType::String => "String",
-        FieldType::Bool => "bool",
-        FieldType::U32 => "u32",
-        FieldType::U64 => "u64",
-        FieldType::I32 => "i32",
-        FieldType::I64 => "i64",
-        FieldType::Timestamp => "Timestamp",
-        FieldType::Enum { .. } => "E",
+fn value_matches(kind: &ValueKind, ty: &FieldType) -> bool {
+    match kind {
+        ValueKind::Scalar(scalar) => scalar == ty,
+        ValueKind::Named => matches!(ty, FieldType::Enum { .. }),
+        _ => false,
     }
 }
 
 fn rust_type(field: &SpecField) -> String {
-    let value = rust_value_type(&field.ty);
+    let value = field_type::rust_value_type(&field.ty);
     if field.optional {
         format!("Option<{value}>")
     } else {

@@ -27,6 +27,22 @@ impl Errors {
         self.push(syn::Error::new_spanned(tokens, message));
     }
 
+    /// Records `error` and yields nothing, for `return errors.refuse(...)`.
+    pub(crate) fn refuse<T>(&mut self, error: syn::Error) -> Option<T> {
+        self.push(error);
+        None
+    }
+
+    /// [`Errors::spanned`], yielding nothing.
+    pub(crate) fn refuse_spanned<T>(
+        &mut self,
+        tokens: impl ToTokens,
+        message: impl Display,
+    ) -> Option<T> {
+        self.spanned(tokens, message);
+        None
+    }
+
     /// `Err` with every recorded error, or `Ok` if there were none.
     pub(crate) fn check(self) -> syn::Result<()> {
         match self.combined {

@@ -4,6 +4,7 @@
 //! segment (`std::string::String` is `String`); a type alias hides what it
 //! stands for, and is then taken for an enum.
 
+use queuegen_spec::model::FieldType;
 use syn::{GenericArgument, PathArguments, Type};
 
 /// A field type as written: `Option<T>` or `T`, and what `T` looks like.
@@ -13,15 +14,10 @@ pub(crate) struct WrittenType {
 }
 
 /// What the value type `T` of a field looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ValueKind {
-    String,
-    Bool,
-    U32,
-    U64,
-    I32,
-    I64,
-    Timestamp,
+    /// The Rust type of a spec field type other than `enum` ([`rust_value_type`]).
+    Scalar(FieldType),
     /// A primitive no spec type maps to (`u8`, `i16`, `usize`, `f64`, `char`, ...).
     OtherPrimitive,
     /// Any other path type: a user's `#[derive(FieldEnum)]` enum, as far as a derive can tell.
@@ -75,16 +71,27 @@ fn kind_of(ty: &Type) -> ValueKind {
         return ValueKind::Named;
     }
     let name = last.ident.to_string();
-    match name.as_str() {
-        "String" => ValueKind::String,
-        "bool" => ValueKind::Bool,
-        "u32" => ValueKind::U32,
-        "u64" => ValueKind::U64,
-        "i32" => ValueKind::I32,
-        "i64" => ValueKind::I64,
-        "Timestamp" => ValueKind::Timestamp,
-        other if OTHER_PRIMITIVES.contains(&other) => ValueKind::OtherPrimitive,
-        _ => ValueKind::Named,
+    let scalar = FieldType::SCALARS
+        .into_iter()
+        .find(|ty| rust_value_type(ty) == name);
+    match scalar {
+        Some(ty) => ValueKind::Scalar(ty),
+        None if OTHER_PRIMITIVES.contains(&name.as_str()) => ValueKind::OtherPrimitive,
+        None => ValueKind::Named,
+    }
+}
+
+/// The Rust value type of a spec type; `E` for an enum, which the user names.
+pub(crate) fn rust_value_type(ty: &FieldType) -> &'static str {
+    match ty {
+        FieldType::String => "String",
+        FieldType::Bool => "bool",
+        FieldType::U32 => "u32",
+        FieldType::U64 => "u64",
+        FieldType::I32 => "i32",
+        FieldType::I64 => "i64",
+        FieldType::Timestamp => "Timestamp",
+        FieldType::Enum { .. } => "E",
     }
 }
 
@@ -130,14 +137,17 @@ mod tests {
 
     #[test]
     fn goes_by_the_last_path_segment() {
-        assert_eq!(kind(syn::parse_quote!(u32)), (false, ValueKind::U32));
+        assert_eq!(
+            kind(syn::parse_quote!(u32)),
+            (false, ValueKind::Scalar(FieldType::U32))
+        );
         assert_eq!(
             kind(syn::parse_quote!(Option<std::string::String>)),
-            (true, ValueKind::String)
+            (true, ValueKind::Scalar(FieldType::String))
         );
         assert_eq!(
             kind(syn::parse_quote!(queuegen_runtime::Timestamp)),
-            (false, ValueKind::Timestamp)
+            (false, ValueKind::Scalar(FieldType::Timestamp))
         );
         assert_eq!(
             kind(syn::parse_quote!(u8)),

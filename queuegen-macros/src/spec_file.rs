@@ -50,20 +50,14 @@ impl SpecEnvelope {
 pub(crate) fn load(attrs: &Container, errors: &mut Errors) -> Option<SpecEnvelope> {
     match (&attrs.spec, &attrs.queue) {
         (None, None) => None,
-        (Some(spec), None) => {
-            errors.push(spec.error(
-                "`spec = \"...\"` needs `queue = \"...\"` too: \
+        (Some(spec), None) => errors.refuse(spec.error(
+            "`spec = \"...\"` needs `queue = \"...\"` too: \
                  the queue of the spec whose envelope this struct must match",
-            ));
-            None
-        }
-        (None, Some(queue)) => {
-            errors.push(queue.error(
-                "`queue = \"...\"` needs `spec = \"...\"` too: \
+        )),
+        (None, Some(queue)) => errors.refuse(queue.error(
+            "`queue = \"...\"` needs `spec = \"...\"` too: \
                  the spec file that defines the queue, relative to the crate's Cargo.toml",
-            ));
-            None
-        }
+        )),
         (Some(spec), Some(queue)) => read(spec, queue, errors),
     }
 }
@@ -80,12 +74,11 @@ fn read(
     let source = match std::fs::read(&path) {
         Ok(source) => source,
         Err(error) => {
-            errors.push(spec.error(format_args!(
+            return errors.refuse(spec.error(format_args!(
                 "cannot read the spec `{written}` at {}: {error} \
                  (a relative path starts at the directory of the crate's Cargo.toml)",
                 path.display()
-            )));
-            return None;
+            )))
         }
     };
 
@@ -114,8 +107,7 @@ fn read(
         message.push_str(&format!(
             "\nrun `queuegen check {written}` for every problem"
         ));
-        errors.push(spec.error(message));
-        return None;
+        return errors.refuse(spec.error(message));
     };
 
     let Some(found) = model.queue(&queue.value) else {
@@ -124,19 +116,17 @@ fn read(
             Some(close) => format!("did you mean `{close}`?"),
             None => format!("its queues are {}", quoted_list(&names)),
         };
-        errors.push(queue.error(format_args!(
+        return errors.refuse(queue.error(format_args!(
             "the spec `{written}` has no queue `{}`; {hint}",
             queue.value
         )));
-        return None;
     };
     let Some(envelope) = model.envelope(&found.envelope) else {
         // A valid spec names only envelopes it defines.
-        errors.push(queue.error(format_args!(
+        return errors.refuse(queue.error(format_args!(
             "queue `{}` of `{written}` carries envelope `{}`, which the spec does not define",
             found.name, found.envelope
         )));
-        return None;
     };
     Some(SpecEnvelope {
         path: std::fs::canonicalize(&path).unwrap_or(path),

@@ -151,7 +151,7 @@ fn type_reads(written: &Field, reader: &Field) -> Result<(), Incompatibility> {
                 _ => Ok(()),
             }
         }
-        (old, new) => match (int_range(old), int_range(new)) {
+        (old, new) => match (old.int_range(), new.int_range()) {
             (Some(from), Some(to)) => int_fits(old.spec_name(), from, new.spec_name(), to),
             _ if old == new => Ok(()),
             _ => Err(Incompatibility::TypeChanged {
@@ -167,17 +167,6 @@ fn bound_fits(written: Option<u64>, reader: Option<u64>) -> Result<(), Incompati
         (_, None) => Ok(()),
         (Some(w), Some(r)) if w <= r => Ok(()),
         (written, Some(reader)) => Err(Incompatibility::MaxBytesLowered { written, reader }),
-    }
-}
-
-/// The inclusive range of an integer type.
-fn int_range(ty: &FieldType) -> Option<(i128, i128)> {
-    match ty {
-        FieldType::U32 => Some((0, u32::MAX.into())),
-        FieldType::U64 => Some((0, u64::MAX.into())),
-        FieldType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
-        FieldType::I64 => Some((i64::MIN.into(), i64::MAX.into())),
-        _ => None,
     }
 }
 
@@ -310,8 +299,12 @@ pub(crate) fn yaml_scalar(text: &str) -> String {
 
 /// `` `a`, `b` and `c` ``.
 pub(crate) fn backticked(names: &[String]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-    match quoted.split_last() {
+    and_list(names.iter().map(|n| format!("`{n}`")).collect())
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub(crate) fn and_list(items: Vec<String>) -> String {
+    match items.split_last() {
         None => String::new(),
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),

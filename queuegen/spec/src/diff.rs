@@ -78,8 +78,7 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
     for envelope in &new.envelopes {
         match old.envelope(&envelope.name) {
             Some(before) => envelope_changes(&mut out, before, envelope),
-            None => out.push(
-                Impact::Info,
+            None => out.info(
                 format!("envelopes.{}", envelope.name),
                 format!(
                     "new envelope `{}` (schema {})",
@@ -90,8 +89,7 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
     }
     for envelope in &old.envelopes {
         if new.envelope(&envelope.name).is_none() {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 format!("envelopes.{}", envelope.name),
                 format!(
                     "envelope `{}` removed: its entries left in streams, retry schedules and dead-letter streams can no longer be decoded or replayed; remove it once none remain",
@@ -108,23 +106,25 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
                     .zip(new.envelope(&queue.envelope));
                 queue_changes(&mut out, before, queue, envelopes)
             }
-            None => out.push(
-                Impact::Info,
+            None => out.info(
                 format!("queues.{}", queue.name),
                 format!(
                     "new queue `{}` carrying `{}` ({} {})",
                     queue.name,
                     queue.envelope,
                     queue.partitions,
-                    plural(queue.partitions.into(), "partition")
+                    if queue.partitions == 1 {
+                        "partition"
+                    } else {
+                        "partitions"
+                    }
                 ),
             ),
         }
     }
     for queue in &old.queues {
         if new.queue(&queue.name).is_none() {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 format!("queues.{}", queue.name),
                 format!(
                     "queue `{}` removed: its stream, pending entries, retries and dead letters are abandoned; stop its producers and drain it before deploying",
@@ -147,8 +147,7 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
     for schedule in &new.schedules {
         let path = format!("schedules.{}", schedule.name);
         let Some(before) = old.schedules.iter().find(|s| s.name == schedule.name) else {
-            out.push(
-                Impact::Info,
+            out.info(
                 path,
                 format!(
                     "new schedule `{}`: {} -> queue `{}` (a renamed schedule publishes under both names while old workers run)",
@@ -160,8 +159,7 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
             continue;
         };
         if before.queue != schedule.queue {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 format!("{path}.queue"),
                 format!(
                     "ticks move from queue `{}` to `{}`: until every worker runs the new code, a tick can be published to both",
@@ -170,8 +168,7 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
             );
         }
         if before.cadence != schedule.cadence {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 path.clone(),
                 format!(
                     "cadence changes from {} to {}: until every worker runs the new code, the ticks of both are published",
@@ -180,22 +177,17 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
                 ),
             );
         }
-        let mut changed = Vec::new();
-        if before.tenant != schedule.tenant {
-            changed.push("tenant");
-        }
-        if before.body != schedule.body {
-            changed.push("body");
-        }
-        if before.missed != schedule.missed {
-            changed.push("missed");
-        }
-        if before.grace != schedule.grace {
-            changed.push("grace");
-        }
+        let changed: Vec<&str> = [
+            ("tenant", before.tenant != schedule.tenant),
+            ("body", before.body != schedule.body),
+            ("missed", before.missed != schedule.missed),
+            ("grace", before.grace != schedule.grace),
+        ]
+        .into_iter()
+        .filter_map(|(key, differs)| differs.then_some(key))
+        .collect();
         if !changed.is_empty() {
-            out.push(
-                Impact::Info,
+            out.info(
                 path,
                 format!(
                     "settings changed: {} (during the rollout a tick's job has whichever version publishes it first)",
@@ -206,8 +198,7 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
     }
     for schedule in &old.schedules {
         if !new.schedules.iter().any(|s| s.name == schedule.name) {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 format!("schedules.{}", schedule.name),
                 format!(
                     "schedule `{}` removed: workers still running the old code keep publishing its ticks until they are replaced",
@@ -229,12 +220,23 @@ impl Findings {
             message: message.into(),
         });
     }
+
+    fn breaking(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Impact::Breaking, path, message);
+    }
+
+    fn rollout(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Impact::Rollout, path, message);
+    }
+
+    fn info(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Impact::Info, path, message);
+    }
 }
 
 fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
     if old.service != new.service {
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             "service",
             format!(
                 "service `{}` → `{}`: the Redis Function library, ACL users and metric names move; workers and producers of the two specs call different libraries",
@@ -244,8 +246,7 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
     }
     let (a, b) = (&old.redis, &new.redis);
     if a.key_prefix != b.key_prefix {
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             "redis.key_prefix",
             format!(
                 "key prefix `{}` → `{}`: every stream, retry and dead-letter key moves; entries under `{}:` are stranded",
@@ -254,8 +255,7 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
         );
     }
     if a.deployment != b.deployment {
-        out.push(
-            Impact::Rollout,
+        out.rollout(
             "redis.deployment",
             format!(
                 "deployment {:?} → {:?}: the queues' keys must be migrated to the new deployment before workers and producers switch",
@@ -265,15 +265,13 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
         );
     }
     if a.min_version != b.min_version {
-        out.push(
-            Impact::Info,
+        out.info(
             "redis.min_version",
             format!("min_version \"{}\" → \"{}\"", a.min_version, b.min_version),
         );
     }
     if a.persistence != b.persistence {
-        out.push(
-            Impact::Info,
+        out.info(
             "redis.persistence",
             format!(
                 "appendfsync {} → {}: apply the regenerated redis/queue.conf (CONFIG SET appendfsync or a restart)",
@@ -283,28 +281,24 @@ fn settings(out: &mut Findings, old: &Spec, new: &Spec) {
         );
     }
     if old.kubernetes != new.kubernetes {
-        out.push(
-            Impact::Info,
+        out.info(
             "kubernetes",
             "Kubernetes settings changed: regenerate and apply k8s/",
         );
     }
     match (&old.postgres, &new.postgres) {
-        (Some(a), Some(b)) if a.schema != b.schema => out.push(
-            Impact::Rollout,
+        (Some(a), Some(b)) if a.schema != b.schema => out.rollout(
             "postgres.schema",
             format!(
                 "queuegen's tables move from schema `{}` to `{}`: a job redelivered after the switch does not find the result committed in `{}` and repeats its change, and outbox rows not yet published there stay behind; drain the queues and the outbox first, or move the tables (`ALTER TABLE {}.results SET SCHEMA {}`, and so on for each table)",
                 a.schema, b.schema, a.schema, a.schema, b.schema
             ),
         ),
-        (Some(a), Some(b)) if a.pool_size != b.pool_size => out.push(
-            Impact::Info,
+        (Some(a), Some(b)) if a.pool_size != b.pool_size => out.info(
             "postgres.pool_size",
             format!("pool_size {} → {}", a.pool_size, b.pool_size),
         ),
-        (None, Some(b)) => out.push(
-            Impact::Rollout,
+        (None, Some(b)) => out.rollout(
             "postgres",
             format!(
                 "queues now use PostgreSQL: apply the migrations of sql/ (schema `{}`) before deploying workers and producers, which refuse to start without them",
@@ -319,13 +313,11 @@ fn envelope_changes(out: &mut Findings, old: &Envelope, new: &Envelope) {
     let path = format!("envelopes.{}", new.name);
     let (was, now) = (old.schema, new.schema);
     if now > was {
-        out.push(
-            Impact::Info,
+        out.info(
             format!("{path}.schema"),
             format!("schema {was} → {now}: producers write schema {now}"),
         );
-        out.push(
-            Impact::Rollout,
+        out.rollout(
             format!("{path}.schema"),
             format!(
                 "deploy workers before producers: workers on OLD (accepts: [{}]) dead-letter schema {now} entries as unsupported_schema",
@@ -333,8 +325,7 @@ fn envelope_changes(out: &mut Findings, old: &Envelope, new: &Envelope) {
             ),
         );
         if !new.accepts.contains(&was) {
-            out.push(
-                Impact::Breaking,
+            out.breaking(
                 format!("{path}.accepts"),
                 format!(
                     "NEW no longer accepts schema {was}, which producers on OLD write until they are redeployed, while workers on OLD do not accept schema {now}: whichever deploys first, entries are dead-lettered as unsupported_schema; keep accepting {was} for one release"
@@ -342,8 +333,7 @@ fn envelope_changes(out: &mut Findings, old: &Envelope, new: &Envelope) {
             );
         }
     } else if now < was {
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             format!("{path}.schema"),
             format!(
                 "schema {was} → {now}: producers would write a version older than schema {was}, already published"
@@ -387,8 +377,7 @@ fn changed_in_place(out: &mut Findings, path: &str, old: &Envelope, new: &Envelo
         changes.push("fields reordered".to_owned());
     }
     if !changes.is_empty() {
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             format!("{path}.fields"),
             format!(
                 "published version changed in place: schema {schema} now has other fields ({}); producers and workers on either side of the rollout disagree about schema {schema}; declare the change as schema {}",
@@ -404,8 +393,7 @@ fn accepted_versions(out: &mut Findings, path: &str, old: &Envelope, new: &Envel
         // Dropping the old current schema during a bump is reported as breaking above.
         let dropped_during_bump = version == old.schema && new.schema > old.schema;
         if !new.accepts.contains(&version) && !dropped_during_bump {
-            out.push(
-                Impact::Rollout,
+            out.rollout(
                 format!("{path}.accepts"),
                 format!(
                     "no longer accepts schema {version}: its entries still in the stream, the retry schedule or the dead-letter stream will be dead-lettered as unsupported_schema on delivery or replay; deploy once none remain"
@@ -415,8 +403,7 @@ fn accepted_versions(out: &mut Findings, path: &str, old: &Envelope, new: &Envel
     }
     for version in sorted(&new.accepts) {
         if !old.accepts.contains(&version) && version <= old.schema {
-            out.push(
-                Impact::Info,
+            out.info(
                 format!("{path}.accepts"),
                 format!("now also accepts schema {version}"),
             );
@@ -437,8 +424,7 @@ fn old_entries_decode(
     let reader = new.fields_of(version);
     for field in written.iter().map(|vf| &vf.field) {
         let Some(now) = reader.iter().find(|vf| vf.field.name == field.name) else {
-            out.push(
-                Impact::Breaking,
+            out.breaking(
                 format!("{path}.changes"),
                 format!(
                     "schema {version} had `{}: {}`, and NEW's changes no longer give schema {version} that field: its history was rewritten, and its entries would not decode as written",
@@ -449,9 +435,8 @@ fn old_entries_decode(
             continue;
         };
         if let Err(why) = reads_all_of(field, &now.field) {
-            out.push(
-                Impact::Breaking,
-                field_path(path, new, version, now),
+            out.breaking(
+                new.keys_of(version, now).join("."),
                 format!(
                     "schema {version} entries hold `{}` as {}; NEW decodes them as {}: {why}",
                     field.name,
@@ -465,9 +450,8 @@ fn old_entries_decode(
         let field = &now.field;
         let known = written.iter().any(|vf| vf.field.name == field.name);
         if !known && !field.optional && field.default.is_none() {
-            out.push(
-                Impact::Breaking,
-                field_path(path, new, version, now),
+            out.breaking(
+                new.keys_of(version, now).join("."),
                 format!(
                     "schema {version} entries written under OLD lack `{}`, which NEW's schema {version} requires: they would not decode",
                     field.name
@@ -491,25 +475,16 @@ fn current_fields(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope
     let mut reached: Vec<&str> = Vec::new();
     for field in &old.fields {
         let Some(vf) = then.iter().find(|vf| vf.field.name == field.name) else {
-            out.push(
-                Impact::Info,
-                fields(&field.name),
-                format!("`{}` removed", field.name),
-            );
+            out.info(fields(&field.name), format!("`{}` removed", field.name));
             continue;
         };
         let Some(current) = &vf.current else {
-            out.push(
-                Impact::Info,
-                fields(&field.name),
-                format!("`{}` removed", field.name),
-            );
+            out.info(fields(&field.name), format!("`{}` removed", field.name));
             continue;
         };
         reached.push(current);
         if *current != field.name {
-            out.push(
-                Impact::Info,
+            out.info(
                 fields(current),
                 format!("`{}` renamed to `{current}`", field.name),
             );
@@ -517,8 +492,7 @@ fn current_fields(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope
         if let Some(now) = new.field(current) {
             let d = compat::differences(field, now);
             if !d.is_empty() {
-                out.push(
-                    Impact::Info,
+                out.info(
                     fields(current),
                     format!("`{current}` changed: {}", d.join(", ")),
                 );
@@ -527,26 +501,11 @@ fn current_fields(out: &mut Findings, path: &str, old: &Envelope, new: &Envelope
     }
     for field in &new.fields {
         if !reached.contains(&field.name.as_str()) && old.field(&field.name).is_none() {
-            out.push(
-                Impact::Info,
+            out.info(
                 fields(&field.name),
                 format!("`{}` added: {}", field.name, definition(field)),
             );
         }
-    }
-}
-
-/// Where a field of an older version of NEW is defined.
-fn field_path(path: &str, envelope: &Envelope, version: u32, field: &VersionField) -> String {
-    match &field.current {
-        Some(current) => format!("{path}.fields.{current}"),
-        None => envelope
-            .changes
-            .iter()
-            .find(|c| c.version > version && c.removed.iter().any(|f| f.name == field.field.name))
-            .map_or(format!("{path}.changes"), |c| {
-                format!("{path}.changes.{}.removed.{}", c.version, field.field.name)
-            }),
     }
 }
 
@@ -586,8 +545,7 @@ fn queue_changes(
 ) {
     let path = |key: &str| format!("queues.{}.{key}", new.name);
     if old.envelope != new.envelope {
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             path("envelope"),
             format!(
                 "carries `{}` instead of `{}`: entries of `{}` in its stream, retry schedule and dead letters would be decoded as `{}`",
@@ -605,8 +563,7 @@ fn queue_changes(
         } else {
             String::new()
         };
-        out.push(
-            Impact::Breaking,
+        out.breaking(
             path("partitions"),
             format!(
                 "{} → {} partitions: keys hash to other partitions, so a key's new entries can be handled before its older ones still queued on the old partition{stranded}",
@@ -614,30 +571,21 @@ fn queue_changes(
             ),
         );
     }
-    if old.partition_by != new.partition_by && partition_by_renamed(old, new, envelopes) {
-        out.push(
-            Impact::Info,
+    let (was, now) = (old.partition_by.join(", "), new.partition_by.join(", "));
+    let moved = old.partition_by != new.partition_by;
+    if moved && partition_by_renamed(old, new, envelopes) {
+        out.info(
             path("partition_by"),
-            format!(
-                "[{}] → [{}] follows the renamed fields: the key's values, and so its partition, stay the same",
-                old.partition_by.join(", "),
-                new.partition_by.join(", ")
-            ),
+            format!("[{was}] → [{now}] follows the renamed fields: the key's values, and so its partition, stay the same"),
         );
-    } else if old.partition_by != new.partition_by {
-        out.push(
-            Impact::Breaking,
+    } else if moved {
+        out.breaking(
             path("partition_by"),
-            format!(
-                "[{}] → [{}]: entries of the same key move to another partition, so per-key ordering breaks while the old partitions still hold entries",
-                old.partition_by.join(", "),
-                new.partition_by.join(", ")
-            ),
+            format!("[{was}] → [{now}]: entries of the same key move to another partition, so per-key ordering breaks while the old partitions still hold entries"),
         );
     }
     if old.group.name != new.group.name {
-        out.push(
-            Impact::Rollout,
+        out.rollout(
             path("group.name"),
             format!(
                 "group `{}` → `{}`: the new group starts at `{}`, and the old group's pending and unread entries are stranded; drain the old group before switching",
@@ -647,8 +595,7 @@ fn queue_changes(
             ),
         );
     } else if old.group.start != new.group.start {
-        out.push(
-            Impact::Info,
+        out.info(
             path("group.start"),
             format!(
                 "group.start `{}` → `{}`: applies only when the group is created; the existing group keeps its position",
@@ -679,28 +626,24 @@ fn queue_changes(
     note(same_lane_weights(&old.lanes, &new.lanes), "lane weights");
     lane_changes(out, old, new);
     match (old.results, new.results) {
-        (Some(ResultStore::Postgres), None) => out.push(
-            Impact::Rollout,
+        (Some(ResultStore::Postgres), None) => out.rollout(
             path("results"),
             "results are no longer kept in PostgreSQL: a job redelivered after the switch does not find the marker its first delivery committed there, and repeats its change unless the handler finds it some other way",
         ),
-        (None, Some(ResultStore::Postgres)) => out.push(
-            Impact::Rollout,
+        (None, Some(ResultStore::Postgres)) => out.rollout(
             path("results"),
             "results are kept in PostgreSQL from now on: a job first handled by the old workers and redelivered to the new ones does not find its result in PostgreSQL; drain the queue first, or have the handler also look where the old one stored results",
         ),
         _ => {}
     }
     if old.retention.trim == TrimMode::InProcess && new.retention.trim == TrimMode::CronJob {
-        out.push(
-            Impact::Rollout,
+        out.rollout(
             path("retention.trim"),
             "workers built from this spec stop trimming: apply k8s/trim-cronjob.yaml with them, or the streams grow without bound",
         );
     }
     if !changed.is_empty() {
-        out.push(
-            Impact::Info,
+        out.info(
             format!("queues.{}", new.name),
             format!("settings changed: {}", changed.join(", ")),
         );
@@ -714,8 +657,7 @@ fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
     let path = format!("queues.{}.lanes", new.name);
     let named = |lanes: &[Lane], name: &str| lanes.iter().any(|l| l.name == name);
     match (old.default_lane(), new.default_lane()) {
-        (None, Some(default)) => out.push(
-            Impact::Rollout,
+        (None, Some(default)) => out.rollout(
             path.clone(),
             format!(
                 "lanes {} added: producers built from this spec publish to lanes that only workers built from it read; roll the workers out before the producers (the queue's backlog stays in the default lane `{}`, which keeps the queue's keys)",
@@ -727,8 +669,7 @@ fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
             let (was, now) = (&was.name, &now.name);
             if !named(&new.lanes, was) && !named(&old.lanes, now) {
                 // A renamed default lane: the same keys under another name.
-                out.push(
-                    Impact::Info,
+                out.info(
                     path.clone(),
                     format!("default lane `{was}` renamed `{now}`: it keeps the queue's keys and the backlog in them"),
                 );
@@ -738,8 +679,7 @@ fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
                 } else {
                     String::new()
                 };
-                out.push(
-                    Impact::Breaking,
+                out.breaking(
                     path.clone(),
                     format!(
                         "default lane `{was}` → `{now}`: the default lane owns the queue's unlaned keys, so the lanes swap keys: the backlog, retries and dead letters waiting in `{was}` would be read as `{now}`{stranded}; drain both lanes first, or keep `{was}` the default"
@@ -752,8 +692,7 @@ fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
     if !old.lanes.is_empty() {
         for (i, lane) in new.lanes.iter().enumerate() {
             if !named(&old.lanes, &lane.name) && !lane.default {
-                out.push(
-                    Impact::Rollout,
+                out.rollout(
                     format!("{path}[{i}]"),
                     format!(
                         "lane `{}` added: producers built from this spec publish to it, and only workers built from it read it; roll the workers out before the producers",
@@ -767,8 +706,7 @@ fn lane_changes(out: &mut Findings, old: &Queue, new: &Queue) {
         // The default lane's keys are the queue's own: they stay read
         // (by the new default lane, or by the queue without lanes).
         if !named(&new.lanes, &lane.name) && !lane.default {
-            out.push(
-                Impact::Breaking,
+            out.breaking(
                 format!("{path}[{i}]"),
                 format!(
                     "lane `{}` removed: its streams' backlog, retries and dead letters are no longer read; stop publishing to it and drain the lane first",
@@ -808,14 +746,6 @@ fn list(versions: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn plural(n: u64, word: &str) -> String {
-    if n == 1 {
-        word.to_owned()
-    } else {
-        format!("{word}s")
-    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,31 @@ impl Envelope {
         fields
     }
 
+    /// The keys, from the spec's root, where `field` of `version` is
+    /// defined: the current field it became, or the `removed` entry of the
+    /// change that dropped it (`changes` when none says).
+    pub fn keys_of(&self, version: u32, field: &VersionField) -> Vec<String> {
+        let mut keys = vec!["envelopes".to_owned(), self.name.clone()];
+        if let Some(current) = &field.current {
+            keys.extend(["fields".to_owned(), current.clone()]);
+            return keys;
+        }
+        keys.push("changes".to_owned());
+        let name = &field.field.name;
+        let dropped_by = self
+            .changes
+            .iter()
+            .find(|c| c.version > version && c.removed.iter().any(|f| f.name == *name));
+        if let Some(change) = dropped_by {
+            keys.extend([
+                change.version.to_string(),
+                "removed".to_owned(),
+                name.clone(),
+            ]);
+        }
+        keys
+    }
+
     /// How each field of `version` (2..=schema) is filled from an entry of
     /// `version - 1`, in the order of [`Envelope::fields_of`].
     pub fn step(&self, version: u32) -> Vec<(Field, FieldSource)> {
@@ -77,18 +102,11 @@ impl Envelope {
             .into_iter()
             .map(|vf| {
                 let name = &vf.field.name;
+                let renamed = change.and_then(|c| c.renamed.iter().find(|r| r.to == *name));
                 let source = match change {
                     Some(c) if c.added.contains(name) => FieldSource::Added,
-                    Some(c) => match c.renamed.iter().find(|r| r.to == *name) {
-                        Some(rename) => FieldSource::Carried {
-                            previous: rename.from.clone(),
-                        },
-                        None => FieldSource::Carried {
-                            previous: name.clone(),
-                        },
-                    },
-                    None => FieldSource::Carried {
-                        previous: name.clone(),
+                    _ => FieldSource::Carried {
+                        previous: renamed.map_or(name, |r| &r.from).clone(),
                     },
                 };
                 (vf.field, source)

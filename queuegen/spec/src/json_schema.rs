@@ -16,12 +16,8 @@ const STREAM_ID_PATTERN: &str = "^[0-9]+(-[0-9]+)?$";
 /// The schema as a JSON value.
 pub fn json_schema() -> Value {
     let mut root = object_schema(&SPEC);
-    let root_map = root.as_object_mut().expect("an object schema");
-    root_map.insert(
-        "$schema".into(),
-        json!("https://json-schema.org/draft/2020-12/schema"),
-    );
-    root_map.insert("title".into(), json!("queuegen spec, format version 1"));
+    root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    root["title"] = json!("queuegen spec, format version 1");
     let mut defs = Map::new();
     for obj in all_objects().into_iter().skip(1) {
         defs.insert(obj.name.into(), object_schema(obj));
@@ -44,7 +40,7 @@ pub fn json_schema() -> Value {
             ],
         }),
     );
-    root_map.insert("$defs".into(), Value::Object(defs));
+    root["$defs"] = Value::Object(defs);
     canonical(root)
 }
 
@@ -73,12 +69,11 @@ fn object_schema(obj: &Obj) -> Value {
         "additionalProperties": false,
         "properties": properties,
     });
-    let map = schema.as_object_mut().expect("an object");
     if !required.is_empty() {
-        map.insert("required".into(), json!(required));
+        schema["required"] = json!(required);
     }
     if obj.name == "Field" {
-        map.insert("allOf".into(), field_rules());
+        schema["allOf"] = field_rules();
     }
     schema
 }
@@ -100,10 +95,7 @@ fn prop_schema(prop: &Prop) -> Value {
         Some(default) => format!("{} Default: {default}.", prop.doc),
         None => format!("{} Required.", prop.doc),
     };
-    schema
-        .as_object_mut()
-        .expect("an object schema")
-        .insert("description".into(), json!(description));
+    schema["description"] = json!(description);
     schema
 }
 
@@ -174,10 +166,7 @@ fn str_schema(kind: StrKind) -> Value {
     }
     let mut schema = json!({ "type": "string", "minLength": 1 });
     if let Some(pattern) = kind.pattern() {
-        schema
-            .as_object_mut()
-            .expect("an object")
-            .insert("pattern".into(), json!(pattern));
+        schema["pattern"] = json!(pattern);
     }
     schema
 }

@@ -76,18 +76,13 @@ pub fn check_str_with_lock(source: &str, file: &str, lock: Option<(&Lock, &str)>
             let pos = err.pos.unwrap_or(yaml::Pos { line: 1, column: 1 });
             let (message, help) = if err.is_tag() {
                 (err.message, "remove the tag and write the plain value")
-            } else if let Some(help) = err.help {
-                (format!("YAML syntax error: {}", err.message), help)
-            } else if err.message.contains("more than one document") {
-                (
-                    format!("YAML syntax error: {}", err.message),
-                    "a spec is a single YAML document: remove the `---` separators",
-                )
             } else {
-                (
-                    format!("YAML syntax error: {}", err.message),
-                    "fix the YAML: check indentation, and quote values that contain `: ` or ` #` or start with `{`, `[`, `*`, `&`, `!`, `%` or `@`",
-                )
+                let help = err.help.unwrap_or(if err.message.contains("more than one document") {
+                    "a spec is a single YAML document: remove the `---` separators"
+                } else {
+                    "fix the YAML: check indentation, and quote values that contain `: ` or ` #` or start with `{`, `[`, `*`, `&`, `!`, `%` or `@`"
+                });
+                (format!("YAML syntax error: {}", err.message), help)
             };
             ctx.push_at(
                 Severity::Error,

@@ -247,6 +247,27 @@ pub enum FieldType {
 }
 
 impl FieldType {
+    /// Every type but `enum`, which carries its values.
+    pub const SCALARS: [FieldType; 7] = [
+        FieldType::String,
+        FieldType::Bool,
+        FieldType::U32,
+        FieldType::U64,
+        FieldType::I32,
+        FieldType::I64,
+        FieldType::Timestamp,
+    ];
+
+    /// The type a spec names `name` (`type: u32`); `values` are an enum's.
+    pub fn from_spec_name(name: &str, values: Vec<String>) -> Option<FieldType> {
+        if name == "enum" {
+            return Some(FieldType::Enum { values });
+        }
+        FieldType::SCALARS
+            .into_iter()
+            .find(|ty| ty.spec_name() == name)
+    }
+
     /// Largest encoded size a value of this type can have, when bounded.
     /// Strings are bounded only by their `max_bytes`.
     pub fn max_encoded_bytes(&self) -> Option<u64> {
@@ -259,6 +280,17 @@ impl FieldType {
             FieldType::I64 => Some(20),
             FieldType::Timestamp => Some(24),
             FieldType::Enum { values } => values.iter().map(|v| v.len() as u64).max(),
+        }
+    }
+
+    /// The inclusive range of an integer type.
+    pub fn int_range(&self) -> Option<(i128, i128)> {
+        match self {
+            FieldType::U32 => Some((0, u32::MAX.into())),
+            FieldType::U64 => Some((0, u64::MAX.into())),
+            FieldType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
+            FieldType::I64 => Some((i64::MIN.into(), i64::MAX.into())),
+            _ => None,
         }
     }
 

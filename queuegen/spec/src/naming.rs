@@ -9,17 +9,7 @@
 
 /// `ocr-requests` / `ocr_requests` -> `ocr_requests`; keywords get a raw prefix.
 pub fn module_name(name: &str) -> String {
-    let snake: String = name
-        .chars()
-        .map(|c| {
-            if c == '-' {
-                '_'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .collect();
-    escape_keyword(snake)
+    escape_keyword(name.to_ascii_lowercase().replace('-', "_"))
 }
 
 /// `high_priority` / `high-priority` -> `HighPriority`.

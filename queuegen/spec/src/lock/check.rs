@@ -6,7 +6,6 @@
 
 use crate::compat::{self, definition, reads_all_of};
 use crate::diagnostic::Severity;
-use crate::evolution::VersionField;
 use crate::model::{Envelope, Field, Spec};
 use crate::v1::Ctx;
 use crate::yaml::Target;
@@ -201,8 +200,7 @@ fn older_version_decodes(
             continue;
         };
         if let Err(why) = reads_all_of(locked, &reader.field) {
-            let keys = field_keys(envelope, version, reader);
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let keys = envelope.keys_of(version, reader);
             ctx.report_at_keys(
                 Severity::Error,
                 &keys,
@@ -226,8 +224,7 @@ fn older_version_decodes(
         if absent_is_fine || published.iter().any(|f| f.name == field.name) {
             continue;
         }
-        let keys = field_keys(envelope, version, reader);
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys = envelope.keys_of(version, reader);
         ctx.report_at_keys(
             Severity::Error,
             &keys,
@@ -241,31 +238,5 @@ fn older_version_decodes(
                 field.name
             ),
         );
-    }
-}
-
-/// Where a field of an older version is defined: the current field it
-/// became, or the `removed` entry of the change that dropped it.
-fn field_keys(envelope: &Envelope, version: u32, field: &VersionField) -> Vec<String> {
-    let base = ["envelopes".to_owned(), envelope.name.clone()];
-    if let Some(current) = &field.current {
-        return [&base[..], &["fields".to_owned(), current.clone()]].concat();
-    }
-    let dropped_by = envelope
-        .changes
-        .iter()
-        .find(|c| c.version > version && c.removed.iter().any(|f| f.name == field.field.name));
-    match dropped_by {
-        Some(change) => [
-            &base[..],
-            &[
-                "changes".to_owned(),
-                change.version.to_string(),
-                "removed".to_owned(),
-                field.field.name.clone(),
-            ],
-        ]
-        .concat(),
-        None => [&base[..], &["changes".to_owned()]].concat(),
     }
 }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::compat;
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::model::{Envelope, Field, FieldType, Spec};
+use crate::model::{Field, FieldType, Spec};
 use crate::yaml::{locate, Node, Pos, Seg, Target};
 
 /// The lock format this queuegen reads and writes.
@@ -105,7 +105,10 @@ impl Lock {
             .iter()
             .map(|envelope| {
                 let versions = (1..=envelope.schema)
-                    .map(|version| (version, fields_of(envelope, version)))
+                    .map(|version| {
+                        let fields = envelope.fields_of(version).into_iter().map(|vf| vf.field);
+                        (version, fields.collect())
+                    })
                     .collect();
                 (envelope.name.clone(), versions)
             })
@@ -354,14 +357,6 @@ impl LockStatus {
             LockStatus::Dropped => "dropped",
         }
     }
-}
-
-fn fields_of(envelope: &Envelope, version: u32) -> Vec<Field> {
-    envelope
-        .fields_of(version)
-        .into_iter()
-        .map(|vf| vf.field)
-        .collect()
 }
 
 /// The lock file as written; turned into the model by [`Lock::parse`].

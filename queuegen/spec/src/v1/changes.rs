@@ -5,11 +5,12 @@
 //! accepted older version lacks must be optional or have a default, or a
 //! worker could not decode that version's entries.
 
+use crate::compat;
 use crate::evolution::VersionField;
 use crate::model::{Envelope, Field, Rename, SchemaChange, UpcastKind};
 
 use super::envelope::{field, FieldDef};
-use super::format::{CHANGE, UPCASTS};
+use super::format::CHANGE;
 use super::read::{entries, object, At, Ctx, Item};
 use super::{names, values};
 
@@ -61,30 +62,25 @@ pub(crate) fn changes(
 
 fn version_key(ctx: &mut Ctx<'_>, key: &str, item: &Item<'_>, schema: Option<u32>) -> Option<u32> {
     let Ok(version) = key.parse::<u32>() else {
-        ctx.error(
+        return ctx.refuse(
             &item.key(),
             format!("`{key}` is not a schema version"),
             "key each change by the schema version it produced: `2:` describes what schema 2 changed from 1",
         );
-        return None;
     };
     if version < 2 {
-        ctx.error(
+        return ctx.refuse(
             &item.key(),
             format!("schema {version} has no previous version to change from"),
             "key each change by the version it produced, from 2",
         );
-        return None;
     }
     match schema {
-        Some(schema) if version > schema => {
-            ctx.error(
+        Some(schema) if version > schema => ctx.refuse(
                 &item.key(),
                 format!("schema {version} does not exist: the current schema is {schema}"),
                 format!("describe schema {version} when producers write it (schema: {version}), or fix the key"),
-            );
-            None
-        }
+            ),
         _ => Some(version),
     }
 }
@@ -105,81 +101,71 @@ fn change(ctx: &mut Ctx<'_>, item: &Item<'_>) -> (ChangeDef, bool) {
         renamed: Vec::new(),
     };
     let mut ok = true;
-    if let Some(added) = obj.get("added").cloned() {
-        match values::list(ctx, &added, "[pages]") {
-            Some(items) => {
-                for name_item in items {
-                    match field_name(ctx, &name_item) {
-                        Some(name) => {
-                            def.change.added.push(name);
-                            def.added.push(name_item.value());
-                        }
-                        None => ok = false,
-                    }
+    // A malformed list or mapping is reported; its well-formed items are still read.
+    if let Some(added) = obj.get("added") {
+        let items = values::list(ctx, added, "[pages]");
+        ok &= items.is_some();
+        for name_item in items.into_iter().flatten() {
+            match field_name(ctx, &name_item) {
+                Some(name) => {
+                    def.change.added.push(name);
+                    def.added.push(name_item.value());
                 }
+                None => ok = false,
             }
-            None => ok = false,
         }
     }
-    if let Some(removed) = obj.get("removed").cloned() {
-        match entries(
+    if let Some(removed) = obj.get("removed") {
+        let found = entries(
             ctx,
-            &removed,
+            removed,
             "a mapping of field names to their definitions",
             "write removed fields as `dpi: { type: u32 }`, as they were defined",
-        ) {
-            Some(found) => {
-                let mut defs: Vec<FieldDef> = Vec::new();
-                for (name, field_item) in found {
-                    match field(ctx, &name, &field_item, &mut defs, true) {
-                        Some(removed_field) => {
-                            def.change.removed.push(removed_field);
-                            def.removed.push(field_item.key());
-                        }
-                        None => ok = false,
-                    }
+        );
+        ok &= found.is_some();
+        let mut defs: Vec<FieldDef> = Vec::new();
+        for (name, field_item) in found.into_iter().flatten() {
+            match field(ctx, &name, &field_item, &mut defs, true) {
+                Some(removed_field) => {
+                    def.change.removed.push(removed_field);
+                    def.removed.push(field_item.key());
                 }
+                None => ok = false,
             }
-            None => ok = false,
         }
     }
-    if let Some(renamed) = obj.get("renamed").cloned() {
-        match entries(
+    if let Some(renamed) = obj.get("renamed") {
+        let found = entries(
             ctx,
-            &renamed,
+            renamed,
             "a mapping of old field names to new ones",
             "write renames as `old_name: new_name`",
-        ) {
-            Some(found) => {
-                for (from, to_item) in found {
-                    let from_ok = names::is_snake_case(&from);
-                    if !from_ok {
-                        ctx.error(
-                            &to_item.key(),
-                            format!("`{from}` is not a snake_case field name"),
-                            "write renames as `old_name: new_name`",
-                        );
-                    }
-                    match (from_ok, field_name(ctx, &to_item)) {
-                        (true, Some(to)) => {
-                            def.change.renamed.push(Rename { from, to });
-                            def.renamed.push(to_item.key());
-                        }
-                        _ => ok = false,
-                    }
-                }
+        );
+        ok &= found.is_some();
+        for (from, to_item) in found.into_iter().flatten() {
+            let from_ok = names::is_snake_case(&from);
+            if !from_ok {
+                ctx.error(
+                    &to_item.key(),
+                    format!("`{from}` is not a snake_case field name"),
+                    "write renames as `old_name: new_name`",
+                );
             }
-            None => ok = false,
+            match (from_ok, field_name(ctx, &to_item)) {
+                (true, Some(to)) => {
+                    def.change.renamed.push(Rename { from, to });
+                    def.renamed.push(to_item.key());
+                }
+                _ => ok = false,
+            }
         }
     }
+    let upcasts = [UpcastKind::Generated, UpcastKind::Manual];
     match obj
-        .read(ctx, "upcast", |ctx, it| {
-            values::choice(ctx, it, UPCASTS, "upcast")
-        })
-        .or("generated")
+        .choice(ctx, "upcast", "upcast", &upcasts)
+        .or(UpcastKind::Generated)
     {
-        Some("manual") => def.change.upcast = UpcastKind::Manual,
-        Some(_) => {}
+        Some(upcast) => def.change.upcast = upcast,
         None => ok = false,
     }
     (def, ok)
@@ -190,15 +176,14 @@ fn field_name(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
     if names::is_snake_case(name) {
         Some(name.to_owned())
     } else {
-        ctx.error(
+        ctx.refuse(
             &item.value(),
             format!("`{name}` is not a snake_case field name"),
             format!(
                 "field names are snake_case, e.g. `{}`",
                 names::to_snake_case(name)
             ),
-        );
-        None
+        )
     }
 }
 
@@ -220,17 +205,16 @@ fn names_fit_their_versions(
         let mut ok = true;
         for (name, at) in change.added.iter().zip(&def.added) {
             if !names.contains(name) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!("schema {version} has no field `{name}` to have added"),
                     format!("list only fields of schema {version}: {}", listed()),
                 );
-                ok = false;
             }
         }
         for (rename, at) in change.renamed.iter().zip(&def.renamed) {
             if !names.contains(&rename.to) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} has no field `{}` for `{}` to be renamed to",
@@ -241,16 +225,14 @@ fn names_fit_their_versions(
                         listed()
                     ),
                 );
-                ok = false;
             } else if change.added.contains(&rename.to) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!("`{}` is listed as both added and renamed", rename.to),
                     "a renamed field carries its values over; list it under one of them",
                 );
-                ok = false;
             } else if names.contains(&rename.from) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} still has a field `{}`, so it cannot be the old name of `{}`",
@@ -258,12 +240,11 @@ fn names_fit_their_versions(
                     ),
                     "a rename's old name is a field the previous version had and this one has not",
                 );
-                ok = false;
             }
         }
         for (removed, at) in change.removed.iter().zip(&def.removed) {
             if names.contains(&removed.name) {
-                ctx.error(
+                ok = ctx.fail(
                     at,
                     format!(
                         "schema {version} still has `{}`, so it was not removed",
@@ -275,7 +256,6 @@ fn names_fit_their_versions(
                         removed.name
                     ),
                 );
-                ok = false;
             }
         }
         if !ok {
@@ -368,10 +348,5 @@ pub(crate) fn older_versions_decode(
 fn and_list(versions: &[u32]) -> String {
     let mut sorted = versions.to_vec();
     sorted.sort_unstable();
-    let text: Vec<String> = sorted.iter().map(u32::to_string).collect();
-    match text.split_last() {
-        None => String::new(),
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-    }
+    compat::and_list(sorted.iter().map(u32::to_string).collect())
 }

@@ -46,15 +46,7 @@ pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> Envelo
     }
     let obj = object(ctx, item, &ENVELOPE);
     let schema = obj
-        .read(ctx, "schema", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "schema versions are whole numbers from 1",
-            )
-        })
+        .count(ctx, "schema", "schema versions are whole numbers from 1")
         .or(0)
         .filter(|s| *s > 0)
         .map(|s| s as u32);
@@ -63,17 +55,11 @@ pub(crate) fn envelope(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> Envelo
     let mut field_keys = Vec::new();
     let fields = match obj.get("fields") {
         None => Some(Vec::new()),
-        Some(fields_item) => {
-            let fields_item = fields_item.clone();
-            fields(ctx, &fields_item, &mut defs, &mut field_keys)
-        }
+        Some(fields_item) => fields(ctx, fields_item, &mut defs, &mut field_keys),
     };
     let changes = match obj.get("changes") {
         None => Some(Vec::new()),
-        Some(changes_item) => {
-            let changes_item = changes_item.clone();
-            changes(ctx, &changes_item, schema, fields.as_deref())
-        }
+        Some(changes_item) => changes(ctx, changes_item, schema, fields.as_deref()),
     };
     let removed = changes
         .iter()
@@ -117,12 +103,11 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
                 "schema versions are whole numbers from 1",
             ) {
                 Some(v) if versions.contains(&(v as u32)) => {
-                    ctx.error(
+                    ok = ctx.fail(
                         &version.value(),
                         format!("schema version {v} is listed twice"),
                         "list each accepted version once",
-                    );
-                    ok = false;
+                    )
                 }
                 Some(v) => versions.push(v as u32),
                 None => ok = false,
@@ -132,19 +117,18 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
     });
     if let (Read::Ok(versions), Some(schema)) = (&read, schema) {
         if let Some(newer) = versions.iter().find(|v| **v > schema) {
-            ctx.error(
+            return ctx.refuse(
                 &obj.at("accepts"),
                 format!("lists {newer}, newer than the current schema {schema}"),
                 format!("a worker cannot know the fields of a version this spec does not describe: remove {newer}, and add it when schema {newer} is written here"),
             );
-            return None;
         }
         if !versions.contains(&schema) {
             let mut fixed = versions.clone();
             fixed.push(schema);
             fixed.sort_unstable();
             let fixed: Vec<String> = fixed.iter().map(u32::to_string).collect();
-            ctx.error(
+            return ctx.refuse(
                 &obj.at("accepts"),
                 format!("does not contain the current schema {schema}"),
                 format!(
@@ -152,7 +136,6 @@ fn accepts(ctx: &mut Ctx<'_>, obj: &Object<'_>, schema: Option<u32>) -> Option<O
                     fixed.join(", ")
                 ),
             );
-            return None;
         }
     }
     read.optional()
@@ -178,7 +161,7 @@ fn fields(
     let mut ok = true;
     let most = library::MAX_ENVELOPE_FIELDS as usize - HEADER_FIELDS.len();
     if found.len() > most {
-        ctx.error(
+        ok = ctx.fail(
             &item.key(),
             format!(
                 "{} fields; with the {} header fields an entry would have more than the Function library's MAX_ENVELOPE_FIELDS ({}), and every transition of it would be refused",
@@ -188,7 +171,6 @@ fn fields(
             ),
             format!("keep an envelope to at most {most} fields: group related values into one field"),
         );
-        ok = false;
     }
     for (name, field_item) in found {
         keys.push((name.clone(), field_item.key()));
@@ -216,7 +198,7 @@ pub(crate) fn field(
     });
     let values = enum_values(ctx, &obj, &ty_name);
     let ty = match (&ty_name, values) {
-        (Read::Ok(ty), Some(values)) => Some(field_type(ty, values)),
+        (Read::Ok(ty), Some(values)) => FieldType::from_spec_name(ty, values),
         _ => None,
     };
     let optional = obj.read(ctx, "optional", values::boolean).or(false);
@@ -226,15 +208,14 @@ pub(crate) fn field(
             let bound = ty.max_encoded_bytes().map_or(String::new(), |b| {
                 format!("; a {} is at most {b} bytes anyway", ty.spec_name())
             });
-            ctx.error(
+            ctx.refuse(
                 &obj.at("max_bytes"),
                 format!(
                     "max_bytes applies only to string fields, not {}",
                     ty.spec_name()
                 ),
                 format!("remove max_bytes{bound}"),
-            );
-            None
+            )
         }
         (_, read) => read.optional(),
     };
@@ -258,18 +239,16 @@ pub(crate) fn field(
         (_, None) => Some(None),
         (None, Some(_)) => None,
         (Some(ty), Some(default_item)) => {
-            let default_item = default_item.clone();
             let flat_max = max_bytes.flatten();
-            default_value(ctx, &default_item, ty, flat_max).map(Some)
+            default_value(ctx, default_item, ty, flat_max).map(Some)
         }
     };
     if let (Some(true), Some(Some(_))) = (optional, &default) {
-        ctx.error(
+        return ctx.refuse(
             &obj.at("default"),
             "a field with a default is never absent, so `optional: true` and `default` contradict each other",
             "remove `optional: true` (absent values take the default) or remove the default",
         );
-        return None;
     }
     defs.push(FieldDef {
         name: name.to_owned(),
@@ -289,7 +268,7 @@ pub(crate) fn field(
 
 fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
     if !names::is_snake_case(name) {
-        ctx.error(
+        return ctx.fail(
             &item.key(),
             format!("field name `{name}` is not a snake_case identifier"),
             format!(
@@ -297,11 +276,10 @@ fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
                 names::to_snake_case(name)
             ),
         );
-        return false;
     }
     if names::is_header_field(name) {
         let all: Vec<_> = HEADER_FIELDS.iter().map(|h| h.name).collect();
-        ctx.error(
+        return ctx.fail(
             &item.key(),
             format!("field `{name}` collides with the header field of the same name"),
             format!(
@@ -309,7 +287,6 @@ fn field_name(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>) -> bool {
                 all.join(", ")
             ),
         );
-        return false;
     }
     true
 }
@@ -323,32 +300,28 @@ fn enum_values(
     let is_enum = matches!(ty, Read::Ok("enum"));
     if !is_enum {
         if let (Read::Ok(ty), Some(item)) = (ty, obj.get("values")) {
-            ctx.error(
+            return ctx.refuse(
                 &item.key(),
                 format!("`values` applies only to enum fields, not {ty}"),
                 "remove `values`, or set `type: enum`",
             );
-            return None;
         }
         return Some(Vec::new());
     }
     let Some(item) = obj.get("values") else {
-        ctx.error(
+        return ctx.refuse(
             &obj.anchor().about(format!("{}.values", obj.anchor().path)),
             "enum field has no `values`",
             "list the allowed values, e.g. values: [low, normal, high]",
         );
-        return None;
     };
-    let item = item.clone();
-    let items = values::list(ctx, &item, "[low, normal, high]")?;
+    let items = values::list(ctx, item, "[low, normal, high]")?;
     if items.is_empty() {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             "an enum needs at least one value",
             "list the allowed values, e.g. values: [low, normal, high]",
         );
-        return None;
     }
     let mut out: Vec<String> = Vec::new();
     let mut ok = true;
@@ -356,47 +329,31 @@ fn enum_values(
         let text = match value.node {
             Node::Str(text) => text.clone(),
             other => {
-                ctx.error(
+                ok = ctx.fail(
                     &value.value(),
                     format!("expected a snake_case name, found {}", other.kind()),
                     "enum values are snake_case names such as `high`",
                 );
-                ok = false;
                 continue;
             }
         };
         if !names::is_snake_case(&text) {
-            ctx.error(
+            ok = ctx.fail(
                 &value.value(),
                 format!("enum value `{text}` is not snake_case"),
                 format!("write it as `{}`", names::to_snake_case(&text)),
             );
-            ok = false;
         } else if out.contains(&text) {
-            ctx.error(
+            ok = ctx.fail(
                 &value.value(),
                 format!("enum value `{text}` is listed twice"),
                 "list each value once",
             );
-            ok = false;
         } else {
             out.push(text);
         }
     }
     ok.then_some(out)
-}
-
-fn field_type(name: &str, values: Vec<String>) -> FieldType {
-    match name {
-        "string" => FieldType::String,
-        "bool" => FieldType::Bool,
-        "u32" => FieldType::U32,
-        "u64" => FieldType::U64,
-        "i32" => FieldType::I32,
-        "i64" => FieldType::I64,
-        "timestamp" => FieldType::Timestamp,
-        _ => FieldType::Enum { values },
-    }
 }
 
 /// A default normalized to its canonical text, checked against the type.
@@ -422,7 +379,7 @@ pub(crate) fn constant_value(
     let at = item.value();
     let scalar = match item.node {
         Node::Null | Node::Seq(_) | Node::Map(_) => {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!(
                     "expected a {} value, found {}",
@@ -430,26 +387,16 @@ pub(crate) fn constant_value(
                     item.node.kind()
                 ),
                 format!("a {what} is a single value of the field's type, e.g. false, 3 or normal"),
-            );
-            return None;
+            )
         }
         Node::Float(_) if *ty == FieldType::String => {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!("a decimal number as a string {what} is ambiguous"),
                 format!("quote it: {what}: \"{}\"", item.node.key_text()),
-            );
-            return None;
+            )
         }
         other => other.key_text(),
-    };
-    let integer = |min: i128, max: i128| -> Option<String> {
-        let n = match item.node {
-            Node::Int(n) => Some(*n),
-            Node::Str(text) => text.parse::<i128>().ok(),
-            _ => None,
-        };
-        n.filter(|n| (min..=max).contains(n)).map(|n| n.to_string())
     };
     let (normalized, expected): (Option<String>, String) = match ty {
         FieldType::String => (Some(scalar.clone()), String::new()),
@@ -457,22 +404,19 @@ pub(crate) fn constant_value(
             matches!(scalar.as_str(), "true" | "false").then(|| scalar.clone()),
             "true or false".to_owned(),
         ),
-        FieldType::U32 => (
-            integer(0, u32::MAX.into()),
-            format!("a u32 (0 to {})", u32::MAX),
-        ),
-        FieldType::U64 => (
-            integer(0, u64::MAX.into()),
-            format!("a u64 (0 to {})", u64::MAX),
-        ),
-        FieldType::I32 => (
-            integer(i32::MIN.into(), i32::MAX.into()),
-            format!("an i32 ({} to {})", i32::MIN, i32::MAX),
-        ),
-        FieldType::I64 => (
-            integer(i64::MIN.into(), i64::MAX.into()),
-            format!("an i64 ({} to {})", i64::MIN, i64::MAX),
-        ),
+        FieldType::U32 | FieldType::U64 | FieldType::I32 | FieldType::I64 => {
+            let (min, max) = ty.int_range().expect("an integer type");
+            let n = match item.node {
+                Node::Int(n) => Some(*n),
+                Node::Str(text) => text.parse::<i128>().ok(),
+                _ => None,
+            };
+            let article = if min < 0 { "an" } else { "a" };
+            (
+                n.filter(|n| (min..=max).contains(n)).map(|n| n.to_string()),
+                format!("{article} {} ({min} to {max})", ty.spec_name()),
+            )
+        }
         FieldType::Timestamp => (
             is_timestamp(&scalar).then(|| scalar.clone()),
             "an RFC 3339 UTC timestamp with milliseconds, e.g. 2024-01-31T09:30:00.000Z".to_owned(),
@@ -481,26 +425,24 @@ pub(crate) fn constant_value(
             if values.contains(&scalar) {
                 (Some(scalar.clone()), String::new())
             } else {
-                ctx.error(
+                return ctx.refuse(
                     &at,
                     format!("{what} `{scalar}` is not one of the enum's values"),
                     suggest::help(&scalar, values.iter().map(String::as_str), "the values are"),
                 );
-                return None;
             }
         }
     };
     let Some(normalized) = normalized else {
-        ctx.error(
+        return ctx.refuse(
             &at,
             format!("{what} `{scalar}` is not {expected}"),
             format!("give a {what} of the field's type: {expected}"),
         );
-        return None;
     };
     if let Some(max) = max_bytes {
         if normalized.len() as u64 > max {
-            ctx.error(
+            return ctx.refuse(
                 &at,
                 format!(
                     "{what} is {} bytes, more than the field's max_bytes of {max}",
@@ -508,7 +450,6 @@ pub(crate) fn constant_value(
                 ),
                 format!("shorten the {what} or raise max_bytes"),
             );
-            return None;
         }
     }
     Some(normalized)

@@ -145,6 +145,16 @@ pub const RESULT_STORES: &[&str] = &["postgres"];
 pub const MISSED: &[&str] = &["skip", "run_once"];
 
 const U32_MAX: u64 = u32::MAX as u64;
+/// A whole number of at least 1 that fits a u32.
+const COUNT: Ty = Ty::Int {
+    min: 1,
+    max: U32_MAX,
+};
+/// A whole number of at least 1 that fits a u64.
+const LARGE_COUNT: Ty = Ty::Int {
+    min: 1,
+    max: u64::MAX,
+};
 
 macro_rules! prop {
     ($key:literal, $ty:expr, required, $doc:literal) => {
@@ -270,9 +280,9 @@ pub static ENVELOPE: Obj = Obj {
     name: "Envelope",
     doc: "One job type: a versioned, flat record of typed fields. The header fields (job_id, type, tenant, schema, created_at, trace_id, attempt, prev_id, reason) are implicit.",
     props: &[
-        prop!("schema", Ty::Int { min: 1, max: U32_MAX }, required,
+        prop!("schema", COUNT, required,
             "Schema version producers write."),
-        prop!("accepts", Ty::List(&Ty::Int { min: 1, max: U32_MAX }), default = Some("[schema]"),
+        prop!("accepts", Ty::List(&COUNT), default = Some("[schema]"),
             "Schema versions workers decode; must include `schema`."),
         prop!("fields", Ty::Map { names: StrKind::Snake, value: &FIELD }, default = Some("no body fields"),
             "Body fields keyed by snake_case name, encoded in this order."),
@@ -385,7 +395,7 @@ pub static AUTOSCALE: Obj = Obj {
             "Most worker pods; at least `min`."),
         prop!("oldest_ready_age", Ty::Duration, default = Some("none"),
             "Target age of the oldest undelivered entry per replica: a `prometheus` trigger on the monitor's queuegen_queue_oldest_ready_age_seconds (needs the monitor and Prometheus)."),
-        prop!("lag", Ty::Int { min: 1, max: U32_MAX }, default = Some("none"),
+        prop!("lag", COUNT, default = Some("none"),
             "Target entries not yet delivered to the group, per replica and partition stream: a `redis-streams` (`redis-cluster-streams` on a Cluster) trigger on `lagCount` per partition (XINFO GROUPS lag, Redis 7)."),
     ],
 };
@@ -407,7 +417,7 @@ pub static HANDLER: Obj = Obj {
     props: &[
         prop!("timeout", Ty::Duration, default = Some("30s"),
             "A handler running longer is abandoned and the job is rescheduled like a transient failure."),
-        prop!("concurrency", Ty::Int { min: 1, max: U32_MAX }, default = Some("8"),
+        prop!("concurrency", COUNT, default = Some("8"),
             "Jobs one worker process runs at once; also the most it reads ahead."),
         prop!("shutdown_budget", Ty::Duration, default = Some("10s"),
             "How long shutdown waits for jobs in flight before leaving them pending."),
@@ -422,7 +432,7 @@ pub static RATE: Obj = Obj {
     name: "Rate",
     doc: "A rate limit shared by all workers of a queue (a token bucket in Redis holding at most `limit` tokens, refilled at `limit` per `per`).",
     props: &[
-        prop!("limit", Ty::Int { min: 1, max: U32_MAX }, required,
+        prop!("limit", COUNT, required,
             "Jobs started per `per`, by all workers together; also the largest burst after an idle period."),
         prop!("per", Ty::Duration, required,
             "The period `limit` applies to, e.g. 1s or 1m."),
@@ -433,7 +443,7 @@ pub static TENANT_RATE: Obj = Obj {
     name: "TenantRate",
     doc: "A rate limit per tenant, shared by all workers of a queue: tenants are hashed into `classes` classes, each a token bucket in Redis holding at most `limit` tokens, refilled at `limit` per `per`. Tenants sharing a class share its bucket.",
     props: &[
-        prop!("limit", Ty::Int { min: 1, max: U32_MAX }, required,
+        prop!("limit", COUNT, required,
             "Jobs one tenant (one class) starts per `per`, by all workers together; also its largest burst after an idle period."),
         prop!("per", Ty::Duration, required,
             "The period `limit` applies to, e.g. 1s or 1m."),
@@ -452,7 +462,7 @@ pub static CLAIM: Obj = Obj {
             "How often each partition's recovery loop looks for idle entries."),
         prop!("batch", Ty::Int { min: 1, max: crate::limits::library::MAX_CLAIM_COUNT }, default = Some("50"),
             "Most entries claimed by one XAUTOCLAIM call; the maximum is the Function library's `claim` limit."),
-        prop!("rate", Ty::Int { min: 1, max: U32_MAX }, default = Some("1000"),
+        prop!("rate", COUNT, default = Some("1000"),
             "Most entries claimed per second per partition, so that a claim storm after an outage does not flood the handlers; a burst is at most one batch."),
     ],
 };
@@ -463,10 +473,7 @@ pub static RETRY: Obj = Obj {
     props: &[
         prop!(
             "max_attempts",
-            Ty::Int {
-                min: 1,
-                max: U32_MAX
-            },
+            COUNT,
             default = Some("5"),
             "Total application attempts, the first included; then the job is dead-lettered."
         ),
@@ -478,7 +485,7 @@ pub static RETRY: Obj = Obj {
         ),
         prop!("promote_every", Ty::Duration, default = Some("1s"),
             "How often each partition's scheduler moves due retries back to the ready stream; a retry runs up to this much after its due time."),
-        prop!("promote_batch", Ty::Int { min: 1, max: U32_MAX }, default = Some("100"),
+        prop!("promote_batch", COUNT, default = Some("100"),
             "Most due retries moved by one call of the retry_promote function; the scheduler calls again while batches come back full."),
     ],
 };
@@ -502,7 +509,7 @@ pub static POISON: Obj = Obj {
     name: "Poison",
     doc: "Quarantine of entries that keep crashing workers, by delivery count (separate from retry attempts).",
     props: &[
-        prop!("max_deliveries", Ty::Int { min: 1, max: U32_MAX }, default = Some("5"),
+        prop!("max_deliveries", COUNT, default = Some("5"),
             "Deliveries (pending-list count) after which an entry is moved to the dead-letter stream."),
     ],
 };
@@ -519,10 +526,7 @@ pub static DEAD_LETTER: Obj = Obj {
         ),
         prop!(
             "max_len",
-            Ty::Int {
-                min: 1,
-                max: u64::MAX
-            },
+            LARGE_COUNT,
             default = Some("100000"),
             "Most dead letters kept per partition."
         ),
@@ -622,10 +626,7 @@ pub static ALERTS: Obj = Obj {
         ),
         prop!(
             "dead_letters",
-            Ty::Int {
-                min: 1,
-                max: u64::MAX
-            },
+            LARGE_COUNT,
             default = Some("none"),
             "Alert when a partition holds at least this many dead letters."
         ),

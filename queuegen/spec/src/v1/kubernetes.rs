@@ -2,6 +2,7 @@
 //! queue's `pods` and `autoscale`, with Kubernetes quantities checked here
 //! so that a manifest the cluster would refuse is a `check` error instead.
 
+use crate::compat;
 use crate::model::{Autoscale, Kubernetes, Pods};
 
 use super::format::{AUTOSCALE, KUBERNETES, PODS};
@@ -14,7 +15,6 @@ pub const DEFAULT_METRICS_PORT: u16 = 9464;
 /// The migration Job's image unless the spec says otherwise: the official
 /// PostgreSQL image, small, with `psql` and `sh`.
 pub const DEFAULT_PSQL_IMAGE: &str = "postgres:16-alpine";
-const MAX_REPLICAS: u64 = 1000;
 
 pub(crate) fn kubernetes(
     ctx: &mut Ctx<'_>,
@@ -47,22 +47,20 @@ pub(crate) fn kubernetes(
     let postgres_secret = postgres_secret.optional();
     let psql_image = psql_image.or(DEFAULT_PSQL_IMAGE.to_owned());
     let metrics_port = k
-        .read(ctx, "metrics_port", |ctx, it| {
-            values::count(ctx, it, 1, 65535, "a TCP port is 1 to 65535").map(|p| p as u16)
-        })
-        .or(DEFAULT_METRICS_PORT);
+        .count(ctx, "metrics_port", "a TCP port is 1 to 65535")
+        .or(DEFAULT_METRICS_PORT.into())
+        .map(|p| p as u16);
     let prometheus_url = k
         .read(ctx, "prometheus_url", |ctx, it| {
             let url = token(ctx, it)?;
             if url.starts_with("http://") || url.starts_with("https://") {
                 Some(url)
             } else {
-                ctx.error(
+                ctx.refuse(
                     &it.value(),
                     format!("`{url}` is not an http(s) URL"),
                     "write the Prometheus server's URL, e.g. http://prometheus.monitoring.svc:9090",
-                );
-                None
+                )
             }
         })
         .or("http://prometheus.monitoring.svc:9090".to_owned());
@@ -100,14 +98,13 @@ fn postgres_keys(
             let mut ok = true;
             for key in ["postgres_secret", "psql_image"] {
                 if let Some(item) = k.get(key) {
-                    ctx.error(
+                    ok = ctx.fail(
                         &item.key(),
                         "no queue uses PostgreSQL, so nothing in the manifests would read this key",
                         format!(
                             "add `results: postgres` or `outbox: true` to a queue, or remove `{key}`"
                         ),
                     );
-                    ok = false;
                 }
             }
             ok
@@ -116,18 +113,16 @@ fn postgres_keys(
             if !given || *secret != Read::Absent {
                 return true;
             }
-            let named: Vec<String> = queues.iter().map(|q| format!("`{q}`")).collect();
-            let queues = match named.as_slice() {
-                [one] => format!("queue {one} uses"),
-                [rest @ .., last] => format!("queues {} and {last} use", rest.join(", ")),
-                [] => unreachable!("PostgresUse::By is never empty"),
+            let queues = match queues.as_slice() {
+                [one] => format!("queue `{one}` uses"),
+                _ => format!("queues {} use", compat::backticked(queues)),
             };
             // A Secret name: `_` is not allowed in one.
             let example = match service.replace('_', "-") {
                 name if is_dns_label(&format!("{name}-postgres")) => format!("{name}-postgres"),
                 _ => "app-postgres".to_owned(),
             };
-            ctx.error(
+            ctx.fail(
                 &k.at("postgres_secret"),
                 format!(
                     "{queues} PostgreSQL, but `kubernetes` names no Secret with the database URL: the pods that need it (workers of `results: postgres` queues, the outbox publisher, the migration Job) would start without DATABASE_URL and fail"
@@ -135,8 +130,7 @@ fn postgres_keys(
                 format!(
                     "add `postgres_secret: {example}` under `kubernetes`, naming a Secret whose key `database-url` holds the URL (postgres://user:password@host:5432/database)"
                 ),
-            );
-            false
+            )
         }
     }
 }
@@ -151,15 +145,11 @@ pub(crate) fn pods(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Pods>, Option<A
 
 fn pods_settings(ctx: &mut Ctx<'_>, p: &Object<'_>) -> Option<Pods> {
     let replicas = p
-        .read(ctx, "replicas", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_REPLICAS,
-                "run 1 to 1000 worker pods; use autoscale with min: 0 to scale to zero",
-            )
-        })
+        .count(
+            ctx,
+            "replicas",
+            "run 1 to 1000 worker pods; use autoscale with min: 0 to scale to zero",
+        )
         .or(2);
     let cpu_request = p.read(ctx, "cpu", cpu).or(("100m".to_owned(), 100));
     let memory_request = p
@@ -176,24 +166,22 @@ fn pods_settings(ctx: &mut Ctx<'_>, p: &Object<'_>) -> Option<Pods> {
     let mut ok = true;
     if let (Some(Some((limit, limit_m))), Some((request, request_m))) = (&cpu_limit, &cpu) {
         if limit_m < request_m {
-            ctx.error(
+            ok = ctx.fail(
                 &p.at("cpu_limit"),
                 format!("cpu_limit {limit} is below the cpu request {request}: Kubernetes refuses the pod"),
                 format!("raise cpu_limit to at least {request}, or leave it out (no CPU throttling)"),
             );
-            ok = false;
         }
     }
     if let (true, Some((limit, limit_b)), Some((request, request_b))) =
         (memory_limit_given, &memory_limit, &memory)
     {
         if limit_b < request_b {
-            ctx.error(
+            ok = ctx.fail(
                 &p.at("memory_limit"),
                 format!("memory_limit {limit} is below the memory request {request}: Kubernetes refuses the pod"),
                 format!("raise memory_limit to at least {request}, or leave it out to use the request"),
             );
-            ok = false;
         }
     }
     if !ok {
@@ -219,52 +207,41 @@ pub(crate) fn autoscale(
     }
     let a = q.child(ctx, "autoscale", &AUTOSCALE);
     let min = a
-        .read(ctx, "min", |ctx, it| {
-            values::count(ctx, it, 0, MAX_REPLICAS, "min is 0 (scale to zero) to 1000")
-        })
+        .count(ctx, "min", "min is 0 (scale to zero) to 1000")
         .or(1);
     let max = a
-        .read(ctx, "max", |ctx, it| {
-            values::count(ctx, it, 1, MAX_REPLICAS, "max is 1 to 1000 worker pods")
-        })
+        .count(ctx, "max", "max is 1 to 1000 worker pods")
         .optional()
         .flatten();
     let oldest_ready_age = a.read(ctx, "oldest_ready_age", values::duration).optional();
     let lag = a
-        .read(ctx, "lag", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::from(u32::MAX),
-                "lag is the entries not yet read that one replica should face, at least 1",
-            )
-        })
+        .count(
+            ctx,
+            "lag",
+            "lag is the entries not yet read that one replica should face, at least 1",
+        )
         .optional();
     let (min, max, oldest_ready_age, lag) = (min?, max?, oldest_ready_age?, lag?);
     if oldest_ready_age.is_none() && lag.is_none() {
-        ctx.error(
+        return ctx.refuse(
             &a.anchor(),
             "autoscale has no target: set oldest_ready_age, lag or both",
             "e.g. `autoscale: { min: 1, max: 10, oldest_ready_age: 30s, lag: 100 }`",
         );
-        return None;
     }
     if max < min {
-        ctx.error(
+        return ctx.refuse(
             &a.at("max"),
             format!("max {max} is below min {min}"),
             format!("raise max to at least {min}, or lower min"),
         );
-        return None;
     }
     if min == 0 && lag.is_none() {
-        ctx.error(
+        return ctx.refuse(
             &a.at("min"),
             "min 0 scales to zero, and then only the lag trigger, which KEDA reads from Redis itself, is sure to wake the queue: the age trigger goes through the monitor and Prometheus, and while either is down, jobs would wait with no worker at all",
             "add `lag: N` (entries not yet read per replica), or set min to 1",
         );
-        return None;
     }
     if let Some(at) = replicas_at {
         ctx.warning(
@@ -284,12 +261,11 @@ pub(crate) fn autoscale(
 fn token(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
     let text = values::string(ctx, item)?;
     if text.is_empty() || text.chars().any(char::is_whitespace) {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             format!("`{text}` is empty or contains whitespace"),
             "write it without spaces, e.g. registry.example.com/docs-pipeline-worker:1.4.2",
         );
-        return None;
     }
     Some(text.to_owned())
 }
@@ -299,12 +275,11 @@ fn dns_label(ctx: &mut Ctx<'_>, item: &Item<'_>, what: &str) -> Option<String> {
     if is_dns_label(text) {
         return Some(text.to_owned());
     }
-    ctx.error(
+    ctx.refuse(
         &item.value(),
         format!("`{text}` is not a valid Kubernetes {what}"),
         "use at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit",
-    );
-    None
+    )
 }
 
 fn is_dns_label(text: &str) -> bool {
@@ -323,14 +298,11 @@ fn cpu(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<(String, u64)> {
     let text = values::string(ctx, item)?;
     match parse_cpu(text) {
         Some(m) if m > 0 => Some((text.to_owned(), m)),
-        _ => {
-            ctx.error(
-                &item.value(),
-                format!("`{text}` is not a CPU quantity"),
-                "write millicores such as 250m, or cores in quotes such as \"0.5\" or \"2\"",
-            );
-            None
-        }
+        _ => ctx.refuse(
+            &item.value(),
+            format!("`{text}` is not a CPU quantity"),
+            "write millicores such as 250m, or cores in quotes such as \"0.5\" or \"2\"",
+        ),
     }
 }
 
@@ -339,14 +311,11 @@ fn memory(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<(String, u64)> {
     let text = values::string(ctx, item)?;
     match parse_memory(text) {
         Some(b) if b > 0 => Some((text.to_owned(), b)),
-        _ => {
-            ctx.error(
-                &item.value(),
-                format!("`{text}` is not a memory quantity"),
-                "write a whole number of bytes with Ki, Mi, Gi or Ti, e.g. 256Mi or 1Gi",
-            );
-            None
-        }
+        _ => ctx.refuse(
+            &item.value(),
+            format!("`{text}` is not a memory quantity"),
+            "write a whole number of bytes with Ki, Mi, Gi or Ti, e.g. 256Mi or 1Gi",
+        ),
     }
 }
 

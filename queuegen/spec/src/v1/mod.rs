@@ -16,7 +16,7 @@ use crate::model::{Deployment, Envelope, Persistence, Queue, RedisSettings, Spec
 use crate::yaml::Node;
 
 use envelope::EnvelopeDef;
-use format::{DEPLOYMENTS, PERSISTENCE, REDIS, SPEC};
+use format::{REDIS, SPEC};
 use postgres::PostgresUse;
 use read::{entries, object, Item, Object};
 
@@ -50,44 +50,39 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         "a mapping of envelope names to envelopes",
         |ctx, name, it| envelope::envelope(ctx, name, it),
     );
-    let mut used = vec![false; envelopes.as_ref().map_or(0, Vec::len)];
     let known: Option<&[EnvelopeDef]> = envelopes.as_deref();
     let all_envelopes: &[EnvelopeDef] = known.unwrap_or(&[]);
+    // The envelopes the queues name, as written (for the unused-envelope check).
+    let mut carried: Vec<&str> = Vec::new();
     let queues = named(
         ctx,
         &spec,
         "queues",
         "a mapping of queue names to queues",
         |ctx, name, it| {
-            let queue = queue::queue(ctx, name, it, known, pool);
-            if let Some(wanted) = declared_envelope(it) {
-                if let Some(i) = all_envelopes.iter().position(|e| e.name == wanted) {
-                    used[i] = true;
-                }
-            }
-            queue
+            carried.extend(declared_envelope(it));
+            queue::queue(ctx, name, it, known, pool)
         },
     );
-    if let Some(queues) = &queues {
-        if queues.is_empty() {
-            ctx.error(
-                &spec.at("queues"),
-                "declares no queue",
-                "add at least one queue, e.g. `ocr: { envelope: OcrRequested }`",
-            );
-        }
+    if queues.as_ref().is_some_and(Vec::is_empty) {
+        ctx.error(
+            &spec.at("queues"),
+            "declares no queue",
+            "add at least one queue, e.g. `ocr: { envelope: OcrRequested }`",
+        );
     }
     // An envelope no queue carries is only worth a warning when the queues
     // themselves could be read.
     if queues.is_some() {
-        for (envelope, used) in all_envelopes.iter().zip(&used) {
-            if !used {
-                ctx.warning(
-                    &envelope.at,
-                    "envelope is not carried by any queue",
-                    "remove it, or name it in a queue's `envelope`",
-                );
-            }
+        for envelope in all_envelopes
+            .iter()
+            .filter(|e| !carried.contains(&e.name.as_str()))
+        {
+            ctx.warning(
+                &envelope.at,
+                "envelope is not carried by any queue",
+                "remove it, or name it in a queue's `envelope`",
+            );
         }
     }
     let schedules = {
@@ -136,31 +131,26 @@ fn version_is_supported(ctx: &mut Ctx<'_>, root: &Item<'_>) -> bool {
                 other.kind()
             ),
         };
-        ctx.error(
+        return ctx.fail(
             &root.value(),
             message,
             format!("start the file with `version: {VERSION}`; {help}"),
         );
-        return false;
     };
     match pairs.iter().find(|(k, _)| k.key_text() == "version") {
-        None => {
-            ctx.error(
-                &root.value().about("version".to_owned()),
-                "missing `version`",
-                format!("add `version: {VERSION}` as the first line; {help}"),
-            );
-            false
-        }
+        None => ctx.fail(
+            &root.value().about("version".to_owned()),
+            "missing `version`",
+            format!("add `version: {VERSION}` as the first line; {help}"),
+        ),
         Some((_, Node::Int(v))) if *v == i128::from(VERSION) => true,
         Some((_, value @ Node::Str(text))) if text.trim() == VERSION.to_string() => {
             let at = root.entry("version", 0, value).value();
-            ctx.error(
+            ctx.fail(
                 &at,
                 format!("version must be the integer {VERSION}, found the string \"{text}\""),
                 format!("write `version: {VERSION}` without quotes"),
-            );
-            false
+            )
         }
         Some((_, value)) => {
             let shown = match value {
@@ -169,8 +159,7 @@ fn version_is_supported(ctx: &mut Ctx<'_>, root: &Item<'_>) -> bool {
                 other => other.kind().to_owned(),
             };
             let at = root.entry("version", 0, value).value();
-            ctx.error(&at, format!("unknown spec version {shown}"), help);
-            false
+            ctx.fail(&at, format!("unknown spec version {shown}"), help)
         }
     }
 }
@@ -186,68 +175,52 @@ fn redis(ctx: &mut Ctx<'_>, spec: &Object<'_>, service: Option<&str>) -> Option<
         other => other.or(String::new()),
     };
     let deployment = r
-        .read(ctx, "deployment", |ctx, it| {
-            values::choice(ctx, it, DEPLOYMENTS, "deployment")
-        })
-        .or("standalone")
-        .map(|d| {
-            if d == "cluster" {
-                Deployment::Cluster
-            } else {
-                Deployment::Standalone
-            }
-        });
+        .choice(
+            ctx,
+            "deployment",
+            "deployment",
+            &[Deployment::Standalone, Deployment::Cluster],
+        )
+        .or(Deployment::Standalone);
     let min_version = r
         .read(ctx, "min_version", |ctx, it| {
             let text = values::string(ctx, it)?;
             match parse_redis_version(text) {
-                None => {
-                    ctx.error(
-                        &it.value(),
-                        format!("`{text}` is not a Redis version"),
-                        "write major.minor (or major.minor.patch) in quotes, e.g. \"7.0\"",
-                    );
-                    None
-                }
-                Some((major, _)) if major < 7 => {
-                    ctx.error(
-                        &it.value(),
-                        format!("Redis {text} is too old: queues run on Redis Functions, which need 7.0"),
-                        "set min_version to \"7.0\" or later and upgrade the deployment",
-                    );
-                    None
-                }
+                None => ctx.refuse(
+                    &it.value(),
+                    format!("`{text}` is not a Redis version"),
+                    "write major.minor (or major.minor.patch) in quotes, e.g. \"7.0\"",
+                ),
+                Some((major, _)) if major < 7 => ctx.refuse(
+                    &it.value(),
+                    format!(
+                        "Redis {text} is too old: queues run on Redis Functions, which need 7.0"
+                    ),
+                    "set min_version to \"7.0\" or later and upgrade the deployment",
+                ),
                 Some(_) => Some(text.to_owned()),
             }
         })
         .or("7.0".to_owned());
     let wait_replicas = r
-        .read(ctx, "wait_replicas", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                0,
-                u64::from(u16::MAX),
-                "wait_replicas is how many replicas a publish waits for (0: none)",
-            )
-            .map(|n| n as u32)
-        })
-        .or(0);
+        .count(
+            ctx,
+            "wait_replicas",
+            "wait_replicas is how many replicas a publish waits for (0: none)",
+        )
+        .or(0)
+        .map(|n| n as u32);
     let wait_timeout = r
         .read(ctx, "wait_timeout", values::duration)
         .or(std::time::Duration::from_secs(1));
     let persistence = r
-        .read(ctx, "persistence", |ctx, it| {
-            values::choice(ctx, it, PERSISTENCE, "persistence")
-        })
-        .or("everysec")
-        .map(|p| {
-            if p == "always" {
-                Persistence::Always
-            } else {
-                Persistence::EverySec
-            }
-        });
+        .choice(
+            ctx,
+            "persistence",
+            "persistence",
+            &[Persistence::EverySec, Persistence::Always],
+        )
+        .or(Persistence::EverySec);
     Some(RedisSettings {
         key_prefix: key_prefix?,
         deployment: deployment?,
@@ -283,10 +256,10 @@ fn named<'a, T>(
     expected: &str,
     mut each: impl FnMut(&mut Ctx<'_>, &str, &Item<'a>) -> T,
 ) -> Option<Vec<T>> {
-    let item = spec.get(key)?.clone();
+    let item = spec.get(key)?;
     let found = entries(
         ctx,
-        &item,
+        item,
         expected,
         &format!("write `{key}:` as a mapping keyed by name"),
     )?;

@@ -118,21 +118,8 @@ pub(crate) fn to_upper_camel(name: &str) -> String {
 }
 
 /// Substrings that mark a field as carrying a credential.
-pub const CREDENTIAL_WORDS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "credential",
-    "private_key",
-    "privkey",
-    "access_key",
-    "session_key",
-    "signing_key",
-];
+const CREDENTIAL_WORDS: &str = "password passwd passphrase secret token api_key apikey credential \
+    private_key privkey access_key session_key signing_key";
 
 /// Suffixes that say the field holds a reference to a credential, not the
 /// credential itself (`secret_ref`, `token_id`): those are what we recommend.
@@ -144,7 +131,9 @@ pub(crate) fn credential_word(name: &str) -> Option<&'static str> {
     if REFERENCE_SUFFIXES.iter().any(|s| lower.ends_with(s)) {
         return None;
     }
-    CREDENTIAL_WORDS.iter().copied().find(|w| lower.contains(w))
+    CREDENTIAL_WORDS
+        .split_whitespace()
+        .find(|w| lower.contains(w))
 }
 
 pub(crate) fn is_header_field(name: &str) -> bool {
@@ -154,8 +143,7 @@ pub(crate) fn is_header_field(name: &str) -> bool {
 /// Checks a service or queue name; `what` is "service" or "queue".
 pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &str) -> bool {
     if let Some(problem) = key_layout_problem(name) {
-        ctx.error(at, format!("{what} name {problem}"), key_layout_help(name));
-        return false;
+        return ctx.fail(at, format!("{what} name {problem}"), key_layout_help(name));
     }
     if !is_lower_name(name) {
         let fixed = words(name).join("-");
@@ -164,12 +152,11 @@ pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &st
         } else {
             String::new()
         };
-        ctx.error(
+        return ctx.fail(
             at,
             format!("{what} name `{name}` is not lowercase letters, digits, `_` and `-`"),
             format!("start with a lowercase letter and use only a-z, 0-9, `_` and `-`{hint}"),
         );
-        return false;
     }
     true
 }
@@ -179,12 +166,11 @@ pub(crate) fn check_lower_name(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &st
 pub(crate) fn check_lane_name(ctx: &mut Ctx<'_>, at: &At, name: &str) -> bool {
     const RULE: &str = "lowercase letters, digits and `-`, starting with a letter, at most 32 characters: the name is part of the lane's keys (`PREFIX:lane-NAME:{QUEUE-NN}:ready`)";
     if name.is_empty() {
-        ctx.error(
+        return ctx.fail(
             at,
             "lane name is empty",
             format!("name the lane, e.g. `high`: {RULE}"),
         );
-        return false;
     }
     if is_lane_name(name) {
         return true;
@@ -205,17 +191,13 @@ pub(crate) fn check_lane_name(ctx: &mut Ctx<'_>, at: &At, name: &str) -> bool {
             "lane name `{name}` is not lowercase letters, digits and `-` starting with a letter"
         )
     };
-    ctx.error(at, message, format!("use {RULE}{hint}"));
-    false
+    ctx.fail(at, message, format!("use {RULE}{hint}"))
 }
 
 /// Checks a group name or key prefix: only the key-layout rule applies.
 pub(crate) fn check_key_safe(ctx: &mut Ctx<'_>, at: &At, name: &str, what: &str) -> bool {
     match key_layout_problem(name) {
-        Some(problem) => {
-            ctx.error(at, format!("{what} {problem}"), key_layout_help(name));
-            false
-        }
+        Some(problem) => ctx.fail(at, format!("{what} {problem}"), key_layout_help(name)),
         None => true,
     }
 }

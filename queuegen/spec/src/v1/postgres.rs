@@ -15,7 +15,6 @@ use super::values;
 pub const DEFAULT_SCHEMA: &str = "queuegen";
 /// The generated pool's size unless the spec says otherwise.
 pub const DEFAULT_POOL_SIZE: u32 = 16;
-const MAX_POOL_SIZE: u64 = 10_000;
 
 /// The rule for names written unquoted, shared with the runtime.
 use queuegen_core::sql::is_plain_identifier as is_sql_identifier;
@@ -23,109 +22,20 @@ use queuegen_core::sql::is_plain_identifier as is_sql_identifier;
 /// PostgreSQL's keywords that cannot name a schema unquoted (its reserved
 /// and type/function-name keywords, PostgreSQL 17): `CREATE SCHEMA user`
 /// is a syntax error.
-const RESERVED_WORDS: &[&str] = &[
-    "all",
-    "analyse",
-    "analyze",
-    "and",
-    "any",
-    "array",
-    "as",
-    "asc",
-    "asymmetric",
-    "authorization",
-    "binary",
-    "both",
-    "case",
-    "cast",
-    "check",
-    "collate",
-    "collation",
-    "column",
-    "concurrently",
-    "constraint",
-    "create",
-    "cross",
-    "current_catalog",
-    "current_date",
-    "current_role",
-    "current_schema",
-    "current_time",
-    "current_timestamp",
-    "current_user",
-    "default",
-    "deferrable",
-    "desc",
-    "distinct",
-    "do",
-    "else",
-    "end",
-    "except",
-    "false",
-    "fetch",
-    "for",
-    "foreign",
-    "freeze",
-    "from",
-    "full",
-    "grant",
-    "group",
-    "having",
-    "ilike",
-    "in",
-    "initially",
-    "inner",
-    "intersect",
-    "into",
-    "is",
-    "isnull",
-    "join",
-    "lateral",
-    "leading",
-    "left",
-    "like",
-    "limit",
-    "localtime",
-    "localtimestamp",
-    "natural",
-    "not",
-    "notnull",
-    "null",
-    "offset",
-    "on",
-    "only",
-    "or",
-    "order",
-    "outer",
-    "overlaps",
-    "placing",
-    "primary",
-    "references",
-    "returning",
-    "right",
-    "select",
-    "session_user",
-    "similar",
-    "some",
-    "symmetric",
-    "system_user",
-    "table",
-    "tablesample",
-    "then",
-    "to",
-    "trailing",
-    "true",
-    "union",
-    "unique",
-    "user",
-    "using",
-    "variadic",
-    "verbose",
-    "when",
-    "where",
-    "window",
-    "with",
-];
+const RESERVED_WORDS: &str = "\
+    all analyse analyze and any array as asc asymmetric authorization binary both case cast \
+    check collate collation column concurrently constraint create cross current_catalog \
+    current_date current_role current_schema current_time current_timestamp current_user \
+    default deferrable desc distinct do else end except false fetch for foreign freeze from \
+    full grant group having ilike in initially inner intersect into is isnull join lateral \
+    leading left like limit localtime localtimestamp natural not notnull null offset on only \
+    or order outer overlaps placing primary references returning right select session_user \
+    similar some symmetric system_user table tablesample then to trailing true union unique \
+    user using variadic verbose when where window with";
+
+fn is_reserved(word: &str) -> bool {
+    RESERVED_WORDS.split_whitespace().any(|w| w == word)
+}
 
 /// The generated pool, for the check that it can serve a queue's handlers.
 #[derive(Debug, Clone, Copy)]
@@ -171,17 +81,13 @@ pub(crate) fn settings(
     let schema = p.read(ctx, "schema", schema).or(DEFAULT_SCHEMA.to_owned());
     let pool_size_given = p.get("pool_size").is_some();
     let pool_size = p
-        .read(ctx, "pool_size", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_POOL_SIZE,
-                "pool_size is the most connections one process opens: at least 1, and within what the server's max_connections allows",
-            )
-            .map(|n| n as u32)
-        })
-        .or(DEFAULT_POOL_SIZE);
+        .count(
+            ctx,
+            "pool_size",
+            "pool_size is the most connections one process opens: at least 1, and within what the server's max_connections allows",
+        )
+        .or(DEFAULT_POOL_SIZE.into())
+        .map(|n| n as u32);
     if let (Some(at), false) = (&given, used) {
         ctx.error(
             at,
@@ -218,7 +124,7 @@ fn schema(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
                 _ => '_',
             })
             .collect();
-        let hint = if is_sql_identifier(&plain) && !RESERVED_WORDS.contains(&plain.as_str()) {
+        let hint = if is_sql_identifier(&plain) && !is_reserved(&plain) {
             plain
         } else {
             DEFAULT_SCHEMA.to_owned()
@@ -228,7 +134,7 @@ fn schema(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
             format!("`{name}` is not a plain lowercase SQL identifier: the generated SQL and the runtime's queries name the schema unquoted"),
             format!("use at most 63 lowercase letters, digits and `_`, not starting with a digit{hint}"),
         ))
-    } else if RESERVED_WORDS.contains(&name) {
+    } else if is_reserved(name) {
         Some((
             format!("`{name}` is a reserved word in PostgreSQL: `CREATE SCHEMA {name}` in the migration would be a syntax error"),
             format!("pick another name, e.g. `{name}_queues`"),
@@ -242,10 +148,7 @@ fn schema(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
         None
     };
     match problem {
-        Some((message, help)) => {
-            ctx.error(&item.value(), message, help);
-            None
-        }
+        Some((message, help)) => ctx.refuse(&item.value(), message, help),
         None => Some(name.to_owned()),
     }
 }
@@ -253,7 +156,7 @@ fn schema(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<String> {
 /// `pg_docs` -> `docs`; `pg_` or `pg_1` -> the default schema.
 fn without_pg_prefix(name: &str) -> &str {
     let rest = name.trim_start_matches("pg_");
-    if is_sql_identifier(rest) && !RESERVED_WORDS.contains(&rest) {
+    if is_sql_identifier(rest) && !is_reserved(rest) {
         rest
     } else {
         DEFAULT_SCHEMA
@@ -273,14 +176,13 @@ pub(crate) fn results(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Option<Result
             _ => None,
         };
         let hint = close.map_or(String::new(), |best| format!("did you mean `{best}`? "));
-        ctx.error(
+        ctx.refuse(
             &it.value(),
             format!("unknown results store {text}: the only one is `postgres`"),
             format!(
                 "{hint}write `results: postgres` to commit each job's marker with the handler's change in one PostgreSQL transaction, or leave `results` out to keep results yourself"
             ),
-        );
-        None
+        )
     })
     .optional()
 }
@@ -354,9 +256,10 @@ mod tests {
 
     #[test]
     fn reserved_words_are_sorted_identifiers() {
-        let mut sorted = RESERVED_WORDS.to_vec();
+        let words: Vec<&str> = RESERVED_WORDS.split_whitespace().collect();
+        let mut sorted = words.clone();
         sorted.sort_unstable();
-        assert_eq!(sorted, RESERVED_WORDS);
-        assert!(RESERVED_WORDS.iter().all(|w| is_sql_identifier(w)));
+        assert_eq!(sorted, words);
+        assert!(words.iter().all(|w| is_sql_identifier(w)));
     }
 }

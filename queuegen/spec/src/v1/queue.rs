@@ -15,28 +15,23 @@ use crate::yaml::{Node, Pos};
 
 use super::envelope::EnvelopeDef;
 use super::format::{
-    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, JITTERS, LANE, ON_ACK,
-    PAYLOAD, POISON, QUEUE, RATE, RETENTION, RETRY, TENANT_RATE, TRIM_MODES,
+    ADMISSION, ALERTS, BACKOFF, CLAIM, DEAD_LETTER, DEDUP, GROUP, HANDLER, LANE, PAYLOAD, POISON,
+    QUEUE, RATE, RETENTION, RETRY, TENANT_RATE,
 };
 use super::kubernetes;
 use super::names;
 use super::postgres;
-use super::read::{object, At, Ctx, Item, Object, Read};
+use super::read::{first_at, object, At, Ctx, Item, Object, Read};
 use super::values;
 
-const U32_MAX: u64 = u32::MAX as u64;
 /// Above these, a value is legal but almost certainly a mistake.
 const MANY_PARTITIONS: u64 = 1024;
 const MANY_CONCURRENT: u64 = 1024;
 /// Most lanes of a queue: each is another stream per partition, read by
 /// every worker of the queue.
 const MAX_LANES: usize = 16;
-/// The largest lane weight: weights are relative, so 1000 is fine-grained enough.
-const MAX_LANE_WEIGHT: u64 = 1000;
-/// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless
-/// told, and at most (each is a Redis key).
+/// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless told.
 const TENANT_CLASSES: u16 = 64;
-const MAX_TENANT_CLASSES: u64 = 4096;
 
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -60,15 +55,11 @@ pub(crate) fn queue(
         _ => None,
     };
     let partitions = q
-        .read(ctx, "partitions", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                16384,
-                "use 1 to 16384 partitions (16384 is the number of Redis Cluster hash slots)",
-            )
-        })
+        .count(
+            ctx,
+            "partitions",
+            "use 1 to 16384 partitions (16384 is the number of Redis Cluster hash slots)",
+        )
         .or(1);
     if let Some(n) = partitions.filter(|n| *n > MANY_PARTITIONS) {
         ctx.warning(
@@ -84,15 +75,11 @@ pub(crate) fn queue(
     let retry = retry(ctx, &q);
     let poison = q.child(ctx, "poison", &POISON);
     let max_deliveries = poison
-        .read(ctx, "max_deliveries", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "an entry must be delivered at least once before it can be quarantined",
-            )
-        })
+        .count(
+            ctx,
+            "max_deliveries",
+            "an entry must be delivered at least once before it can be quarantined",
+        )
         .or(5)
         .map(|n| n as u32);
     let dead_letter = dead_letter(ctx, &q);
@@ -149,22 +136,17 @@ fn find_envelope<'e>(
     if let Some(found) = envelopes.iter().find(|e| e.name == wanted) {
         return Some(found);
     }
-    let help = suggest::help(
-        wanted,
-        envelopes.iter().map(|e| e.name.as_str()),
-        "declared envelopes are",
-    );
     let help = if envelopes.is_empty() {
         "declare it under `envelopes`".to_owned()
     } else {
-        help
+        let names = envelopes.iter().map(|e| e.name.as_str());
+        suggest::help(wanted, names, "declared envelopes are")
     };
-    ctx.error(
+    ctx.refuse(
         &q.at("envelope"),
         format!("no envelope named `{wanted}`"),
         help,
-    );
-    None
+    )
 }
 
 fn partition_by(
@@ -175,12 +157,11 @@ fn partition_by(
     q.read(ctx, "partition_by", |ctx, it| {
         let items = values::list(ctx, it, "[tenant, subject_ref]")?;
         if items.is_empty() {
-            ctx.error(
+            return ctx.refuse(
                 &it.value(),
                 "names no field",
                 "list at least one field, or leave partition_by out to partition by job_id",
             );
-            return None;
         }
         let mut out: Vec<String> = Vec::new();
         let mut ok = true;
@@ -190,12 +171,11 @@ fn partition_by(
                 continue;
             };
             if out.iter().any(|f| f == name) {
-                ctx.error(
+                ok = ctx.fail(
                     &field.value(),
                     format!("`{name}` is listed twice"),
                     "list each field once",
                 );
-                ok = false;
                 continue;
             }
             ok &= partition_field(ctx, &field, name, envelope);
@@ -218,47 +198,35 @@ fn partition_field(
         return true;
     }
     if names::is_header_field(name) {
-        ctx.error(
+        return ctx.fail(
             &item.value(),
             format!("header field `{name}` is not a useful partition key"),
             "partition by `tenant` or `job_id`, or by a required body field",
         );
-        return false;
     }
     let Some((envelope, fields)) = envelope.and_then(|e| Some((e, e.fields.as_ref()?))) else {
         return true;
     };
+    let removed_in = envelope.removed.iter().find(|(removed, _)| removed == name);
     match fields.iter().find(|f| f.name == name) {
-        Some(field) if field.optional == Some(true) => {
-            ctx.error(
-                &item.value(),
-                format!(
-                    "`{name}` is an optional field of {}; entries without it have no partition key",
-                    envelope.name
-                ),
-                format!(
-                    "make `{name}` required (drop `optional: true`) or partition by another field"
-                ),
-            );
-            false
-        }
+        Some(field) if field.optional == Some(true) => ctx.fail(
+            &item.value(),
+            format!(
+                "`{name}` is an optional field of {}; entries without it have no partition key",
+                envelope.name
+            ),
+            format!("make `{name}` required (drop `optional: true`) or partition by another field"),
+        ),
         Some(_) => true,
-        None if envelope.removed.iter().any(|(removed, _)| removed == name) => {
-            let version = envelope
-                .removed
-                .iter()
-                .find(|(removed, _)| removed == name)
-                .map_or(0, |(_, version)| *version);
-            ctx.error(
-                &item.value(),
-                format!(
-                    "`{name}` was removed from {} in schema {version}; entries written since do not carry it",
-                    envelope.name
-                ),
-                "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
-            );
-            false
-        }
+        None if removed_in.is_some() => ctx.fail(
+            &item.value(),
+            format!(
+                "`{name}` was removed from {} in schema {}; entries written since do not carry it",
+                envelope.name,
+                removed_in.map_or(0, |(_, version)| *version)
+            ),
+            "partition by fields the current schema has; changing the key moves each ordering key to another partition, so drain the queue first",
+        ),
         None => {
             let mut candidates: Vec<&str> = PARTITION_HEADER_FIELDS.to_vec();
             for field in fields.iter().filter(|f| f.optional == Some(false)) {
@@ -266,12 +234,11 @@ fn partition_field(
                     candidates.push(&field.name);
                 }
             }
-            ctx.error(
+            ctx.fail(
                 &item.value(),
                 format!("{} has no field `{name}`", envelope.name),
                 suggest::help(name, candidates.iter().copied(), "partition by one of"),
-            );
-            false
+            )
         }
     }
 }
@@ -315,12 +282,11 @@ fn group_start(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<GroupStart> {
                 Node::Str(text) => format!("`{text}`"),
                 other => other.kind().to_owned(),
             };
-            ctx.error(
+            ctx.refuse(
                 &item.value(),
                 format!("{shown} is not a group start"),
                 "use \"$\" (only new entries), \"0-0\" (the whole stream) or a stream ID such as \"1700000000000-0\"",
-            );
-            None
+            )
         }
     }
 }
@@ -341,15 +307,11 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
     let h = q.child(ctx, "handler", &HANDLER);
     let timeout = h.read(ctx, "timeout", values::duration).or(secs(30));
     let concurrency = h
-        .read(ctx, "concurrency", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "a worker needs to run at least one job at a time",
-            )
-        })
+        .count(
+            ctx,
+            "concurrency",
+            "a worker needs to run at least one job at a time",
+        )
         .or(8);
     if let Some(n) = concurrency.filter(|n| *n > MANY_CONCURRENT) {
         ctx.warning(
@@ -363,22 +325,15 @@ fn handler(ctx: &mut Ctx<'_>, q: &Object<'_>) -> (Option<Duration>, Option<Handl
         .or(secs(10));
     let rate = rate(ctx, &h);
     let tenant_rate = tenant_rate(ctx, &h, rate.flatten());
-    let settings = match (timeout, concurrency, shutdown_budget, rate, tenant_rate) {
-        (
-            Some(timeout),
-            Some(concurrency),
-            Some(shutdown_budget),
-            Some(rate),
-            Some(tenant_rate),
-        ) => Some(HandlerSettings {
-            timeout,
-            concurrency: concurrency as u32,
-            shutdown_budget,
-            rate,
-            tenant_rate,
-        }),
-        _ => None,
-    };
+    let settings = (|| {
+        Some(HandlerSettings {
+            timeout: timeout?,
+            concurrency: concurrency? as u32,
+            shutdown_budget: shutdown_budget?,
+            rate: rate?,
+            tenant_rate: tenant_rate?,
+        })
+    })();
     (timeout, settings)
 }
 
@@ -388,36 +343,28 @@ fn rate(ctx: &mut Ctx<'_>, h: &Object<'_>) -> Option<Option<Rate>> {
         return Some(None);
     }
     let r = h.child(ctx, "rate", &RATE);
-    let limit = r.read(ctx, "limit", |ctx, it| {
-        values::count(
-            ctx,
-            it,
-            1,
-            U32_MAX,
-            "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
-        )
-    });
-    let per = r.read(ctx, "per", rate_per);
-    match (limit, per) {
-        (Read::Ok(limit), Read::Ok(per)) => Some(Some(Rate {
-            limit: limit as u32,
-            per,
-        })),
-        // A missing `limit` or `per` was reported as a required key.
-        _ => None,
-    }
+    let limit = r.count(
+        ctx,
+        "limit",
+        "a rate of 0 would never start a job: to stop a queue's intake for a while use `queuegen pause`; for no limit, remove handler.rate",
+    );
+    // A missing `limit` or `per` was reported as a required key.
+    let (Read::Ok(limit), Read::Ok(per)) = (limit, r.read(ctx, "per", rate_per)) else {
+        return None;
+    };
+    let limit = limit as u32;
+    Some(Some(Rate { limit, per }))
 }
 
 /// The `per` of `handler.rate` or `handler.tenant_rate`: a duration above zero.
 fn rate_per(ctx: &mut Ctx<'_>, it: &Item<'_>) -> Option<Duration> {
     if let Node::Str(text) = it.node {
         if units::parse_duration(text).is_ok_and(|d| d.is_zero()) {
-            ctx.error(
+            return ctx.refuse(
                 &it.value(),
                 "a rate per 0s is not a rate: the limit would apply to no time at all",
                 "write the period the limit applies to, e.g. `per: 1s` or `per: 1m`",
             );
-            return None;
         }
     }
     values::duration(ctx, it)
@@ -434,35 +381,28 @@ fn tenant_rate(
         return Some(None);
     }
     let r = h.child(ctx, "tenant_rate", &TENANT_RATE);
-    let limit = r.read(ctx, "limit", |ctx, it| {
-        values::count(
-            ctx,
-            it,
-            1,
-            U32_MAX,
-            "a tenant rate of 0 would never start a job of any tenant: to stop a queue's intake for a while use `queuegen pause`; for no per-tenant limit, remove handler.tenant_rate",
-        )
-    });
+    let limit = r.count(
+        ctx,
+        "limit",
+        "a tenant rate of 0 would never start a job of any tenant: to stop a queue's intake for a while use `queuegen pause`; for no per-tenant limit, remove handler.tenant_rate",
+    );
     let per = r.read(ctx, "per", rate_per);
     let classes = r
-        .read(ctx, "classes", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                MAX_TENANT_CLASSES,
-                "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
-            )
-        })
+        .count(
+            ctx,
+            "classes",
+            "use 1 to 4096 classes, or leave `classes` out for 64: each class is one bucket (a Redis key), so their number stays bounded however many tenants there are; more classes, fewer tenants sharing a bucket",
+        )
         .or(u64::from(TENANT_CLASSES));
-    let tenant = match (limit, per, classes) {
-        (Read::Ok(limit), Read::Ok(per), Some(classes)) => TenantRate {
-            limit: limit as u32,
-            per,
-            classes: classes as u16,
-        },
-        // A missing `limit` or `per` was reported as a required key.
-        _ => return None,
+    // A missing `limit` or `per` was reported as a required key.
+    let (Read::Ok(limit), Read::Ok(per), Some(classes)) = (limit, per, classes) else {
+        return None;
+    };
+    let (limit, classes) = (limit as u32, classes as u16);
+    let tenant = TenantRate {
+        limit,
+        per,
+        classes,
     };
     if let Some(queue) = queue.filter(|queue| never_binds(*queue, tenant)) {
         tenant_rate_never_applies(ctx, &r.at("limit"), queue, tenant);
@@ -518,35 +458,27 @@ fn claim(
     let min_idle = c.read(ctx, "min_idle", values::duration);
     let every = c.read(ctx, "every", values::duration).or(secs(10));
     let batch = c
-        .read(ctx, "batch", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                limits::library::MAX_CLAIM_COUNT,
-                &format!(
-                    "one claim takes from 1 to {} entries (the Function library's `claim` limit)",
-                    limits::library::MAX_CLAIM_COUNT
-                ),
-            )
-        })
+        .count(
+            ctx,
+            "batch",
+            &format!(
+                "one claim takes from 1 to {} entries (the Function library's `claim` limit)",
+                limits::library::MAX_CLAIM_COUNT
+            ),
+        )
         .or(50);
     let rate = c
-        .read(ctx, "rate", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "recovery must be able to claim at least one entry per second",
-            )
-        })
+        .count(
+            ctx,
+            "rate",
+            "recovery must be able to claim at least one entry per second",
+        )
         .or(1000);
     let min_idle = match (min_idle, timeout) {
         (Read::Ok(min_idle), Some(timeout)) => {
             let floor = limits::min_claim_idle(timeout);
             if min_idle < floor {
-                ctx.error(
+                ctx.refuse(
                     &c.at("min_idle"),
                     format!(
                         "{} is less than handler.timeout ({}) plus the claim margin of {} (max(1s, timeout / 4)): a job still running would be claimed by a second worker",
@@ -559,8 +491,7 @@ fn claim(
                         round_up_duration(floor),
                         format_duration(limits::default_claim_min_idle(timeout)),
                     ),
-                );
-                None
+                )
             } else {
                 Some(min_idle)
             }
@@ -568,59 +499,41 @@ fn claim(
         (Read::Ok(_), None) | (Read::Bad, _) => None,
         (Read::Absent, timeout) => timeout.map(limits::default_claim_min_idle),
     };
-    let claim = match (min_idle, every, batch, rate) {
-        (Some(min_idle), Some(every), Some(batch), Some(rate)) => Some(Claim {
-            min_idle,
-            every,
-            batch: batch as u32,
-            rate: rate as u32,
-        }),
-        _ => None,
-    };
+    let claim = (|| {
+        Some(Claim {
+            min_idle: min_idle?,
+            every: every?,
+            batch: batch? as u32,
+            rate: rate? as u32,
+        })
+    })();
     (min_idle, claim)
 }
 
 fn retry(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Retry> {
     let r = q.child(ctx, "retry", &RETRY);
     let max_attempts = r
-        .read(ctx, "max_attempts", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "max_attempts counts the first attempt, so it is at least 1",
-            )
-        })
+        .count(
+            ctx,
+            "max_attempts",
+            "max_attempts counts the first attempt, so it is at least 1",
+        )
         .or(5);
     let promote_every = r.read(ctx, "promote_every", values::duration).or(secs(1));
     let promote_batch = r
-        .read(ctx, "promote_batch", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                U32_MAX,
-                "promote_batch moves at least one retry per call",
-            )
-        })
+        .count(
+            ctx,
+            "promote_batch",
+            "promote_batch moves at least one retry per call",
+        )
         .or(100);
     let b = r.child(ctx, "backoff", &BACKOFF);
     let initial = b.read(ctx, "initial", values::duration);
     let max = b.read(ctx, "max", values::duration);
     let factor = b.read(ctx, "factor", values::factor).or(2.0);
     let jitter = b
-        .read(ctx, "jitter", |ctx, it| {
-            values::choice(ctx, it, JITTERS, "jitter")
-        })
-        .or("full")
-        .map(|j| {
-            if j == "none" {
-                Jitter::None
-            } else {
-                Jitter::Full
-            }
-        });
+        .choice(ctx, "jitter", "jitter", &[Jitter::Full, Jitter::None])
+        .or(Jitter::Full);
     let initial_given = initial.is_present();
     let max_given = max.is_present();
     let mut initial = initial.or(secs(1));
@@ -670,26 +583,21 @@ fn dead_letter(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<DeadLetter> {
         .read(ctx, "retention", values::duration)
         .or(secs(14 * 86_400));
     let max_len = d
-        .read(ctx, "max_len", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::MAX,
-                "keep at least one dead letter per partition",
-            )
-        })
+        .count(
+            ctx,
+            "max_len",
+            "keep at least one dead letter per partition",
+        )
         .or(100_000);
     let owner = d
         .read(ctx, "owner", |ctx, it| {
             let owner = values::string(ctx, it)?;
             if owner.trim().is_empty() {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     "owner is empty",
                     "name the team or person paged for dead letters",
                 );
-                return None;
             }
             Some(owner.to_owned())
         })
@@ -720,32 +628,19 @@ fn retention(
     let given = read.is_present();
     let trim_every = r.read(ctx, "trim_every", values::duration).or(secs(60));
     let trim = r
-        .read(ctx, "trim", |ctx, it| {
-            values::choice(ctx, it, TRIM_MODES, "trim mode")
-        })
-        .or("in_process")
-        .map(|t| {
-            if t == "cronjob" {
-                TrimMode::CronJob
-            } else {
-                TrimMode::InProcess
-            }
-        });
+        .choice(
+            ctx,
+            "trim",
+            "trim mode",
+            &[TrimMode::InProcess, TrimMode::CronJob],
+        )
+        .or(TrimMode::InProcess);
     let on_ack = r
-        .read(ctx, "on_ack", |ctx, it| {
-            values::choice(ctx, it, ON_ACK, "on_ack")
-        })
-        .or("keep")
-        .map(|on_ack| {
-            if on_ack == "delete" {
-                OnAck::Delete
-            } else {
-                OnAck::Keep
-            }
-        });
+        .choice(ctx, "on_ack", "on_ack", &[OnAck::Keep, OnAck::Delete])
+        .or(OnAck::Keep);
     if let (Some(TrimMode::CronJob), Some(every)) = (trim, trim_every) {
         if limits::cron_schedule(every).is_none() {
-            ctx.error(
+            return ctx.refuse(
                 &r.at("trim_every"),
                 format!(
                     "{} cannot be a CronJob schedule: cron runs at most once a minute, on whole minutes or hours",
@@ -753,7 +648,6 @@ fn retention(
                 ),
                 "with `trim: cronjob`, set trim_every to whole minutes below an hour (e.g. 5m) or whole hours dividing a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)",
             );
-            return None;
         }
     }
     let min_age = read.or(secs(3 * 86_400))?;
@@ -764,7 +658,7 @@ fn retention(
         };
         if min_age < floor.total() {
             let b = &retry.backoff;
-            ctx.error(
+            return ctx.refuse(
                 &r.at("min_age"),
                 format!(
                     "{}{} is shorter than the {} a job can stay in flight: {} of retry backoff ({} attempts, initial {}, factor {}, max {}) + {} of claim and poison windows (claim.min_idle {} × poison.max_deliveries {})",
@@ -785,7 +679,6 @@ fn retention(
                     round_up_duration(floor.total())
                 ),
             );
-            return None;
         }
     }
     Some(Retention {
@@ -814,15 +707,14 @@ fn dedup(
         .flatten()?;
     if let Some(retention) = retention {
         if retention.on_ack == OnAck::Delete {
-            ctx.error(
+            return ctx.refuse(
                 &d.at("window"),
                 "dedup with retention.on_ack: delete: a duplicate answers the first entry's stream ID, and that entry is deleted as soon as its job is done".to_owned(),
                 "leave out dedup, or set retention.on_ack: keep (the default) so the first entry stays for retention.min_age",
             );
-            return None;
         }
         if window > retention.min_age {
-            ctx.error(
+            return ctx.refuse(
                 &d.at("window"),
                 format!(
                     "dedup.window {} is longer than retention.min_age {}: a duplicate would answer the ID of an entry that may already be trimmed",
@@ -835,7 +727,6 @@ fn dedup(
                     format_duration(window),
                 ),
             );
-            return None;
         }
     }
     Some(Some(Dedup { window }))
@@ -865,21 +756,17 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     names::check_lane_name(ctx, &it.value(), name).then(|| name.to_owned())
                 });
                 let weight = l
-                    .read(ctx, "weight", |ctx, it| {
-                        values::count(
-                            ctx,
-                            it,
-                            1,
-                            MAX_LANE_WEIGHT,
-                            "write a weight from 1 to 1000: weights are shares relative to each other (6, 3 and 1 give 60%, 30% and 10% while every lane has a backlog), and no lane may starve",
-                        )
-                    })
+                    .count(
+                        ctx,
+                        "weight",
+                        "write a weight from 1 to 1000: weights are shares relative to each other (6, 3 and 1 give 60%, 30% and 10% while every lane has a backlog), and no lane may starve",
+                    )
                     .or(1);
                 let default = l.read(ctx, "default", values::boolean).or(false);
                 if let Read::Ok(name) = &name {
                     let here = ctx.position(&l.at("name"));
                     if let Some((_, first)) = named.iter().find(|(n, _)| n == name) {
-                        ctx.error(
+                        ok = ctx.fail(
                             &l.at("name"),
                             format!(
                                 "two lanes are named `{name}` (the first on {}): the name is part of the lane's keys, so both would be one stream",
@@ -887,7 +774,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                             ),
                             "rename one of them, or merge the two into one lane",
                         );
-                        ok = false;
                     } else {
                         named.push((name.clone(), here));
                     }
@@ -900,7 +786,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                                 Some(name) => format!("lane `{name}`"),
                                 None => "another lane".to_owned(),
                             };
-                            ctx.error(
+                            ok = ctx.fail(
                                 &l.at("default"),
                                 format!(
                                     "a second default lane: {first} is already marked `default: true` (on {}), and jobs published without a lane go to exactly one lane",
@@ -908,7 +794,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                                 ),
                                 "keep `default: true` on one lane only (the default lane keeps the queue's unlaned keys, so changing it later swaps the two lanes' backlogs)",
                             );
-                            ok = false;
                         }
                         None => {
                             let name = match &name {
@@ -930,24 +815,15 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                 }
             }
             match items.len() {
-                0 => {
-                    ctx.error(
-                        &it.value(),
-                        "lists no lane: no lanes is the same as one unnamed lane",
-                        "leave `lanes` out, or list at least two",
-                    );
-                    ok = false;
+                n @ (0 | 1) => {
+                    let why = if n == 0 {
+                        "lists no lane: no lanes is the same as one unnamed lane"
+                    } else {
+                        "lists one lane: one lane is the same as no lanes"
+                    };
+                    ok = ctx.fail(&it.value(), why, "leave `lanes` out, or list at least two");
                 }
-                1 => {
-                    ctx.error(
-                        &it.value(),
-                        "lists one lane: one lane is the same as no lanes",
-                        "leave `lanes` out, or list at least two",
-                    );
-                    ok = false;
-                }
-                n if n > MAX_LANES => {
-                    ctx.error(
+                n if n > MAX_LANES => ok = ctx.fail(
                         &it.value(),
                         format!(
                             "{n} lanes, more than {MAX_LANES}: each lane is another stream per partition that every worker of the queue reads"
@@ -955,9 +831,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                         format!(
                             "merge lanes into at most {MAX_LANES} priority classes; work that needs capacity of its own belongs in a queue of its own"
                         ),
-                    );
-                    ok = false;
-                }
+                    ),
                 _ => {}
             }
             if !ok {
@@ -973,7 +847,7 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
         let streams = partitions * lanes.len() as u64;
         if streams > MAX_STREAMS {
             // The runtime numbers a queue's streams (lane × partition) in 16 bits.
-            ctx.error(
+            return ctx.refuse(
                 &q.at("lanes"),
                 format!(
                     "{partitions} partitions × {} lanes = {streams} streams, more than {MAX_STREAMS}",
@@ -983,7 +857,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
                     "keep partitions × lanes at most {MAX_STREAMS}: use fewer partitions or fewer lanes"
                 ),
             );
-            return None;
         }
         if streams > MANY_PARTITIONS {
             ctx.warning(
@@ -1004,15 +877,6 @@ fn lanes(ctx: &mut Ctx<'_>, q: &Object<'_>, partitions: Option<u64>) -> Option<V
 
 /// Most streams (partitions × lanes) a queue may have: as many as partitions.
 const MAX_STREAMS: u64 = 16384;
-
-/// "line 12" for where `first` is, with the column when `here` is on the same line.
-fn first_at(first: Pos, here: Pos) -> String {
-    if first.line == here.line {
-        format!("line {}, column {}", first.line, first.column)
-    } else {
-        format!("line {}", first.line)
-    }
-}
 
 fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {
     let a = q.child(ctx, "admission", &ADMISSION);
@@ -1048,7 +912,7 @@ fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) ->
                         .join(", ")
                 )
             };
-            ctx.error(
+            return ctx.refuse(
                 &p.at("max_bytes"),
                 format!(
                     "{}{} is less than the {needed} bytes one {} entry can need: {header} for the header fields + {body} for the body fields{not_counted}",
@@ -1060,7 +924,6 @@ fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) ->
                     "raise payload.max_bytes to at least {needed}, or lower the fields' max_bytes (the header allowance per field is listed in docs/spec.md)"
                 ),
             );
-            return None;
         }
     }
     Some(Payload { max_bytes })
@@ -1073,15 +936,11 @@ fn alerts(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Alerts> {
         .optional();
     let oldest_ready_age = a.read(ctx, "oldest_ready_age", values::duration).optional();
     let dead_letters = a
-        .read(ctx, "dead_letters", |ctx, it| {
-            values::count(
-                ctx,
-                it,
-                1,
-                u64::MAX,
-                "alert at 1 to be told about every dead letter",
-            )
-        })
+        .count(
+            ctx,
+            "dead_letters",
+            "alert at 1 to be told about every dead letter",
+        )
         .optional();
     Some(Alerts {
         oldest_pending_age: oldest_pending_age?,

@@ -5,7 +5,8 @@ use crate::diagnostic::{Diagnostic, Severity};
 use crate::suggest;
 use crate::yaml::{locate, Node, Pos, Seg, Target};
 
-use super::format::Obj;
+use super::format::{Obj, Prop, Ty};
+use super::values;
 
 /// Collects diagnostics and resolves their positions in the source.
 pub(crate) struct Ctx<'s> {
@@ -50,6 +51,24 @@ impl<'s> Ctx<'s> {
         self.report(Severity::Warning, at, message.into(), Some(help.into()));
     }
 
+    /// Reports an error and reads nothing, for `return ctx.refuse(...)`.
+    pub fn refuse<T>(
+        &mut self,
+        at: &At,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Option<T> {
+        self.error(at, message, help);
+        None
+    }
+
+    /// Reports an error and answers false, for the checks that say whether
+    /// all was well: `ok = ctx.fail(...)`, `return ctx.fail(...)`.
+    pub fn fail(&mut self, at: &At, message: impl Into<String>, help: impl Into<String>) -> bool {
+        self.error(at, message, help);
+        false
+    }
+
     fn report(&mut self, severity: Severity, at: &At, message: String, help: Option<String>) {
         let pos = self.position(at);
         self.push_at(severity, pos, at.path.clone(), message, help);
@@ -90,17 +109,17 @@ impl<'s> Ctx<'s> {
     pub fn report_at_keys(
         &mut self,
         severity: Severity,
-        keys: &[&str],
+        keys: &[impl AsRef<str>],
         target: Target,
         message: impl Into<String>,
         help: impl Into<String>,
     ) {
         let at = At {
-            segs: keys.iter().map(|k| Seg::key(*k)).collect(),
+            segs: keys.iter().map(|k| Seg::key(k.as_ref())).collect(),
             target,
             path: keys
                 .iter()
-                .fold(String::new(), |path, key| join(&path, key)),
+                .fold(String::new(), |path, key| join(&path, key.as_ref())),
         };
         self.report(severity, &at, message.into(), Some(help.into()));
     }
@@ -209,12 +228,11 @@ pub(crate) fn entries<'a>(
     help: &str,
 ) -> Option<Vec<(String, Item<'a>)>> {
     let Node::Map(pairs) = item.node else {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             format!("expected {expected}, found {}", item.node.kind()),
             help,
         );
-        return None;
     };
     let mut out: Vec<(String, Item<'a>)> = Vec::with_capacity(pairs.len());
     let mut seen: Vec<(String, usize)> = Vec::new();
@@ -245,13 +263,9 @@ pub(crate) fn entries<'a>(
                 .find(|(k, _)| *k == text)
                 .map(|(_, first)| ctx.position(&first.key()));
             let here = ctx.position(&child.key());
-            let first = match first {
-                Some(pos) if pos.line == here.line => {
-                    format!(" (first on line {}, column {})", pos.line, pos.column)
-                }
-                Some(pos) => format!(" (first on line {})", pos.line),
-                None => String::new(),
-            };
+            let first = first.map_or(String::new(), |first| {
+                format!(" (first on {})", first_at(first, here))
+            });
             ctx.error(
                 &child.key(),
                 format!("duplicate key `{text}`{first}"),
@@ -262,6 +276,15 @@ pub(crate) fn entries<'a>(
         out.push((text, child));
     }
     Some(out)
+}
+
+/// "line 12" for where `first` is, with the column when `here` is on the same line.
+pub(crate) fn first_at(first: Pos, here: Pos) -> String {
+    if first.line == here.line {
+        format!("line {}, column {}", first.line, first.column)
+    } else {
+        format!("line {}", first.line)
+    }
 }
 
 /// A mapping with the fixed keys of `obj`. An absent one (its key left out)
@@ -371,10 +394,7 @@ impl<'a> Object<'a> {
     /// The sub-mapping at `key`; empty (all defaults) when absent.
     pub fn child(&self, ctx: &mut Ctx<'_>, key: &str, obj: &'static Obj) -> Object<'a> {
         match self.get(key) {
-            Some(item) => {
-                let item = item.clone();
-                object(ctx, &item, obj)
-            }
+            Some(item) => object(ctx, item, obj),
             None => Object {
                 obj,
                 path: join(&self.path, key),
@@ -409,11 +429,45 @@ impl<'a> Object<'a> {
         }
         match self.get(key) {
             None => Read::Absent,
-            Some(item) => {
-                let item = item.clone();
-                parse(ctx, &item).map_or(Read::Bad, Read::Ok)
-            }
+            Some(item) => parse(ctx, item).map_or(Read::Bad, Read::Ok),
         }
+    }
+
+    /// Reads the whole number at `key` within the bounds its entry in
+    /// `format` gives; `why` explains them in the help.
+    pub fn count(&self, ctx: &mut Ctx<'_>, key: &str, why: &str) -> Read<u64> {
+        let Ty::Int { min, max } = self.prop(key).ty else {
+            panic!("`{key}` of {} is not a whole number", self.obj.name)
+        };
+        self.read(ctx, key, |ctx, it| values::count(ctx, it, min, max, why))
+    }
+
+    /// Reads `key`, one of the choices its entry in `format` lists, as the
+    /// item of `meanings` in the same place; `what` names it in messages.
+    pub fn choice<T: Copy>(
+        &self,
+        ctx: &mut Ctx<'_>,
+        key: &str,
+        what: &str,
+        meanings: &[T],
+    ) -> Read<T> {
+        let Ty::Choice(options) = self.prop(key).ty else {
+            panic!("`{key}` of {} is not a choice", self.obj.name)
+        };
+        assert_eq!(options.len(), meanings.len(), "the meanings of `{key}`");
+        self.read(ctx, key, |ctx, it| {
+            let chosen = values::choice(ctx, it, options, what)?;
+            options
+                .iter()
+                .position(|o| *o == chosen)
+                .map(|i| meanings[i])
+        })
+    }
+
+    fn prop(&self, key: &str) -> &'static Prop {
+        self.obj
+            .prop(key)
+            .unwrap_or_else(|| panic!("`{key}` is not a key of {}", self.obj.name))
     }
 
     /// Where a problem with `key` is reported: its value when present,

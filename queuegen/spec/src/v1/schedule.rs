@@ -11,7 +11,7 @@ use crate::units::format_duration;
 use crate::yaml::Node;
 
 use super::envelope::constant_value;
-use super::format::{MISSED, SCHEDULE};
+use super::format::SCHEDULE;
 use super::names;
 use super::read::{entries, object, Ctx, Item, Object, Read};
 use super::values;
@@ -40,16 +40,15 @@ pub(crate) fn schedules(
     spec: &Object<'_>,
     known: &Known<'_>,
 ) -> Option<Vec<Schedule>> {
-    let Some(item) = spec.get("schedules") else {
+    let Some(item) = spec
+        .get("schedules")
+        .filter(|it| !matches!(it.node, Node::Null))
+    else {
         return Some(Vec::new());
     };
-    let item = item.clone();
-    if matches!(item.node, Node::Null) {
-        return Some(Vec::new());
-    }
     let found = entries(
         ctx,
-        &item,
+        item,
         "a mapping of schedule names to schedules",
         "write `schedules:` as a mapping keyed by name, e.g. `nightly: { queue: export, cron: \"0 2 * * *\" }`",
     )?;
@@ -84,20 +83,18 @@ fn schedule(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>, known: &Known<'_>) -
         .read(ctx, "tenant", |ctx, it| {
             let text = values::string(ctx, it)?;
             if text.len() > MAX_TENANT_BYTES {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     format!("tenant is {} bytes, more than {MAX_TENANT_BYTES}", text.len()),
                     "shorten it: the payload check allows 64 bytes for the tenant header",
                 );
-                return None;
             }
             if text.is_empty() {
-                ctx.error(
+                return ctx.refuse(
                     &it.value(),
                     "tenant must not be empty",
                     "name the tenant the jobs belong to, or leave `tenant` out for the service name",
                 );
-                return None;
             }
             Some(text.to_owned())
         })
@@ -128,17 +125,13 @@ fn schedule(ctx: &mut Ctx<'_>, name: &str, item: &Item<'_>, known: &Known<'_>) -
         }
     }
     let missed = s
-        .read(ctx, "missed", |ctx, it| {
-            values::choice(ctx, it, MISSED, "missed policy")
-        })
-        .or("skip")
-        .map(|m| {
-            if m == "run_once" {
-                Missed::RunOnce
-            } else {
-                Missed::Skip
-            }
-        });
+        .choice(
+            ctx,
+            "missed",
+            "missed policy",
+            &[Missed::Skip, Missed::RunOnce],
+        )
+        .or(Missed::Skip);
     let default_grace = match &cadence {
         Some(Cadence::Every(period)) => (*period).min(MAX_DEFAULT_GRACE),
         _ => MAX_DEFAULT_GRACE,
@@ -184,12 +177,11 @@ fn find_queue<'m>(
             declared.iter().map(String::as_str),
             "declared queues are",
         );
-        ctx.error(
+        return ctx.refuse(
             &s.at("queue"),
             format!("no queue named `{wanted}`"),
             format!("{help}; or declare the queue under `queues`"),
         );
-        return None;
     }
     // A queue that is declared but invalid was reported where it is.
     known.queues.iter().find(|q| q.name == wanted).copied()
@@ -224,34 +216,30 @@ fn cadence_of(ctx: &mut Ctx<'_>, s: &Object<'_>) -> Option<Cadence> {
                     Some(best) => format!("did you mean `{best}`?"),
                     None => "write an IANA time zone name such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\"".to_owned(),
                 };
-                ctx.error(&it.value(), err.message, help);
-                None
+                ctx.refuse(&it.value(), err.message, help)
             }
         }
     });
     if cron.is_present() && every.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.at("every"),
             "a schedule has either `cron` or `every`, not both",
             "keep `cron` for wall-clock times (\"0 2 * * *\"), or `every` for a fixed period; remove the other",
         );
-        return None;
     }
     if !cron.is_present() && !every.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.anchor(),
             "missing `cron` or `every`: a schedule needs one of them",
             "add `cron: \"0 2 * * *\"` (with `timezone`, default UTC) or `every: 10m`",
         );
-        return None;
     }
     if every.is_present() && timezone.is_present() {
-        ctx.error(
+        return ctx.refuse(
             &s.at("timezone"),
             "`timezone` only applies to `cron`",
             "remove `timezone`: `every` ticks at multiples of its period since the Unix epoch, the same instant in every zone",
         );
-        return None;
     }
     match (cron, every) {
         (Read::Ok(expression), _) => Some(Cadence::Cron {
@@ -275,21 +263,14 @@ fn body(
     s: &Object<'_>,
     envelope: Option<&Envelope>,
 ) -> Option<Vec<(String, String)>> {
-    let given = match s.get("body") {
+    let given = match s.get("body").filter(|it| !matches!(it.node, Node::Null)) {
         None => Vec::new(),
-        Some(item) => {
-            let item = item.clone();
-            if matches!(item.node, Node::Null) {
-                Vec::new()
-            } else {
-                entries(
-                    ctx,
-                    &item,
-                    "a mapping of field names to constants",
-                    "write `body:` as a mapping of the envelope's fields to values, e.g. `body: { subject_ref: nightly }`",
-                )?
-            }
-        }
+        Some(item) => entries(
+            ctx,
+            item,
+            "a mapping of field names to constants",
+            "write `body:` as a mapping of the envelope's fields to values, e.g. `body: { subject_ref: nightly }`",
+        )?,
     };
     // Without a valid envelope nothing more can be said.
     let envelope = envelope?;
@@ -297,7 +278,7 @@ fn body(
     let mut values: Vec<(String, String)> = Vec::new();
     for (field_name, it) in &given {
         if HEADER_FIELDS.iter().any(|h| h.name == field_name) {
-            ctx.error(
+            ok = ctx.fail(
                 &it.key(),
                 format!("`{field_name}` is a header field, which the schedule sets"),
                 if field_name == "tenant" {
@@ -306,7 +287,6 @@ fn body(
                     "remove it: the job_id is `<schedule>@<tick>`, and the other header fields are the runtime's".to_owned()
                 },
             );
-            ok = false;
             continue;
         }
         let Some(field) = envelope.field(field_name) else {
@@ -315,12 +295,11 @@ fn body(
                 envelope.fields.iter().map(|f| f.name.as_str()),
                 &format!("the fields of {} are", envelope.name),
             );
-            ctx.error(
+            ok = ctx.fail(
                 &it.key(),
                 format!("envelope {} has no field `{field_name}`", envelope.name),
                 help,
             );
-            ok = false;
             continue;
         };
         match constant_value(ctx, it, &field.ty, field.max_bytes, "value") {
@@ -340,7 +319,7 @@ fn body(
             FieldType::Enum { values } => values.first().cloned().unwrap_or_default(),
             _ => "0".to_owned(),
         };
-        ctx.error(
+        ok = ctx.fail(
             &s.at("body"),
             format!(
                 "the body lacks `{}`, a required field of envelope {} ({})",
@@ -350,7 +329,6 @@ fn body(
             ),
             format!("add `{}: {example}` to `body`", field.name),
         );
-        ok = false;
     }
     if !ok {
         return None;

@@ -14,35 +14,25 @@ pub(crate) fn duration(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<Duration> {
     match item.node {
         Node::Str(text) => match units::parse_duration(text) {
             Ok(d) if d.is_zero() => {
-                ctx.error(&item.value(), "must be longer than zero", DURATION_HELP);
-                None
+                ctx.refuse(&item.value(), "must be longer than zero", DURATION_HELP)
             }
             Ok(d) => Some(d),
-            Err(reason) => {
-                ctx.error(
-                    &item.value(),
-                    format!("`{text}` is not a duration: {reason}"),
-                    DURATION_HELP,
-                );
-                None
-            }
-        },
-        Node::Int(n) => {
-            ctx.error(
+            Err(reason) => ctx.refuse(
                 &item.value(),
-                format!("`{n}` is not a duration: it has no unit"),
-                format!("write `{n}s` for seconds; units are ms, s, m, h and d"),
-            );
-            None
-        }
-        other => {
-            ctx.error(
-                &item.value(),
-                format!("expected a duration such as 30s, found {}", other.kind()),
+                format!("`{text}` is not a duration: {reason}"),
                 DURATION_HELP,
-            );
-            None
-        }
+            ),
+        },
+        Node::Int(n) => ctx.refuse(
+            &item.value(),
+            format!("`{n}` is not a duration: it has no unit"),
+            format!("write `{n}s` for seconds; units are ms, s, m, h and d"),
+        ),
+        other => ctx.refuse(
+            &item.value(),
+            format!("expected a duration such as 30s, found {}", other.kind()),
+            DURATION_HELP,
+        ),
     }
 }
 
@@ -51,34 +41,28 @@ pub(crate) fn size(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<u64> {
     let bytes = match item.node {
         Node::Int(n) => match u64::try_from(*n) {
             Ok(n) => n,
-            Err(_) => {
-                ctx.error(&item.value(), format!("`{n}` is not a size"), SIZE_HELP);
-                return None;
-            }
+            Err(_) => return ctx.refuse(&item.value(), format!("`{n}` is not a size"), SIZE_HELP),
         },
         Node::Str(text) => match units::parse_size(text) {
             Ok(n) => n,
             Err(reason) => {
-                ctx.error(
+                return ctx.refuse(
                     &item.value(),
                     format!("`{text}` is not a size: {reason}"),
                     SIZE_HELP,
-                );
-                return None;
+                )
             }
         },
         other => {
-            ctx.error(
+            return ctx.refuse(
                 &item.value(),
                 format!("expected a size such as 2KiB, found {}", other.kind()),
                 SIZE_HELP,
-            );
-            return None;
+            )
         }
     };
     if bytes == 0 {
-        ctx.error(&item.value(), "must be at least 1 byte", SIZE_HELP);
-        return None;
+        return ctx.refuse(&item.value(), "must be at least 1 byte", SIZE_HELP);
     }
     Some(bytes)
 }
@@ -94,39 +78,28 @@ pub(crate) fn count(
     let n = match item.node {
         Node::Int(n) => *n,
         Node::Str(text) if text.trim().parse::<i128>().is_ok() => {
-            ctx.error(
+            return ctx.refuse(
                 &item.value(),
                 format!("expected a whole number, found the string \"{text}\""),
                 format!("write {} without quotes", text.trim()),
-            );
-            return None;
+            )
         }
         other => {
-            ctx.error(
+            return ctx.refuse(
                 &item.value(),
                 format!("expected a whole number, found {}", other.kind()),
                 format!("write a whole number from {min} to {max}"),
-            );
-            return None;
+            )
         }
     };
-    if n < i128::from(min) {
-        ctx.error(
-            &item.value(),
-            format!("must be at least {min}, found {n}"),
-            why.to_owned(),
-        );
-        return None;
-    }
-    if n > i128::from(max) {
-        ctx.error(
-            &item.value(),
-            format!("must be at most {max}, found {n}"),
-            why.to_owned(),
-        );
-        return None;
-    }
-    u64::try_from(n).ok()
+    let problem = if n < i128::from(min) {
+        format!("must be at least {min}, found {n}")
+    } else if n > i128::from(max) {
+        format!("must be at most {max}, found {n}")
+    } else {
+        return u64::try_from(n).ok();
+    };
+    ctx.refuse(&item.value(), problem, why)
 }
 
 /// A number (integer or decimal) of at least 1.
@@ -135,21 +108,19 @@ pub(crate) fn factor(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<f64> {
         Node::Int(n) => *n as f64,
         Node::Float(f) => *f,
         other => {
-            ctx.error(
+            return ctx.refuse(
                 &item.value(),
                 format!("expected a number such as 2 or 1.5, found {}", other.kind()),
                 "write the growth per attempt as a number of at least 1",
-            );
-            return None;
+            )
         }
     };
     if !value.is_finite() || value < 1.0 {
-        ctx.error(
+        return ctx.refuse(
             &item.value(),
             format!("must be at least 1, found {value}"),
             "a factor below 1 would shrink the delay with every attempt; use 1 for a constant delay",
         );
-        return None;
     }
     Some(value)
 }
@@ -157,22 +128,16 @@ pub(crate) fn factor(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<f64> {
 pub(crate) fn boolean(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<bool> {
     match item.node {
         Node::Bool(b) => Some(*b),
-        Node::Str(text) if text == "true" || text == "false" => {
-            ctx.error(
-                &item.value(),
-                format!("expected true or false, found the string \"{text}\""),
-                format!("write {text} without quotes"),
-            );
-            None
-        }
-        other => {
-            ctx.error(
-                &item.value(),
-                format!("expected true or false, found {}", other.kind()),
-                "write true or false",
-            );
-            None
-        }
+        Node::Str(text) if text == "true" || text == "false" => ctx.refuse(
+            &item.value(),
+            format!("expected true or false, found the string \"{text}\""),
+            format!("write {text} without quotes"),
+        ),
+        other => ctx.refuse(
+            &item.value(),
+            format!("expected true or false, found {}", other.kind()),
+            "write true or false",
+        ),
     }
 }
 
@@ -181,22 +146,16 @@ pub(crate) fn boolean(ctx: &mut Ctx<'_>, item: &Item<'_>) -> Option<bool> {
 pub(crate) fn string<'a>(ctx: &mut Ctx<'_>, item: &Item<'a>) -> Option<&'a str> {
     match item.node {
         Node::Str(text) => Some(text),
-        other @ (Node::Int(_) | Node::Float(_) | Node::Bool(_)) => {
-            ctx.error(
-                &item.value(),
-                format!("expected a string, found {}", other.kind()),
-                format!("quote it: \"{}\"", other.key_text()),
-            );
-            None
-        }
-        other => {
-            ctx.error(
-                &item.value(),
-                format!("expected a string, found {}", other.kind()),
-                "write a string",
-            );
-            None
-        }
+        other @ (Node::Int(_) | Node::Float(_) | Node::Bool(_)) => ctx.refuse(
+            &item.value(),
+            format!("expected a string, found {}", other.kind()),
+            format!("quote it: \"{}\"", other.key_text()),
+        ),
+        other => ctx.refuse(
+            &item.value(),
+            format!("expected a string, found {}", other.kind()),
+            "write a string",
+        ),
     }
 }
 
@@ -210,12 +169,11 @@ pub(crate) fn choice(
     let text = match item.node {
         Node::Str(text) => text.clone(),
         Node::Null | Node::Seq(_) | Node::Map(_) => {
-            ctx.error(
+            return ctx.refuse(
                 &item.value(),
                 format!("expected a {what}, found {}", item.node.kind()),
                 suggest::help("", options.iter().copied(), "one of"),
-            );
-            return None;
+            )
         }
         other => other.key_text(),
     };
@@ -227,8 +185,7 @@ pub(crate) fn choice(
         let all: Vec<_> = options.iter().map(|o| format!("`{o}`")).collect();
         help = format!("{help} (one of {})", all.join(", "));
     }
-    ctx.error(&item.value(), format!("unknown {what} `{text}`"), help);
-    None
+    ctx.refuse(&item.value(), format!("unknown {what} `{text}`"), help)
 }
 
 /// The items of a list.
@@ -241,13 +198,10 @@ pub(crate) fn list<'a>(ctx: &mut Ctx<'_>, item: &Item<'a>, example: &str) -> Opt
                 .map(|(i, node)| item.index(i, node))
                 .collect(),
         ),
-        other => {
-            ctx.error(
-                &item.value(),
-                format!("expected a list, found {}", other.kind()),
-                format!("write a list: {example}"),
-            );
-            None
-        }
+        other => ctx.refuse(
+            &item.value(),
+            format!("expected a list, found {}", other.kind()),
+            format!("write a list: {example}"),
+        ),
     }
 }
