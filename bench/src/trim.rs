@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::trim::{self, StreamRole, TrimOptions};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{QueueConfig, Redis};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -93,7 +94,7 @@ async fn build<C: ConnectionLike>(conn: &mut C, config: &QueueConfig, size: u64)
     let now = trim::server_time_ms(conn).await?;
     let start = now - 2 * HOUR_MS - size;
     let id = |n: u64| StreamId::new(start + n, 0).to_string();
-    let ready = config.ready_key(0);
+    let ready = config.ready_key(StreamSlot::new(0));
     let mut n = 0;
     while n < size {
         let mut pipe = redis::pipe();
@@ -118,7 +119,7 @@ async fn build<C: ConnectionLike>(conn: &mut C, config: &QueueConfig, size: u64)
         pipe.query_async::<()>(conn).await.context("XADD")?;
         n += BUILD_BATCH;
     }
-    let dead = config.dead_key(0);
+    let dead = config.dead_key(StreamSlot::new(0));
     let mut pipe = redis::pipe();
     for i in 0..(size / 100).max(1) {
         pipe.cmd("XADD")
@@ -169,7 +170,7 @@ async fn pass(
     let before = server_counts(&mut probe).await?;
     let mut conn = Counting::new(redis.shared());
     let started = Instant::now();
-    let streams = trim::trim_partition(&mut conn, config, 0, options).await?;
+    let streams = trim::trim_partition(&mut conn, config, StreamSlot::new(0), options).await?;
     let elapsed = started.elapsed();
     let after = server_counts(&mut probe).await?;
     let mut removed = (0, 0);

@@ -46,7 +46,7 @@ pub(crate) fn pipe_command<F: FunctionCall>(pipe: &mut redis::Pipeline, name: &s
 pub(crate) struct CallContext<'a> {
     pub function: &'a str,
     pub key: String,
-    pub partition: u16,
+    pub partition: crate::Partition,
     pub job: &'a str,
     /// The pending entry the call settles and the consumer settling it, for
     /// [`TransitionError::NotOwner`].

@@ -20,6 +20,7 @@ use super::shutdown::Flag;
 use crate::config::QueueConfig;
 use crate::connect::{Connection, Redis};
 use crate::handler::Ownership;
+use crate::stream_slot::StreamSlot;
 
 /// State shared by every loop and job task of one running worker.
 pub(super) struct Core {
@@ -91,12 +92,12 @@ impl Core {
     }
 
     /// The ready stream key of `partition`.
-    pub(super) fn ready_key(&self, partition: u16) -> &str {
-        &self.ready_keys[usize::from(partition)]
+    pub(super) fn ready_key(&self, partition: StreamSlot) -> &str {
+        &self.ready_keys[usize::from(partition.index())]
     }
 
     /// The claim epoch key of `partition`.
-    pub(super) fn claims_key(&self, partition: u16) -> &str {
-        &self.claims_keys[usize::from(partition)]
+    pub(super) fn claims_key(&self, partition: StreamSlot) -> &str {
+        &self.claims_keys[usize::from(partition.index())]
     }
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::WorkerReport;
 use crate::metrics::{FailedTransition, JobOutcome, Settlement, StreamRole, TrimOutcome};
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{DeadReason, DueSet};
 
 #[cfg(feature = "metrics")]
@@ -59,12 +60,12 @@ impl Events {
     pub(super) fn metered(
         metrics: &WorkerMetrics,
         config: &crate::config::QueueConfig,
-        partitions: &[u16],
+        partitions: &[StreamSlot],
     ) -> Events {
         // By stream number; a partition's lanes share its series.
         let mut table: Vec<Option<PartitionMeters>> = (0..config.streams()).map(|_| None).collect();
         for &stream in partitions {
-            if let Some(slot) = table.get_mut(usize::from(stream)) {
+            if let Some(slot) = table.get_mut(usize::from(stream.index())) {
                 let partition = config.partition_of_stream(stream);
                 let mut meters = metrics.partition(&config.queue, &config.group, partition);
                 if config.retention.delete_on_ack {
@@ -95,7 +96,9 @@ impl Events {
                     .rate
                     .map(|_| metrics.rate_limited(&config.queue, &config.group)),
                 lane_deliveries: (0..config.lanes.len() as u16)
-                    .filter_map(|slot| config.lane_of_stream(slot * config.partitions))
+                    .filter_map(|slot| {
+                        config.lane_of_stream(StreamSlot::new(slot * config.partitions))
+                    })
                     .map(|lane| metrics.lane_deliveries(&config.queue, &config.group, &lane.name))
                     .collect(),
                 trim: metrics.trim().clone(),
@@ -105,11 +108,11 @@ impl Events {
 
     /// The metric handles of `partition`, when installed and worked here.
     #[inline]
-    fn partition(&self, partition: u16) -> Option<&PartitionMeters> {
+    fn partition(&self, partition: StreamSlot) -> Option<&PartitionMeters> {
         self.installed
             .as_ref()?
             .partitions
-            .get(usize::from(partition))?
+            .get(usize::from(partition.index()))?
             .as_ref()
     }
 }
@@ -143,7 +146,12 @@ impl Events {
     /// [`Events::handler_started`] returned. A panic leaves its job
     /// pending: it counts as failed too.
     #[inline]
-    pub(super) fn handled(&self, partition: u16, outcome: JobOutcome, started: Option<Instant>) {
+    pub(super) fn handled(
+        &self,
+        partition: StreamSlot,
+        outcome: JobOutcome,
+        started: Option<Instant>,
+    ) {
         add(&self.counts.handled, 1);
         if outcome == JobOutcome::Panic {
             add(&self.counts.failed, 1);
@@ -160,7 +168,7 @@ impl Events {
     }
 
     /// An entry of `partition` did not decode as the envelope; no handler ran.
-    pub(super) fn malformed(&self, partition: u16) {
+    pub(super) fn malformed(&self, partition: StreamSlot) {
         add(&self.counts.decode_errors, 1);
         #[cfg(feature = "metrics")]
         self.job_outcome(partition, JobOutcome::Malformed);
@@ -174,7 +182,7 @@ impl Events {
 
     /// Acks under `retention.on_ack: delete` on the `XACKDEL` path:
     /// `deleted` entries went with their ack, `kept` stayed for another group.
-    pub(super) fn acked_on_delete(&self, partition: u16, deleted: u64, kept: u64) {
+    pub(super) fn acked_on_delete(&self, partition: StreamSlot, deleted: u64, kept: u64) {
         add(&self.counts.deleted_on_ack, deleted);
         add(&self.counts.kept_on_ack, kept);
         #[cfg(feature = "metrics")]
@@ -185,7 +193,7 @@ impl Events {
     }
 
     /// `entries` done jobs of `partition` whose ack failed: they stay pending.
-    pub(super) fn ack_failed(&self, partition: u16, entries: u64) {
+    pub(super) fn ack_failed(&self, partition: StreamSlot, entries: u64) {
         add(&self.counts.failed, entries);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -194,7 +202,7 @@ impl Events {
     }
 
     /// A job of `partition` was moved to the retry set.
-    pub(super) fn retry_scheduled(&self, partition: u16) {
+    pub(super) fn retry_scheduled(&self, partition: StreamSlot) {
         add(&self.counts.retried, 1);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -203,7 +211,7 @@ impl Events {
     }
 
     /// An entry of `partition` was moved to the dead-letter stream for `reason`.
-    pub(super) fn dead_lettered(&self, partition: u16, reason: DeadReason) {
+    pub(super) fn dead_lettered(&self, partition: StreamSlot, reason: DeadReason) {
         add(&self.counts.dead_lettered, 1);
         #[cfg(feature = "metrics")]
         self.dead_letter_metric(partition, reason, 1);
@@ -215,14 +223,18 @@ impl Events {
     }
 
     /// A job's own `transition` (its retry or dead letter) failed: it stays pending.
-    pub(super) fn settlement_failed(&self, partition: u16, transition: FailedTransition) {
+    pub(super) fn settlement_failed(&self, partition: StreamSlot, transition: FailedTransition) {
         add(&self.counts.failed, 1);
         self.loop_transition_failed(partition, transition);
     }
 
     /// A loop's `transition` (a promotion, a poison quarantine) failed; the
     /// loop tries again next pass, and no job counts as failed.
-    pub(super) fn loop_transition_failed(&self, partition: u16, transition: FailedTransition) {
+    pub(super) fn loop_transition_failed(
+        &self,
+        partition: StreamSlot,
+        transition: FailedTransition,
+    ) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.transition_failures[transition.index()].inc();
@@ -230,7 +242,12 @@ impl Events {
     }
 
     /// `entries` of `partition` whose `settlement` was refused: no longer this worker's.
-    pub(super) fn ownership_lost(&self, partition: u16, settlement: Settlement, entries: u64) {
+    pub(super) fn ownership_lost(
+        &self,
+        partition: StreamSlot,
+        settlement: Settlement,
+        entries: u64,
+    ) {
         add(&self.counts.ownership_lost, entries);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -239,7 +256,7 @@ impl Events {
     }
 
     /// `entries` of `partition` left pending when the shutdown budget ran out.
-    pub(super) fn left_pending(&self, partition: u16, entries: u64) {
+    pub(super) fn left_pending(&self, partition: StreamSlot, entries: u64) {
         add(&self.counts.in_flight_left_pending, entries);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -279,7 +296,7 @@ impl Events {
     }
 
     /// Whether `partition` is paused now, as this worker last read it.
-    pub(super) fn intake_paused(&self, partition: u16, paused: bool) {
+    pub(super) fn intake_paused(&self, partition: StreamSlot, paused: bool) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.intake_paused.set(i64::from(paused));
@@ -289,7 +306,7 @@ impl Events {
     // Recovery's events.
 
     /// An idle entry of `partition` was claimed and its job started here.
-    pub(super) fn claimed(&self, partition: u16) {
+    pub(super) fn claimed(&self, partition: StreamSlot) {
         add(&self.counts.claimed, 1);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -298,7 +315,7 @@ impl Events {
     }
 
     /// Recovery of `partition` waited `waited` for the claim rate.
-    pub(super) fn claim_throttled(&self, partition: u16, waited: Duration) {
+    pub(super) fn claim_throttled(&self, partition: StreamSlot, waited: Duration) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.claim_throttled.inc_by(waited.as_secs_f64());
@@ -307,7 +324,7 @@ impl Events {
 
     /// A poison entry of `partition` was quarantined (and reported
     /// [`Events::dead_lettered`], reason `poison`, by its dead letter).
-    pub(super) fn quarantined(&self, partition: u16) {
+    pub(super) fn quarantined(&self, partition: StreamSlot) {
         add(&self.counts.quarantined, 1);
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
@@ -316,7 +333,7 @@ impl Events {
     }
 
     /// `entries` pending entries of `partition` were found deleted from the stream.
-    pub(super) fn pending_deleted(&self, partition: u16, entries: u64) {
+    pub(super) fn pending_deleted(&self, partition: StreamSlot, entries: u64) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             meters.pending_deleted.inc_by(entries);
@@ -326,7 +343,7 @@ impl Events {
     // The scheduler's events.
 
     /// `jobs` due members of `set` moved to `partition`'s ready stream.
-    pub(super) fn promoted(&self, partition: u16, set: DueSet, jobs: u64) {
+    pub(super) fn promoted(&self, partition: StreamSlot, set: DueSet, jobs: u64) {
         match set {
             DueSet::Retries => add(&self.counts.promoted, jobs),
             DueSet::Delayed => add(&self.counts.delayed_promoted, jobs),
@@ -344,7 +361,7 @@ impl Events {
     /// were dead-lettered by the promote function: recorded as `decode_error`
     /// dead letters in the metrics, not counted in the report (their jobs
     /// never ran here).
-    pub(super) fn unpromotable(&self, partition: u16, members: u64) {
+    pub(super) fn unpromotable(&self, partition: StreamSlot, members: u64) {
         #[cfg(feature = "metrics")]
         self.dead_letter_metric(partition, DeadReason::DecodeError, members);
     }
@@ -359,7 +376,7 @@ impl Events {
     /// This worker took (`true`) or left `partition`'s recovery and
     /// scheduler. Up or down by one, not set: workers of one process that
     /// share the metrics share the series.
-    pub(super) fn loops_leader(&self, partition: u16, leading: bool) {
+    pub(super) fn loops_leader(&self, partition: StreamSlot, leading: bool) {
         #[cfg(feature = "metrics")]
         if let Some(meters) = self.partition(partition) {
             if leading {
@@ -373,23 +390,28 @@ impl Events {
     // The trimmer's events.
 
     /// One trim pass over `stream` of `partition` ended with `outcome`.
-    pub(super) fn trim_pass(&self, partition: u16, stream: StreamRole, outcome: TrimOutcome) {
+    pub(super) fn trim_pass(
+        &self,
+        partition: StreamSlot,
+        stream: StreamRole,
+        outcome: TrimOutcome,
+    ) {
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
             installed
                 .trim
-                .pass(&installed.queue, partition, stream, outcome);
+                .pass(&installed.queue, trim_label(partition), stream, outcome);
         }
     }
 
     /// `entries` removed from `stream` of `partition`.
-    pub(super) fn trimmed(&self, partition: u16, stream: StreamRole, entries: u64) {
+    pub(super) fn trimmed(&self, partition: StreamSlot, stream: StreamRole, entries: u64) {
         add(&self.counts.trimmed, entries);
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
             installed
                 .trim
-                .removed(&installed.queue, partition, stream, entries);
+                .removed(&installed.queue, trim_label(partition), stream, entries);
         }
     }
 
@@ -399,18 +421,26 @@ impl Events {
     }
 }
 
+/// The `partition` label of the trim series: the stream's number, as the
+/// trimmer has always recorded it (only in the default lane is that the
+/// partition's; see the report of issue 27).
+#[cfg(feature = "metrics")]
+fn trim_label(stream: StreamSlot) -> crate::stream_slot::Partition {
+    crate::stream_slot::Partition::new(stream.index())
+}
+
 #[cfg(feature = "metrics")]
 impl Events {
     /// Counts a delivery's `outcome` in `partition`'s jobs series.
     #[inline]
-    fn job_outcome(&self, partition: u16, outcome: JobOutcome) {
+    fn job_outcome(&self, partition: StreamSlot, outcome: JobOutcome) {
         if let Some(meters) = self.partition(partition) {
             meters.jobs[outcome.index()].inc();
         }
     }
 
     /// Counts `entries` dead letters of `partition` under `reason`.
-    fn dead_letter_metric(&self, partition: u16, reason: DeadReason, entries: u64) {
+    fn dead_letter_metric(&self, partition: StreamSlot, reason: DeadReason, entries: u64) {
         if let Some(meters) = self.partition(partition) {
             meters.dead_letters[reason.index()].inc_by(entries);
         }
@@ -461,18 +491,19 @@ mod tests {
             partitions: 4,
             ..crate::config::tests::OCR
         };
-        let events = Events::metered(&metrics, &config, &[1, 3]);
-        events.handled(1, JobOutcome::Done, None);
-        events.handled(2, JobOutcome::Panic, None);
-        events.dead_lettered(3, DeadReason::Poison);
+        let events = Events::metered(&metrics, &config, &[1, 3].map(StreamSlot::new));
+        events.handled(StreamSlot::new(1), JobOutcome::Done, None);
+        events.handled(StreamSlot::new(2), JobOutcome::Panic, None);
+        events.dead_lettered(StreamSlot::new(3), DeadReason::Poison);
         assert_eq!(
-            events.partition(1).unwrap().jobs[JobOutcome::Done.index()].get(),
+            events.partition(StreamSlot::new(1)).unwrap().jobs[JobOutcome::Done.index()].get(),
             1
         );
-        assert!(events.partition(2).is_none());
-        assert!(events.partition(9).is_none());
+        assert!(events.partition(StreamSlot::new(2)).is_none());
+        assert!(events.partition(StreamSlot::new(9)).is_none());
         assert_eq!(
-            events.partition(3).unwrap().dead_letters[DeadReason::Poison.index()].get(),
+            events.partition(StreamSlot::new(3)).unwrap().dead_letters[DeadReason::Poison.index()]
+                .get(),
             1
         );
         let report = events.report();

@@ -32,6 +32,7 @@ use super::{every, Core};
 use crate::config::QueueConfig;
 use crate::error::{Error, OperationError, Result};
 use crate::lease::{self, Lease};
+use crate::stream_slot::StreamSlot;
 
 /// Ticks a lease lasts: a leader missing two renewals in a row still leads.
 const TICKS_PER_LEASE: u32 = 3;
@@ -63,12 +64,12 @@ impl Leadership {
     }
 
     /// Whether this worker runs `partition`'s recovery and scheduler now.
-    pub(super) fn leads(&self, partition: u16) -> bool {
-        self.leading[usize::from(partition)].load(Ordering::Relaxed)
+    pub(super) fn leads(&self, partition: StreamSlot) -> bool {
+        self.leading[usize::from(partition.index())].load(Ordering::Relaxed)
     }
 
     /// The partitions of `partitions` this worker leads now.
-    pub(super) fn led(&self, partitions: &[u16]) -> Vec<u16> {
+    pub(super) fn led(&self, partitions: &[StreamSlot]) -> Vec<StreamSlot> {
         partitions
             .iter()
             .copied()
@@ -76,8 +77,8 @@ impl Leadership {
             .collect()
     }
 
-    fn set(&self, partition: u16, leading: bool) {
-        self.leading[usize::from(partition)].store(leading, Ordering::Relaxed);
+    fn set(&self, partition: StreamSlot, leading: bool) {
+        self.leading[usize::from(partition.index())].store(leading, Ordering::Relaxed);
     }
 }
 
@@ -90,12 +91,12 @@ struct Held {
 
 /// The leases of this worker's partitions across ticks.
 pub(super) struct Leases {
-    partitions: Vec<u16>,
+    partitions: Vec<StreamSlot>,
     held: Vec<Option<Held>>,
 }
 
 impl Leases {
-    pub(super) fn new(partitions: Vec<u16>) -> Self {
+    pub(super) fn new(partitions: Vec<StreamSlot>) -> Self {
         let held = partitions.iter().map(|_| None).collect();
         Leases { partitions, held }
     }
@@ -107,7 +108,7 @@ impl Leases {
         let config = &core.config;
         let period = lease_period(config);
         let leadership = &core.leadership;
-        let unheld: Vec<u16> = self
+        let unheld: Vec<StreamSlot> = self
             .partitions
             .iter()
             .zip(&self.held)
@@ -152,7 +153,7 @@ impl Leases {
             });
         let outcomes = join_all(attempts).await;
         // One warning per tick, not one per partition, while the server is away.
-        let mut failed: Vec<u16> = Vec::new();
+        let mut failed: Vec<StreamSlot> = Vec::new();
         let mut last_error = None;
         for ((&partition, held), (sent, outcome)) in
             self.partitions.iter().zip(&mut self.held).zip(outcomes)
@@ -161,7 +162,7 @@ impl Leases {
                 Ok(Some(lease)) => {
                     if held.is_none() {
                         core.events.loops_lease_taken();
-                        tracing::info!(partition, lease = %lease.key(), "leading the partition's recovery and retry scheduler");
+                        tracing::info!(partition = partition.index(), lease = %lease.key(), "leading the partition's recovery and retry scheduler");
                     }
                     *held = Some(Held {
                         lease,
@@ -170,7 +171,7 @@ impl Leases {
                 }
                 Ok(None) => {
                     if let Some(lost) = held.take() {
-                        tracing::warn!(partition, lease = %lost.lease.key(), "lost the partition's loops lease; another worker leads it");
+                        tracing::warn!(partition = partition.index(), lease = %lost.lease.key(), "lost the partition's loops lease; another worker leads it");
                     }
                 }
                 // Unknown: keep leading while the last renewal lasts.
@@ -224,8 +225,8 @@ impl Leases {
 async fn current_holders<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partitions: &[u16],
-) -> Result<std::collections::HashMap<u16, bool>> {
+    partitions: &[StreamSlot],
+) -> Result<std::collections::HashMap<StreamSlot, bool>> {
     if partitions.is_empty() {
         return Ok(Default::default());
     }
@@ -255,7 +256,7 @@ async fn current_holders<C: redis::aio::ConnectionLike>(
 async fn take<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    partition: StreamSlot,
     leadership: &Leadership,
     period: Duration,
 ) -> Result<Option<Lease>> {
@@ -303,9 +304,14 @@ mod tests {
     fn a_new_worker_leads_nothing_until_it_takes_a_lease() {
         let leadership = Leadership::new(4, "host-1-abc");
         assert_eq!(leadership.holder, "worker:host-1-abc");
-        assert!(leadership.led(&[0, 1, 2, 3]).is_empty());
-        leadership.set(2, true);
-        assert!(leadership.leads(2));
-        assert_eq!(leadership.led(&[0, 2, 3]), [2]);
+        assert!(leadership
+            .led(&StreamSlot::all(4).collect::<Vec<_>>())
+            .is_empty());
+        leadership.set(StreamSlot::new(2), true);
+        assert!(leadership.leads(StreamSlot::new(2)));
+        assert_eq!(
+            leadership.led(&[0, 2, 3].map(StreamSlot::new)),
+            [StreamSlot::new(2)]
+        );
     }
 }

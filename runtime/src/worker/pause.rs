@@ -27,6 +27,7 @@ use super::events::Events;
 use super::Core;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
+use crate::stream_slot::StreamSlot;
 
 /// Shortest refresh period, whatever the read block.
 const MIN_REFRESH: Duration = Duration::from_millis(5);
@@ -49,9 +50,9 @@ impl Paused {
     }
 
     /// Whether `partition` is paused, as last read.
-    pub(super) fn is_paused(&self, partition: u16) -> bool {
+    pub(super) fn is_paused(&self, partition: StreamSlot) -> bool {
         self.flags
-            .get(usize::from(partition))
+            .get(usize::from(partition.index()))
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
@@ -67,8 +68,8 @@ impl Paused {
     }
 
     /// Records a partition's flag as read; `true` if it changed.
-    fn set(&self, partition: u16, paused: bool) -> bool {
-        let Some(flag) = self.flags.get(usize::from(partition)) else {
+    fn set(&self, partition: StreamSlot, paused: bool) -> bool {
+        let Some(flag) = self.flags.get(usize::from(partition.index())) else {
             return false;
         };
         if flag.swap(paused, Ordering::Relaxed) == paused {
@@ -90,13 +91,15 @@ pub(super) fn refresh_period(block: Duration) -> Duration {
 pub(super) async fn refresh(
     conn: &mut Connection,
     config: &QueueConfig,
-    partitions: &[u16],
+    partitions: &[StreamSlot],
     paused: &Paused,
     events: &Events,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     for &partition in partitions {
-        pipe.cmd("EXISTS").arg(config.paused_key(partition));
+        // Every lane of a partition reads the partition's one flag.
+        pipe.cmd("EXISTS")
+            .arg(config.paused_key(config.partition_of_stream(partition)));
     }
     let flags: Vec<u8> = pipe.query_async(conn).await?;
     for (&partition, flag) in partitions.iter().zip(flags) {
@@ -106,14 +109,14 @@ pub(super) async fn refresh(
             if now {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition,
-                    key = %config.paused_key(partition),
+                    partition = partition.index(),
+                    key = %config.paused_key(config.partition_of_stream(partition)),
                     "partition paused: reading no new entries of it (recovery carries on)"
                 );
             } else {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition,
+                    partition = partition.index(),
                     "partition resumed: reading new entries again"
                 );
             }
@@ -125,7 +128,7 @@ pub(super) async fn refresh(
 /// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
 pub(super) async fn run(
     core: Arc<Core>,
-    partitions: Vec<u16>,
+    partitions: Vec<StreamSlot>,
     block: Duration,
 ) -> crate::error::Result<()> {
     let mut conn = core.multiplexed.clone();
@@ -163,14 +166,14 @@ mod tests {
     #[test]
     fn changes_raise_the_generation_once() {
         let paused = Paused::new(4);
-        assert!(!paused.is_paused(2));
-        assert!(paused.set(2, true));
-        assert!(!paused.set(2, true));
-        assert!(paused.is_paused(2));
+        assert!(!paused.is_paused(StreamSlot::new(2)));
+        assert!(paused.set(StreamSlot::new(2), true));
+        assert!(!paused.set(StreamSlot::new(2), true));
+        assert!(paused.is_paused(StreamSlot::new(2)));
         assert_eq!(paused.generation(), 1);
-        assert!(paused.set(2, false));
+        assert!(paused.set(StreamSlot::new(2), false));
         assert_eq!(paused.generation(), 2);
-        assert!(!paused.is_paused(9));
+        assert!(!paused.is_paused(StreamSlot::new(9)));
     }
 
     #[test]

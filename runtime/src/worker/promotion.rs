@@ -18,11 +18,12 @@ use super::{classify_error, every, now_ms, Core, Failure};
 use crate::error::{Error, Result, TransitionError};
 use crate::failpoint::failpoint;
 use crate::metrics::FailedTransition;
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason, DueSet};
 
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+pub(super) async fn run(core: Arc<Core>, partitions: Vec<StreamSlot>) -> Result<()> {
     let mut ticker = every(core.config.retry.promote_every);
     loop {
         if core.stop.unless_raised(ticker.tick()).await.is_none() {
@@ -37,7 +38,7 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
         // partition; in a quiet queue that is the whole tick.
         let now = now_ms();
         let batch = core.config.retry.promote_batch;
-        let sets: Vec<(DueSet, u16)> = led
+        let sets: Vec<(DueSet, StreamSlot)> = led
             .iter()
             .flat_map(|&partition| [(DueSet::Retries, partition), (DueSet::Delayed, partition)])
             .collect();
@@ -74,11 +75,11 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
                     // The library refused the batch (a damaged entry of the
                     // set): it will again until someone looks.
                     Error::Transition(TransitionError::Refused { .. }) => {
-                        tracing::error!(partition, ?set, error = %error, "the library refused to promote due members; retrying next period");
+                        tracing::error!(partition = partition.index(), ?set, error = %error, "the library refused to promote due members; retrying next period");
                     }
                     // The core connection reconnects by itself.
                     _ => {
-                        tracing::warn!(partition, ?set, error = %error, "promoting failed; retrying next period");
+                        tracing::warn!(partition = partition.index(), ?set, error = %error, "promoting failed; retrying next period");
                     }
                 },
             }
@@ -90,10 +91,10 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
 /// they could never be promoted (an envelope missing, not decodable, or over
 /// the library's field limit): counted as `decode_error` dead letters, and
 /// logged as a warning, since a producer or a hand edit wrote them.
-fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
+fn unpromotable(core: &Core, set: DueSet, partition: StreamSlot, count: u64) {
     core.events.unpromotable(partition, count);
     tracing::warn!(
-        partition = core.config.partition_of_stream(partition),
+        partition = core.config.partition_of_stream(partition).index(),
         lane = core.config.lane_of_stream(partition).map(|lane| &*lane.name),
         ?set,
         dead_lettered = count,
@@ -108,7 +109,7 @@ fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
 async fn promote_partition(
     core: &Core,
     set: DueSet,
-    partition: u16,
+    partition: StreamSlot,
     mut now: u64,
     mut due: Vec<String>,
 ) -> Result<bool, Failure> {
@@ -136,7 +137,7 @@ async fn promote_partition(
             unpromotable(core, set, partition, promoted.dead_lettered);
         }
         tracing::debug!(
-            partition = config.partition_of_stream(partition),
+            partition = config.partition_of_stream(partition).index(),
             lane = config.lane_of_stream(partition).map(|lane| &*lane.name),
             ?set,
             due = due.len(),

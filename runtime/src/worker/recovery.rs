@@ -53,17 +53,18 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result, TransitionError};
 use crate::handler::Handler;
 use crate::metrics::{FailedTransition, Settlement};
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason};
 
 /// Claims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a missing group, a key of the wrong type).
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Runner<E, H>>,
-    partitions: Vec<u16>,
+    partitions: Vec<StreamSlot>,
 ) -> Result<()> {
     let mut ticker = every(shared.config.claim.every);
     // Kept across passes: a pass starts with what the pause refilled, at most one batch.
-    let mut paces: HashMap<u16, ClaimPace> = partitions
+    let mut paces: HashMap<StreamSlot, ClaimPace> = partitions
         .iter()
         .map(|&partition| {
             let pace = ClaimPace::new(shared.config.claim.rate, shared.config.claim.batch);
@@ -107,7 +108,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 Err(Failure::Fatal(err)) => return Err(err),
                 Err(Failure::Retry { error, .. }) => {
                     // The shared connection reconnects by itself; try again next period.
-                    tracing::warn!(partition, error = %error, "recovery failed; retrying next period");
+                    tracing::warn!(partition = partition.index(), error = %error, "recovery failed; retrying next period");
                     break;
                 }
             }
@@ -130,7 +131,7 @@ fn id_ms(id: &str) -> Option<u64> {
 /// Reports pending entries found deleted (trimmed or XDEL'd before their
 /// ack): Redis drops them from the pending list, and the jobs they carried
 /// are gone, so this must never pass in silence.
-fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
+fn report_deleted(shared: &Core, partition: StreamSlot, key: &str, ids: &[String]) {
     shared.events.pending_deleted(partition, ids.len() as u64);
     tracing::error!(
         key = %key,
@@ -144,7 +145,7 @@ fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
 /// the pace `pace` allows; `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
     shared: &Arc<Runner<E, H>>,
-    partition: u16,
+    partition: StreamSlot,
     newest: u64,
     pace: &mut ClaimPace,
 ) -> Result<bool, Failure> {
@@ -216,7 +217,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 .pop()
                 .expect("XAUTOCLAIM's COUNT bounds the entries to the permits held");
             let delivery = Delivery {
-                partition,
+                stream: partition,
                 entry,
                 claimed: true,
                 claim_epoch: Some(reply.epoch),
@@ -242,7 +243,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
 /// of the partition's pending entries idle for `claim_min_idle`, from `start`
 /// to entries added at `newest` ms (an end ID without a sequence number
 /// includes every entry of that ms).
-fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::Cmd {
+fn idle_page(shared: &Core, partition: StreamSlot, start: &str, newest: u64) -> redis::Cmd {
     let config = &shared.config;
     let mut cmd = redis::cmd("XPENDING");
     cmd.arg(shared.ready_key(partition))
@@ -258,7 +259,7 @@ fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::
 /// The first idle page of every partition, in one round trip however many there are.
 async fn first_idle_pages(
     shared: &Core,
-    partitions: &[u16],
+    partitions: &[StreamSlot],
     newest: u64,
 ) -> Result<Vec<StreamPendingCountReply>, Failure> {
     let mut pipe = redis::pipe();
@@ -292,7 +293,7 @@ async fn first_idle_pages(
 /// `first_page`; `Ok(false)` if stop was raised meanwhile.
 async fn quarantine_partition(
     shared: &Core,
-    partition: u16,
+    partition: StreamSlot,
     newest: u64,
     first_page: StreamPendingCountReply,
 ) -> Result<bool, Failure> {
@@ -321,7 +322,7 @@ async fn quarantine_partition(
                 entry.consumer
             );
             let request = transitions::DeadLetter {
-                partition,
+                stream: partition,
                 consumer: &shared.consumer,
                 source_id: &entry.id,
                 job_id: None,
@@ -408,7 +409,7 @@ enum TakeOver {
 /// their ownership check (see `acks`).
 async fn take_over(
     shared: &Core,
-    partition: u16,
+    partition: StreamSlot,
     id: &str,
     min_idle_ms: u64,
 ) -> Result<TakeOver, Failure> {

@@ -17,11 +17,12 @@ use super::events::Events;
 use super::{classify_error, Core, Failure};
 use crate::error::{Error, OperationError, RedisError, Result};
 use crate::metrics::TrimOutcome;
+use crate::stream_slot::StreamSlot;
 use crate::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+pub(super) async fn run(core: Arc<Core>, partitions: Vec<StreamSlot>) -> Result<()> {
     if !core.config.retention.trim_in_process {
         tracing::debug!("retention.trim is cronjob: this worker does not trim");
         // Returning early would read as the loop ending; idle until shutdown.
@@ -77,14 +78,14 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
                         core.events
                             .trim_pass(partition, role, TrimOutcome::LeaseHeld);
                     }
-                    tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
+                    tracing::debug!(partition = partition.index(), lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
                 }
                 Err(err) => match classify_error(err) {
                     Failure::Fatal(err) => return Err(err),
                     Failure::Cancelled => return Ok(()),
                     Failure::Retry { error, .. } => {
                         probed = None;
-                        tracing::warn!(partition, error = %error, "trimming failed; retrying next period");
+                        tracing::warn!(partition = partition.index(), error = %error, "trimming failed; retrying next period");
                     }
                 },
             }
@@ -93,7 +94,7 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
 }
 
 /// Counts and logs what happened to one stream; an error only when it is fatal.
-fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
+fn record(events: &Events, partition: StreamSlot, stream: StreamTrim) -> Result<()> {
     let plan = &stream.plan;
     let role = plan.role;
     let outcome = match &stream.result {
@@ -109,7 +110,7 @@ fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
             events.trimmed(partition, role, trimmed.removed);
             if trimmed.removed > 0 {
                 tracing::info!(
-                    partition,
+                    partition = partition.index(),
                     key = %trimmed.key,
                     entries = trimmed.removed,
                     minid = %trimmed.minid,
@@ -120,23 +121,23 @@ fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
             }
         }
         Ok(None) => {
-            tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
+            tracing::debug!(partition = partition.index(), key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
         }
         Err(
             err @ (Error::Operation(OperationError::TrimAborted { .. })
             | Error::Operation(OperationError::LeaseHeld { .. })),
         ) => {
             events.trim_aborted();
-            tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
+            tracing::warn!(partition = partition.index(), key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
         }
         Err(err @ Error::Operation(OperationError::TrimUnverified { .. })) => {
-            tracing::error!(partition, key = %plan.key, error = %err, "trim verification failed");
+            tracing::error!(partition = partition.index(), key = %plan.key, error = %err, "trim verification failed");
         }
         Err(err) => match classify_error(err) {
             Failure::Fatal(err) => return Err(err),
             Failure::Cancelled => {}
             Failure::Retry { error, .. } => {
-                tracing::warn!(partition, key = %plan.key, error = %error, "trimming failed; retrying next period");
+                tracing::warn!(partition = partition.index(), key = %plan.key, error = %error, "trimming failed; retrying next period");
             }
         },
     }
