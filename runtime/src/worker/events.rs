@@ -25,6 +25,8 @@ use crate::transitions::{DeadReason, DueSet};
 
 #[cfg(feature = "metrics")]
 use crate::metrics::{PartitionMeters, TrimMetrics, WorkerMetrics};
+#[cfg(feature = "metrics")]
+use crate::stream_slot::Partition;
 
 /// Where a running worker reports its events; shared by its loops, its job tasks and its acker.
 #[derive(Default)]
@@ -47,6 +49,9 @@ struct Installed {
     /// By lane slot (stream number / partitions); empty without lanes.
     lane_deliveries: Vec<prometheus_client::metrics::counter::Counter>,
     trim: TrimMetrics,
+    /// By stream number: the partition its trim series are labelled with
+    /// (all lanes of a partition together, as every other series).
+    trim_partitions: Vec<Partition>,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -102,6 +107,9 @@ impl Events {
                     .map(|lane| metrics.lane_deliveries(&config.queue, &config.group, &lane.name))
                     .collect(),
                 trim: metrics.trim().clone(),
+                trim_partitions: StreamSlot::all(config.streams())
+                    .map(|stream| config.partition_of_stream(stream))
+                    .collect(),
             }),
         }
     }
@@ -398,9 +406,12 @@ impl Events {
     ) {
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
-            installed
-                .trim
-                .pass(&installed.queue, trim_label(partition), stream, outcome);
+            installed.trim.pass(
+                &installed.queue,
+                installed.trim_partition(partition),
+                stream,
+                outcome,
+            );
         }
     }
 
@@ -409,9 +420,12 @@ impl Events {
         add(&self.counts.trimmed, entries);
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
-            installed
-                .trim
-                .removed(&installed.queue, trim_label(partition), stream, entries);
+            installed.trim.removed(
+                &installed.queue,
+                installed.trim_partition(partition),
+                stream,
+                entries,
+            );
         }
     }
 
@@ -421,12 +435,13 @@ impl Events {
     }
 }
 
-/// The `partition` label of the trim series: the stream's number, as the
-/// trimmer has always recorded it (only in the default lane is that the
-/// partition's; see the report of issue 27).
 #[cfg(feature = "metrics")]
-fn trim_label(stream: StreamSlot) -> crate::stream_slot::Partition {
-    crate::stream_slot::Partition::new(stream.index())
+impl Installed {
+    /// The partition of `stream`'s trim series. It once was the stream's
+    /// number, which for a lane other than the default one is no partition.
+    fn trim_partition(&self, stream: StreamSlot) -> Partition {
+        self.trim_partitions[usize::from(stream.index())]
+    }
 }
 
 #[cfg(feature = "metrics")]
@@ -512,5 +527,34 @@ mod tests {
             (2, 1, 1)
         );
         assert!(Events::default().handler_started("1-0").is_none());
+    }
+
+    #[test]
+    fn trim_series_of_every_lane_are_labelled_with_the_partition() {
+        let metrics = WorkerMetrics::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let config = crate::config::QueueConfig {
+            partitions: 4,
+            lanes: std::borrow::Cow::Borrowed(crate::config::tests::LANES),
+            default_lane: 1,
+            ..crate::config::tests::OCR
+        };
+        let streams: Vec<StreamSlot> = StreamSlot::all(config.streams()).collect();
+        let events = Events::metered(&metrics, &config, &streams);
+        // Partition 1 in lane `low`, the third slot: stream 9.
+        let low_of_1 = config.stream(2, Partition::new(1));
+        assert_eq!(low_of_1, StreamSlot::new(9));
+        events.trim_pass(low_of_1, StreamRole::Ready, TrimOutcome::Trimmed);
+        events.trimmed(low_of_1, StreamRole::Ready, 7);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"queuegen_trim_passes_total{queue="ocr",partition="1",stream="ready",outcome="trimmed"} 1"#,
+            r#"queuegen_trim_removed_entries_total{queue="ocr",partition="1",stream="ready"} 7"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains(r#"partition="9""#), "{text}");
     }
 }
