@@ -237,11 +237,11 @@ impl Acker {
         match answer {
             Ok(answers) => {
                 for (requests, answer) in streams.iter().zip(answers) {
-                    let partition = requests[0].stream;
-                    let key = self.key(partition);
-                    match function.reply(key, partition, answer) {
+                    let stream = requests[0].stream;
+                    let key = self.key(stream);
+                    match function.reply(key, stream, answer) {
                         Ok(acked) => {
-                            self.epochs.observe(partition, acked.epoch);
+                            self.epochs.observe(stream, acked.epoch);
                             self.settled(requests, acked, retried)
                         }
                         Err(err) => self.failed(requests, &err),
@@ -260,12 +260,9 @@ impl Acker {
 
     /// Counts one partition's answered requests: done, or refused (logged).
     fn settled(&self, requests: &[AckRequest], acked: Acked, retried: bool) {
-        let partition = requests[0].stream;
+        let stream = requests[0].stream;
         // For the logs: the partition, and the key, which names the lane.
-        let (shown, key) = (
-            partition.index() % self.partitions.max(1),
-            self.key(partition),
-        );
+        let (shown, key) = (stream.index() % self.partitions.max(1), self.key(stream));
         if acked.xackdel_refused && !self.xackdel_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 queue = &*self.queue,
@@ -275,7 +272,7 @@ impl Acker {
         }
         if self.function.path() == AckPath::XackDel && !acked.xackdel_refused {
             self.events
-                .acked_on_delete(partition, acked.deleted, acked.acked - acked.deleted);
+                .acked_on_delete(stream, acked.deleted, acked.acked - acked.deleted);
         }
         let mut lost = 0;
         for refused in &acked.refused {
@@ -321,26 +318,26 @@ impl Acker {
         let done = requests.len() as u64 - lost;
         self.events.acked(done);
         if lost > 0 {
-            self.events.ownership_lost(partition, Settlement::Ack, lost);
+            self.events.ownership_lost(stream, Settlement::Ack, lost);
         }
         tracing::debug!(partition = shown, done, key, "acknowledged");
     }
 
     /// Counts one partition's requests as failed: they stay pending.
     fn failed(&self, requests: &[AckRequest], err: &Error) {
-        let partition = requests[0].stream;
+        let stream = requests[0].stream;
         let entries = requests.len() as u64;
-        self.events.ack_failed(partition, entries);
+        self.events.ack_failed(stream, entries);
         tracing::error!(
-            key = self.key(partition),
+            key = self.key(stream),
             entries,
             error = %err,
             "ack failed after the jobs were done; they stay pending and will be redelivered",
         );
     }
 
-    fn key(&self, partition: StreamSlot) -> &str {
-        &self.keys[usize::from(partition.index())]
+    fn key(&self, stream: StreamSlot) -> &str {
+        &self.keys[usize::from(stream.index())]
     }
 }
 

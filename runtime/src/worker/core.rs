@@ -91,13 +91,13 @@ impl Core {
         Some(taken)
     }
 
-    /// The ready stream key of `partition`.
-    pub(super) fn ready_key(&self, partition: StreamSlot) -> &str {
-        &self.ready_keys[usize::from(partition.index())]
+    /// The ready stream key of `stream`.
+    pub(super) fn ready_key(&self, stream: StreamSlot) -> &str {
+        &self.ready_keys[usize::from(stream.index())]
     }
 
-    /// The claim epoch key of `partition`.
-    pub(super) fn claims_key(&self, partition: StreamSlot) -> &str {
-        &self.claims_keys[usize::from(partition.index())]
+    /// The claim epoch key of `stream`.
+    pub(super) fn claims_key(&self, stream: StreamSlot) -> &str {
+        &self.claims_keys[usize::from(stream.index())]
     }
 }

@@ -28,9 +28,9 @@ impl Epochs {
         }
     }
 
-    /// The newest epoch seen for `partition`; `None` before any.
-    pub(super) fn current(&self, partition: StreamSlot) -> Option<u64> {
-        match self.seen[usize::from(partition.index())].load(Ordering::Acquire) {
+    /// The newest epoch seen for `stream`; `None` before any.
+    pub(super) fn current(&self, stream: StreamSlot) -> Option<u64> {
+        match self.seen[usize::from(stream.index())].load(Ordering::Acquire) {
             0 => None,
             plus_one => Some(plus_one - 1),
         }
@@ -38,9 +38,8 @@ impl Epochs {
 
     /// Records an epoch read from Redis. Epochs only rise, and replies can
     /// arrive out of order, so an older one never replaces a newer one.
-    pub(super) fn observe(&self, partition: StreamSlot, epoch: u64) {
-        self.seen[usize::from(partition.index())]
-            .fetch_max(epoch.saturating_add(1), Ordering::AcqRel);
+    pub(super) fn observe(&self, stream: StreamSlot, epoch: u64) {
+        self.seen[usize::from(stream.index())].fetch_max(epoch.saturating_add(1), Ordering::AcqRel);
     }
 }
 

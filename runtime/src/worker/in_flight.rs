@@ -31,8 +31,8 @@ pub(super) struct Slot {
 
 impl InFlight {
     /// Holds the entry, or `None` when it is already running here.
-    pub(super) fn enter(self: &Arc<Self>, partition: StreamSlot, id: &str) -> Option<Slot> {
-        let key = key(partition, id);
+    pub(super) fn enter(self: &Arc<Self>, stream: StreamSlot, id: &str) -> Option<Slot> {
+        let key = key(stream, id);
         if let Some(key) = key {
             if !self.lock().insert(key) {
                 return None;
@@ -45,8 +45,8 @@ impl InFlight {
     }
 
     /// Whether the entry is running here.
-    pub(super) fn contains(&self, partition: StreamSlot, id: &str) -> bool {
-        key(partition, id).is_some_and(|key| self.lock().contains(&key))
+    pub(super) fn contains(&self, stream: StreamSlot, id: &str) -> bool {
+        key(stream, id).is_some_and(|key| self.lock().contains(&key))
     }
 
     fn lock(&self) -> MutexGuard<'_, HashSet<Key>> {
@@ -82,9 +82,9 @@ impl Drop for Slot {
     }
 }
 
-fn key(partition: StreamSlot, id: &str) -> Option<Key> {
+fn key(stream: StreamSlot, id: &str) -> Option<Key> {
     let (ms, seq) = id.split_once('-')?;
-    Some((partition, ms.parse().ok()?, seq.parse().ok()?))
+    Some((stream, ms.parse().ok()?, seq.parse().ok()?))
 }
 
 #[cfg(test)]

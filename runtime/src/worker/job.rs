@@ -389,11 +389,11 @@ async fn dead_letter(
     reason: DeadReason,
     detail: &str,
 ) {
-    let (partition, source_id) = source;
-    let deliveries = delivery_count(shared, partition, source_id).await;
+    let (stream, source_id) = source;
+    let deliveries = delivery_count(shared, stream, source_id).await;
     let detail = truncate(detail, DETAIL_MAX_BYTES);
     let request = transitions::DeadLetter {
-        stream: partition,
+        stream,
         consumer: &shared.consumer,
         source_id,
         job_id,
@@ -413,7 +413,7 @@ async fn dead_letter(
         ),
         Err(err) => transition_failed(
             shared,
-            partition,
+            stream,
             (FailedTransition::DeadLetter, Settlement::DeadLetter),
             "dead-lettering",
             err,
@@ -427,7 +427,7 @@ async fn dead_letter(
 /// failure counts under `transition`, a refusal (`QG_NOT_OWNER`) under `settlement`.
 fn transition_failed(
     shared: &Core,
-    partition: StreamSlot,
+    stream: StreamSlot,
     (transition, settlement): (FailedTransition, Settlement),
     what: &str,
     err: Error,
@@ -442,10 +442,10 @@ fn transition_failed(
             } = *refused;
             // This worker stalled past claim.min_idle and another claimed the
             // job (or settled it): the new owner settles it, not this one.
-            shared.events.ownership_lost(partition, settlement, 1);
+            shared.events.ownership_lost(stream, settlement, 1);
             tracing::warn!(
                 queue = &*shared.config.queue,
-                partition = partition.index(),
+                partition = stream.index(),
                 job_id = %job,
                 stream_id = %stream_id,
                 owner = owner.as_deref().unwrap_or("(none: no longer pending)"),
@@ -460,7 +460,7 @@ fn transition_failed(
             tracing::warn!(error = %err, "{what}: the entry no longer exists");
         }
         err => {
-            shared.events.settlement_failed(partition, transition);
+            shared.events.settlement_failed(stream, transition);
             tracing::error!(error = %err, "{what} failed; the entry stays pending");
         }
     }
@@ -518,9 +518,9 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
 }
 
 /// How often this entry was delivered, for the dead letter's record (0 if unknown).
-async fn delivery_count(shared: &Core, partition: StreamSlot, id: &str) -> u64 {
+async fn delivery_count(shared: &Core, stream: StreamSlot, id: &str) -> u64 {
     let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
-        .arg(shared.ready_key(partition))
+        .arg(shared.ready_key(stream))
         .arg(&*shared.config.group)
         .arg(id)
         .arg(id)
@@ -568,7 +568,7 @@ where
 /// job done and releases what it held once Redis has the ack.
 fn ack(shared: &Core, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
-    let partition = ctx.stream;
+    let stream = ctx.stream;
     // The context ends here: its IDs move to the acker, no copy.
     let request = AckRequest {
         stream: ctx.stream,
@@ -580,7 +580,7 @@ fn ack(shared: &Core, ctx: JobContext, held: Held) {
     };
     if let Err(unsent) = shared.jobs.acker.send(request) {
         // Only while the worker itself is torn down: the entry stays pending.
-        shared.events.ack_failed(partition, 1);
+        shared.events.ack_failed(stream, 1);
         tracing::error!(
             key = shared.ready_key(unsent.0.stream),
             stream_id = %unsent.0.id,

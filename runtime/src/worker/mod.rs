@@ -300,7 +300,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// The start checks, then the loops until shutdown.
     async fn start(
         self,
-        partitions: Vec<StreamSlot>,
+        streams: Vec<StreamSlot>,
         events: Events,
         reading: Arc<AtomicBool>,
         shutdown: impl Future<Output = ()> + Send,
@@ -330,7 +330,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         if let Err(err) = pause::refresh(
             &mut self.redis.shared(),
             &self.config,
-            &partitions,
+            &streams,
             &paused,
             &events,
         )
@@ -383,7 +383,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             handler: self.handler,
             _envelope: PhantomData,
         });
-        tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
+        // Logged as the numbers they always were.
+        let numbers: Vec<u16> = streams.iter().map(|stream| stream.index()).collect();
+        tracing::info!(parent: &span, partitions = ?numbers, ?block, ack = ack_path.command(), "worker starting");
         if core.config.retention.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
@@ -391,21 +393,20 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             );
         }
         // Lead what is free before recovery and promotion first look.
-        let mut leases = leadership::Leases::new(partitions.clone());
+        let mut leases = leadership::Leases::new(streams.clone());
         leases.pass(&core).instrument(span.clone()).await;
         let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
         let intake = tokio::spawn(
-            intake::run(runner.clone(), self.redis, partitions.clone(), block)
+            intake::run(runner.clone(), self.redis, streams.clone(), block)
                 .instrument(span.clone()),
         );
         let recovery =
-            tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
+            tokio::spawn(recovery::run(runner, streams.clone()).instrument(span.clone()));
         let promotion =
-            tokio::spawn(promotion::run(core.clone(), partitions.clone()).instrument(span.clone()));
-        let pausing = tokio::spawn(
-            pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
-        );
-        let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
+            tokio::spawn(promotion::run(core.clone(), streams.clone()).instrument(span.clone()));
+        let pausing =
+            tokio::spawn(pause::run(core.clone(), streams.clone(), block).instrument(span.clone()));
+        let trimmer = tokio::spawn(trimmer::run(core.clone(), streams).instrument(span.clone()));
         shutdown::run(
             core,
             [intake, recovery, promotion, trimmer, leading, pausing],

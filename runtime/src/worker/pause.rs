@@ -41,18 +41,18 @@ pub(super) struct Paused {
 }
 
 impl Paused {
-    pub(super) fn new(partitions: u16) -> Paused {
+    pub(super) fn new(streams: u16) -> Paused {
         Paused {
-            flags: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            flags: (0..streams).map(|_| AtomicBool::new(false)).collect(),
             generation: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
 
-    /// Whether `partition` is paused, as last read.
-    pub(super) fn is_paused(&self, partition: StreamSlot) -> bool {
+    /// Whether `stream` is paused, as last read.
+    pub(super) fn is_paused(&self, stream: StreamSlot) -> bool {
         self.flags
-            .get(usize::from(partition.index()))
+            .get(usize::from(stream.index()))
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
@@ -68,8 +68,8 @@ impl Paused {
     }
 
     /// Records a partition's flag as read; `true` if it changed.
-    fn set(&self, partition: StreamSlot, paused: bool) -> bool {
-        let Some(flag) = self.flags.get(usize::from(partition.index())) else {
+    fn set(&self, stream: StreamSlot, paused: bool) -> bool {
+        let Some(flag) = self.flags.get(usize::from(stream.index())) else {
             return false;
         };
         if flag.swap(paused, Ordering::Relaxed) == paused {
@@ -86,37 +86,37 @@ pub(super) fn refresh_period(block: Duration) -> Duration {
     (block / 4).max(MIN_REFRESH)
 }
 
-/// Reads the flags of `partitions` once (one pipeline) and records them;
+/// Reads the flags of `streams` once (one pipeline) and records them;
 /// logs each change. A failed read changes nothing.
 pub(super) async fn refresh(
     conn: &mut Connection,
     config: &QueueConfig,
-    partitions: &[StreamSlot],
+    streams: &[StreamSlot],
     paused: &Paused,
     events: &Events,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
-    for &partition in partitions {
+    for &stream in streams {
         // Every lane of a partition reads the partition's one flag.
         pipe.cmd("EXISTS")
-            .arg(config.paused_key(config.partition_of_stream(partition)));
+            .arg(config.paused_key(config.partition_of_stream(stream)));
     }
     let flags: Vec<u8> = pipe.query_async(conn).await?;
-    for (&partition, flag) in partitions.iter().zip(flags) {
+    for (&stream, flag) in streams.iter().zip(flags) {
         let now = flag != 0;
-        events.intake_paused(partition, now);
-        if paused.set(partition, now) {
+        events.intake_paused(stream, now);
+        if paused.set(stream, now) {
             if now {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition = partition.index(),
-                    key = %config.paused_key(config.partition_of_stream(partition)),
+                    partition = stream.index(),
+                    key = %config.paused_key(config.partition_of_stream(stream)),
                     "partition paused: reading no new entries of it (recovery carries on)"
                 );
             } else {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition = partition.index(),
+                    partition = stream.index(),
                     "partition resumed: reading new entries again"
                 );
             }
@@ -128,7 +128,7 @@ pub(super) async fn refresh(
 /// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
 pub(super) async fn run(
     core: Arc<Core>,
-    partitions: Vec<StreamSlot>,
+    streams: Vec<StreamSlot>,
     block: Duration,
 ) -> crate::error::Result<()> {
     let mut conn = core.multiplexed.clone();
@@ -141,7 +141,7 @@ pub(super) async fn run(
         match refresh(
             &mut conn,
             &core.config,
-            &partitions,
+            &streams,
             &core.paused,
             &core.events,
         )
