@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures_util::future::try_join_all;
 use queuegen_runtime::partition::partition_of;
-use queuegen_runtime::{QueueConfig, Redis};
+use queuegen_runtime::{Partition, QueueConfig, Redis};
 use queuegen_tests::queues::jobs;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -65,7 +65,7 @@ pub async fn run(
         partitions: args.partitions,
         ..jobs::CONFIG
     };
-    let keys: Vec<String> = (0..args.partitions)
+    let keys: Vec<String> = Partition::all(args.partitions)
         .map(|p| format!("{prefix}:{{{}}}:baseline", config.partition_tag(p)))
         .collect();
     for key in &keys {
@@ -119,7 +119,7 @@ async fn publish(
     let mut pipes = vec![redis::pipe(); keys.len()];
     for n in range {
         let pairs = entry(n, schedule.as_ref())?;
-        let partition = usize::from(partition_of(config, &pairs));
+        let partition = usize::from(partition_of(config, &pairs).index());
         pipes[partition]
             .cmd("XADD")
             .arg(&keys[partition])

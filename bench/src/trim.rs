@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::trim::{self, StreamRole, TrimOptions};
-use queuegen_runtime::{QueueConfig, Redis};
+use queuegen_runtime::{QueueConfig, Redis, StreamSlot};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
@@ -95,7 +95,7 @@ async fn build<C: ConnectionLike>(conn: &mut C, config: &QueueConfig, size: u64)
     let now = trim::server_time_ms(conn).await?;
     let start = now - 2 * HOUR_MS - size;
     let id = |n: u64| StreamId::new(start + n, 0).to_string();
-    let ready = config.ready_key(0);
+    let ready = config.ready_key(StreamSlot::new(0));
     for batch in (0..size).step_by(BUILD_BATCH) {
         let mut pipe = redis::pipe();
         for i in batch..(batch + BUILD_BATCH as u64).min(size) {
@@ -108,7 +108,7 @@ async fn build<C: ConnectionLike>(conn: &mut C, config: &QueueConfig, size: u64)
         }
         pipe.query_async::<()>(conn).await.context("XADD")?;
     }
-    let dead = config.dead_key(0);
+    let dead = config.dead_key(StreamSlot::new(0));
     let mut pipe = redis::pipe();
     for i in 0..(size / 100).max(1) {
         let fields = format!("job_id job-{i} reason permanent");
@@ -144,7 +144,7 @@ async fn pass(
         commands: 0,
     };
     let started = Instant::now();
-    let streams = trim::trim_partition(&mut conn, config, 0, options).await?;
+    let streams = trim::trim_partition(&mut conn, config, StreamSlot::new(0), options).await?;
     let elapsed = started.elapsed();
     let after = server_counts(&mut probe).await?;
     let mut removed = (0, 0);

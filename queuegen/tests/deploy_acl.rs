@@ -18,6 +18,7 @@ use queuegen_runtime::roles::Role;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
 };
+use queuegen_runtime::{Partition, StreamSlot};
 use queuegen_runtime::{RedisResults, Results};
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::eventually;
@@ -295,11 +296,12 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
 }
 
 /// The partition a job of this config lands in (read back from the stream).
-async fn producer_redis_partition(redis: &Redis, config: &QueueConfig, job_id: &str) -> u16 {
+async fn producer_redis_partition(redis: &Redis, config: &QueueConfig, job_id: &str) -> StreamSlot {
     let mut conn = redis.shared();
-    for partition in 0..config.partitions {
+    for partition in Partition::all(config.partitions) {
+        let stream = partition.default_stream();
         let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(config.ready_key(partition))
+            .arg(config.ready_key(stream))
             .arg("-")
             .arg("+")
             .query_async(&mut conn)
@@ -309,7 +311,7 @@ async fn producer_redis_partition(redis: &Redis, config: &QueueConfig, job_id: &
             entry.map.get("job_id") == Some(&redis::Value::BulkString(job_id.as_bytes().to_vec()))
         });
         if found {
-            return partition;
+            return stream;
         }
     }
     panic!("{job_id} is in no partition of {}", config.queue);

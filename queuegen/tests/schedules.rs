@@ -381,7 +381,9 @@ fn queuegen_schedules_published_reads_each_ticks_marker_and_the_hint() {
         moved.id
     });
     let entries: Vec<(String, Vec<(String, String)>)> = {
-        let ready = jobs::TICK.queue.ready_key(jobs::TICK.partition(tick_ms));
+        let ready = jobs::TICK
+            .queue
+            .ready_key(jobs::TICK.partition(tick_ms).default_stream());
         let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
             .arg(&ready)
             .arg("-")

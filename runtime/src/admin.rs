@@ -10,6 +10,7 @@ use crate::config::QueueConfig;
 use crate::connect::{Node, Redis};
 use crate::error::{Error, Result, SetupError};
 use crate::lease;
+use crate::stream_slot::StreamSlot;
 
 /// The result of setting up one partition's group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +41,12 @@ pub async fn ensure_groups(redis: &Redis, config: &QueueConfig) -> Result<Vec<Gr
     let holder = lease::unique_holder("apply");
     let mut setups = Vec::with_capacity(usize::from(config.streams()));
     // Every stream: each partition in each lane.
-    for partition in 0..config.streams() {
-        let key = config.ready_key(partition);
+    for stream in StreamSlot::all(config.streams()) {
+        let key = config.ready_key(stream);
         let lease = lease::acquire_waiting(
             &mut conn,
             &config.functions,
-            &config.trim_lease_key(partition),
+            &config.trim_lease_key(stream),
             &holder,
             GROUP_LEASE_TTL,
             GROUP_LEASE_WAIT,

@@ -3,6 +3,8 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use crate::stream_slot::{Partition, StreamSlot};
+
 /// Everything the runtime needs to know about one queue. Generated code bakes
 /// one of these in as a `const`, so a running worker's settings are exactly
 /// what was reviewed in `queues.yaml`.
@@ -265,35 +267,35 @@ impl QueueConfig {
     /// How many streams the queue has: one per lane per partition.
     ///
     /// Every per-stream key (ready, dead, retry, delayed, markers, leases,
-    /// claims) and every per-stream loop is addressed by a *stream number*:
+    /// claims) and every per-stream loop is addressed by a [`StreamSlot`]:
     /// `slot * partitions + partition`, where the default lane is slot 0 and
-    /// the other lanes follow in spec order. So a partition's number is the
-    /// stream number of its default lane, whose keys are the unlaned ones:
-    /// without lanes, and in code that knows nothing of lanes, the key
-    /// functions below take a partition number alike.
+    /// the other lanes follow in spec order. So a partition's default-lane
+    /// stream ([`Partition::default_stream`]) has the partition's number, and
+    /// its keys are the unlaned ones. The pause flag and the hash tag are the
+    /// partition's, for all its lanes: they take a [`Partition`].
     pub fn streams(&self) -> u16 {
         self.partitions
             .saturating_mul(self.lanes.len().max(1) as u16)
     }
 
-    /// The stream number of `partition` in the lane at index `lane` of `lanes`.
-    pub fn stream(&self, lane: usize, partition: u16) -> u16 {
+    /// The stream of `partition` in the lane at index `lane` of `lanes`.
+    pub fn stream(&self, lane: usize, partition: Partition) -> StreamSlot {
         let slot = match lane.cmp(&self.default_lane) {
             std::cmp::Ordering::Equal => 0,
             std::cmp::Ordering::Less => lane + 1,
             std::cmp::Ordering::Greater => lane,
         };
-        slot as u16 * self.partitions + partition
+        StreamSlot::new(slot as u16 * self.partitions + partition.index())
     }
 
-    /// The partition a stream number belongs to.
-    pub fn partition_of_stream(&self, stream: u16) -> u16 {
-        stream % self.partitions.max(1)
+    /// The partition a stream belongs to.
+    pub fn partition_of_stream(&self, stream: StreamSlot) -> Partition {
+        Partition::new(stream.index() % self.partitions.max(1))
     }
 
-    /// The lane a stream number belongs to; `None` for a queue without lanes.
-    pub fn lane_of_stream(&self, stream: u16) -> Option<&Lane> {
-        let slot = usize::from(stream / self.partitions.max(1));
+    /// The lane a stream belongs to; `None` for a queue without lanes.
+    pub fn lane_of_stream(&self, stream: StreamSlot) -> Option<&Lane> {
+        let slot = usize::from(stream.index() / self.partitions.max(1));
         let lane = match slot {
             0 => self.default_lane,
             slot if slot <= self.default_lane => slot - 1,
@@ -302,12 +304,16 @@ impl QueueConfig {
         self.lanes.get(lane)
     }
 
-    /// The stream number of `partition` in the lane named `lane` (`None`:
-    /// the default lane); `None` when the queue has no lane of that name.
+    /// The stream of `partition` in the lane named `lane` (`None`: the
+    /// default lane); `None` when the queue has no lane of that name.
     #[cfg(feature = "operator")]
-    pub(crate) fn stream_named(&self, lane: Option<&str>, partition: u16) -> Option<u16> {
+    pub(crate) fn stream_named(
+        &self,
+        lane: Option<&str>,
+        partition: Partition,
+    ) -> Option<StreamSlot> {
         match lane {
-            None => Some(partition),
+            None => Some(partition.default_stream()),
             Some(name) => Some(self.stream(self.lane_index(name)?, partition)),
         }
     }
@@ -317,17 +323,21 @@ impl QueueConfig {
         self.lanes.iter().position(|lane| lane.name == name)
     }
 
-    /// The stream numbers of `partitions` in every lane: the default lane's
-    /// first (the partition numbers themselves), then each other lane's.
-    pub fn streams_of(&self, partitions: &[u16]) -> Vec<u16> {
+    /// The streams of `partitions` in every lane: the default lane's first
+    /// (numbered as the partitions themselves), then each other lane's.
+    pub fn streams_of(&self, partitions: &[Partition]) -> Vec<StreamSlot> {
         (0..self.lanes.len().max(1) as u16)
-            .flat_map(|slot| partitions.iter().map(move |&p| slot * self.partitions + p))
+            .flat_map(|slot| {
+                partitions
+                    .iter()
+                    .map(move |p| StreamSlot::new(slot * self.partitions + p.index()))
+            })
             .collect()
     }
 
     /// How a stream is named to people: `partition 3`, or `partition 3
     /// lane high` for a queue with lanes.
-    pub fn place(&self, stream: u16) -> String {
+    pub fn place(&self, stream: StreamSlot) -> String {
         let partition = self.partition_of_stream(stream);
         match self.lane_of_stream(stream) {
             Some(lane) => format!("partition {partition} lane {}", lane.name),
@@ -335,52 +345,51 @@ impl QueueConfig {
         }
     }
 
-    /// The hash tag of a stream's partition, e.g. `ocr-03`. Every key of the
+    /// The hash tag of a partition, e.g. `ocr-03`. Every key of the
     /// partition, in every lane, carries it, so a Function can touch them
     /// together in a Cluster.
-    pub fn partition_tag(&self, stream: u16) -> String {
+    pub fn partition_tag(&self, partition: Partition) -> String {
         let width = partition_digits(self.partitions);
-        let partition = self.partition_of_stream(stream);
         format!("{}-{:0width$}", self.queue, partition, width = width)
     }
 
     /// The ready stream of a partition: `{prefix}:{queue-NN}:ready`.
-    pub fn ready_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "ready")
+    pub fn ready_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "ready")
     }
 
     /// The dead-letter stream of a partition: `{prefix}:{queue-NN}:dead`.
-    pub fn dead_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "dead")
+    pub fn dead_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "dead")
     }
 
     /// The retry schedule of a partition (zset of retry id by due time in Unix ms).
-    pub fn retry_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "retry")
+    pub fn retry_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "retry")
     }
 
     /// The envelopes of a partition's scheduled retries (hash by retry id).
-    pub fn retry_jobs_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "retry-jobs")
+    pub fn retry_jobs_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "retry-jobs")
     }
 
     /// Jobs published with a delay, by job_id, scored by due time in Unix ms
     /// (`{prefix}:{queue-NN}:delayed`). Its own set, not the retry set:
     /// members are job_ids (a second delayed publish of one job finds the
     /// first), not entry IDs, and `status` counts the two apart.
-    pub(crate) fn delayed_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "delayed")
+    pub(crate) fn delayed_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "delayed")
     }
 
     /// The envelopes of a partition's delayed jobs (hash by job_id).
-    pub(crate) fn delayed_jobs_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "delayed-jobs")
+    pub(crate) fn delayed_jobs_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "delayed-jobs")
     }
 
     /// The marker of one transition from source `id` (a ready entry, retry id or dead-letter ID).
     /// `kind` is a [`MarkerKind`] or its name (`retry`, `dead`, `promote`, `replay`).
-    pub fn marker_key(&self, partition: u16, kind: impl AsRef<str>, id: &str) -> String {
-        self.partition_key(partition, &format!("marker:{}:{id}", kind.as_ref()))
+    pub fn marker_key(&self, stream: StreamSlot, kind: impl AsRef<str>, id: &str) -> String {
+        self.partition_key(stream, &format!("marker:{}:{id}", kind.as_ref()))
     }
 
     /// A schedule's hint of the latest tick the workers published (Unix ms):
@@ -393,9 +402,9 @@ impl QueueConfig {
     /// partition when it names none. A partition the queue does not have is
     /// [`OperationError::NoSuchPartition`](crate::error::OperationError::NoSuchPartition): the one check the worker, the CLI,
     /// the operator views and the dashboard make.
-    pub fn chosen_partitions(&self, chosen: &[u16]) -> crate::Result<Vec<u16>> {
+    pub fn chosen_partitions(&self, chosen: &[u16]) -> crate::Result<Vec<Partition>> {
         if chosen.is_empty() {
-            return Ok((0..self.partitions).collect());
+            return Ok(Partition::all(self.partitions).collect());
         }
         let mut partitions = chosen.to_vec();
         partitions.sort_unstable();
@@ -408,19 +417,20 @@ impl QueueConfig {
                     partitions: self.partitions,
                 },
             )),
-            None => Ok(partitions),
+            None => Ok(partitions.into_iter().map(Partition::new).collect()),
         }
     }
 
     /// `partition`, if the queue has it ([`QueueConfig::chosen_partitions`]).
-    pub fn check_partition(&self, partition: u16) -> crate::Result<u16> {
-        self.chosen_partitions(&[partition]).map(|_| partition)
+    pub fn check_partition(&self, partition: u16) -> crate::Result<Partition> {
+        self.chosen_partitions(&[partition])
+            .map(|_| Partition::new(partition))
     }
 
     /// The partition's trim lease: `{prefix}:{queue-NN}:lease:trim`. One
     /// trimmer (or `queuegen apply` creating groups) holds it at a time.
-    pub fn trim_lease_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "lease:trim")
+    pub fn trim_lease_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "lease:trim")
     }
 
     /// The partition's loops lease of this queue's group:
@@ -428,16 +438,16 @@ impl QueueConfig {
     /// it runs the partition's recovery and promotion loops; the group's
     /// other workers skip the partition in those loops. Per group, because
     /// each group has its own pending lists to recover.
-    pub fn loops_lease_key(&self, partition: u16) -> String {
-        self.partition_key(partition, &format!("lease:loops-{}", self.group))
+    pub fn loops_lease_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, &format!("lease:loops-{}", self.group))
     }
 
     /// The partition's claim epoch: `{prefix}:{queue-NN}:claims`, a counter
     /// the library's `claim` raises whenever it takes entries from another
     /// consumer. A worker reads it with each read, and its acks skip the
     /// ownership listing while it has not moved.
-    pub fn claims_key(&self, partition: u16) -> String {
-        self.partition_key(partition, "claims")
+    pub fn claims_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "claims")
     }
 
     /// The partition's pause flag: `{prefix}:{queue-NN}:paused`. While it
@@ -445,11 +455,11 @@ impl QueueConfig {
     /// and producers carry on); its value says who paused it, when and why
     /// (`ops::pause`). `queuegen pause` sets it, `queuegen resume` deletes it.
     /// One flag per partition for all its lanes: the key has no lane.
-    pub fn paused_key(&self, stream: u16) -> String {
+    pub fn paused_key(&self, partition: Partition) -> String {
         format!(
             "{}:{{{}}}:paused",
             self.key_prefix,
-            self.partition_tag(stream)
+            self.partition_tag(partition)
         )
     }
 
@@ -475,14 +485,14 @@ impl QueueConfig {
     }
 
     /// `{prefix}:{queue-NN}:suffix`, with `:lane-{name}` after the prefix
-    /// for a lane other than the default one (whose stream numbers are the
-    /// partition numbers). The lane is part of the
+    /// for a lane other than the default one (whose streams are numbered as
+    /// the partitions). The lane is part of the
     /// prefix, not the tag: a lane's keys share their partition's slot, and
     /// every key one Function call names still has one prefix and one tag.
-    fn partition_key(&self, stream: u16, suffix: &str) -> String {
-        let tag = self.partition_tag(stream);
+    fn partition_key(&self, stream: StreamSlot, suffix: &str) -> String {
+        let tag = self.partition_tag(self.partition_of_stream(stream));
         match self.lane_of_stream(stream) {
-            Some(lane) if stream >= self.partitions => {
+            Some(lane) if stream.index() >= self.partitions => {
                 format!("{}:lane-{}:{{{tag}}}:{suffix}", self.key_prefix, lane.name)
             }
             _ => format!("{}:{{{tag}}}:{suffix}", self.key_prefix),
@@ -491,7 +501,9 @@ impl QueueConfig {
 
     /// Every stream's ready key, by stream number.
     pub fn ready_keys(&self) -> Vec<String> {
-        (0..self.streams()).map(|s| self.ready_key(s)).collect()
+        StreamSlot::all(self.streams())
+            .map(|s| self.ready_key(s))
+            .collect()
     }
 }
 
@@ -504,6 +516,14 @@ fn partition_digits(partitions: u16) -> usize {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    fn slot(number: u16) -> StreamSlot {
+        StreamSlot::new(number)
+    }
+
+    fn part(number: u16) -> Partition {
+        Partition::new(number)
+    }
 
     pub(crate) const OCR: QueueConfig = QueueConfig {
         service: Cow::Borrowed("docs-pipeline"),
@@ -581,18 +601,18 @@ pub(crate) mod tests {
 
     #[test]
     fn keys_share_one_hash_tag_per_partition() {
-        assert_eq!(OCR.ready_key(3), "work:{ocr-03}:ready");
+        assert_eq!(OCR.ready_key(slot(3)), "work:{ocr-03}:ready");
         assert_eq!(OCR.ready_keys().len(), 32);
-        assert_eq!(OCR.dead_key(3), "work:{ocr-03}:dead");
-        assert_eq!(OCR.retry_key(3), "work:{ocr-03}:retry");
-        assert_eq!(OCR.retry_jobs_key(3), "work:{ocr-03}:retry-jobs");
-        assert_eq!(OCR.trim_lease_key(3), "work:{ocr-03}:lease:trim");
+        assert_eq!(OCR.dead_key(slot(3)), "work:{ocr-03}:dead");
+        assert_eq!(OCR.retry_key(slot(3)), "work:{ocr-03}:retry");
+        assert_eq!(OCR.retry_jobs_key(slot(3)), "work:{ocr-03}:retry-jobs");
+        assert_eq!(OCR.trim_lease_key(slot(3)), "work:{ocr-03}:lease:trim");
         assert_eq!(
-            OCR.loops_lease_key(3),
+            OCR.loops_lease_key(slot(3)),
             format!("work:{{ocr-03}}:lease:loops-{}", OCR.group)
         );
-        assert_eq!(OCR.claims_key(3), "work:{ocr-03}:claims");
-        assert_eq!(OCR.paused_key(3), "work:{ocr-03}:paused");
+        assert_eq!(OCR.claims_key(slot(3)), "work:{ocr-03}:claims");
+        assert_eq!(OCR.paused_key(part(3)), "work:{ocr-03}:paused");
         assert_eq!(OCR.rate_key(), "work:{ocr}:rate");
         let mut per_tenant = OCR;
         per_tenant.handler.tenant_rate = Some(TenantRateLimit {
@@ -602,16 +622,16 @@ pub(crate) mod tests {
         });
         assert_eq!(per_tenant.tenant_rate_key(7), "work:tenant-07:{ocr}:rate");
         assert_eq!(
-            OCR.marker_key(3, MarkerKind::Retry, "1700000000000-0"),
+            OCR.marker_key(slot(3), MarkerKind::Retry, "1700000000000-0"),
             "work:{ocr-03}:marker:retry:1700000000000-0"
         );
         assert_eq!(
-            OCR.marker_key(0, MarkerKind::Promote, "5-1"),
+            OCR.marker_key(slot(0), MarkerKind::Promote, "5-1"),
             "work:{ocr-00}:marker:promote:5-1"
         );
         assert_eq!(
-            OCR.marker_key(0, "replay", "5-1"),
-            OCR.marker_key(0, MarkerKind::Replay, "5-1")
+            OCR.marker_key(slot(0), "replay", "5-1"),
+            OCR.marker_key(slot(0), MarkerKind::Replay, "5-1")
         );
     }
 
@@ -625,36 +645,45 @@ pub(crate) mod tests {
         };
         assert_eq!(laned.streams(), 12);
         // The default lane (normal) is slot 0; high and low follow.
-        assert_eq!(laned.stream(1, 3), 3);
-        assert_eq!(laned.stream(0, 3), 7);
-        assert_eq!(laned.stream(2, 1), 9);
+        assert_eq!(laned.stream(1, part(3)), slot(3));
+        assert_eq!(laned.stream(0, part(3)), slot(7));
+        assert_eq!(laned.stream(2, part(1)), slot(9));
         for (index, lane) in LANES.iter().enumerate() {
-            for partition in 0..4 {
+            for partition in Partition::all(4) {
                 let stream = laned.stream(index, partition);
                 assert_eq!(laned.partition_of_stream(stream), partition);
                 assert_eq!(laned.lane_of_stream(stream), Some(lane));
             }
         }
-        assert_eq!(laned.place(9), "partition 1 lane low");
+        assert_eq!(laned.place(slot(9)), "partition 1 lane low");
         // The default lane keeps the queue's unlaned keys.
-        assert_eq!(laned.ready_key(2), "work:{ocr-02}:ready");
+        assert_eq!(laned.ready_key(slot(2)), "work:{ocr-02}:ready");
         assert_eq!(
-            laned.ready_key(laned.stream(0, 2)),
+            laned.ready_key(laned.stream(0, part(2))),
             "work:lane-high:{ocr-02}:ready"
         );
         assert_eq!(
-            laned.marker_key(laned.stream(2, 0), MarkerKind::Retry, "5-1"),
+            laned.marker_key(laned.stream(2, part(0)), MarkerKind::Retry, "5-1"),
             "work:lane-low:{ocr-00}:marker:retry:5-1"
         );
         // One pause flag and one rate bucket for every lane.
-        assert_eq!(laned.paused_key(laned.stream(0, 2)), "work:{ocr-02}:paused");
-        assert_eq!(laned.paused_key(laned.stream(2, 2)), "work:{ocr-02}:paused");
-        assert_eq!(laned.streams_of(&[1]), vec![1, 5, 9]);
+        assert_eq!(
+            laned.paused_key(laned.partition_of_stream(laned.stream(0, part(2)))),
+            "work:{ocr-02}:paused"
+        );
+        assert_eq!(
+            laned.paused_key(laned.partition_of_stream(laned.stream(2, part(2)))),
+            "work:{ocr-02}:paused"
+        );
+        assert_eq!(
+            laned.streams_of(&[part(1)]),
+            vec![slot(1), slot(5), slot(9)]
+        );
         assert_eq!(laned.ready_keys().len(), 12);
         // Without lanes a stream number is the partition number.
         assert_eq!(OCR.streams(), 32);
-        assert_eq!(OCR.place(3), "partition 3");
-        assert_eq!(OCR.lane_of_stream(3), None);
+        assert_eq!(OCR.place(slot(3)), "partition 3");
+        assert_eq!(OCR.lane_of_stream(slot(3)), None);
     }
 
     #[test]
@@ -663,11 +692,11 @@ pub(crate) mod tests {
             partitions: 1000,
             ..OCR
         };
-        assert_eq!(wide.partition_tag(7), "ocr-007");
+        assert_eq!(wide.partition_tag(part(7)), "ocr-007");
         let single = QueueConfig {
             partitions: 1,
             ..OCR
         };
-        assert_eq!(single.partition_tag(0), "ocr-00");
+        assert_eq!(single.partition_tag(part(0)), "ocr-00");
     }
 }

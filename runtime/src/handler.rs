@@ -10,6 +10,7 @@ use crate::envelope::{Envelope, Header};
 use crate::error::Result;
 use crate::field::Timestamp;
 use crate::outcome::{JobError, Outcome};
+use crate::stream_slot::{Partition, StreamSlot};
 use crate::transitions::{self, Renewal};
 
 /// Everything about one delivery of a job except its body.
@@ -17,9 +18,8 @@ use crate::transitions::{self, Renewal};
 pub struct JobContext {
     pub(crate) header: Header,
     pub(crate) stream_id: String,
-    /// The stream number of the job's lane and partition
-    /// ([`QueueConfig::streams`]); the partition's number without lanes.
-    pub(crate) stream: u16,
+    /// The stream of the job's lane and partition ([`QueueConfig::streams`]).
+    pub(crate) stream: StreamSlot,
     /// The partition's claim epoch before this delivery's read (`None`:
     /// unknown); its ack carries it.
     pub(crate) claim_epoch: Option<u64>,
@@ -76,7 +76,7 @@ impl JobContext {
         &self.stream_id
     }
 
-    pub fn partition(&self) -> u16 {
+    pub fn partition(&self) -> Partition {
         self.owner.config.partition_of_stream(self.stream)
     }
 
@@ -142,7 +142,7 @@ impl JobContext {
             Renewal::NotOwner { owner } => {
                 tracing::warn!(
                     queue = self.queue(),
-                    partition = self.partition(),
+                    partition = self.partition().index(),
                     lane = self.lane(),
                     job_id = self.job_id(),
                     stream_id = %self.stream_id,

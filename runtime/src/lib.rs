@@ -29,7 +29,8 @@
 //!   reporting a [`SchedulerReport`].
 //! - **Queue settings**: [`QueueConfig`] (generated as each queue's `CONFIG`)
 //!   with its [`Lane`]s, [`RateLimit`], [`TenantRateLimit`], [`Jitter`] and
-//!   the [`MarkerKind`] of its marker keys.
+//!   the [`MarkerKind`] of its marker keys; a [`Partition`] of a queue and
+//!   a [`StreamSlot`] (one lane of a partition), which its keys take.
 //! - **Errors**: [`Error`], [`Result`], [`FieldProblem`], [`NotOwner`].
 //!
 //! Below the root: [`metrics`] (Prometheus, the default `metrics` feature),
@@ -75,6 +76,7 @@ pub mod roles;
 pub mod schedule;
 mod signal;
 pub mod stream_id;
+mod stream_slot;
 pub mod transitions;
 pub mod trim;
 pub mod worker;
@@ -91,6 +93,7 @@ pub use queuegen_macros::{Envelope, FieldEnum};
 pub use results::{Committed, RedisResults, Results};
 pub use schedule::{Cadence, Missed, Schedule, Scheduler, SchedulerReport};
 pub use signal::shutdown_signal;
+pub use stream_slot::{Partition, StreamSlot};
 pub use worker::{Worker, WorkerReport, CONSUMER_ENV, METRICS_ADDR_ENV, QUEUE_ENV};
 
 /// Items the derive macros expand to; not part of the public API.

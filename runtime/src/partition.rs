@@ -8,6 +8,7 @@
 
 use crate::config::QueueConfig;
 use crate::envelope::header_fields;
+use crate::stream_slot::Partition;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -18,7 +19,7 @@ const SEPARATOR: u8 = 0x1f;
 /// A `partition_by` field absent from `fields` (an optional field left out)
 /// hashes as the empty value. A queue without `partition_by` has no ordering
 /// key; its jobs are spread by `job_id` instead.
-pub fn partition_of(config: &QueueConfig, fields: &[(&str, String)]) -> u16 {
+pub fn partition_of(config: &QueueConfig, fields: &[(&str, String)]) -> Partition {
     let value_of = |name: &str| {
         fields
             .iter()
@@ -30,7 +31,7 @@ pub fn partition_of(config: &QueueConfig, fields: &[(&str, String)]) -> u16 {
     } else {
         fnv1a_values(config.partition_by.iter().map(|name| value_of(name)))
     };
-    (hash % u64::from(config.partitions.max(1))) as u16
+    Partition::new((hash % u64::from(config.partitions.max(1))) as u16)
 }
 
 /// The class of `tenant` among `classes` (`handler.tenant_rate`): the same
@@ -83,14 +84,26 @@ mod tests {
                 ("subject_ref", subject),
             ])
         };
-        assert_eq!(partition_of(&CONFIG, &job("acme", "doc-1")), 21);
-        assert_eq!(partition_of(&CONFIG, &job("acme", "doc-2")), 26);
-        assert_eq!(partition_of(&CONFIG, &job("globex", "doc-1")), 6);
+        assert_eq!(
+            partition_of(&CONFIG, &job("acme", "doc-1")),
+            Partition::new(21)
+        );
+        assert_eq!(
+            partition_of(&CONFIG, &job("acme", "doc-2")),
+            Partition::new(26)
+        );
+        assert_eq!(
+            partition_of(&CONFIG, &job("globex", "doc-1")),
+            Partition::new(6)
+        );
         let four = QueueConfig {
             partitions: 4,
             ..CONFIG
         };
-        assert_eq!(partition_of(&four, &job("acme", "doc-1")), 1);
+        assert_eq!(
+            partition_of(&four, &job("acme", "doc-1")),
+            Partition::new(1)
+        );
     }
 
     #[test]
@@ -104,7 +117,7 @@ mod tests {
         let b = pairs(&[("subject_ref", "s"), ("job_id", "2"), ("tenant", "t")]);
         assert_eq!(partition_of(&CONFIG, &a), partition_of(&CONFIG, &b));
         assert_eq!(
-            u64::from(partition_of(&CONFIG, &a)),
+            u64::from(partition_of(&CONFIG, &a).index()),
             fnv1a_values(["t", "s"]) % 32
         );
     }
@@ -113,7 +126,7 @@ mod tests {
     fn missing_field_hashes_as_empty_and_no_key_spreads_by_job_id() {
         let missing = pairs(&[("tenant", "t")]);
         assert_eq!(
-            u64::from(partition_of(&CONFIG, &missing)),
+            u64::from(partition_of(&CONFIG, &missing).index()),
             fnv1a_values(["t", ""]) % 32
         );
         let unordered = QueueConfig {
@@ -122,7 +135,7 @@ mod tests {
         };
         let job = pairs(&[("job_id", "j-7"), ("tenant", "t")]);
         assert_eq!(
-            u64::from(partition_of(&unordered, &job)),
+            u64::from(partition_of(&unordered, &job).index()),
             fnv1a_values(["j-7"]) % 32
         );
     }

@@ -16,6 +16,7 @@ use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, PublishError, Result};
 use crate::field::Timestamp;
 use crate::partition::partition_of;
+use crate::stream_slot::{Partition, StreamSlot};
 use crate::transitions::{self, Appended, DelayedReply};
 
 /// One job to publish: the header fields the application chooses, and the body.
@@ -61,7 +62,7 @@ impl<E> NewJob<E> {
 pub struct Published {
     /// The entry's stream ID (not the job's identity: that is `job_id`).
     pub stream_id: String,
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane it went to; `None` for a queue without lanes.
     pub lane: Option<Cow<'static, str>>,
     /// With a [`Durability`] that asks for replicas: how many acknowledged
@@ -76,7 +77,7 @@ pub struct Published {
 /// Where a job published with a delay waits ([`Producer::publish_at`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delayed {
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane it waits for; `None` for a queue without lanes.
     pub lane: Option<Cow<'static, str>>,
     /// When the scheduler appends it to the ready stream, in Unix ms.
@@ -166,9 +167,8 @@ impl<E: Envelope> Clone for Producer<E> {
 
 /// A job that passed validation, ready to send.
 pub(crate) struct Encoded {
-    /// The stream number of its lane and partition ([`QueueConfig::streams`]);
-    /// its partition's number for a queue without lanes.
-    pub(crate) partition: u16,
+    /// The stream of its lane and partition ([`QueueConfig::streams`]).
+    pub(crate) stream: StreamSlot,
     pub(crate) pairs: Vec<(&'static str, String)>,
 }
 
@@ -221,19 +221,18 @@ impl<E: Envelope> Producer<E> {
         let _ = err;
     }
 
-    /// Counts `jobs` publishes to `partition`, of which `duplicates` wrote
-    /// nothing (`dedup`).
-    fn appended(&self, stream: u16, jobs: u64, duplicates: u64) {
+    /// Counts `jobs` publishes to `partition` (all its lanes together), of
+    /// which `duplicates` wrote nothing (`dedup`).
+    fn appended(&self, partition: Partition, jobs: u64, duplicates: u64) {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.metrics {
-            let partition = self.config.partition_of_stream(stream);
             metrics.published(&self.config.queue, partition, jobs - duplicates);
             if duplicates > 0 {
                 metrics.duplicates(&self.config.queue, partition, duplicates);
             }
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = (stream, jobs, duplicates);
+        let _ = (partition, jobs, duplicates);
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -254,27 +253,31 @@ impl<E: Envelope> Producer<E> {
     /// and [`Published::replicas`] says how many replicas acknowledged.
     pub async fn publish_with(&self, job: NewJob<E>, durability: Durability) -> Result<Published> {
         let job = self.encode(job, 0)?;
-        self.admit(job.partition).await?;
+        self.admit(job.stream).await?;
         let append = self.append_command(&job);
         let (appended, replicas): (Appended, _) = self
-            .send(append, job.partition, durability)
+            .send(append, job.stream, durability)
             .await
             .map_err(|err| self.append_error(&job, err))?;
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
             queue = &*self.config.queue,
-            partition = job.partition,
+            partition = job.stream.index(),
             stream_id = %appended.stream_id,
             duplicate = appended.duplicate,
             "accepted"
         );
-        self.appended(job.partition, 1, u64::from(appended.duplicate));
+        self.appended(
+            self.config.partition_of_stream(job.stream),
+            1,
+            u64::from(appended.duplicate),
+        );
         Ok(Published {
             stream_id: appended.stream_id,
-            partition: self.config.partition_of_stream(job.partition),
+            partition: self.config.partition_of_stream(job.stream),
             lane: self
                 .config
-                .lane_of_stream(job.partition)
+                .lane_of_stream(job.stream)
                 .map(|lane| lane.name.clone()),
             replicas,
             duplicate: appended.duplicate,
@@ -297,18 +300,17 @@ impl<E: Envelope> Producer<E> {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
         let job = self.encode(job, 0)?;
-        self.admit(job.partition).await?;
-        let cmd =
-            transitions::delay_schedule_command(&self.config, job.partition, due_ms, &job.pairs);
+        self.admit(job.stream).await?;
+        let cmd = transitions::delay_schedule_command(&self.config, job.stream, due_ms, &job.pairs);
         let (reply, replicas): (DelayedReply, _) = self
-            .send(cmd, job.partition, self.durability)
+            .send(cmd, job.stream, self.durability)
             .await
             .map_err(|err| {
                 transitions::publish_error(
                     &self.config,
                     crate::functions::Function::DelaySchedule,
-                    self.config.delayed_key(job.partition),
-                    job.partition,
+                    self.config.delayed_key(job.stream),
+                    job.stream,
                     job_id_of(&job.pairs),
                     err,
                 )
@@ -316,16 +318,16 @@ impl<E: Envelope> Producer<E> {
         tracing::debug!(
             job_id = job_id_of(&job.pairs),
             queue = &*self.config.queue,
-            partition = job.partition,
+            partition = job.stream.index(),
             due_ms = reply.due_ms,
             duplicate = reply.duplicate,
             "accepted, delayed"
         );
         Ok(Delayed {
-            partition: self.config.partition_of_stream(job.partition),
+            partition: self.config.partition_of_stream(job.stream),
             lane: self
                 .config
-                .lane_of_stream(job.partition)
+                .lane_of_stream(job.stream)
                 .map(|lane| lane.name.clone()),
             due_ms: reply.due_ms,
             duplicate: reply.duplicate,
@@ -341,10 +343,10 @@ impl<E: Envelope> Producer<E> {
 
     /// Refused with [`PublishError::Backpressure`] while admission finds the
     /// partition behind; nothing to do without `admission`.
-    async fn admit(&self, partition: u16) -> Result<()> {
+    async fn admit(&self, stream: StreamSlot) -> Result<()> {
         if let Some(admission) = &self.admission {
             admission
-                .admit(&self.conn, partition)
+                .admit(&self.conn, stream)
                 .await
                 .inspect_err(|err| self.refused(err))?;
         }
@@ -358,14 +360,14 @@ impl<E: Envelope> Producer<E> {
         match self.config.dedup.map(|dedup| dedup.window) {
             Some(window) => transitions::publish_once_command(
                 &self.config,
-                job.partition,
+                job.stream,
                 job_id_of(&job.pairs),
                 window,
                 &job.pairs,
             ),
             None => {
                 let mut xadd = redis::cmd("XADD");
-                xadd.arg(&self.ready_keys[usize::from(job.partition)])
+                xadd.arg(&self.ready_keys[usize::from(job.stream.index())])
                     .arg("*")
                     .arg(&job.pairs[..]);
                 xadd
@@ -375,13 +377,13 @@ impl<E: Envelope> Producer<E> {
 
     /// The error of [`Producer::append_command`]'s reply, naming key, partition and job.
     fn append_error(&self, job: &Encoded, err: redis::RedisError) -> Error {
-        let key = &self.ready_keys[usize::from(job.partition)];
+        let key = &self.ready_keys[usize::from(job.stream.index())];
         match self.config.dedup.map(|dedup| dedup.window) {
             Some(_) => transitions::publish_error(
                 &self.config,
                 crate::functions::Function::PublishOnce,
                 key.clone(),
-                job.partition,
+                job.stream,
                 job_id_of(&job.pairs),
                 err,
             ),
@@ -395,7 +397,7 @@ impl<E: Envelope> Producer<E> {
     async fn send<T: redis::FromRedisValue>(
         &self,
         cmd: redis::Cmd,
-        partition: u16,
+        stream: StreamSlot,
         durability: Durability,
     ) -> redis::RedisResult<(T, Option<u32>)> {
         if !durability.waits() {
@@ -408,7 +410,7 @@ impl<E: Envelope> Producer<E> {
             .arg(durability.replicas)
             .arg(durability.timeout.as_millis().max(1) as u64);
         let (reply, replicas): (T, u32) = pipe.query_async(&mut self.conn.clone()).await?;
-        self.warn_if_short("(one job)", partition, replicas, durability);
+        self.warn_if_short("(one job)", stream, replicas, durability);
         Ok((reply, Some(replicas)))
     }
 
@@ -416,14 +418,14 @@ impl<E: Envelope> Producer<E> {
     fn warn_if_short(
         &self,
         stream_id: &str,
-        partition: u16,
+        stream: StreamSlot,
         replicas: u32,
         durability: Durability,
     ) {
         if replicas < durability.replicas {
             tracing::warn!(
                 queue = &*self.config.queue,
-                partition,
+                partition = stream.index(),
                 stream_id,
                 replicas,
                 wanted = durability.replicas,
@@ -433,13 +435,13 @@ impl<E: Envelope> Producer<E> {
         }
     }
 
-    /// Sends the batch's pipelines (one, or one per partition, all at once)
+    /// Sends the batch's pipelines (one, or one per stream, all at once)
     /// and returns what each job's command answered, in the order of
-    /// `partitions`, the partition of each job.
+    /// `streams`, the stream of each job.
     async fn append(
         &self,
         pipes: Vec<redis::Pipeline>,
-        partitions: &[u16],
+        streams: &[StreamSlot],
         per_partition: bool,
     ) -> redis::RedisResult<Vec<Appended>> {
         if !per_partition {
@@ -461,10 +463,10 @@ impl<E: Envelope> Producer<E> {
                 .into_iter()
                 .map(Vec::into_iter)
                 .collect();
-        partitions
+        streams
             .iter()
-            .map(|&partition| {
-                answers[usize::from(partition)].next().ok_or_else(|| {
+            .map(|&stream| {
+                answers[usize::from(stream.index())].next().ok_or_else(|| {
                     redis::RedisError::from((
                         redis::ErrorKind::UnexpectedReturnType,
                         "a partition's pipeline answered fewer replies than it sent commands",
@@ -512,29 +514,29 @@ impl<E: Envelope> Producer<E> {
                 1
             }
         ];
-        let mut partitions = Vec::with_capacity(jobs.size_hint().0);
+        let mut streams = Vec::with_capacity(jobs.size_hint().0);
         // The job_ids for the "accepted" events, kept only when they are logged.
         let log_accepted = tracing::enabled!(tracing::Level::DEBUG);
         let mut job_ids = Vec::new();
         for (position, job) in jobs.enumerate() {
             let mut job = self.encode(job, position)?;
             let pipe = &mut pipes[if per_partition {
-                usize::from(job.partition)
+                usize::from(job.stream.index())
             } else {
                 0
             }];
             pipe.add_command(self.append_command(&job));
-            partitions.push(job.partition);
+            streams.push(job.stream);
             if log_accepted {
                 // The pipeline holds its own copy of the bytes: move, not clone.
                 job_ids.push(take_job_id(&mut job.pairs));
             }
         }
-        if partitions.is_empty() {
+        if streams.is_empty() {
             return Ok(Vec::new());
         }
         if let Some(admission) = &self.admission {
-            let mut touched = partitions.clone();
+            let mut touched = streams.clone();
             touched.sort_unstable();
             touched.dedup();
             admission
@@ -543,7 +545,7 @@ impl<E: Envelope> Producer<E> {
                 .inspect_err(|err| self.refused(err))?;
         }
         let answers = self
-            .append(pipes, &partitions, per_partition)
+            .append(pipes, &streams, per_partition)
             .await
             .map_err(|err| {
                 let command = match self.config.dedup.map(|dedup| dedup.window) {
@@ -553,16 +555,16 @@ impl<E: Envelope> Producer<E> {
                 Error::redis(
                     format!(
                         "pipeline of {} {command} to queue {}",
-                        partitions.len(),
+                        streams.len(),
                         self.config.queue
                     ),
                     err,
                 )
             })?;
-        let replicas = self.wait_after_batch(&partitions).await?;
+        let replicas = self.wait_after_batch(&streams).await?;
         let published: Vec<Published> = answers
             .into_iter()
-            .zip(partitions)
+            .zip(streams)
             .map(|(appended, stream)| Published {
                 stream_id: appended.stream_id,
                 partition: self.config.partition_of_stream(stream),
@@ -570,7 +572,9 @@ impl<E: Envelope> Producer<E> {
                     .config
                     .lane_of_stream(stream)
                     .map(|lane| lane.name.clone()),
-                replicas: replicas.as_ref().map(|counts| counts[usize::from(stream)]),
+                replicas: replicas
+                    .as_ref()
+                    .map(|counts| counts[usize::from(stream.index())]),
                 duplicate: appended.duplicate,
             })
             .collect();
@@ -578,7 +582,7 @@ impl<E: Envelope> Producer<E> {
             tracing::debug!(
                 job_id = job_id.as_str(),
                 queue = &*self.config.queue,
-                partition = published.partition,
+                partition = published.partition.index(),
                 stream_id = %published.stream_id,
                 "accepted"
             );
@@ -588,9 +592,7 @@ impl<E: Envelope> Producer<E> {
             // Runs of one partition count once: batches are usually sorted or small.
             for run in published.chunk_by(|a, b| a.partition == b.partition) {
                 let duplicates = run.iter().filter(|job| job.duplicate).count();
-                // Counted per partition, all lanes together: the stream of its first job will do.
-                let stream = self.config.stream(0, run[0].partition);
-                self.appended(stream, run.len() as u64, duplicates as u64);
+                self.appended(run[0].partition, run.len() as u64, duplicates as u64);
             }
         }
         Ok(published)
@@ -599,12 +601,12 @@ impl<E: Envelope> Producer<E> {
     /// After a batch's `XADD`s, `WAIT` for the producer's durability: per
     /// partition touched on a Cluster (each on its own primary), once on a
     /// server. The count per partition, `None` when not waiting.
-    async fn wait_after_batch(&self, partitions: &[u16]) -> Result<Option<Vec<u32>>> {
+    async fn wait_after_batch(&self, streams: &[StreamSlot]) -> Result<Option<Vec<u32>>> {
         let durability = self.durability;
         if !durability.waits() {
             return Ok(None);
         }
-        let mut touched = partitions.to_vec();
+        let mut touched = streams.to_vec();
         touched.sort_unstable();
         touched.dedup();
         let mut counts = vec![0; usize::from(self.config.streams())];
@@ -615,19 +617,19 @@ impl<E: Envelope> Producer<E> {
             touched[..1].to_vec()
         };
         let mut acknowledged = 0;
-        for partition in waits.drain(..) {
-            let key = &self.ready_keys[usize::from(partition)];
+        for stream in waits.drain(..) {
+            let key = &self.ready_keys[usize::from(stream.index())];
             acknowledged = conn
                 .wait_for_replicas(key, durability.replicas, durability.timeout)
                 .await
                 .map_err(|err| Error::redis(format!("WAIT after XADDs to {key}"), err))?;
-            counts[usize::from(partition)] = acknowledged;
-            self.warn_if_short("(batch)", partition, acknowledged, durability);
+            counts[usize::from(stream.index())] = acknowledged;
+            self.warn_if_short("(batch)", stream, acknowledged, durability);
         }
         if !conn.is_cluster() {
             // One server, one replication stream: its count covers every partition.
-            for &partition in &touched {
-                counts[usize::from(partition)] = acknowledged;
+            for &stream in &touched {
+                counts[usize::from(stream.index())] = acknowledged;
             }
         }
         Ok(Some(counts))
@@ -697,8 +699,8 @@ pub(crate) fn encode<E: Envelope>(
             max: config.payload.max_bytes,
         }));
     }
-    let partition = config.stream(lane, partition_of(config, &pairs));
-    Ok(Encoded { partition, pairs })
+    let stream = config.stream(lane, partition_of(config, &pairs));
+    Ok(Encoded { stream, pairs })
 }
 
 /// The size `payload.max_bytes` bounds: field names plus values, in bytes.

@@ -39,6 +39,7 @@ use crate::error::{Error, Result, SetupError};
 use crate::failpoint::failpoint;
 use crate::host::now_ms;
 use crate::partition::partition_of;
+use crate::stream_slot::Partition;
 use crate::transitions;
 
 pub use queuegen_core::cadence::{format_tick, job_id, Cadence, CadenceError, Ticks};
@@ -95,7 +96,7 @@ impl Schedule {
     }
 
     /// The partition the job of `tick_ms` goes to.
-    pub fn partition(&self, tick_ms: u64) -> u16 {
+    pub fn partition(&self, tick_ms: u64) -> Partition {
         partition_of(&self.queue, &self.fields(tick_ms))
     }
 
@@ -111,8 +112,9 @@ impl Schedule {
         tick_ms: u64,
     ) -> Result<crate::transitions::Moved> {
         let fields = self.fields(tick_ms);
-        let partition = partition_of(&self.queue, &fields);
-        transitions::schedule_tick(conn, &self.queue, partition, self.name, tick_ms, &fields).await
+        // A schedule's jobs go to the default lane.
+        let stream = partition_of(&self.queue, &fields).default_stream();
+        transitions::schedule_tick(conn, &self.queue, stream, self.name, tick_ms, &fields).await
     }
 }
 

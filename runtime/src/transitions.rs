@@ -31,6 +31,7 @@ use redis::aio::ConnectionLike;
 use crate::config::{MarkerKind, QueueConfig};
 use crate::error::{Error, Result};
 use crate::functions::{self, CallContext as Call, Function};
+use crate::stream_slot::{Partition, StreamSlot};
 
 pub use crate::error::TransitionCode;
 pub(crate) use crate::functions::Moved;
@@ -107,7 +108,7 @@ pub(crate) struct Promoted {
 /// `retry_schedule`: move a pending ready entry to the retry set as its next attempt.
 #[derive(Debug, Clone)]
 pub(crate) struct ScheduleRetry<'a> {
-    pub partition: u16,
+    pub stream: StreamSlot,
     /// The consumer the entry must still be pending for: the caller's.
     pub consumer: &'a str,
     /// Stream ID of the attempt that failed (pending in the group).
@@ -125,7 +126,7 @@ pub(crate) struct ScheduleRetry<'a> {
 /// `dead_letter`: move a pending ready entry to the dead-letter stream.
 #[derive(Debug, Clone)]
 pub struct DeadLetter<'a> {
-    pub partition: u16,
+    pub stream: StreamSlot,
     /// The consumer the entry must still be pending for: the caller's.
     pub consumer: &'a str,
     /// Stream ID of the entry (pending in the group).
@@ -167,7 +168,7 @@ async fn schedule_again<C: ConnectionLike + Send>(
     retry: &ScheduleRetry<'_>,
     kind: MarkerKind,
 ) -> Result<Moved> {
-    let p = retry.partition;
+    let p = retry.stream;
     let defer = kind == MarkerKind::Defer;
     let function = config.function(if defer {
         Function::Defer
@@ -209,7 +210,7 @@ pub(crate) async fn dead_letter<C: ConnectionLike + Send>(
     config: &QueueConfig,
     dead: &DeadLetter<'_>,
 ) -> Result<Moved> {
-    let p = dead.partition;
+    let p = dead.stream;
     let function = config.function(Function::DeadLetter);
     let ready_key = config.ready_key(p);
     let cmd = functions::command(
@@ -247,19 +248,19 @@ pub enum DueSet {
 }
 
 impl DueSet {
-    /// The partition's zset of members by due time.
-    pub fn key(self, config: &QueueConfig, partition: u16) -> String {
+    /// The stream's zset of members by due time.
+    pub fn key(self, config: &QueueConfig, stream: StreamSlot) -> String {
         match self {
-            DueSet::Retries => config.retry_key(partition),
-            DueSet::Delayed => config.delayed_key(partition),
+            DueSet::Retries => config.retry_key(stream),
+            DueSet::Delayed => config.delayed_key(stream),
         }
     }
 
-    /// The partition's hash of each member's envelope.
-    pub fn jobs_key(self, config: &QueueConfig, partition: u16) -> String {
+    /// The stream's hash of each member's envelope.
+    pub fn jobs_key(self, config: &QueueConfig, stream: StreamSlot) -> String {
         match self {
-            DueSet::Retries => config.retry_jobs_key(partition),
-            DueSet::Delayed => config.delayed_jobs_key(partition),
+            DueSet::Retries => config.retry_jobs_key(stream),
+            DueSet::Delayed => config.delayed_jobs_key(stream),
         }
     }
 
@@ -287,19 +288,19 @@ impl DueSet {
     }
 }
 
-/// The members due at `now_ms` of each (set, partition) in `sets`, oldest
+/// The members due at `now_ms` of each (set, stream) in `sets`, oldest
 /// first, at most `limit` each, in one pipeline, in the same order.
 pub(crate) async fn due_members_of<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
-    sets: &[(DueSet, u16)],
+    sets: &[(DueSet, StreamSlot)],
     now_ms: u64,
     limit: usize,
 ) -> Result<Vec<Vec<String>>> {
     let mut pipe = redis::pipe();
-    for &(set, partition) in sets {
+    for &(set, stream) in sets {
         pipe.cmd("ZRANGEBYSCORE")
-            .arg(set.key(config, partition))
+            .arg(set.key(config, stream))
             .arg("-inf")
             .arg(now_ms)
             .arg("LIMIT")
@@ -317,9 +318,9 @@ pub(crate) async fn due_members_of<C: ConnectionLike + Send>(
         })?;
     sets.iter()
         .zip(answers)
-        .map(|(&(set, partition), answer)| {
+        .map(|(&(set, stream), answer)| {
             answer.map_err(|err| {
-                Error::redis(format!("ZRANGEBYSCORE {}", set.key(config, partition)), err)
+                Error::redis(format!("ZRANGEBYSCORE {}", set.key(config, stream)), err)
             })
         })
         .collect()
@@ -331,11 +332,11 @@ pub(crate) async fn promote<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
     set: DueSet,
-    partition: u16,
+    stream: StreamSlot,
     now_ms: u64,
     members: &[String],
 ) -> Result<Promoted> {
-    let p = partition;
+    let p = stream;
     let function = config.function(set.function());
     let set_key = set.key(config, p);
     let marker_keys: Vec<String> = members
@@ -390,7 +391,7 @@ pub(crate) async fn promote<C: ConnectionLike + Send>(
 /// `payload.max_bytes`, which it is told here.
 pub(crate) fn publish_once_command(
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     job_id: &str,
     window: std::time::Duration,
     pairs: &impl redis::ToRedisArgs,
@@ -398,8 +399,8 @@ pub(crate) fn publish_once_command(
     functions::command(
         &config.function(Function::PublishOnce),
         &functions::PublishOnce {
-            ready_key: &config.ready_key(partition),
-            marker_key: &config.marker_key(partition, MarkerKind::Publish, job_id),
+            ready_key: &config.ready_key(stream),
+            marker_key: &config.marker_key(stream, MarkerKind::Publish, job_id),
             // A zero window would make SET ... PX fail; the spec never gives one.
             window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1),
             payload_max_bytes: config.payload.max_bytes,
@@ -413,7 +414,7 @@ pub(crate) fn publish_once_command(
 /// the queue's `payload.max_bytes`, which it is told here.
 pub(crate) fn delay_schedule_command(
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     due_ms: u64,
     pairs: &[(&str, String)],
 ) -> redis::Cmd {
@@ -424,9 +425,9 @@ pub(crate) fn delay_schedule_command(
     functions::command(
         &config.function(Function::DelaySchedule),
         &functions::DelaySchedule {
-            delayed_key: &config.delayed_key(partition),
-            delayed_jobs_key: &config.delayed_jobs_key(partition),
-            marker_key: &config.marker_key(partition, MarkerKind::Delayed, job_id),
+            delayed_key: &config.delayed_key(stream),
+            delayed_jobs_key: &config.delayed_jobs_key(stream),
+            marker_key: &config.marker_key(stream, MarkerKind::Delayed, job_id),
             due_ms,
             payload_max_bytes: config.payload.max_bytes,
             pairs: &pairs,
@@ -500,7 +501,7 @@ pub(crate) fn publish_error(
     config: &QueueConfig,
     function: Function,
     key: String,
-    partition: u16,
+    stream: StreamSlot,
     job_id: &str,
     err: redis::RedisError,
 ) -> Error {
@@ -508,7 +509,7 @@ pub(crate) fn publish_error(
     Call {
         function: &function,
         key,
-        partition: config.partition_of_stream(partition),
+        partition: config.partition_of_stream(stream),
         job: job_id,
         entry: None,
     }
@@ -520,12 +521,12 @@ pub(crate) fn publish_error(
 pub async fn replay<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     dead_id: &str,
     new_job_id: Option<&str>,
     accepted_schemas: &[u32],
 ) -> Result<Moved> {
-    let p = partition;
+    let p = stream;
     let function = config.function(Function::Replay);
     let dead_key = config.dead_key(p);
     let cmd = functions::command(
@@ -558,12 +559,12 @@ pub async fn replay<C: ConnectionLike + Send>(
 pub async fn schedule_tick<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     schedule: &str,
     tick_ms: u64,
     fields: &[(&str, String)],
 ) -> Result<Moved> {
-    let p = partition;
+    let p = stream;
     let function = config.function(Function::ScheduleTick);
     let marker_id = queuegen_core::cadence::marker_id(schedule, tick_ms);
     let ready_key = config.ready_key(p);
@@ -659,7 +660,7 @@ pub struct AckFunction {
     function: String,
     path: AckPath,
     group: Cow<'static, str>,
-    /// The queue's partition count: errors name the partition of a stream number.
+    /// The queue's partition count: errors name the partition of a stream.
     partitions: u16,
 }
 
@@ -717,12 +718,12 @@ impl AckFunction {
         )
     }
 
-    /// Reads the answer to [`AckFunction::command`] on `partition`'s `ready_key`.
-    pub fn reply(&self, ready_key: &str, partition: u16, answer: AckAnswer) -> Result<Acked> {
+    /// Reads the answer to [`AckFunction::command`] on `stream`'s `ready_key`.
+    pub fn reply(&self, ready_key: &str, stream: StreamSlot, answer: AckAnswer) -> Result<Acked> {
         let call = Call {
             function: &self.function,
             key: ready_key.to_owned(),
-            partition: partition % self.partitions,
+            partition: Partition::new(stream.index() % self.partitions),
             job: "a batch of done jobs",
             entry: None,
         };
@@ -788,18 +789,18 @@ pub(crate) enum Renewal {
     NotOwner { owner: Option<String> },
 }
 
-/// Calls `renew`: resets the idle time of `partition`'s entry `id` if it is
+/// Calls `renew`: resets the idle time of `stream`'s entry `id` if it is
 /// still pending for `consumer`, so that no recovery claims it for another
 /// `claim.min_idle`.
 pub(crate) async fn renew<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     consumer: &str,
     id: &str,
 ) -> Result<Renewal> {
     let function = config.function(Function::Renew);
-    let key = config.ready_key(partition);
+    let key = config.ready_key(stream);
     let cmd = functions::command(
         &function,
         &functions::Renew {
@@ -812,7 +813,7 @@ pub(crate) async fn renew<C: ConnectionLike + Send>(
     let call = Call {
         function: &function,
         key,
-        partition: config.partition_of_stream(partition),
+        partition: config.partition_of_stream(stream),
         job: id,
         entry: Some((id, consumer)),
     };
@@ -827,16 +828,16 @@ pub(crate) async fn renew<C: ConnectionLike + Send>(
     }
 }
 
-/// The consumer `partition`'s entry `id` is pending for (`XPENDING key group
+/// The consumer `stream`'s entry `id` is pending for (`XPENDING key group
 /// id id 1`), or `None` when it is not pending: the read behind
 /// `JobContext::still_owner`.
 pub(crate) async fn pending_owner<C: ConnectionLike + Send>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     id: &str,
 ) -> Result<Option<String>> {
-    let key = config.ready_key(partition);
+    let key = config.ready_key(stream);
     let reply: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
         .arg(&key)
         .arg(&*config.group)

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use queuegen_runtime::{Cadence, Missed, QueueConfig, Schedule};
+use queuegen_runtime::{Cadence, Missed, Partition, QueueConfig, Schedule};
 
 use crate::queues::jobs;
 
@@ -96,7 +96,7 @@ fn leak(text: &str) -> &'static str {
 /// One published job: its stream ID's time (ms) and partition.
 #[derive(Debug, Clone)]
 pub struct TickJob {
-    pub partition: u16,
+    pub partition: Partition,
     pub stream_ms: u64,
 }
 
@@ -107,9 +107,9 @@ pub async fn jobs_by_id(
     config: &QueueConfig,
 ) -> BTreeMap<String, Vec<TickJob>> {
     let mut out: BTreeMap<String, Vec<TickJob>> = BTreeMap::new();
-    for partition in 0..config.partitions {
-        for (id, fields) in crate::support::stream_entries(conn, &config.ready_key(partition)).await
-        {
+    for partition in Partition::all(config.partitions) {
+        let key = config.ready_key(partition.default_stream());
+        for (id, fields) in crate::support::stream_entries(conn, &key).await {
             let stream_ms = id.split('-').next().unwrap().parse().unwrap();
             out.entry(fields["job_id"].clone())
                 .or_default()

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use queuegen_runtime::transitions::DueSet;
-use queuegen_runtime::QueueConfig;
+use queuegen_runtime::{QueueConfig, StreamSlot};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
@@ -234,23 +234,23 @@ pub async fn stream_entries(
 pub async fn dead_letters(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
-) -> Vec<(u16, String, HashMap<String, String>)> {
+) -> Vec<(StreamSlot, String, HashMap<String, String>)> {
     let mut all = Vec::new();
-    for partition in 0..config.streams() {
-        let key = config.dead_key(partition);
+    for stream in StreamSlot::all(config.streams()) {
+        let key = config.dead_key(stream);
         for (id, fields) in stream_entries(conn, &key).await {
-            all.push((partition, id, fields));
+            all.push((stream, id, fields));
         }
     }
     all
 }
 
 /// Every job waiting in a delayed set of `config`'s partitions:
-/// `(partition, job_id, due ms, envelope fields)`.
+/// `(stream, job_id, due ms, envelope fields)`.
 pub async fn delayed_jobs(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
-) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+) -> Vec<(StreamSlot, String, u64, HashMap<String, String>)> {
     scheduled_members(conn, config, DueSet::Delayed).await
 }
 
@@ -258,7 +258,7 @@ pub async fn delayed_jobs(
 pub async fn scheduled_retries(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
-) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+) -> Vec<(StreamSlot, String, u64, HashMap<String, String>)> {
     scheduled_members(conn, config, DueSet::Retries).await
 }
 
@@ -268,9 +268,9 @@ async fn scheduled_members(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
     set: DueSet,
-) -> Vec<(u16, String, u64, HashMap<String, String>)> {
+) -> Vec<(StreamSlot, String, u64, HashMap<String, String>)> {
     let mut all = Vec::new();
-    for partition in 0..config.streams() {
+    for partition in StreamSlot::all(config.streams()) {
         // One MULTI/EXEC: a scheduler running meanwhile cannot come between the two reads.
         let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
             .atomic()
@@ -454,14 +454,14 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, name: &
         })
 }
 
-/// The ID of the last entry the queue's group was delivered in `partition`
+/// The ID of the last entry the queue's group was delivered in `stream`
 /// (its `last-delivered-id`; empty when the group has none yet).
 pub async fn last_delivered(
     conn: &mut impl redis::aio::ConnectionLike,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
 ) -> String {
-    let key = config.ready_key(partition);
+    let key = config.ready_key(stream);
     let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(&key)

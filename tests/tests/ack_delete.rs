@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::transitions::{AckFunction, AckPath};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
@@ -340,7 +341,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
     let admin = Redis::connect(server.url()).await.unwrap();
     library::load(&admin).await;
     ensure_groups(&admin, &config).await.unwrap();
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let mut conn = server.async_connection().await;
     add_audit_group(&mut conn, &key).await;
     let mut ids = Vec::new();
@@ -367,13 +368,13 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         .unwrap();
 
     let function = AckFunction::on(&config, AckPath::XackDel);
-    let claims = config.claims_key(0);
+    let claims = config.claims_key(StreamSlot::new(0));
     let batch: Vec<&str> = ids.iter().map(String::as_str).collect();
     let answer = function
         .command((&key, &claims), "me", None, &batch[..2])
         .query_async(&mut conn)
         .await;
-    let acked = function.reply(&key, 0, answer).unwrap();
+    let acked = function.reply(&key, StreamSlot::new(0), answer).unwrap();
     let left: usize = redis::cmd("XLEN")
         .arg(&key)
         .query_async(&mut conn)
@@ -398,7 +399,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         .command((&key, &claims), "me", None, &batch[..1])
         .query_async(&mut conn)
         .await;
-    let again = function.reply(&key, 0, answer).unwrap();
+    let again = function.reply(&key, StreamSlot::new(0), answer).unwrap();
     assert_eq!((again.acked, again.deleted, again.refused.len()), (0, 0, 1));
     assert_eq!(pending_count(&mut conn, &key, &config.group).await, 1);
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::error::{RedisError, SetupError};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Error, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{init_tracing, unique_prefix};
@@ -46,7 +47,7 @@ async fn a_key_of_the_wrong_type_is_an_error_naming_the_key() {
     let config = test_config(&unique_prefix("admin-wrongtype"), 2);
     let redis = Redis::connect(server.url()).await.unwrap();
     let mut conn = server.async_connection().await;
-    let squatted = config.ready_key(1);
+    let squatted = config.ready_key(StreamSlot::new(1));
     let () = redis::cmd("SET")
         .arg(&squatted)
         .arg("not a stream")

@@ -12,6 +12,8 @@ use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::error::PublishError;
 use queuegen_runtime::host::now_ms;
 use queuegen_runtime::partition::partition_of;
+use queuegen_runtime::Partition;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs, capture_logs_at, pending_count, unique_prefix};
@@ -60,7 +62,7 @@ fn job_for(config: &QueueConfig, partition: u16, n: usize) -> NewJob<TestJob> {
                     ("tenant", "acme".to_owned()),
                     ("subject_ref", subject.clone()),
                 ],
-            ) == partition
+            ) == Partition::new(partition)
         })
         .expect("some subject hashes to every partition");
     NewJob::new(
@@ -141,7 +143,7 @@ async fn reset_stats(conn: &mut MultiplexedConnection) {
 /// Unwraps a `Backpressure` refusal into `(queue, partition, age, limit)`.
 fn backpressure<T: std::fmt::Debug>(
     result: queuegen_runtime::Result<T>,
-) -> (String, u16, Duration, Duration) {
+) -> (String, Partition, Duration, Duration) {
     match result {
         Err(Error::Publish(PublishError::Backpressure {
             queue,
@@ -174,14 +176,17 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
         redis,
         mut conn,
     } = setup("admission-stalled", 2, refresh).await;
-    let key = config.ready_key(1);
+    let key = config.ready_key(StreamSlot::new(1));
     let entry_ms = add_old_entry(&mut conn, &key, HOUR).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());
 
     let (logs, _guard) = capture_logs();
     let refused = producer.publish(job_for(&config, 1, 0)).await;
     let (queue, partition, age, limit) = backpressure(refused);
-    assert_eq!((queue.as_str(), partition, limit), ("jobs", 1, LIMIT));
+    assert_eq!(
+        (queue.as_str(), partition, limit),
+        ("jobs", Partition::new(1), LIMIT)
+    );
     assert_age_of(age, entry_ms);
     assert_eq!(
         xlen(&mut conn, &key).await,
@@ -232,7 +237,7 @@ async fn a_stalled_group_refuses_publish_until_it_catches_up() {
             Err(err) => panic!("still refused after refresh + 5s: {err}"),
         }
     };
-    assert_eq!(published.partition, 1);
+    assert_eq!(published.partition, Partition::new(1));
     assert_eq!(
         xlen(&mut conn, &key).await,
         2,
@@ -248,7 +253,7 @@ async fn the_slowest_group_decides() {
         redis,
         mut conn,
     } = setup("admission-two-groups", 1, Duration::from_millis(100)).await;
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let _: () = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(&key)
@@ -265,7 +270,10 @@ async fn the_slowest_group_decides() {
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let (queue, partition, age, limit) =
         backpressure(producer.publish(job_for(&config, 0, 0)).await);
-    assert_eq!((queue.as_str(), partition, limit), ("jobs", 0, LIMIT));
+    assert_eq!(
+        (queue.as_str(), partition, limit),
+        ("jobs", Partition::new(0), LIMIT)
+    );
     assert_age_of(age, entry_ms);
     assert_eq!(xlen(&mut conn, &key).await, 1);
     assert_eq!(
@@ -285,15 +293,21 @@ async fn a_partition_that_is_fine_is_admitted_while_another_is_refused() {
         redis,
         mut conn,
     } = setup("admission-per-partition", 2, Duration::from_millis(100)).await;
-    add_old_entry(&mut conn, &config.ready_key(0), HOUR).await;
+    add_old_entry(&mut conn, &config.ready_key(StreamSlot::new(0)), HOUR).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());
 
     let fine = producer.publish(job_for(&config, 1, 0)).await.unwrap();
-    assert_eq!(fine.partition, 1);
+    assert_eq!(fine.partition, Partition::new(1));
     let (_, partition, _, _) = backpressure(producer.publish(job_for(&config, 0, 0)).await);
-    assert_eq!(partition, 0);
-    assert_eq!(xlen(&mut conn, &config.ready_key(0)).await, 1);
-    assert_eq!(xlen(&mut conn, &config.ready_key(1)).await, 1);
+    assert_eq!(partition, Partition::new(0));
+    assert_eq!(
+        xlen(&mut conn, &config.ready_key(StreamSlot::new(0))).await,
+        1
+    );
+    assert_eq!(
+        xlen(&mut conn, &config.ready_key(StreamSlot::new(1))).await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -304,7 +318,7 @@ async fn publish_many_with_one_refused_partition_writes_nothing() {
         redis,
         mut conn,
     } = setup("admission-batch", 4, Duration::from_millis(100)).await;
-    add_old_entry(&mut conn, &config.ready_key(2), HOUR).await;
+    add_old_entry(&mut conn, &config.ready_key(StreamSlot::new(2)), HOUR).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());
 
     // Two jobs for every partition, the refused one among them.
@@ -312,9 +326,12 @@ async fn publish_many_with_one_refused_partition_writes_nothing() {
         .map(|n| job_for(&config, (n % 4) as u16, n))
         .collect();
     let (queue, partition, _, limit) = backpressure(producer.publish_many(batch).await);
-    assert_eq!((queue.as_str(), partition, limit), ("jobs", 2, LIMIT));
+    assert_eq!(
+        (queue.as_str(), partition, limit),
+        ("jobs", Partition::new(2), LIMIT)
+    );
     let mut lengths = Vec::new();
-    for p in 0..4 {
+    for p in StreamSlot::all(4) {
         lengths.push(xlen(&mut conn, &config.ready_key(p)).await);
     }
     assert_eq!(lengths, [0, 0, 1, 0], "nothing of the batch was written");
@@ -327,7 +344,7 @@ async fn publish_many_with_one_refused_partition_writes_nothing() {
     let published = producer.publish_many(fine).await.unwrap();
     assert_eq!(published.len(), 6);
     let mut lengths = Vec::new();
-    for p in 0..4 {
+    for p in StreamSlot::all(4) {
         lengths.push(xlen(&mut conn, &config.ready_key(p)).await);
     }
     assert_eq!(lengths, [2, 2, 1, 2]);
@@ -402,7 +419,7 @@ async fn without_a_limit_a_stalled_queue_is_published_to_with_no_inventory() {
         config.admission.max_oldest_ready_age = None;
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     add_old_entry(&mut conn, &key, HOUR).await;
     reset_stats(&mut conn).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());
@@ -469,7 +486,7 @@ async fn producer_metrics_count_publishes_and_refusals() {
         redis,
         mut conn,
     } = setup("admission-metrics", 3, HOUR).await;
-    add_old_entry(&mut conn, &config.ready_key(1), HOUR).await;
+    add_old_entry(&mut conn, &config.ready_key(StreamSlot::new(1)), HOUR).await;
     let metrics = ProducerMetrics::new();
     let mut registry = Registry::default();
     metrics.register(&mut registry);

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::error::SetupError;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Durability, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
     Redis, Worker, WorkerReport,
@@ -116,7 +117,7 @@ fn jobs(from: u32, to: u32) -> impl Iterator<Item = NewJob<TestJob>> {
 async fn pending_total(redis: &Redis, config: &QueueConfig) -> u64 {
     let mut conn = redis.shared();
     let mut total = 0;
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         let summary: redis::Value = redis::cmd("XPENDING")
             .arg(config.ready_key(partition))
             .arg(&*config.group)
@@ -137,7 +138,7 @@ async fn partitions_spread_over_the_primaries_and_every_job_is_handled_once() {
     init_tracing();
     let cluster = RedisCluster::start();
     let (redis, config) = applied(&cluster, "spread").await;
-    let owners: BTreeSet<u16> = (0..PARTITIONS)
+    let owners: BTreeSet<u16> = StreamSlot::all(PARTITIONS)
         .map(|p| cluster.node_for_key(&config.ready_key(p)).port)
         .collect();
     assert!(
@@ -356,7 +357,10 @@ async fn live_resharding_of_partition_slots_while_workers_run_loses_nothing() {
     // Move two partitions' slots (streams, groups, pending lists and retry
     // sets alike) to a primary that did not own them, mid-stream.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let keys = [config.ready_key(0), config.ready_key(1)];
+    let keys = [
+        config.ready_key(StreamSlot::new(0)),
+        config.ready_key(StreamSlot::new(1)),
+    ];
     let source = cluster.node_for_key(&keys[0]).port;
     let target = cluster
         .primaries()
@@ -408,7 +412,9 @@ async fn a_primary_failover_while_publishing_and_acking_loses_no_accepted_job() 
     let publisher = publish_steadily(producer, 0, 1_000);
 
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let primary = cluster.node_for_key(&config.ready_key(0)).port;
+    let primary = cluster
+        .node_for_key(&config.ready_key(StreamSlot::new(0)))
+        .port;
     let cluster = Arc::new(cluster);
     let failing = cluster.clone();
     let promoted = tokio::task::spawn_blocking(move || failing.failover(primary))
@@ -416,7 +422,9 @@ async fn a_primary_failover_while_publishing_and_acking_loses_no_accepted_job() 
         .unwrap();
     assert_ne!(promoted.port, primary);
     assert_eq!(
-        cluster.node_for_key(&config.ready_key(0)).port,
+        cluster
+            .node_for_key(&config.ready_key(StreamSlot::new(0)))
+            .port,
         promoted.port
     );
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use queuegen_runtime::error::TransitionError;
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::transitions::TransitionCode;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Error, NewJob, Producer, QueueConfig, Redis};
 use queuegen_tests::fixtures::{test_config, test_job_pairs, TestJob};
 use queuegen_tests::support::{applied, init_tracing, stream_entries, unique_prefix};
@@ -136,8 +137,8 @@ async fn the_function_refuses_a_malformed_call_and_writes_nothing() {
     let config = deduplicating("dedup-preflight", Duration::from_secs(60));
     let (_, mut conn) = applied(&server, &config).await;
     let function = config.function(Function::PublishOnce);
-    let ready = config.ready_key(0);
-    let marker = |job_id: &str| config.marker_key(0, "publish", job_id);
+    let ready = config.ready_key(StreamSlot::new(0));
+    let marker = |job_id: &str| config.marker_key(StreamSlot::new(0), "publish", job_id);
     let call = |keys: Vec<String>, argv: Vec<String>| {
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(&function).arg(keys.len()).arg(keys).arg(argv);
@@ -176,7 +177,7 @@ async fn the_function_refuses_a_malformed_call_and_writes_nothing() {
         // The stream of another partition.
         (
             call(
-                vec![config.ready_key(1), marker("p-1")],
+                vec![config.ready_key(StreamSlot::new(1)), marker("p-1")],
                 with("60000", &pairs),
             ),
             "QG_BADARG",
@@ -218,7 +219,7 @@ async fn an_error_of_the_function_names_queue_partition_and_job() {
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     // Something else holds the job's marker key.
     let partition = producer.publish(job("taken")).await.unwrap().partition;
-    let marker = config.marker_key(partition, "publish", "taken");
+    let marker = config.marker_key(partition.default_stream(), "publish", "taken");
     let _: () = redis::cmd("DEL")
         .arg(&marker)
         .query_async(&mut conn)
@@ -261,7 +262,7 @@ async fn a_ready_key_of_another_type_is_refused_and_no_marker_is_left() {
         ..deduplicating("dedup-ready-type", Duration::from_secs(60))
     };
     let (redis, mut conn) = applied(&server, &config).await;
-    let ready = config.ready_key(0);
+    let ready = config.ready_key(StreamSlot::new(0));
     let _: () = redis::cmd("DEL")
         .arg(&ready)
         .query_async(&mut conn)
@@ -287,7 +288,7 @@ async fn a_ready_key_of_another_type_is_refused_and_no_marker_is_left() {
         "{err:?}"
     );
     let marker: bool = redis::cmd("EXISTS")
-        .arg(config.marker_key(0, "publish", "nowhere"))
+        .arg(config.marker_key(StreamSlot::new(0), "publish", "nowhere"))
         .query_async(&mut conn)
         .await
         .unwrap();

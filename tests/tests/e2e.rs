@@ -56,7 +56,7 @@ async fn three_workers_drain_a_thousand_jobs_exactly_once() {
     assert_eq!(published.len(), JOBS as usize);
     let mut per_partition = [0usize; PARTITIONS as usize];
     for job in &published {
-        per_partition[usize::from(job.partition)] += 1;
+        per_partition[usize::from(job.partition.index())] += 1;
     }
     assert!(
         per_partition.iter().all(|&n| n > 0),

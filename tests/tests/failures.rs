@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, Jitter, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -67,7 +68,7 @@ async fn each_failure_is_settled_by_its_kind() {
         config.retry.backoff.jitter = Jitter::None;
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
@@ -313,7 +314,8 @@ async fn jobs_whose_xack_is_refused_stay_pending_and_are_not_done() {
         "{line}"
     );
     assert!(
-        line.contains(&config.ready_key(0)) || line.contains(&config.ready_key(1)),
+        line.contains(&config.ready_key(StreamSlot::new(0)))
+            || line.contains(&config.ready_key(StreamSlot::new(1))),
         "{line}"
     );
 }

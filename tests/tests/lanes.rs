@@ -7,6 +7,8 @@ use std::time::Duration;
 use queuegen_runtime::error::PublishError;
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
+use queuegen_runtime::Partition;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     transitions, Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig,
     Redis, Worker,
@@ -269,9 +271,9 @@ async fn a_job_stays_in_its_lane_through_retries_dead_letters_replays_and_delays
     assert_eq!(lane_of("job-3").1.as_deref(), Some("high"));
     assert_eq!(lane_of("dead-1-again").1.as_deref(), Some("high"));
     // Nothing ever touched the default lane's stream of those partitions.
-    for partition in 0..config.partitions {
+    for partition in Partition::all(config.partitions) {
         assert!(
-            stream_entries(&mut conn, &config.ready_key(partition))
+            stream_entries(&mut conn, &config.ready_key(partition.default_stream()))
                 .await
                 .is_empty(),
             "the default lane's partition {partition} stayed empty"
@@ -289,7 +291,7 @@ async fn a_job_without_a_lane_goes_to_the_default_lane_and_an_unknown_lane_is_re
     let published = producer.publish(job(1, None)).await.unwrap();
     assert_eq!(published.lane.as_deref(), Some("normal"));
     // The default lane's keys are the queue's unlaned ones.
-    let key = config.ready_key(published.partition);
+    let key = config.ready_key(published.partition.default_stream());
     assert_eq!(
         key,
         format!(
@@ -337,7 +339,7 @@ async fn status_has_a_row_per_lane_and_pausing_a_partition_pauses_its_lanes() {
         let lane = ["high", "normal", "low"][n % 3];
         producer.publish(job(n, Some(lane))).await.unwrap();
     }
-    queuegen_runtime::ops::pause::pause(&mut conn, &config, &[1], "test", "lanes")
+    queuegen_runtime::ops::pause::pause(&mut conn, &config, &[Partition::new(1)], "test", "lanes")
         .await
         .unwrap();
 
@@ -357,9 +359,14 @@ async fn status_has_a_row_per_lane_and_pausing_a_partition_pauses_its_lanes() {
             .sum();
         assert_eq!(undelivered, 10, "lane {lane}");
     }
-    assert_eq!(queue.paused_partitions, vec![1]);
+    assert_eq!(queue.paused_partitions, vec![Partition::new(1)]);
     for row in &queue.partitions {
-        assert_eq!(row.paused.is_some(), row.partition == 1, "{}", row.place());
+        assert_eq!(
+            row.paused.is_some(),
+            row.partition == Partition::new(1),
+            "{}",
+            row.place()
+        );
     }
 }
 
@@ -373,11 +380,11 @@ async fn lanes_work_on_a_cluster_each_in_its_partition_s_slot() {
     queuegen_runtime::admin::ensure_groups(&redis, &config)
         .await
         .unwrap();
-    for stream in 0..config.streams() {
+    for stream in StreamSlot::all(config.streams()) {
         let partition = config.partition_of_stream(stream);
         assert_eq!(
             redis::cluster_routing::Slot::for_key(config.ready_key(stream)),
-            redis::cluster_routing::Slot::for_key(config.ready_key(partition)),
+            redis::cluster_routing::Slot::for_key(config.ready_key(partition.default_stream())),
             "{}: one slot for every lane of a partition",
             config.place(stream)
         );

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::metrics::{Registry, WorkerMetrics};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
@@ -68,7 +69,7 @@ async fn holders(
     config: &QueueConfig,
 ) -> Vec<Option<String>> {
     let mut holders = Vec::new();
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         let holder: Option<String> = redis::cmd("GET")
             .arg(config.loops_lease_key(partition))
             .query_async(conn)
@@ -84,12 +85,12 @@ async fn holders(
 async fn stuck_entry(
     conn: &mut redis::aio::MultiplexedConnection,
     config: &QueueConfig,
-    partition: u16,
+    partition: StreamSlot,
     job_id: &str,
 ) {
     let key = config.ready_key(partition);
     let pairs = test_job_pairs(job_id);
-    let id = format!("{}-0", 1000 + u64::from(partition));
+    let id = format!("{}-0", 1000 + u64::from(partition.index()));
     let _: String = redis::cmd("XADD")
         .arg(&key)
         .arg(&id)
@@ -115,7 +116,13 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     };
     let (redis, mut conn) = applied(&server, &config).await;
     for partition in 0..PARTITIONS {
-        stuck_entry(&mut conn, &config, partition, &format!("stuck-{partition}")).await;
+        stuck_entry(
+            &mut conn,
+            &config,
+            StreamSlot::new(partition),
+            &format!("stuck-{partition}"),
+        )
+        .await;
     }
 
     let handler = Recording::default();
@@ -238,7 +245,12 @@ async fn one_worker_leads_each_partition_and_every_retry_and_claim_happens_once(
     for partition in 0..PARTITIONS {
         assert_eq!(attempts[&format!("stuck-{partition}")], [1]);
         assert_eq!(
-            pending_count(&mut conn, &config.ready_key(partition), &config.group).await,
+            pending_count(
+                &mut conn,
+                &config.ready_key(StreamSlot::new(partition)),
+                &config.group
+            )
+            .await,
             0
         );
     }
@@ -370,7 +382,7 @@ async fn a_killed_leader_s_partitions_move_within_a_lease_period_and_a_tick() {
 
     // A job the second worker must recover once the first is gone: stuck
     // with a consumer that vanished.
-    stuck_entry(&mut conn, &config, 1, "left-behind").await;
+    stuck_entry(&mut conn, &config, StreamSlot::new(1), "left-behind").await;
     // The first may claim it before it dies; either way it gets done.
     first.child.start_kill().unwrap();
     let killed = Instant::now();
@@ -387,7 +399,7 @@ async fn a_killed_leader_s_partitions_move_within_a_lease_period_and_a_tick() {
     );
 
     // The second recovers what was left pending.
-    let key = config.ready_key(1);
+    let key = config.ready_key(StreamSlot::new(1));
     wait_until(
         Duration::from_secs(10),
         "the entry is recovered and acked",

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
@@ -55,7 +56,7 @@ async fn a_pass_claims_old_idle_entries_and_skips_a_busy_pending_list() {
         config.handler.concurrency = HELD + 1;
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let (redis, mut conn) = applied(&server, &config).await;
 
     // An entry added long ago (its ID's time is 1970), delivered to a
@@ -174,7 +175,7 @@ async fn a_claim_storm_is_paced_at_the_claim_rate() {
         config.handler.concurrency = 64;
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let (redis, mut conn) = applied(&server, &config).await;
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let jobs =
@@ -276,7 +277,7 @@ async fn a_retry_set_of_the_wrong_type_stops_the_worker_naming_it() {
         config
     };
     let (redis, mut conn) = applied(&server, &config).await;
-    let broken = config.retry_key(2);
+    let broken = config.retry_key(StreamSlot::new(2));
     let _: () = redis::cmd("SET")
         .arg(&broken)
         .arg("not a sorted set")
@@ -388,7 +389,7 @@ async fn an_idle_worker_blocks_without_sweeping_every_partition() {
 async fn a_job_still_in_its_handler_does_not_hold_back_the_acks_of_the_others() {
     let server = RedisServer::start();
     let config = test_config(&unique_prefix("ack-linger"), 1);
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let (redis, conn) = applied(&server, &config).await;
     // Published before the worker starts: one read delivers all eight, and
     // the acker sees the held job in its handler while the others end.

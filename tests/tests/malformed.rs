@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Timestamp, Worker,
 };
@@ -69,7 +70,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
         config.handler.concurrency = 4;
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();

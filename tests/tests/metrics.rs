@@ -10,6 +10,8 @@ use queuegen_runtime::metrics::{
     WorkerMetrics,
 };
 use queuegen_runtime::transitions::DeadReason;
+use queuegen_runtime::Partition;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Timestamp, Worker,
 };
@@ -53,10 +55,10 @@ impl Handler<TestJob> for Scripted {
 
 /// Expected counter values by (sample name, partition, extra label value).
 #[derive(Default)]
-struct Expected(BTreeMap<(&'static str, u16, &'static str), f64>);
+struct Expected(BTreeMap<(&'static str, Partition, &'static str), f64>);
 
 impl Expected {
-    fn add(&mut self, name: &'static str, partition: u16, label: &'static str, n: u32) {
+    fn add(&mut self, name: &'static str, partition: Partition, label: &'static str, n: u32) {
         *self.0.entry((name, partition, label)).or_default() += f64::from(n);
     }
 
@@ -193,7 +195,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
     // An entry without `subject_ref`, added by hand to partition 1.
     let mut conn = server.async_connection().await;
     let _: String = redis::cmd("XADD")
-        .arg(config.ready_key(1))
+        .arg(config.ready_key(StreamSlot::new(1)))
         .arg("*")
         .arg(&[
             ("job_id", "job-malformed"),
@@ -208,8 +210,8 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    expected.add(jobs, 1, "malformed", 1);
-    expected.add(dead, 1, "decode_error", 1);
+    expected.add(jobs, Partition::new(1), "malformed", 1);
+    expected.add(dead, Partition::new(1), "decode_error", 1);
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let worker = Worker::new(&redis, config.clone(), Scripted).metrics_addr(addr);
@@ -281,7 +283,7 @@ async fn a_run_with_known_outcomes_is_counted_exactly_with_bounded_labels() {
             }
             _ => FailedTransition::ALL.iter().map(|t| t.as_str()).collect(),
         };
-        for partition in 0..config.partitions {
+        for partition in Partition::all(config.partitions) {
             let partition_text = partition.to_string();
             for value in &values {
                 let mut labels = vec![
@@ -678,7 +680,7 @@ async fn deleted_pending_entries_and_claims_are_counted() {
         config.claim.every = Duration::from_millis(100);
         config
     };
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let redis = Redis::connect(server.url()).await.unwrap();
     library::load(&redis).await;
     ensure_groups(&redis, &config).await.unwrap();
@@ -759,7 +761,7 @@ async fn refused_acks_are_counted_by_partition() {
         .unwrap();
     let mut per_partition = [0.0; 2];
     for job in &published {
-        per_partition[usize::from(job.partition)] += 1.0;
+        per_partition[usize::from(job.partition.index())] += 1.0;
     }
 
     let url = url_of_user_without(&server, "xack").await;

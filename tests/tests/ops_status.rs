@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use queuegen_runtime::ops::pending::{pending, PendingQuery};
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{admin, Redis};
 use queuegen_tests::fixtures::test_config;
 use queuegen_tests::support::unique_prefix;
@@ -54,13 +55,13 @@ async fn a_refresh_is_two_round_trips_for_any_partition_count() {
         admin::ensure_groups(&redis, &config).await.unwrap();
         let mut conn = redis.shared();
         // Something pending on every partition, so every read has work to do.
-        for partition in 0..partitions {
-            let key = config.ready_key(partition);
+        for stream in StreamSlot::all(partitions) {
+            let key = config.ready_key(stream);
             let _: String = redis::cmd("XADD")
                 .arg(&key)
                 .arg("*")
                 .arg("job_id")
-                .arg(format!("job-{partition}"))
+                .arg(format!("job-{stream}"))
                 .query_async(&mut conn)
                 .await
                 .unwrap();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::functions::{self, Function};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
     WorkerReport,
@@ -146,7 +147,10 @@ async fn stall_past_a_claim(
         async move { all }
     })
     .await;
-    let keys = [setup.config.ready_key(0), setup.config.claims_key(0)];
+    let keys = [
+        setup.config.ready_key(StreamSlot::new(0)),
+        setup.config.claims_key(StreamSlot::new(0)),
+    ];
     let claim = setup.config.function(Function::Claim);
     let min_idle = setup.config.claim.min_idle.as_millis() as u64;
     let group = setup.config.group.clone();
@@ -230,7 +234,7 @@ async fn owners(
     conn: &mut MultiplexedConnection,
     config: &QueueConfig,
 ) -> Vec<(String, String, usize)> {
-    pending_entries(conn, &config.ready_key(0), &config.group)
+    pending_entries(conn, &config.ready_key(StreamSlot::new(0)), &config.group)
         .await
         .into_iter()
         .map(|entry| (entry.id, entry.consumer, entry.times_delivered))
@@ -306,7 +310,7 @@ async fn a_retry_and_a_dead_letter_of_jobs_claimed_away_are_refused_and_write_no
     let mut setup = setup("own-moves", stalling_config).await;
     let ids = publish(&setup, &["retry", "dead"]).await;
     let keys_before = keys_of(&mut setup.conn, &setup.config).await;
-    assert_eq!(keys_before, [setup.config.ready_key(0)]);
+    assert_eq!(keys_before, [setup.config.ready_key(StreamSlot::new(0))]);
 
     let (report, woke, _metrics) = stall_past_a_claim(&mut setup, &ids).await;
 
@@ -320,7 +324,10 @@ async fn a_retry_and_a_dead_letter_of_jobs_claimed_away_are_refused_and_write_no
     // is still the only key, both entries pending for their new owner.
     assert_eq!(
         keys_of(&mut setup.conn, &setup.config).await,
-        [setup.config.claims_key(0), setup.config.ready_key(0)]
+        [
+            setup.config.claims_key(StreamSlot::new(0)),
+            setup.config.ready_key(StreamSlot::new(0))
+        ]
     );
     assert_eq!(
         owners(&mut setup.conn, &setup.config).await,

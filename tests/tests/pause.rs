@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::ops::pause;
 use queuegen_runtime::ops::status::{status, AlertThresholds, WatchedQueue};
+use queuegen_runtime::Partition;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Worker,
 };
@@ -91,7 +93,10 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
         config.claim.every = Duration::from_millis(50);
         config
     };
-    let (paused_key, open_key) = (config.ready_key(0), config.ready_key(1));
+    let (paused_key, open_key) = (
+        config.ready_key(StreamSlot::new(0)),
+        config.ready_key(StreamSlot::new(1)),
+    );
     let (redis, mut conn) = applied(&server, &config).await;
 
     // Partition 0: an entry of a consumer that died long ago (idle 10 min),
@@ -108,9 +113,15 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
         &pending[0].id,
     )
     .await;
-    let (_, changes) = pause::pause(&mut conn, &config, &[0], "test", "maintenance")
-        .await
-        .unwrap();
+    let (_, changes) = pause::pause(
+        &mut conn,
+        &config,
+        &[Partition::new(0)],
+        "test",
+        "maintenance",
+    )
+    .await
+    .unwrap();
     assert_eq!(changes[0].before, None);
     for n in 0..5 {
         add(&mut conn, &paused_key, &format!("held-{n}")).await;
@@ -166,7 +177,7 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     )
     .await
     .unwrap();
-    assert_eq!(report.queues[0].paused_partitions, vec![0]);
+    assert_eq!(report.queues[0].paused_partitions, vec![Partition::new(0)]);
     let note = report.queues[0].partitions[0].paused.clone().unwrap();
     assert_eq!(
         (note.by.as_str(), note.reason.as_str()),
@@ -176,7 +187,9 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
 
     // Resume: the backlog is read within about one read block.
     let resumed = Instant::now();
-    let changes = pause::resume(&mut conn, &config, &[0]).await.unwrap();
+    let changes = pause::resume(&mut conn, &config, &[Partition::new(0)])
+        .await
+        .unwrap();
     assert!(changes[0].before.is_some());
     let seen = handler.clone();
     wait_until(Duration::from_secs(10), "the held jobs are done", || {
@@ -217,9 +230,15 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     })
     .await;
 
-    pause::pause(&mut conn, &config, &[0, 1], "test", "")
-        .await
-        .unwrap();
+    pause::pause(
+        &mut conn,
+        &config,
+        &[Partition::new(0), Partition::new(1)],
+        "test",
+        "",
+    )
+    .await
+    .unwrap();
     // The worker notices within a quarter block; the read it may have sent
     // just before returns within one block.
     tokio::time::sleep(BLOCK * 5 / 4 + Duration::from_millis(100)).await;
@@ -231,11 +250,23 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     assert_eq!(published.len(), 20);
     tokio::time::sleep(BLOCK * 5).await;
     assert_eq!(handler.done().len(), 10, "{:?}", handler.done());
-    let waiting = undelivered(&mut conn, &config.ready_key(0), &config.group).await
-        + undelivered(&mut conn, &config.ready_key(1), &config.group).await;
+    let waiting = undelivered(
+        &mut conn,
+        &config.ready_key(StreamSlot::new(0)),
+        &config.group,
+    )
+    .await
+        + undelivered(
+            &mut conn,
+            &config.ready_key(StreamSlot::new(1)),
+            &config.group,
+        )
+        .await;
     assert_eq!(waiting, 20);
 
-    pause::resume(&mut conn, &config, &[0, 1]).await.unwrap();
+    pause::resume(&mut conn, &config, &[Partition::new(0), Partition::new(1)])
+        .await
+        .unwrap();
     let seen = handler.clone();
     wait_until(
         Duration::from_secs(10),
@@ -274,7 +305,7 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
         .await
         .unwrap();
     let mut conn = redis.shared();
-    pause::pause(&mut conn, &config, &[1], "test", "")
+    pause::pause(&mut conn, &config, &[Partition::new(1)], "test", "")
         .await
         .unwrap();
 
@@ -295,7 +326,7 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
     let on_paused: HashSet<String> = published
         .iter()
         .zip(0..)
-        .filter(|(p, _)| p.partition == 1)
+        .filter(|(p, _)| p.partition == Partition::new(1))
         .map(|(_, n)| format!("job-{n}"))
         .collect();
     assert!(!on_paused.is_empty() && on_paused.len() < 60);
@@ -315,7 +346,9 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
     assert_eq!(done.len(), others, "{done:?}");
     assert!(done.is_disjoint(&on_paused));
 
-    pause::resume(&mut conn, &config, &[1]).await.unwrap();
+    pause::resume(&mut conn, &config, &[Partition::new(1)])
+        .await
+        .unwrap();
     let seen = handler.clone();
     wait_until(
         Duration::from_secs(20),

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{OutboxPublisher, PgOutbox, PgResults, Postgres};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{NewJob, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::pg_app::{
@@ -18,9 +19,9 @@ use queuegen_tests::PostgresServer;
 async fn published(
     conn: &mut redis::aio::MultiplexedConnection,
     config: &QueueConfig,
-) -> Vec<(u16, String, HashMap<String, String>)> {
+) -> Vec<(StreamSlot, String, HashMap<String, String>)> {
     let mut all = Vec::new();
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         for (id, fields) in stream_entries(conn, &config.ready_key(partition)).await {
             all.push((partition, id, fields));
         }
@@ -87,7 +88,7 @@ async fn a_rolled_back_transaction_publishes_nothing_and_a_committed_one_publish
     assert_eq!(entries.len(), 1);
     let (partition, stream_id, fields) = &entries[0];
     assert_eq!(
-        *partition, enqueued.partition,
+        *partition, enqueued.stream,
         "the partition the producer would pick"
     );
     assert_eq!(fields["job_id"], "doc-committed");
@@ -294,7 +295,7 @@ async fn two_publishers_and_three_workers_move_5000_rows_each_handled_once_in_or
     let entries = published(&mut conn, &config).await;
     assert_eq!(entries.len(), ROWS);
     let mut seen = HashSet::new();
-    let mut last_per_partition: HashMap<u16, String> = HashMap::new();
+    let mut last_per_partition: HashMap<StreamSlot, String> = HashMap::new();
     for (partition, _, fields) in &entries {
         assert!(seen.insert(fields["job_id"].clone()), "{fields:?} twice");
         let order = fields["subject_ref"].clone();
@@ -325,7 +326,7 @@ async fn group_lag_zero(
     conn: &mut redis::aio::MultiplexedConnection,
     config: &QueueConfig,
 ) -> bool {
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         let entries = stream_entries(conn, &config.ready_key(partition)).await;
         if let Some((newest, _)) = entries.last() {
             if last_delivered(conn, config, partition).await != *newest {
@@ -372,7 +373,7 @@ async fn the_publisher_and_the_results_work_on_a_cluster() {
     assert_eq!(publisher.publish_pending().await.unwrap(), ROWS as u64);
     let mut conn = redis.shared();
     let mut per_partition = Vec::new();
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         let ids: Vec<(String, HashMap<String, String>)> =
             stream_entries(&mut conn, &config.ready_key(partition)).await;
         per_partition.push(ids.len());

@@ -60,7 +60,7 @@ async fn a_job_commits_its_row_and_marker_together_and_a_duplicate_finds_the_mar
             let config = watched.clone();
             let second = second.stream_id.clone();
             async move {
-                last_delivered(&mut conn, &config, first.partition).await == second
+                last_delivered(&mut conn, &config, first.partition.default_stream()).await == second
                     && all_pending(&mut conn, &config).await.is_empty()
             }
         },

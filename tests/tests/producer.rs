@@ -71,8 +71,11 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
                 .map
         }
     };
-    let map: HashMap<String, redis::Value> =
-        read(config.ready_key(published.partition), published.stream_id).await;
+    let map: HashMap<String, redis::Value> = read(
+        config.ready_key(published.partition.default_stream()),
+        published.stream_id,
+    )
+    .await;
     let (header, body) =
         envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map)).unwrap();
     assert_eq!(header.job_id, "job-1");
@@ -83,7 +86,11 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
     assert_eq!(header.trace_id, "trace-1");
     assert_eq!(body, TestJob::new("doc-1", Some(3)));
 
-    let map = read(config.ready_key(untraced.partition), untraced.stream_id).await;
+    let map = read(
+        config.ready_key(untraced.partition.default_stream()),
+        untraced.stream_id,
+    )
+    .await;
     let (header, body) =
         envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map)).unwrap();
     assert_eq!(
@@ -195,7 +202,7 @@ async fn publish_many_sends_nothing_when_any_job_is_invalid() {
     for (partition, len) in lengths.iter().enumerate() {
         let expected = published
             .iter()
-            .filter(|p| usize::from(p.partition) == partition)
+            .filter(|p| usize::from(p.partition.index()) == partition)
             .count();
         assert_eq!(*len, expected, "partition {partition}");
     }
@@ -247,7 +254,7 @@ async fn durability_reports_how_many_replicas_hold_the_job() {
     assert_eq!(published.replicas, Some(1));
     let mut replica_conn = replica.async_connection().await;
     let on_replica: Vec<redis::Value> = redis::cmd("XRANGE")
-        .arg(config.ready_key(published.partition))
+        .arg(config.ready_key(published.partition.default_stream()))
         .arg(&published.stream_id)
         .arg(&published.stream_id)
         .query_async(&mut replica_conn)

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Handler, JobContext, JobError, NewJob, Outcome, Producer, RateLimit, Redis, Worker,
 };
@@ -177,7 +178,7 @@ async fn five_worker_processes_share_one_limit() {
     tokio::time::sleep_until((start + RUN).into()).await;
     // Entries delivered to the group so far, by the server's count.
     let mut delivered = 0u64;
-    for partition in 0..config.partitions {
+    for partition in StreamSlot::all(config.partitions) {
         let reply: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
             .arg("GROUPS")
             .arg(config.ready_key(partition))

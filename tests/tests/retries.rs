@@ -249,7 +249,7 @@ async fn a_replayed_dead_letter_is_handled_again_with_the_same_job_id() {
     stop();
     running.await.unwrap().unwrap();
     let (partition, dead_id, fields) = dead_letters(&mut conn, &config).await.remove(0);
-    assert_eq!(partition, published.partition);
+    assert_eq!(config.partition_of_stream(partition), published.partition);
     assert_eq!(fields["job_id"], "job-replayed");
 
     // The cause is fixed (this handler does whatever `subject_ref` says, so

@@ -8,7 +8,10 @@ use queuegen_runtime::error::TransitionError;
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::schedule::job_id;
 use queuegen_runtime::transitions::TransitionCode;
-use queuegen_runtime::{transitions, Error, MarkerKind, Missed, Redis, Scheduler, SchedulerReport};
+use queuegen_runtime::{
+    transitions, Error, MarkerKind, Missed, Partition, Redis, Scheduler, SchedulerReport,
+    StreamSlot,
+};
 use queuegen_tests::library;
 use queuegen_tests::schedules::{jobs_by_id, TestSchedule, TickJob, SCHEDULE_ENV};
 use queuegen_tests::support::unique_prefix;
@@ -144,7 +147,7 @@ fn assert_every_tick_once(
         "ticks lost: {missing:?} (published: {:?})",
         jobs.keys()
     );
-    let partitions: std::collections::BTreeSet<u16> =
+    let partitions: std::collections::BTreeSet<Partition> =
         jobs.values().flatten().map(|j| j.partition).collect();
     assert!(
         partitions.len() > 1,
@@ -181,12 +184,13 @@ async fn schedule_tick_publishes_once_and_refuses_bad_keys_writing_nothing() {
     .await;
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[&job_id("tick-fn", tick)].len(), 1);
-    let partition = jobs[&job_id("tick-fn", tick)][0].partition;
+    // The tick's stream: its partition's, in the default lane.
+    let partition = jobs[&job_id("tick-fn", tick)][0].partition.default_stream();
     let fields = schedule.fields(tick);
 
     // A marker of another partition (another hash tag), a marker of another
     // tick, another kind: each refused before the first write.
-    let other = (partition + 1) % config.partitions;
+    let other = StreamSlot::new((partition.index() + 1) % config.partitions);
     let marker_id = format!("tick-fn:{}", tick + SECOND);
     let bad_keys = [
         vec![

@@ -13,6 +13,7 @@ use docs_pipeline::queues::envelopes::{
 use docs_pipeline::queues::ocr;
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::envelope::{self, Header};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Envelope, FieldMap, JobContext, JobError, Outcome, Redis, Timestamp};
 use queuegen_tests::support::{dead_letters, init_tracing, pending_count, wait_until};
 use queuegen_tests::{library, RedisServer};
@@ -205,7 +206,7 @@ async fn a_schema_2_worker_handles_versions_1_and_2_and_dead_letters_3() {
         }
     }
     newer.push(("source_language".into(), "de".into()));
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let mut ids = Vec::new();
     for entry in [golden(1), golden(2), newer] {
         let id: String = redis::cmd("XADD")
@@ -261,7 +262,7 @@ async fn a_schema_2_worker_handles_versions_1_and_2_and_dead_letters_3() {
 
     let dead = dead_letters(&mut conn, &config).await;
     let (partition, _, letter) = &dead[0];
-    assert_eq!(*partition, 0);
+    assert_eq!(*partition, StreamSlot::new(0));
     assert_eq!(letter["reason"], "unsupported_schema", "{letter:?}");
     assert!(
         letter["detail"].contains("schema version 3"),

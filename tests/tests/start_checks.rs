@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{all_pending, capture_logs, unique_prefix, wait_until};
@@ -47,7 +48,7 @@ async fn with_the_override_it_starts_and_warns() {
             }),
     );
     let mut conn = server.async_connection().await;
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     wait_until(Duration::from_secs(10), "the job is acknowledged", || {
         let mut conn = conn.clone();
         let key = key.clone();

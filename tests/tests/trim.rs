@@ -14,6 +14,7 @@ use queuegen_runtime::lease::{self, Lease};
 use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::transitions::TransitionCode;
 use queuegen_runtime::trim::{self, Boundary, Removable, StreamRole, TrimOptions};
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Error, Handler, JobContext, JobError, Outcome, QueueConfig, Redis, Worker};
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{capture_logs, init_tracing, unique_prefix, wait_until};
@@ -78,7 +79,7 @@ async fn take_lease(conn: &mut MultiplexedConnection, config: &QueueConfig, hold
     lease::acquire(
         conn,
         &config.functions,
-        &config.trim_lease_key(0),
+        &config.trim_lease_key(StreamSlot::new(0)),
         holder,
         trim::LEASE_TTL,
     )
@@ -267,7 +268,7 @@ async fn trims_never_remove_what_a_group_needs_and_reclaim_exactly_the_rest() {
 async fn property_round(setup: &mut Setup, seed: u64) -> (u64, u64, BTreeSet<&'static str>) {
     let conn = &mut setup.conn;
     let config = hour_config(&format!("prop-{seed}"));
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::default();
     for group in [FAST, LAGGING, STUCK] {
@@ -429,7 +430,7 @@ async fn trim_and_check(
     ctx: &str,
 ) -> (u64, &'static str) {
     let lease = take_lease(conn, config, "property-test").await;
-    let plan = trim::plan(conn, config, 0, StreamRole::Ready, 10_000)
+    let plan = trim::plan(conn, config, StreamSlot::new(0), StreamRole::Ready, 10_000)
         .await
         .unwrap()
         .unwrap();
@@ -515,11 +516,11 @@ async fn a_group_created_between_plan_and_apply_aborts_with_nothing_removed() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("created");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 12).await;
 
     let lease = take_lease(conn, &config, "me").await;
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 100)
         .await
         .unwrap()
         .unwrap();
@@ -547,7 +548,7 @@ async fn a_group_created_between_plan_and_apply_aborts_with_nothing_removed() {
     assert_eq!(xlen(conn, &key).await, 12, "nothing removed");
 
     // Planned again, the new group's first undelivered entry protects everything.
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 100)
         .await
         .unwrap()
         .unwrap();
@@ -561,10 +562,10 @@ async fn a_group_removed_between_plan_and_apply_aborts_too() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("removed");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 5).await;
     let lease = take_lease(conn, &config, "me").await;
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 100)
         .await
         .unwrap()
         .unwrap();
@@ -590,10 +591,10 @@ async fn setid_backwards_between_plan_and_apply_aborts_with_nothing_removed() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("setid");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 8).await;
     let lease = take_lease(conn, &config, "me").await;
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 100)
         .await
         .unwrap()
         .unwrap();
@@ -629,11 +630,11 @@ async fn the_function_refuses_a_minid_younger_than_the_policy() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("policy");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 3).await;
     xadd(conn, &key, StreamId::new(setup.now - MINUTE_MS, 0)).await;
     let lease = take_lease(conn, &config, "me").await;
-    let mut plan = trim::plan(conn, &config, 0, StreamRole::Ready, 100)
+    let mut plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 100)
         .await
         .unwrap()
         .unwrap();
@@ -665,11 +666,11 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("lease");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 10).await;
 
     let first = take_lease(conn, &config, "first").await;
-    let err = trim::trim_partition(conn, &config, 0, &options("second"))
+    let err = trim::trim_partition(conn, &config, StreamSlot::new(0), &options("second"))
         .await
         .unwrap_err();
     match &err {
@@ -677,7 +678,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
             key: lease_key,
             holder,
         }) => {
-            assert_eq!(lease_key, &config.trim_lease_key(0));
+            assert_eq!(lease_key, &config.trim_lease_key(StreamSlot::new(0)));
             assert_eq!(holder, "first");
         }
         other => panic!("expected LeaseHeld, got {other:?}"),
@@ -685,7 +686,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     assert_eq!(xlen(conn, &key).await, 10, "the loser removed nothing");
 
     // The winner trims, and only its own release frees the lease.
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 0)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 0)
         .await
         .unwrap()
         .unwrap();
@@ -696,7 +697,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
     let stolen = lease::acquire(
         conn,
         &config.functions,
-        &config.trim_lease_key(0),
+        &config.trim_lease_key(StreamSlot::new(0)),
         "second",
         trim::LEASE_TTL,
     )
@@ -721,7 +722,7 @@ async fn a_second_trimmer_gets_lease_held_and_removes_nothing() {
 async fn two_trimmers_at_once_never_both_trim() {
     let setup = setup().await;
     let config = hour_config("race");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     let mut conn = setup.conn.clone();
     stale_stream(&mut conn, &key, setup.now, 40).await;
     for round in 0..10 {
@@ -745,8 +746,8 @@ async fn two_trimmers_at_once_never_both_trim() {
         let (mut one, mut two) = (setup.redis.shared(), setup.redis.shared());
         let (one_options, two_options) = (options("one"), options("two"));
         let (a, b) = tokio::join!(
-            trim::trim_partition(&mut one, &config, 0, &one_options),
-            trim::trim_partition(&mut two, &config, 0, &two_options),
+            trim::trim_partition(&mut one, &config, StreamSlot::new(0), &one_options),
+            trim::trim_partition(&mut two, &config, StreamSlot::new(0), &two_options),
         );
         let mut removed = 0;
         let mut won = 0;
@@ -776,18 +777,18 @@ async fn a_trimmer_whose_lease_expired_removes_nothing() {
     let mut setup = setup().await;
     let conn = &mut setup.conn;
     let config = hour_config("expired");
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     stale_stream(conn, &key, setup.now, 6).await;
     let slow = lease::acquire(
         conn,
         &config.functions,
-        &config.trim_lease_key(0),
+        &config.trim_lease_key(StreamSlot::new(0)),
         "slow",
         Duration::from_millis(50),
     )
     .await
     .unwrap();
-    let plan = trim::plan(conn, &config, 0, StreamRole::Ready, 0)
+    let plan = trim::plan(conn, &config, StreamSlot::new(0), StreamRole::Ready, 0)
         .await
         .unwrap()
         .unwrap();
@@ -821,7 +822,7 @@ async fn ensure_groups_takes_the_lease_and_leaves_none_behind() {
     let _held = lease::acquire(
         &mut conn,
         &config.functions,
-        &config.trim_lease_key(1),
+        &config.trim_lease_key(StreamSlot::new(1)),
         "trimmer",
         Duration::from_millis(200),
     )
@@ -882,7 +883,7 @@ async fn dead_letters_older_than_their_retention_are_trimmed_younger_ones_kept()
     // retention may decide.
     config.retention.min_age = Duration::from_millis(48 * HOUR_MS);
     ensure_groups(&setup.redis, &config).await.unwrap();
-    let dead = config.dead_key(0);
+    let dead = config.dead_key(StreamSlot::new(0));
     let old: Vec<StreamId> = (0..3)
         .map(|n| StreamId::new(setup.now - 2 * HOUR_MS + n, 0))
         .collect();
@@ -894,12 +895,12 @@ async fn dead_letters_older_than_their_retention_are_trimmed_younger_ones_kept()
     }
     xadd(
         conn,
-        &config.ready_key(0),
+        &config.ready_key(StreamSlot::new(0)),
         StreamId::new(setup.now - 2 * HOUR_MS, 0),
     )
     .await;
 
-    let streams = trim::trim_partition(conn, &config, 0, &options("dead-test"))
+    let streams = trim::trim_partition(conn, &config, StreamSlot::new(0), &options("dead-test"))
         .await
         .unwrap();
     let dead_trim = streams
@@ -925,7 +926,7 @@ async fn dead_letters_older_than_their_retention_are_trimmed_younger_ones_kept()
         .find(|s| s.plan.role == StreamRole::Ready)
         .unwrap();
     assert!(ready_trim.result.as_ref().unwrap().is_none());
-    assert_eq!(xlen(conn, &config.ready_key(0)).await, 1);
+    assert_eq!(xlen(conn, &config.ready_key(StreamSlot::new(0))).await, 1);
 }
 
 /// A server past `maxmemory` (noeviction) refuses every write, a producer's
@@ -949,7 +950,7 @@ async fn a_full_server_is_trimmed_and_takes_writes_again() {
     ensure_groups(&redis, &config).await.unwrap();
 
     // Fill the dead-letter stream with old entries until the server is full.
-    let dead = config.dead_key(0);
+    let dead = config.dead_key(StreamSlot::new(0));
     let payload = "x".repeat(1024);
     let mut added: u64 = 0;
     let refusal = loop {
@@ -993,7 +994,7 @@ async fn a_full_server_is_trimmed_and_takes_writes_again() {
         assert!(topped < 100_000, "3mb never filled");
     }
     let producer_write: redis::RedisResult<String> = redis::cmd("XADD")
-        .arg(config.ready_key(0))
+        .arg(config.ready_key(StreamSlot::new(0)))
         .arg("*")
         .arg("job_id")
         .arg("refused")
@@ -1009,7 +1010,7 @@ async fn a_full_server_is_trimmed_and_takes_writes_again() {
         .await;
     assert_eq!(set.unwrap_err().code(), Some("OOM"));
 
-    let streams = trim::trim_partition(conn, &config, 0, &options("full-test"))
+    let streams = trim::trim_partition(conn, &config, StreamSlot::new(0), &options("full-test"))
         .await
         .unwrap();
     let dead_trim = streams
@@ -1020,14 +1021,14 @@ async fn a_full_server_is_trimmed_and_takes_writes_again() {
     assert_eq!(removed, stored, "every dead letter is older than an hour");
     assert_eq!(xlen(conn, &dead).await, 0);
     let lease_left: bool = redis::cmd("EXISTS")
-        .arg(config.trim_lease_key(0))
+        .arg(config.trim_lease_key(StreamSlot::new(0)))
         .query_async(conn)
         .await
         .unwrap();
     assert!(!lease_left, "the lease was released");
 
     let _: String = redis::cmd("XADD")
-        .arg(config.ready_key(0))
+        .arg(config.ready_key(StreamSlot::new(0)))
         .arg("*")
         .arg("job_id")
         .arg("after-trim")
@@ -1048,7 +1049,7 @@ impl Handler<TestJob> for Done {
 async fn add_old_job(
     conn: &mut MultiplexedConnection,
     config: &QueueConfig,
-    partition: u16,
+    partition: StreamSlot,
     ms: u64,
     n: u64,
 ) {
@@ -1085,18 +1086,18 @@ async fn a_workers_own_trim_loop_trims_what_it_has_done() {
     // Jobs published two hours ago (explicit IDs), and old and new dead letters.
     const JOBS: u64 = 9;
     for n in 0..JOBS {
-        let partition = (n % 2) as u16;
+        let partition = StreamSlot::new((n % 2) as u16);
         add_old_job(conn, &config, partition, setup.now - 2 * HOUR_MS + n, n).await;
     }
     xadd(
         conn,
-        &config.dead_key(1),
+        &config.dead_key(StreamSlot::new(1)),
         StreamId::new(setup.now - 3 * HOUR_MS, 0),
     )
     .await;
     xadd(
         conn,
-        &config.dead_key(1),
+        &config.dead_key(StreamSlot::new(1)),
         StreamId::new(setup.now - MINUTE_MS, 0),
     )
     .await;
@@ -1108,7 +1109,11 @@ async fn a_workers_own_trim_loop_trims_what_it_has_done() {
         let _ = stopped.await;
     }));
     let mut watch = conn.clone();
-    let keys = [config.ready_key(0), config.ready_key(1), config.dead_key(1)];
+    let keys = [
+        config.ready_key(StreamSlot::new(0)),
+        config.ready_key(StreamSlot::new(1)),
+        config.dead_key(StreamSlot::new(1)),
+    ];
     wait_until(
         Duration::from_secs(20),
         "the worker trimmed its partitions",
@@ -1131,10 +1136,11 @@ async fn a_workers_own_trim_loop_trims_what_it_has_done() {
     assert_eq!(report.trimmed, JOBS + 1, "{report:?}");
     assert_eq!(report.trim_aborts, 0, "{report:?}");
     assert_eq!(
-        ids(&mut watch, &config.dead_key(1)).await,
+        ids(&mut watch, &config.dead_key(StreamSlot::new(1))).await,
         [StreamId::new(setup.now - MINUTE_MS, 0)]
     );
-    let trimmed_lines = logs.lines_with(&["trimmed", &config.ready_key(0), "entries="]);
+    let trimmed_lines =
+        logs.lines_with(&["trimmed", &config.ready_key(StreamSlot::new(0)), "entries="]);
     assert!(!trimmed_lines.is_empty(), "{}", logs.text());
 
     // The trim metrics say the same, by partition and stream.
@@ -1191,7 +1197,14 @@ async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
     let conn = &mut setup.conn;
     const JOBS: u64 = 5;
     for n in 0..JOBS {
-        add_old_job(conn, &config, 0, setup.now - 2 * HOUR_MS + n, n).await;
+        add_old_job(
+            conn,
+            &config,
+            StreamSlot::new(0),
+            setup.now - 2 * HOUR_MS + n,
+            n,
+        )
+        .await;
     }
     let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -1210,10 +1223,13 @@ async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
     let report = running.await.unwrap().unwrap();
     assert_eq!(report.done, JOBS, "{report:?}");
     assert_eq!(report.trimmed, 0, "{report:?}");
-    assert_eq!(xlen(conn, &config.ready_key(0)).await, JOBS);
+    assert_eq!(
+        xlen(conn, &config.ready_key(StreamSlot::new(0))).await,
+        JOBS
+    );
 
     // What the CronJob runs (`queuegen trim`) trims them.
-    let streams = trim::trim_partition(conn, &config, 0, &options("cronjob"))
+    let streams = trim::trim_partition(conn, &config, StreamSlot::new(0), &options("cronjob"))
         .await
         .unwrap();
     let removed: u64 = streams
@@ -1221,5 +1237,5 @@ async fn a_worker_leaves_trimming_to_the_cronjob_when_trim_is_not_in_process() {
         .map(|s| s.result.unwrap().map_or(0, |t| t.removed))
         .sum();
     assert_eq!(removed, JOBS);
-    assert_eq!(xlen(conn, &config.ready_key(0)).await, 0);
+    assert_eq!(xlen(conn, &config.ready_key(StreamSlot::new(0))).await, 0);
 }

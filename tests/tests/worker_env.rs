@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use queuegen_runtime::error::SetupError;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{
     Error, Handler, JobContext, JobError, NewJob, Outcome, Producer, Worker, CONSUMER_ENV,
     METRICS_ADDR_ENV,
@@ -79,7 +80,7 @@ async fn the_pod_name_and_metrics_address_come_from_the_environment() {
         .publish(NewJob::new("env-job", "acme", TestJob::new("doc-1", None)))
         .await
         .unwrap();
-    let key = config.ready_key(0);
+    let key = config.ready_key(StreamSlot::new(0));
     wait_until(Duration::from_secs(10), "the job is acked", || {
         let mut conn = conn.clone();
         let key = key.clone();

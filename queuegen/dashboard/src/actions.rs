@@ -18,7 +18,7 @@ use minijinja::context;
 use queuegen_runtime::ops::dead_letters::{dead_letters, replayed_as, DeadLetterQuery};
 use queuegen_runtime::ops::pause;
 use queuegen_runtime::ops::status::status_of;
-use queuegen_runtime::transitions;
+use queuegen_runtime::{transitions, Partition};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Operator;
@@ -255,7 +255,7 @@ pub(super) async fn confirm_replay(
 #[derive(Debug, Serialize)]
 struct ReplayOutcome {
     dead_id: String,
-    partition: u16,
+    partition: Partition,
     #[serde(skip_serializing_if = "Option::is_none")]
     lane: Option<Cow<'static, str>>,
     job_id: String,
@@ -533,7 +533,7 @@ fn capitalized(word: &str) -> String {
 fn selected_partitions(
     config: &queuegen_runtime::QueueConfig,
     partition: Option<u16>,
-) -> Result<Vec<u16>, crate::Error> {
+) -> Result<Vec<Partition>, crate::Error> {
     Ok(config.chosen_partitions(partition.as_slice())?)
 }
 

@@ -4,7 +4,7 @@
 //! Redis error passed on as a 502.
 
 use queuegen_runtime::stream_id::StreamId;
-use queuegen_runtime::QueueConfig;
+use queuegen_runtime::{Partition, QueueConfig};
 
 use crate::Error;
 
@@ -33,7 +33,7 @@ pub(super) fn partition_field(text: &str) -> Result<u16, Error> {
 }
 
 /// The `{partition}` of a page's path, which must be one `config` has.
-pub(super) fn partition_path(config: &QueueConfig, text: &str) -> Result<u16, Error> {
+pub(super) fn partition_path(config: &QueueConfig, text: &str) -> Result<Partition, Error> {
     match text.parse::<u16>() {
         Ok(partition) => Ok(config.check_partition(partition)?),
         Err(_) => Err(Error::BadRequest(format!(

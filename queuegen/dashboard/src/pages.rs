@@ -121,7 +121,7 @@ pub(super) async fn partition(
             &mut conn,
             config,
             &PendingQuery {
-                partition: Some(partition),
+                partition: Some(partition.index()),
                 limit: SHOWN,
                 ..PendingQuery::default()
             },
@@ -131,7 +131,7 @@ pub(super) async fn partition(
             &mut conn,
             config,
             &DeadLetterQuery {
-                partition: Some(partition),
+                partition: Some(partition.index()),
                 limit: SHOWN,
                 ..DeadLetterQuery::default()
             },

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use queuegen_runtime::ops::status::{LibraryStatus, PartitionStatus, QueueStatus};
+use queuegen_runtime::Partition;
 use serde::Serialize;
 
 /// A Function library on one server.
@@ -41,7 +42,7 @@ impl LibraryRow {
 #[derive(Debug, Serialize)]
 pub(super) struct AlertRow {
     pub queue: String,
-    pub partition: u16,
+    pub partition: Partition,
     pub alert: &'static str,
     pub place: String,
     pub message: String,
@@ -68,7 +69,7 @@ pub(super) struct QueueRow {
     pub dead_letters: u64,
     /// Distinct consumers of the queue group over every partition.
     pub consumers: usize,
-    pub paused: Vec<u16>,
+    pub paused: Vec<Partition>,
     pub alerts: usize,
 }
 
@@ -129,7 +130,7 @@ impl QueueRow {
 /// One stream of a queue: a partition, or a lane of one.
 #[derive(Debug, Serialize)]
 pub(super) struct PartitionRow {
-    pub partition: u16,
+    pub partition: Partition,
     pub lane: Option<Cow<'static, str>>,
     /// `3`, or `high/3`.
     pub place: String,

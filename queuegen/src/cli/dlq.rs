@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use queuegen::runtime_config::queue_config;
 use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
-use queuegen_runtime::{transitions, QueueConfig, Redis};
+use queuegen_runtime::{transitions, Partition, QueueConfig, Redis};
 
 use super::common;
 
@@ -213,7 +213,7 @@ fn print_table(dead: &[DeadLetter]) {
 
 #[derive(Debug, serde::Serialize)]
 struct Replayed {
-    partition: u16,
+    partition: Partition,
     #[serde(skip_serializing_if = "Option::is_none")]
     lane: Option<Cow<'static, str>>,
     /// `3` or `high/3`, for the lines printed.

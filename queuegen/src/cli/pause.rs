@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen_runtime::ops::pause::{self, PauseChange, PauseNote};
-use queuegen_runtime::QueueConfig;
+use queuegen_runtime::{Partition, QueueConfig};
 use serde::Serialize;
 
 use super::common;
@@ -119,7 +119,7 @@ pub fn target(
     queue: &str,
     partitions: &[u16],
     doing: &str,
-) -> anyhow::Result<Option<(QueueConfig, Vec<u16>)>> {
+) -> anyhow::Result<Option<(QueueConfig, Vec<Partition>)>> {
     let Some(spec) = common::valid_spec(spec_path, doing)? else {
         return Ok(None);
     };

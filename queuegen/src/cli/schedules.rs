@@ -10,7 +10,7 @@ use queuegen::spec::cadence::{self, Cadence};
 use queuegen::spec::model::{Schedule, Spec};
 use queuegen_runtime::envelope::header_fields;
 use queuegen_runtime::partition::partition_of;
-use queuegen_runtime::MarkerKind;
+use queuegen_runtime::{MarkerKind, Partition};
 use serde::Serialize;
 
 use super::common;
@@ -76,7 +76,7 @@ pub struct Tick {
     /// In the schedule's time zone (`cron`), else UTC.
     pub local: String,
     pub job_id: String,
-    pub partition: u16,
+    pub partition: Partition,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -222,8 +222,9 @@ fn published(
             };
             let mut rows = Vec::new();
             for tick in ticks.iter().filter(|tick| tick.schedule == schedule.name) {
+                // A schedule publishes to the default lane.
                 let marker_key = config.marker_key(
-                    tick.partition,
+                    tick.partition.default_stream(),
                     MarkerKind::Tick,
                     &cadence::marker_id(&schedule.name, tick.tick_ms),
                 );

@@ -15,7 +15,7 @@ use queuegen::spec::units::short_duration;
 use queuegen_runtime::error::OperationError;
 use queuegen_runtime::lease;
 use queuegen_runtime::trim::{self, Removable, StreamRole, StreamTrim, TrimOptions, TrimPlan};
-use queuegen_runtime::{functions, Error, QueueConfig};
+use queuegen_runtime::{functions, Error, Partition, QueueConfig, StreamSlot};
 
 use super::common;
 
@@ -93,13 +93,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let targets: Vec<(QueueConfig, u16)> = selected
+    let targets: Vec<(QueueConfig, StreamSlot)> = selected
         .iter()
         .flat_map(|queue| {
             let config = queue_config(&spec, queue);
-            let partitions: Vec<u16> = match args.partition {
-                Some(p) => vec![p],
-                None => (0..queue.partitions).collect(),
+            let partitions: Vec<Partition> = match args.partition {
+                // Checked against every selected queue above.
+                Some(p) => vec![Partition::new(p)],
+                None => Partition::all(queue.partitions).collect(),
             };
             // Every lane's streams of those partitions.
             config
@@ -142,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// and whether `XTRIM … ACKED` was used.
 async fn trim_all(
     args: &Args,
-    targets: &[(QueueConfig, u16)],
+    targets: &[(QueueConfig, StreamSlot)],
 ) -> anyhow::Result<(Vec<Row>, String, Option<bool>)> {
     // `Redis::connect` makes one plain attempt first, so a wrong URL fails at
     // once; on a Cluster every command below is routed by its key's slot.
@@ -232,7 +233,7 @@ async fn trim_all(
 /// of `TYPE`, and every problem reported before anything is changed.
 async fn preflight<C: redis::aio::ConnectionLike>(
     conn: &mut C,
-    targets: &[(QueueConfig, u16)],
+    targets: &[(QueueConfig, StreamSlot)],
     server: &str,
 ) -> anyhow::Result<()> {
     let mut pipe = redis::pipe();
@@ -314,7 +315,7 @@ struct Totals {
 #[derive(Debug, serde::Serialize)]
 struct Row {
     queue: String,
-    partition: u16,
+    partition: Partition,
     /// The lane, for a queue with lanes.
     #[serde(skip_serializing_if = "Option::is_none")]
     lane: Option<Cow<'static, str>>,
@@ -362,8 +363,8 @@ struct GroupRow {
 }
 
 impl Row {
-    /// `stream`: the stream number (lane and partition).
-    fn base(config: &QueueConfig, stream: u16, role: StreamRole) -> Row {
+    /// `stream`: the lane and partition.
+    fn base(config: &QueueConfig, stream: StreamSlot, role: StreamRole) -> Row {
         Row {
             queue: config.queue.to_string(),
             partition: config.partition_of_stream(stream),
@@ -387,12 +388,12 @@ impl Row {
         }
     }
 
-    fn missing(config: &QueueConfig, partition: u16, role: StreamRole) -> Row {
-        Row::base(config, partition, role)
+    fn missing(config: &QueueConfig, stream: StreamSlot, role: StreamRole) -> Row {
+        Row::base(config, stream, role)
     }
 
     fn planned(config: &QueueConfig, plan: &TrimPlan) -> Row {
-        let mut row = Row::base(config, plan.partition, plan.role);
+        let mut row = Row::base(config, plan.stream, plan.role);
         row.exists = true;
         row.length = Some(plan.length);
         row.server_time_ms = Some(plan.server_time_ms);
@@ -644,7 +645,7 @@ mod tests {
     fn the_policy_is_named_with_its_setting() {
         let mut config = example_config();
         config.dead_letter.retention = Duration::from_secs(14 * 86_400);
-        let mut row = Row::base(&config, 3, StreamRole::Dead);
+        let mut row = Row::base(&config, StreamSlot::new(3), StreamRole::Dead);
         row.decided_by = Some(DecidedBy {
             kind: Boundary::Policy.kind(),
             group: None,

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use queuegen::gen::deploy::k8s;
 use queuegen::spec::model::Spec;
 use queuegen_runtime::roles::Role;
+use queuegen_runtime::Partition;
 use queuegen_runtime::QueueConfig;
 use queuegen_tests::PostgresServer;
 
@@ -204,7 +205,7 @@ impl Stage {
 
     /// Waits until every group has read and settled every entry (no lag,
     /// nothing pending); returns the dead letters of each queue (stream ID and partition).
-    async fn settle(&self, what: &str) -> BTreeMap<String, Vec<(String, u16)>> {
+    async fn settle(&self, what: &str) -> BTreeMap<String, Vec<(String, Partition)>> {
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         let mut admin = self.redis.admin();
         loop {
@@ -225,7 +226,7 @@ impl Stage {
     /// `scrapes/POD.prom`, and checks the rules against them: the metrics
     /// they name exported, then, evaluated by a Prometheus scraping the
     /// pods (started here, kept for `check_alerts`), `check_alerts`.
-    async fn check_rules(&mut self, dead: &BTreeMap<String, Vec<(String, u16)>>) {
+    async fn check_rules(&mut self, dead: &BTreeMap<String, Vec<(String, Partition)>>) {
         let dir = self.root().join("scrapes");
         std::fs::create_dir_all(&dir).unwrap();
         let mut scrapes = Vec::new();
@@ -269,7 +270,7 @@ impl Stage {
     /// Prometheus (from `check_rules`) has scraped every target and then
     /// evaluated every rule: each is healthy, and the active alerts become
     /// exactly those `dead`'s dead letters call for (`rules::expected_alerts`).
-    async fn check_alerts(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, when: &str) {
+    async fn check_alerts(&self, dead: &BTreeMap<String, Vec<(String, Partition)>>, when: &str) {
         let started = Instant::now();
         let prometheus = self
             .prometheus
@@ -310,7 +311,11 @@ impl Stage {
     /// its dead letters (`<partition>` the dead letter's, else 0); then every
     /// `psql` line against `database` (the URL its `DATABASE_URL` names).
     /// A line of a program the rehearsal cannot run as a role fails it.
-    fn run_runbook(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, database: Option<&str>) {
+    fn run_runbook(
+        &self,
+        dead: &BTreeMap<String, Vec<(String, Partition)>>,
+        database: Option<&str>,
+    ) {
         let unrunnable = self.runbook.unrunnable();
         assert!(
             unrunnable.is_empty(),
@@ -331,7 +336,7 @@ impl Stage {
                 .unwrap_or_default();
             values.insert(
                 "partition",
-                letters.first().map_or(0, |(_, p)| *p).to_string(),
+                letters.first().map_or(0, |(_, p)| p.index()).to_string(),
             );
             if let Some((id, _)) = letters.first() {
                 values.insert("dead-letter-id", id.clone());
@@ -343,7 +348,11 @@ impl Stage {
     /// The runbook's `psql` lines, verbatim through `sh` (they quote
     /// `"$DATABASE_URL"`), from the deploy directory, `<queue>` and
     /// `<job_id>` filled with a dead letter's queue and any job ID.
-    fn run_psql_lines(&self, dead: &BTreeMap<String, Vec<(String, u16)>>, database: Option<&str>) {
+    fn run_psql_lines(
+        &self,
+        dead: &BTreeMap<String, Vec<(String, Partition)>>,
+        database: Option<&str>,
+    ) {
         let lines = self.runbook.lines_of(&runbook::Kind::Psql);
         if lines.is_empty() {
             return;
@@ -501,11 +510,11 @@ fn unsettled(admin: &mut redis::Connection, configs: &[QueueConfig]) -> Vec<Stri
 fn dead_letters(
     admin: &mut redis::Connection,
     configs: &[QueueConfig],
-) -> BTreeMap<String, Vec<(String, u16)>> {
+) -> BTreeMap<String, Vec<(String, Partition)>> {
     let mut dead = BTreeMap::new();
     for config in configs {
-        for partition in 0..config.partitions {
-            let key = config.dead_key(partition);
+        for partition in Partition::all(config.partitions) {
+            let key = config.dead_key(partition.default_stream());
             let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
                 .arg(&key)
                 .arg("-")

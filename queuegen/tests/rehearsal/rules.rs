@@ -5,6 +5,7 @@ use std::path::Path;
 
 use queuegen::gen::deploy::prometheus::AlertKind;
 use queuegen::spec::model::Spec;
+use queuegen_runtime::Partition;
 use queuegen_tests::exposition::Exposition;
 use serde_yaml_ng::Value;
 
@@ -97,14 +98,14 @@ pub fn alert_key(name: &str, labels: &BTreeMap<String, String>) -> String {
 /// (a queue without the setting has no such rule).
 pub fn expected_alerts(
     spec: &Spec,
-    dead: &BTreeMap<String, Vec<(String, u16)>>,
+    dead: &BTreeMap<String, Vec<(String, Partition)>>,
 ) -> BTreeSet<String> {
     let mut expected = BTreeSet::new();
     for queue in &spec.queues {
         let Some(threshold) = queue.alerts.dead_letters else {
             continue;
         };
-        let mut held: BTreeMap<u16, u64> = BTreeMap::new();
+        let mut held: BTreeMap<Partition, u64> = BTreeMap::new();
         for (_, partition) in dead.get(&queue.name).map(Vec::as_slice).unwrap_or_default() {
             *held.entry(*partition).or_default() += 1;
         }

@@ -48,7 +48,7 @@ pub enum PublishError {
     )]
     Backpressure {
         queue: String,
-        partition: u16,
+        partition: crate::Partition,
         /// The lane, for a queue with lanes: each lane's stream is admitted on its own.
         lane: Option<String>,
         oldest_ready_age: std::time::Duration,

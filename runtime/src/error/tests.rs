@@ -43,7 +43,7 @@ fn each_domain_displays_the_same_through_the_top_level_error() {
         displayed_and_wrapped(TransitionError::NotOwner(Box::new(NotOwner {
             function: "ack".into(),
             key: "k".into(),
-            partition: 0,
+            partition: crate::Partition::new(0),
             job: "j".into(),
             stream_id: "1-0".into(),
             consumer: "c".into(),

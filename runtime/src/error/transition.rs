@@ -12,7 +12,7 @@ pub enum TransitionError {
         function: String,
         /// The transition's source key: ready stream, retry set or dead-letter stream.
         key: String,
-        partition: u16,
+        partition: crate::Partition,
         /// The job's `job_id`, or the source entry ID when the job is not known.
         job: String,
         code: TransitionCode,
@@ -40,7 +40,7 @@ pub struct NotOwner {
     pub function: String,
     /// The entry's ready stream.
     pub key: String,
-    pub partition: u16,
+    pub partition: crate::Partition,
     /// The job's `job_id`, or the entry's stream ID when the job is not known.
     pub job: String,
     pub stream_id: String,

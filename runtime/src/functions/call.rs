@@ -58,7 +58,7 @@ pub struct Moved {
 pub(crate) struct CallContext<'a> {
     pub function: &'a str,
     pub key: String,
-    pub partition: u16,
+    pub partition: crate::Partition,
     pub job: &'a str,
     /// The pending entry the call settles and the consumer settling it, for
     /// [`TransitionError::NotOwner`].

@@ -12,10 +12,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
 
+use crate::stream_slot::Partition;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
 }
 
 /// What producers record. Cloning shares the numbers: register it once per
@@ -52,7 +54,7 @@ impl ProducerMetrics {
     }
 
     /// `jobs` were appended to `queue`'s `partition`.
-    pub(crate) fn published(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
+    pub(crate) fn published(&self, queue: &Cow<'static, str>, partition: Partition, jobs: u64) {
         self.published
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),
@@ -62,7 +64,7 @@ impl ProducerMetrics {
     }
 
     /// `jobs` publishes to `queue`'s `partition` were duplicates (`dedup`).
-    pub(crate) fn duplicates(&self, queue: &Cow<'static, str>, partition: u16, jobs: u64) {
+    pub(crate) fn duplicates(&self, queue: &Cow<'static, str>, partition: Partition, jobs: u64) {
         self.duplicates
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),
@@ -72,7 +74,7 @@ impl ProducerMetrics {
     }
 
     /// One publish (or one `publish_many` call) to `queue`'s `partition` was refused.
-    pub(crate) fn refused(&self, queue: &Cow<'static, str>, partition: u16) {
+    pub(crate) fn refused(&self, queue: &Cow<'static, str>, partition: Partition) {
         self.refusals
             .get_or_create(&PartitionLabels {
                 queue: queue.clone(),
@@ -91,10 +93,10 @@ mod tests {
         let producer = ProducerMetrics::new();
         let mut registry = Registry::default();
         producer.register(&mut registry);
-        producer.published(&"ocr".into(), 0, 10);
-        producer.published(&"ocr".into(), 0, 5);
-        producer.refused(&"ocr".into(), 2);
-        producer.duplicates(&"ocr".into(), 0, 2);
+        producer.published(&"ocr".into(), Partition::new(0), 10);
+        producer.published(&"ocr".into(), Partition::new(0), 5);
+        producer.refused(&"ocr".into(), Partition::new(2));
+        producer.duplicates(&"ocr".into(), Partition::new(0), 2);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [

@@ -16,19 +16,21 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
 
+use crate::stream_slot::Partition;
+
 use super::labels::{StreamRole, TrimOutcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     stream: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PassLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     stream: &'static str,
     outcome: &'static str,
 }
@@ -64,7 +66,7 @@ impl TrimMetrics {
     pub(crate) fn removed(
         &self,
         queue: &Cow<'static, str>,
-        partition: u16,
+        partition: Partition,
         stream: StreamRole,
         entries: u64,
     ) {
@@ -79,7 +81,7 @@ impl TrimMetrics {
 
     /// Creates at 0 the pass series of `queue`'s `partition`: both
     /// streams, every outcome. For a worker that trims the partition.
-    pub(crate) fn partition(&self, queue: &Cow<'static, str>, partition: u16) {
+    pub(crate) fn partition(&self, queue: &Cow<'static, str>, partition: Partition) {
         for stream in StreamRole::BOTH {
             for outcome in TrimOutcome::ALL {
                 let _created = self.passes.get_or_create(&PassLabels {
@@ -96,7 +98,7 @@ impl TrimMetrics {
     pub(crate) fn pass(
         &self,
         queue: &Cow<'static, str>,
-        partition: u16,
+        partition: Partition,
         stream: StreamRole,
         outcome: TrimOutcome,
     ) {
@@ -120,12 +122,27 @@ mod tests {
         let trim = TrimMetrics::new();
         let mut registry = Registry::default();
         trim.register(&mut registry);
-        trim.removed(&"ocr".into(), 1, StreamRole::Ready, 40);
-        trim.removed(&"ocr".into(), 1, StreamRole::Ready, 2);
-        trim.removed(&"ocr".into(), 1, StreamRole::Dead, 5);
-        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Trimmed);
-        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Aborted);
-        trim.pass(&"ocr".into(), 1, StreamRole::Ready, TrimOutcome::Aborted);
+        trim.removed(&"ocr".into(), Partition::new(1), StreamRole::Ready, 40);
+        trim.removed(&"ocr".into(), Partition::new(1), StreamRole::Ready, 2);
+        trim.removed(&"ocr".into(), Partition::new(1), StreamRole::Dead, 5);
+        trim.pass(
+            &"ocr".into(),
+            Partition::new(1),
+            StreamRole::Ready,
+            TrimOutcome::Trimmed,
+        );
+        trim.pass(
+            &"ocr".into(),
+            Partition::new(1),
+            StreamRole::Ready,
+            TrimOutcome::Aborted,
+        );
+        trim.pass(
+            &"ocr".into(),
+            Partition::new(1),
+            StreamRole::Ready,
+            TrimOutcome::Aborted,
+        );
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [

@@ -22,6 +22,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{FailedTransition, JobOutcome, Settlement};
 use super::trim::TrimMetrics;
+use crate::stream_slot::Partition;
 use crate::transitions::DeadReason;
 
 /// Upper bounds (seconds) of the handler duration buckets: 1 ms to 5 min.
@@ -38,14 +39,14 @@ const LATENCY_BUCKETS: [f64; 17] = [
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     group: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     group: Cow<'static, str>,
     outcome: &'static str,
 }
@@ -53,7 +54,7 @@ struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     group: Cow<'static, str>,
     reason: &'static str,
 }
@@ -61,7 +62,7 @@ struct ReasonLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SettlementLabels {
     queue: Cow<'static, str>,
-    partition: u16,
+    partition: Partition,
     group: Cow<'static, str>,
     settlement: &'static str,
 }
@@ -281,7 +282,7 @@ impl WorkerMetrics {
         &self,
         queue: &Cow<'static, str>,
         group: &Cow<'static, str>,
-        partition: u16,
+        partition: Partition,
     ) -> PartitionMeters {
         let labels = PartitionLabels {
             queue: queue.clone(),
@@ -339,7 +340,7 @@ impl WorkerMetrics {
         &self,
         queue: &Cow<'static, str>,
         group: &Cow<'static, str>,
-        partition: u16,
+        partition: Partition,
     ) -> OnAckCounters {
         let labels = PartitionLabels {
             queue: queue.clone(),
@@ -448,7 +449,7 @@ mod tests {
         let metrics = WorkerMetrics::new();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
-        let meters = metrics.partition(&"ocr".into(), &"workers".into(), 3);
+        let meters = metrics.partition(&"ocr".into(), &"workers".into(), Partition::new(3));
         let text = openmetrics(&registry);
         assert!(
             text.contains(r#"queuegen_jobs_total{queue="ocr",partition="3",group="workers",outcome="malformed"} 0"#),
@@ -463,7 +464,10 @@ mod tests {
         meters.dead_letters[DeadReason::Poison.index()].inc();
         meters.claim_throttled.inc_by(0.25);
         // A second worker of the same partition shares the series.
-        metrics.partition(&"ocr".into(), &"workers".into(), 3).jobs[JobOutcome::Done.index()].inc();
+        metrics
+            .partition(&"ocr".into(), &"workers".into(), Partition::new(3))
+            .jobs[JobOutcome::Done.index()]
+        .inc();
         let (duration, _latency) = metrics.histograms(&"ocr".into(), &"workers".into());
         duration.observe(0.003);
         let text = openmetrics(&registry);
@@ -504,16 +508,19 @@ mod tests {
         metrics.register(&mut registry);
         // A family without series exports nothing, not even its TYPE line.
         assert_eq!(openmetrics(&registry), "# EOF\n");
-        let _meters = metrics.partition(&"ocr".into(), &"workers".into(), 0);
+        let _meters = metrics.partition(&"ocr".into(), &"workers".into(), Partition::new(0));
         let _histograms = metrics.histograms(&"ocr".into(), &"workers".into());
         let _rate_limited = metrics.rate_limited(&"ocr".into(), &"workers".into());
         let _lane = metrics.lane_deliveries(&"ocr".into(), &"workers".into(), &"high".into());
-        metrics
-            .trim()
-            .removed(&"ocr".into(), 0, super::super::StreamRole::Dead, 1);
+        metrics.trim().removed(
+            &"ocr".into(),
+            Partition::new(0),
+            super::super::StreamRole::Dead,
+            1,
+        );
         metrics.trim().pass(
             &"ocr".into(),
-            0,
+            Partition::new(0),
             super::super::StreamRole::Dead,
             super::super::TrimOutcome::Trimmed,
         );

@@ -16,11 +16,13 @@ use crate::config::MarkerKind;
 use crate::config::QueueConfig;
 use crate::error::{Error, OperationError, Result};
 use crate::stream_id::StreamId;
+use crate::stream_slot::{Partition, StreamSlot};
 
 /// Which dead letters to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeadLetterQuery {
-    /// Only this partition; `None`: every partition.
+    /// Only this partition, as the operator typed it (checked against the
+    /// queue's); `None`: every partition.
     pub partition: Option<u16>,
     /// Only this lane, for a queue with lanes; `None`: every lane.
     pub lane: Option<String>,
@@ -33,13 +35,13 @@ pub struct DeadLetterQuery {
 /// One dead letter as read from a partition's dead-letter stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadLetter {
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane, for a queue with lanes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane: Option<Cow<'static, str>>,
-    /// Its stream number (lane and partition), for the keys.
+    /// Its stream (lane and partition), for the keys.
     #[serde(skip)]
-    pub stream: u16,
+    pub stream: StreamSlot,
     pub id: String,
     /// Every field of the dead-letter entry (`reason`, `detail`, `job_id`,
     /// `envelope`…), as text.
@@ -49,7 +51,7 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
-    fn from_entry(config: &QueueConfig, stream: u16, entry: Entry) -> Self {
+    fn from_entry(config: &QueueConfig, stream: StreamSlot, entry: Entry) -> Self {
         let mut fields = BTreeMap::new();
         for (name, value) in entry.map {
             fields.insert(name, value_text(value));
@@ -99,11 +101,14 @@ pub(crate) fn decode_envelope(json: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The stream numbers a query selects, checking its partition and lane.
-pub(crate) fn selected_streams(config: &QueueConfig, query: &DeadLetterQuery) -> Result<Vec<u16>> {
-    let partitions: Vec<u16> = match query.partition {
+/// The streams a query selects, checking its partition and lane.
+pub(crate) fn selected_streams(
+    config: &QueueConfig,
+    query: &DeadLetterQuery,
+) -> Result<Vec<StreamSlot>> {
+    let partitions: Vec<Partition> = match query.partition {
         Some(partition) => vec![config.check_partition(partition)?],
-        None => (0..config.partitions).collect(),
+        None => Partition::all(config.partitions).collect(),
     };
     match &query.lane {
         None => Ok(config.streams_of(&partitions)),
@@ -166,7 +171,7 @@ pub async fn dead_letters<C: ConnectionLike>(
             format!(
                 "reading the dead letters of queue {} ({}…)",
                 config.queue,
-                config.dead_key(streams.first().copied().unwrap_or(0))
+                config.dead_key(streams.first().copied().unwrap_or(StreamSlot::new(0)))
             ),
             err,
         )

@@ -12,6 +12,7 @@ use super::dead_letters::decode_envelope;
 use super::status::server_time;
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::stream_slot::StreamSlot;
 
 /// Which of a partition's sets to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -52,7 +53,7 @@ pub struct HeldJobs {
 pub async fn held_jobs<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    stream: u16,
+    stream: StreamSlot,
     set: HeldFor,
     limit: usize,
 ) -> Result<HeldJobs> {

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::config::QueueConfig;
 use crate::error::{Error, Result};
+use crate::stream_slot::Partition;
 
 /// Who paused a partition, when and why: the value of its pause flag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -73,7 +74,7 @@ impl PauseNote {
 /// What [`pause`] or [`resume`] did to one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PauseChange {
-    pub partition: u16,
+    pub partition: Partition,
     /// The flag key.
     pub key: String,
     /// The flag's note before the change: `None` when the partition was not
@@ -88,7 +89,7 @@ pub struct PauseChange {
 pub async fn pause<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partitions: &[u16],
+    partitions: &[Partition],
     by: &str,
     reason: &str,
 ) -> Result<(PauseNote, Vec<PauseChange>)> {
@@ -116,7 +117,7 @@ pub async fn pause<C: ConnectionLike>(
 pub async fn resume<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partitions: &[u16],
+    partitions: &[Partition],
 ) -> Result<Vec<PauseChange>> {
     let mut pipe = redis::pipe();
     for &partition in partitions {
@@ -128,7 +129,7 @@ pub async fn resume<C: ConnectionLike>(
 async fn changes<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partitions: &[u16],
+    partitions: &[Partition],
     pipe: redis::Pipeline,
     command: &str,
 ) -> Result<Vec<PauseChange>> {
@@ -136,7 +137,7 @@ async fn changes<C: ConnectionLike>(
         format!(
             "{command} of the pause flags of queue {} ({})",
             config.queue,
-            config.paused_key(partitions.first().copied().unwrap_or(0))
+            config.paused_key(partitions.first().copied().unwrap_or(Partition::new(0)))
         )
     };
     let before: Vec<Option<String>> = pipe

@@ -23,6 +23,7 @@ use crate::config::QueueConfig;
 use crate::error::{Error, Result, SetupError};
 use crate::inventory::{self, integer, pending_rows, text};
 use crate::stream_id::StreamId;
+use crate::stream_slot::{Partition, StreamSlot};
 
 /// Pending entries examined per partition when `limit` is smaller: the
 /// ordering is over these (the lowest IDs of each partition's list).
@@ -31,7 +32,8 @@ pub(crate) const EXAMINED_PER_PARTITION: usize = 1000;
 /// Which pending entries to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingQuery {
-    /// Only this partition; `None`: every partition.
+    /// Only this partition, as the operator typed it (checked against the
+    /// queue's); `None`: every partition.
     pub partition: Option<u16>,
     /// Only entries idle at least this long (`XPENDING … IDLE`).
     pub min_idle: Option<Duration>,
@@ -55,7 +57,7 @@ pub struct PendingReport {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionPending {
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane, for a queue with lanes (a row per lane of each partition).
     pub lane: Option<Cow<'static, str>>,
     /// Every entry pending in the group on this partition (no filter).
@@ -68,7 +70,7 @@ pub struct PartitionPending {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PendingEntry {
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane, for a queue with lanes.
     pub lane: Option<Cow<'static, str>>,
     pub id: StreamId,
@@ -97,9 +99,9 @@ pub async fn pending<C: ConnectionLike>(
     config: &QueueConfig,
     query: &PendingQuery,
 ) -> Result<PendingReport> {
-    let partitions: Vec<u16> = match query.partition {
+    let streams: Vec<StreamSlot> = match query.partition {
         Some(partition) => config.streams_of(&[config.check_partition(partition)?]),
-        None => (0..config.streams()).collect(),
+        None => StreamSlot::all(config.streams()).collect(),
     };
     let examine = query.limit.max(EXAMINED_PER_PARTITION);
     let idle_ms = query
@@ -108,8 +110,8 @@ pub async fn pending<C: ConnectionLike>(
 
     let mut first = redis::pipe();
     first.cmd("TIME");
-    for &partition in &partitions {
-        let key = config.ready_key(partition);
+    for &stream in &streams {
+        let key = config.ready_key(stream);
         first.cmd("TYPE").arg(&key);
         first.cmd("XPENDING").arg(&key).arg(&*config.group);
         let extended = first.cmd("XPENDING").arg(&key).arg(&*config.group);
@@ -135,10 +137,10 @@ pub async fn pending<C: ConnectionLike>(
     let mut answers = answers.into_iter();
     let server_time_ms = server_time(answers.next())?;
 
-    let mut summaries = Vec::with_capacity(partitions.len());
+    let mut summaries = Vec::with_capacity(streams.len());
     let mut rows = Vec::new();
-    for &partition in &partitions {
-        let key = config.ready_key(partition);
+    for &stream in &streams {
+        let key = config.ready_key(stream);
         let (Some(kind), Some(summary), Some(extended)) =
             (answers.next(), answers.next(), answers.next())
         else {
@@ -165,18 +167,16 @@ pub async fn pending<C: ConnectionLike>(
             other => return Err(inventory::unexpected(&key, "XPENDING", &other)),
         };
         let found = pending_rows(&key, extended.map_err(xpending_error)?)?;
-        let lane = config
-            .lane_of_stream(partition)
-            .map(|lane| lane.name.clone());
+        let lane = config.lane_of_stream(stream).map(|lane| lane.name.clone());
         summaries.push(PartitionPending {
-            partition: config.partition_of_stream(partition),
+            partition: config.partition_of_stream(stream),
             lane: lane.clone(),
             pending: total,
             examined: found.len() as u64,
             truncated: found.len() >= examine,
         });
         rows.extend(found.into_iter().map(|head| PendingEntry {
-            partition: config.partition_of_stream(partition),
+            partition: config.partition_of_stream(stream),
             lane: lane.clone(),
             age_ms: u64::try_from(head.id.age(server_time_ms).as_millis()).unwrap_or(u64::MAX),
             id: head.id,
@@ -201,11 +201,11 @@ pub async fn pending<C: ConnectionLike>(
 }
 
 impl PendingEntry {
-    /// The stream number of the entry's lane and partition in `config`.
-    fn stream(&self, config: &QueueConfig) -> u16 {
+    /// The stream of the entry's lane and partition in `config`.
+    fn stream(&self, config: &QueueConfig) -> StreamSlot {
         config
             .stream_named(self.lane.as_deref(), self.partition)
-            .unwrap_or(self.partition)
+            .unwrap_or(self.partition.default_stream())
     }
 }
 
@@ -295,7 +295,7 @@ mod tests {
     fn row(partition: u16, ms: u64, idle_ms: u64, deliveries: u64) -> PendingEntry {
         PendingEntry {
             lane: None,
-            partition,
+            partition: Partition::new(partition),
             id: StreamId::new(ms, 0),
             job_id: None,
             deleted: false,

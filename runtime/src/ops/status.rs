@@ -30,6 +30,7 @@ use crate::error::{Error, Result, SetupError};
 use crate::functions::{self, Function, Version};
 use crate::inventory::{self, first_id, integer, text, GroupInventory, StreamInventory};
 use crate::stream_id::StreamId;
+use crate::stream_slot::{Partition, StreamSlot};
 
 /// The spec's `alerts` of one queue (`QueueConfig` does not carry them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,7 +84,7 @@ pub struct QueueStatus {
     pub group: String,
     pub partitions: Vec<PartitionStatus>,
     /// The partitions whose intake is paused (`queuegen pause`), ascending.
-    pub paused_partitions: Vec<u16>,
+    pub paused_partitions: Vec<Partition>,
     /// Every alert of the spec that would fire now, by partition.
     pub alerts: Vec<FiringAlert>,
 }
@@ -92,7 +93,7 @@ pub struct QueueStatus {
 /// queue with lanes (then each partition has a row per lane).
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionStatus {
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane (`lanes:`); `None` for a queue without lanes.
     pub lane: Option<Cow<'static, str>>,
     pub ready_key: String,
@@ -199,7 +200,7 @@ pub struct DeadLetterStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FiringAlert {
     pub alert: AlertKind,
-    pub partition: u16,
+    pub partition: Partition,
     /// The lane, for a queue with lanes.
     pub lane: Option<Cow<'static, str>>,
     /// The group it is about; `None` for `dead_letters`.
@@ -303,17 +304,17 @@ pub async fn status<C: ConnectionLike>(
     }
     for queue in queues {
         let config = &queue.config;
-        for partition in 0..config.streams() {
-            let ready = config.ready_key(partition);
-            let retry = config.retry_key(partition);
-            let dead = config.dead_key(partition);
+        for stream in StreamSlot::all(config.streams()) {
+            let ready = config.ready_key(stream);
+            let retry = config.retry_key(stream);
+            let dead = config.dead_key(stream);
             inventory::queue_stream_reads(&mut first, &ready);
             first
                 .cmd("XINFO")
                 .arg("CONSUMERS")
                 .arg(&ready)
                 .arg(&*config.group);
-            for set in [&retry, &config.delayed_key(partition)] {
+            for set in [&retry, &config.delayed_key(stream)] {
                 first.cmd("ZCARD").arg(set);
                 first.cmd("ZRANGE").arg(set).arg(0).arg(0).arg("WITHSCORES");
             }
@@ -325,6 +326,8 @@ pub async fn status<C: ConnectionLike>(
                 .arg("-")
                 .arg("COUNT")
                 .arg(1);
+            // Each lane reads its partition's one flag.
+            let partition = config.partition_of_stream(stream);
             first.cmd("GET").arg(config.paused_key(partition));
         }
     }
@@ -346,20 +349,19 @@ pub async fn status<C: ConnectionLike>(
     let mut partial: Vec<Partial> = Vec::new();
     for queue in queues {
         let config = &queue.config;
-        for partition in 0..config.streams() {
-            let ready = config.ready_key(partition);
+        for slot in StreamSlot::all(config.streams()) {
+            let ready = config.ready_key(slot);
             let stream = inventory::read_stream(&ready, &mut answers)?
                 .ok_or_else(|| Error::Setup(SetupError::MissingStream { key: ready.clone() }))?;
             let consumers = consumers(&ready, &config.group, answers.next())?;
-            let retries = scheduled_set(config.retry_key(partition), server_time_ms, &mut answers)?;
-            let delayed =
-                scheduled_set(config.delayed_key(partition), server_time_ms, &mut answers)?;
-            let dead_letters =
-                dead_letters(config.dead_key(partition), server_time_ms, &mut answers)?;
-            let paused = pause::note_of(&config.paused_key(partition), answers.next())?;
+            let retries = scheduled_set(config.retry_key(slot), server_time_ms, &mut answers)?;
+            let delayed = scheduled_set(config.delayed_key(slot), server_time_ms, &mut answers)?;
+            let dead_letters = dead_letters(config.dead_key(slot), server_time_ms, &mut answers)?;
+            let paused_key = config.paused_key(config.partition_of_stream(slot));
+            let paused = pause::note_of(&paused_key, answers.next())?;
             streams.push(Some(stream));
             partial.push(Partial {
-                partition,
+                stream: slot,
                 consumers,
                 retries,
                 delayed,
@@ -399,9 +401,9 @@ pub async fn status<C: ConnectionLike>(
                 unreachable!("one inventory and one partial status per stream");
             };
             partitions.push(PartitionStatus {
-                partition: config.partition_of_stream(rest.partition),
+                partition: config.partition_of_stream(rest.stream),
                 lane: config
-                    .lane_of_stream(rest.partition)
+                    .lane_of_stream(rest.stream)
                     .map(|lane| lane.name.clone()),
                 history: stream.length,
                 groups: stream
@@ -422,7 +424,7 @@ pub async fn status<C: ConnectionLike>(
             .flat_map(|partition| firing(&config.queue, partition, &queue.alerts))
             .collect();
         // One flag per partition, shared by its lanes: listed once.
-        let mut paused_partitions: Vec<u16> = partitions
+        let mut paused_partitions: Vec<Partition> = partitions
             .iter()
             .filter(|p| p.paused.is_some())
             .map(|p| p.partition)
@@ -440,9 +442,9 @@ pub async fn status<C: ConnectionLike>(
     Ok(report)
 }
 
-/// A partition's reads that need no second round trip.
+/// A stream's reads that need no second round trip.
 struct Partial {
-    partition: u16,
+    stream: StreamSlot,
     consumers: Vec<ConsumerStatus>,
     retries: RetryStatus,
     delayed: RetryStatus,
@@ -794,7 +796,7 @@ mod tests {
             deliveries: 1,
         });
         let partition = PartitionStatus {
-            partition: 2,
+            partition: Partition::new(2),
             lane: None,
             ready_key: "k".into(),
             history: 3,

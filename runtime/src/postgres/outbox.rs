@@ -19,14 +19,15 @@ use crate::config::QueueConfig;
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::producer::{self, NewJob};
+use crate::stream_slot::StreamSlot;
 
 /// Where an enqueued job waits until the publisher sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Enqueued {
     /// The outbox row (`outbox.id`).
     pub id: i64,
-    /// The partition its stream entry will be in.
-    pub partition: u16,
+    /// The stream (lane and partition) its entry will be in.
+    pub stream: StreamSlot,
 }
 
 /// Enqueues jobs of envelope `E` for one queue into the outbox.
@@ -85,7 +86,7 @@ impl<E: Envelope> PgOutbox<E> {
             .iter()
             .flat_map(|(name, value)| [*name, value.as_str()])
             .collect();
-        let partition = i32::from(encoded.partition);
+        let partition = i32::from(encoded.stream.index());
         let row = transaction
             .query_one_typed(
                 &self.insert_sql,
@@ -105,7 +106,7 @@ impl<E: Envelope> PgOutbox<E> {
             })?;
         Ok(Enqueued {
             id: row.get(0),
-            partition: encoded.partition,
+            stream: encoded.stream,
         })
     }
 }

@@ -37,6 +37,7 @@ use crate::config::QueueConfig;
 use crate::connect::{Connection, Redis};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
+use crate::stream_slot::StreamSlot;
 
 /// Rows one round sends at most (one `XADD` pipeline).
 const DEFAULT_BATCH: usize = 500;
@@ -66,7 +67,9 @@ pub struct OutboxPublisher {
 #[derive(Debug, Clone)]
 struct OutboxPartition {
     queue: Cow<'static, str>,
-    partition: u16,
+    /// The stream (lane and partition) whose rows these are: the table's
+    /// `partition` column holds its number.
+    slot: StreamSlot,
     stream: String,
     /// The queue's settings: with `dedup`, rows go out through the
     /// library's `publish_once`, so a row sent twice (a publisher killed
@@ -102,10 +105,10 @@ impl OutboxPublisher {
             .flat_map(|config| {
                 let lock_name = format!("{outbox} {}", config.queue);
                 // Rows hold the stream number (lane and partition) their job was encoded for.
-                (0..config.streams()).map(move |partition| OutboxPartition {
+                StreamSlot::all(config.streams()).map(move |slot| OutboxPartition {
                     queue: config.queue.clone(),
-                    partition,
-                    stream: config.ready_key(partition),
+                    slot,
+                    stream: config.ready_key(slot),
                     config: config.clone(),
                     lock_name: lock_name.clone(),
                 })
@@ -244,7 +247,7 @@ impl OutboxPublisher {
         let numbers: Vec<i32> = self
             .partitions
             .iter()
-            .map(|p| i32::from(p.partition))
+            .map(|p| i32::from(p.slot.index()))
             .collect();
         let statement = client
             .prepare_cached(&self.sql.pending)
@@ -260,7 +263,7 @@ impl OutboxPublisher {
                 let (queue, number): (&str, i32) = (row.get(0), row.get(1));
                 self.partitions
                     .iter()
-                    .find(|p| p.queue == queue && i32::from(p.partition) == number)
+                    .find(|p| p.queue == queue && i32::from(p.slot.index()) == number)
             })
             .collect())
     }
@@ -271,7 +274,7 @@ impl OutboxPublisher {
         let doing = || {
             format!(
                 "dispatching outbox rows of queue {:?} partition {}",
-                partition.queue, partition.partition
+                partition.queue, partition.slot
             )
         };
         let mut client = self.pg.client(&doing()).await?;
@@ -287,7 +290,7 @@ impl OutboxPublisher {
             .transaction()
             .await
             .map_err(|err| self.pg.error(doing(), err))?;
-        let number = i32::from(partition.partition);
+        let number = i32::from(partition.slot.index());
         let rows = transaction
             .query(
                 &take,
@@ -319,7 +322,7 @@ impl OutboxPublisher {
                         .unwrap_or_default();
                     pipe.add_command(crate::transitions::publish_once_command(
                         &partition.config,
-                        partition.partition,
+                        partition.slot,
                         job_id,
                         window,
                         &fields,
@@ -354,7 +357,7 @@ impl OutboxPublisher {
             .map_err(|err| self.pg.error(doing(), err))?;
         tracing::debug!(
             queue = &*partition.queue,
-            partition = partition.partition,
+            partition = partition.slot.index(),
             rows = ids.len(),
             "outbox rows dispatched"
         );

@@ -21,6 +21,7 @@ use crate::error::{Error, PublishError, Result};
 use crate::host::now_ms;
 use crate::inventory::inventory;
 use crate::stream_id::StreamId;
+use crate::stream_slot::StreamSlot;
 
 /// The admission state of one queue, shared by every clone of its producer.
 pub(crate) struct Admission {
@@ -85,7 +86,7 @@ impl Admission {
     pub(crate) fn name(config: &QueueConfig, limit: Duration) -> String {
         format!(
             "admission {} {} {limit:?} {:?}",
-            config.ready_key(0),
+            config.ready_key(StreamSlot::new(0)),
             config.streams(),
             config.admission.refresh
         )
@@ -106,22 +107,22 @@ impl Admission {
         }
     }
 
-    /// Admits a publish to `partition`, or refuses it with `PublishError::Backpressure`.
-    pub(super) async fn admit(&self, conn: &Connection, partition: u16) -> Result<()> {
-        self.admit_all(conn, &[partition]).await
+    /// Admits a publish to `stream`, or refuses it with `PublishError::Backpressure`.
+    pub(super) async fn admit(&self, conn: &Connection, stream: StreamSlot) -> Result<()> {
+        self.admit_all(conn, &[stream]).await
     }
 
-    /// Admits a batch touching `partitions` (ascending, no duplicates), or
+    /// Admits a batch touching `streams` (ascending, no duplicates), or
     /// refuses all of it with `PublishError::Backpressure` naming the lowest refused
-    /// partition. Stale readings of these partitions are refreshed together
+    /// stream. Stale readings of these streams are refreshed together
     /// in one inventory round.
-    pub(super) async fn admit_all(&self, conn: &Connection, partitions: &[u16]) -> Result<()> {
-        debug_assert!(partitions.windows(2).all(|pair| pair[0] < pair[1]));
+    pub(super) async fn admit_all(&self, conn: &Connection, streams: &[StreamSlot]) -> Result<()> {
+        debug_assert!(streams.windows(2).all(|pair| pair[0] < pair[1]));
         let now = Instant::now();
-        let stale: Vec<u16> = partitions
+        let stale: Vec<StreamSlot> = streams
             .iter()
             .copied()
-            .filter(|&partition| !self.is_fresh(partition, now))
+            .filter(|&stream| !self.is_fresh(stream, now))
             .collect();
         let now = if stale.is_empty() {
             now
@@ -129,49 +130,49 @@ impl Admission {
             self.refresh(conn, &stale).await?;
             Instant::now()
         };
-        for &partition in partitions {
-            self.verdict(partition, now)?;
+        for &stream in streams {
+            self.verdict(stream, now)?;
         }
         Ok(())
     }
 
-    fn gate(&self, partition: u16) -> &Gate {
-        &self.gates[usize::from(partition)]
+    fn gate(&self, stream: StreamSlot) -> &Gate {
+        &self.gates[usize::from(stream.index())]
     }
 
-    fn is_fresh(&self, partition: u16, now: Instant) -> bool {
-        lock(&self.gate(partition).reading)
+    fn is_fresh(&self, stream: StreamSlot, now: Instant) -> bool {
+        lock(&self.gate(stream).reading)
             .as_ref()
             .is_some_and(|reading| reading.is_fresh(now, self.refresh))
     }
 
-    /// Re-reads the partitions of `stale` that no other task refreshed while
+    /// Re-reads the streams of `stale` that no other task refreshed while
     /// this one waited for their locks, in one inventory round.
-    async fn refresh(&self, conn: &Connection, stale: &[u16]) -> Result<()> {
-        // Locks are taken in ascending partition order, so two batches
-        // waiting on each other's partitions cannot deadlock.
+    async fn refresh(&self, conn: &Connection, stale: &[StreamSlot]) -> Result<()> {
+        // Locks are taken in ascending stream order, so two batches
+        // waiting on each other's streams cannot deadlock.
         let mut guards = Vec::with_capacity(stale.len());
-        for &partition in stale {
-            guards.push(self.gate(partition).refreshing.lock().await);
+        for &stream in stale {
+            guards.push(self.gate(stream).refreshing.lock().await);
         }
         let now = Instant::now();
-        let still_stale: Vec<u16> = stale
+        let still_stale: Vec<StreamSlot> = stale
             .iter()
             .copied()
-            .filter(|&partition| !self.is_fresh(partition, now))
+            .filter(|&stream| !self.is_fresh(stream, now))
             .collect();
         if still_stale.is_empty() {
             return Ok(());
         }
         let keys: Vec<String> = still_stale
             .iter()
-            .map(|&partition| self.ready_keys[usize::from(partition)].clone())
+            .map(|&stream| self.ready_keys[usize::from(stream.index())].clone())
             .collect();
-        let streams = inventory(&mut conn.clone(), &keys).await?;
+        let inventories = inventory(&mut conn.clone(), &keys).await?;
         let (at, wall_ms) = (Instant::now(), now_ms());
-        for (&partition, stream) in still_stale.iter().zip(streams) {
-            let oldest = stream.as_ref().and_then(|stream| {
-                stream.oldest_undelivered().map(|(group, id)| Oldest {
+        for (&stream, inventory) in still_stale.iter().zip(inventories) {
+            let oldest = inventory.as_ref().and_then(|inventory| {
+                inventory.oldest_undelivered().map(|(group, id)| Oldest {
                     id,
                     group: group.name.as_str().into(),
                     age_at_reading: id.age(wall_ms),
@@ -179,11 +180,11 @@ impl Admission {
             });
             tracing::trace!(
                 queue = &*self.config.queue,
-                partition,
+                partition = stream.index(),
                 oldest_undelivered = ?oldest,
                 "admission reading refreshed"
             );
-            *lock(&self.gate(partition).reading) = Some(Reading {
+            *lock(&self.gate(stream).reading) = Some(Reading {
                 at,
                 oldest,
                 warned: false,
@@ -193,9 +194,9 @@ impl Admission {
         Ok(())
     }
 
-    /// Refuses `partition` when its oldest undelivered entry is older than the limit at `now`.
-    fn verdict(&self, partition: u16, now: Instant) -> Result<()> {
-        let mut reading = lock(&self.gate(partition).reading);
+    /// Refuses `stream` when its oldest undelivered entry is older than the limit at `now`.
+    fn verdict(&self, stream: StreamSlot, now: Instant) -> Result<()> {
+        let mut reading = lock(&self.gate(stream).reading);
         let Some(reading) = reading.as_mut() else {
             // Unreachable after a refresh; admitting is the safe answer anyway.
             return Ok(());
@@ -212,7 +213,7 @@ impl Admission {
         if std::mem::replace(&mut reading.warned, true) {
             tracing::debug!(
                 queue = &*self.config.queue,
-                partition,
+                partition = stream.index(),
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
                 oldest_ready_age = %humantime::format_duration(age),
@@ -222,7 +223,7 @@ impl Admission {
         } else {
             tracing::warn!(
                 queue = &*self.config.queue,
-                partition,
+                partition = stream.index(),
                 group = &*oldest.group,
                 oldest_undelivered = %oldest.id,
                 oldest_ready_age = %humantime::format_duration(age),
@@ -232,10 +233,10 @@ impl Admission {
         }
         Err(Error::Publish(PublishError::Backpressure {
             queue: self.config.queue.to_string(),
-            partition: self.config.partition_of_stream(partition),
+            partition: self.config.partition_of_stream(stream),
             lane: self
                 .config
-                .lane_of_stream(partition)
+                .lane_of_stream(stream)
                 .map(|lane| lane.name.to_string()),
             oldest_ready_age: age,
             limit: self.limit,

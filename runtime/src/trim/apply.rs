@@ -10,6 +10,7 @@ use crate::functions::{self, CallContext, Function, TrimGroup};
 use crate::inventory::{inventory, StreamInventory};
 use crate::lease::Lease;
 use crate::stream_id::StreamId;
+use crate::stream_slot::Partition;
 
 /// What [`apply`] removed from one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +98,9 @@ fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Leas
     let call = CallContext {
         function,
         key: plan.key.clone(),
-        partition: plan.partition,
+        // The stream's number, as these errors have always named it (the
+        // partition's own only in the default lane).
+        partition: Partition::new(plan.stream.index()),
         job: &job,
         entry: None,
     };
@@ -105,10 +108,7 @@ fn refusal(err: redis::RedisError, function: &str, plan: &TrimPlan, lease: &Leas
         Some(refusal) => refusal,
         None => {
             return Error::redis(
-                format!(
-                    "FCALL {function} {} (partition {})",
-                    plan.key, plan.partition
-                ),
+                format!("FCALL {function} {} (partition {})", plan.key, plan.stream),
                 err,
             )
         }

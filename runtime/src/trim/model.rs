@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::config::QueueConfig;
 use crate::inventory::StreamInventory;
 use crate::stream_id::StreamId;
+use crate::stream_slot::StreamSlot;
 
 /// Which stream of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,10 +28,10 @@ impl StreamRole {
     }
 
     /// The stream's key in `partition`.
-    pub fn key(self, config: &QueueConfig, partition: u16) -> String {
+    pub fn key(self, config: &QueueConfig, stream: StreamSlot) -> String {
         match self {
-            StreamRole::Ready => config.ready_key(partition),
-            StreamRole::Dead => config.dead_key(partition),
+            StreamRole::Ready => config.ready_key(stream),
+            StreamRole::Dead => config.dead_key(stream),
         }
     }
 
@@ -129,7 +130,8 @@ impl fmt::Display for Removable {
 /// What trimming one stream would do, as read at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrimPlan {
-    pub partition: u16,
+    /// The stream (lane and partition) whose ready or dead-letter stream this is.
+    pub stream: StreamSlot,
     pub role: StreamRole,
     pub key: String,
     /// The server's clock when the plan was made (Unix ms).
@@ -159,7 +161,7 @@ impl TrimPlan {
     }
 
     pub(super) fn from_inventory(
-        partition: u16,
+        slot: StreamSlot,
         role: StreamRole,
         stream: StreamInventory,
         server_time_ms: u64,
@@ -179,7 +181,7 @@ impl TrimPlan {
             .collect();
         let (minid, decided_by) = decide(policy_cutoff, &groups);
         let mut plan = TrimPlan {
-            partition,
+            stream: slot,
             role,
             key: stream.key,
             server_time_ms,

@@ -8,6 +8,7 @@ use super::{apply, plan_streams, StreamRole, TrimPlan, Trimmed, LEASE_TTL};
 use crate::config::QueueConfig;
 use crate::error::Result;
 use crate::lease::{self, Lease};
+use crate::stream_slot::StreamSlot;
 
 /// How [`trim_partition`] trims.
 #[derive(Debug, Clone)]
@@ -29,7 +30,8 @@ pub struct StreamTrim {
     pub result: Result<Option<Trimmed>>,
 }
 
-/// Trims both streams of `partition` under its lease: plans them, applies
+/// Trims the ready and dead-letter streams of `stream` (one lane of a
+/// partition) under its lease: plans them, applies
 /// each plan with something to remove, releases the lease. A stream that
 /// does not exist is left out (a dead-letter stream before its first dead
 /// letter). Fails as a whole only when the lease cannot be had
@@ -38,10 +40,10 @@ pub struct StreamTrim {
 pub async fn trim_partition<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     options: &TrimOptions,
 ) -> Result<Vec<StreamTrim>> {
-    let key = config.trim_lease_key(partition);
+    let key = config.trim_lease_key(stream);
     let lease = if options.lease_wait.is_zero() {
         lease::acquire(conn, &config.functions, &key, &options.holder, LEASE_TTL).await?
     } else {
@@ -55,7 +57,7 @@ pub async fn trim_partition<C: ConnectionLike>(
         )
         .await?
     };
-    let trimmed = trim_leased(conn, config, partition, &lease, options.xtrim_acked).await;
+    let trimmed = trim_leased(conn, config, stream, &lease, options.xtrim_acked).await;
     // Released whatever happened; if that fails, the lease expires by itself.
     if let Err(err) = lease::release(conn, &config.functions, &lease).await {
         tracing::warn!(lease = lease.key(), error = %err, "releasing the trim lease failed; it expires by itself");
@@ -66,11 +68,11 @@ pub async fn trim_partition<C: ConnectionLike>(
 async fn trim_leased<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     lease: &Lease,
     xtrim_acked: bool,
 ) -> Result<Vec<StreamTrim>> {
-    let targets = StreamRole::BOTH.map(|role| (partition, role));
+    let targets = StreamRole::BOTH.map(|role| (stream, role));
     let plans = plan_streams(conn, config, &targets, 0).await?;
     let mut streams = Vec::with_capacity(plans.len());
     for plan in plans.into_iter().flatten() {

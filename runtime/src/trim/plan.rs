@@ -7,6 +7,7 @@ use super::{Removable, StreamRole, TrimPlan};
 use crate::config::QueueConfig;
 use crate::error::{Error, InventoryProblem, OperationError, Result};
 use crate::inventory::{first_id, inventory};
+use crate::stream_slot::StreamSlot;
 
 /// The server's clock (`TIME`) in Unix ms: stream IDs carry the server's
 /// time, so the policy is measured by it, not by this host's clock.
@@ -25,11 +26,11 @@ pub async fn server_time_ms<C: ConnectionLike>(conn: &mut C) -> Result<u64> {
 pub async fn plan<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     role: StreamRole,
     count_cap: u64,
 ) -> Result<Option<TrimPlan>> {
-    let mut plans = plan_streams(conn, config, &[(partition, role)], count_cap).await?;
+    let mut plans = plan_streams(conn, config, &[(stream, role)], count_cap).await?;
     Ok(plans.pop().flatten())
 }
 
@@ -38,21 +39,21 @@ pub async fn plan<C: ConnectionLike>(
 pub async fn plan_streams<C: ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    targets: &[(u16, StreamRole)],
+    targets: &[(StreamSlot, StreamRole)],
     count_cap: u64,
 ) -> Result<Vec<Option<TrimPlan>>> {
     let now = server_time_ms(conn).await?;
     let keys: Vec<String> = targets
         .iter()
-        .map(|&(partition, role)| role.key(config, partition))
+        .map(|&(stream, role)| role.key(config, stream))
         .collect();
     let streams = inventory(conn, &keys).await?;
     let mut plans: Vec<Option<TrimPlan>> = targets
         .iter()
         .zip(streams)
-        .map(|(&(partition, role), stream)| {
+        .map(|(&(slot, role), stream)| {
             stream.map(|stream| {
-                TrimPlan::from_inventory(partition, role, stream, now, role.retention(config))
+                TrimPlan::from_inventory(slot, role, stream, now, role.retention(config))
             })
         })
         .collect();

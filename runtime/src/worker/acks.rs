@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connect::Connection;
+use crate::stream_slot::StreamSlot;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::epochs::Epochs;
@@ -98,7 +99,7 @@ impl Drop for InHandler {
 
 /// One `Done` entry waiting for its ack.
 pub(super) struct AckRequest {
-    pub partition: u16,
+    pub stream: StreamSlot,
     pub id: String,
     /// The job's `job_id`, for the log line of a refused ack.
     pub job_id: String,
@@ -191,9 +192,8 @@ impl Acker {
     async fn flush(&self, batch: &mut Vec<AckRequest>) {
         let entries = batch.len();
         // Ascending stream IDs within each partition, partitions in order.
-        batch.sort_unstable_by_key(|request| (request.partition, request.slot.key()));
-        let streams: Vec<&[AckRequest]> =
-            batch.chunk_by(|a, b| a.partition == b.partition).collect();
+        batch.sort_unstable_by_key(|request| (request.stream, request.slot.key()));
+        let streams: Vec<&[AckRequest]> = batch.chunk_by(|a, b| a.stream == b.stream).collect();
         let function = if self.xackdel_refused.load(Ordering::Relaxed) {
             &self.keep
         } else {
@@ -201,7 +201,7 @@ impl Acker {
         };
         let mut pipe = redis::pipe();
         for requests in &streams {
-            let partition = usize::from(requests[0].partition);
+            let stream = usize::from(requests[0].stream.index());
             let ids: Vec<&str> = requests.iter().map(|request| request.id.as_str()).collect();
             // Epochs only rise: entries read under different epochs take the
             // checked path, as they must (a claim came between their reads);
@@ -212,7 +212,7 @@ impl Acker {
                 .min()
                 .flatten();
             pipe.add_command(function.command(
-                (&self.keys[partition], &self.claims_keys[partition]),
+                (&self.keys[stream], &self.claims_keys[stream]),
                 &self.consumer,
                 oldest_epoch,
                 &ids,
@@ -237,11 +237,11 @@ impl Acker {
         match answer {
             Ok(answers) => {
                 for (requests, answer) in streams.iter().zip(answers) {
-                    let partition = requests[0].partition;
-                    let key = self.key(partition);
-                    match function.reply(key, partition, answer) {
+                    let stream = requests[0].stream;
+                    let key = self.key(stream);
+                    match function.reply(key, stream, answer) {
                         Ok(acked) => {
-                            self.epochs.observe(partition, acked.epoch);
+                            self.epochs.observe(stream, acked.epoch);
                             self.settled(requests, acked, retried)
                         }
                         Err(err) => self.failed(requests, &err),
@@ -260,9 +260,9 @@ impl Acker {
 
     /// Counts one partition's answered requests: done, or refused (logged).
     fn settled(&self, requests: &[AckRequest], acked: Acked, retried: bool) {
-        let partition = requests[0].partition;
+        let stream = requests[0].stream;
         // For the logs: the partition, and the key, which names the lane.
-        let (shown, key) = (partition % self.partitions.max(1), self.key(partition));
+        let (shown, key) = (stream.index() % self.partitions.max(1), self.key(stream));
         if acked.xackdel_refused && !self.xackdel_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 queue = &*self.queue,
@@ -272,7 +272,7 @@ impl Acker {
         }
         if self.function.path() == AckPath::XackDel && !acked.xackdel_refused {
             self.events
-                .acked_on_delete(partition, acked.deleted, acked.acked - acked.deleted);
+                .acked_on_delete(stream, acked.deleted, acked.acked - acked.deleted);
         }
         let mut lost = 0;
         for refused in &acked.refused {
@@ -318,26 +318,26 @@ impl Acker {
         let done = requests.len() as u64 - lost;
         self.events.acked(done);
         if lost > 0 {
-            self.events.ownership_lost(partition, Settlement::Ack, lost);
+            self.events.ownership_lost(stream, Settlement::Ack, lost);
         }
         tracing::debug!(partition = shown, done, key, "acknowledged");
     }
 
     /// Counts one partition's requests as failed: they stay pending.
     fn failed(&self, requests: &[AckRequest], err: &Error) {
-        let partition = requests[0].partition;
+        let stream = requests[0].stream;
         let entries = requests.len() as u64;
-        self.events.ack_failed(partition, entries);
+        self.events.ack_failed(stream, entries);
         tracing::error!(
-            key = self.key(partition),
+            key = self.key(stream),
             entries,
             error = %err,
             "ack failed after the jobs were done; they stay pending and will be redelivered",
         );
     }
 
-    fn key(&self, partition: u16) -> &str {
-        &self.keys[usize::from(partition)]
+    fn key(&self, stream: StreamSlot) -> &str {
+        &self.keys[usize::from(stream.index())]
     }
 }
 

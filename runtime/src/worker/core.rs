@@ -20,6 +20,7 @@ use super::shutdown::Flag;
 use crate::config::QueueConfig;
 use crate::connect::{Connection, Redis};
 use crate::handler::Ownership;
+use crate::stream_slot::StreamSlot;
 
 /// State shared by every loop and job task of one running worker.
 pub(super) struct Core {
@@ -90,13 +91,13 @@ impl Core {
         Some(taken)
     }
 
-    /// The ready stream key of `partition`.
-    pub(super) fn ready_key(&self, partition: u16) -> &str {
-        &self.ready_keys[usize::from(partition)]
+    /// The ready stream key of `stream`.
+    pub(super) fn ready_key(&self, stream: StreamSlot) -> &str {
+        &self.ready_keys[usize::from(stream.index())]
     }
 
-    /// The claim epoch key of `partition`.
-    pub(super) fn claims_key(&self, partition: u16) -> &str {
-        &self.claims_keys[usize::from(partition)]
+    /// The claim epoch key of `stream`.
+    pub(super) fn claims_key(&self, stream: StreamSlot) -> &str {
+        &self.claims_keys[usize::from(stream.index())]
     }
 }

@@ -14,21 +14,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Per partition: 0 while unknown, else the epoch plus one.
+use crate::stream_slot::StreamSlot;
+
+/// Per stream: 0 while unknown, else the epoch plus one.
 pub(super) struct Epochs {
     seen: Box<[AtomicU64]>,
 }
 
 impl Epochs {
-    pub(super) fn new(partitions: u16) -> Epochs {
+    pub(super) fn new(streams: u16) -> Epochs {
         Epochs {
-            seen: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+            seen: (0..streams).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    /// The newest epoch seen for `partition`; `None` before any.
-    pub(super) fn current(&self, partition: u16) -> Option<u64> {
-        match self.seen[usize::from(partition)].load(Ordering::Acquire) {
+    /// The newest epoch seen for `stream`; `None` before any.
+    pub(super) fn current(&self, stream: StreamSlot) -> Option<u64> {
+        match self.seen[usize::from(stream.index())].load(Ordering::Acquire) {
             0 => None,
             plus_one => Some(plus_one - 1),
         }
@@ -36,24 +38,25 @@ impl Epochs {
 
     /// Records an epoch read from Redis. Epochs only rise, and replies can
     /// arrive out of order, so an older one never replaces a newer one.
-    pub(super) fn observe(&self, partition: u16, epoch: u64) {
-        self.seen[usize::from(partition)].fetch_max(epoch.saturating_add(1), Ordering::AcqRel);
+    pub(super) fn observe(&self, stream: StreamSlot, epoch: u64) {
+        self.seen[usize::from(stream.index())].fetch_max(epoch.saturating_add(1), Ordering::AcqRel);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::Epochs;
+    use crate::stream_slot::StreamSlot;
 
     #[test]
     fn an_epoch_is_unknown_until_observed_and_never_goes_back() {
         let epochs = Epochs::new(2);
-        assert_eq!(epochs.current(0), None);
-        epochs.observe(0, 0);
-        assert_eq!(epochs.current(0), Some(0));
-        epochs.observe(0, 3);
-        epochs.observe(0, 2);
-        assert_eq!(epochs.current(0), Some(3));
-        assert_eq!(epochs.current(1), None);
+        assert_eq!(epochs.current(StreamSlot::new(0)), None);
+        epochs.observe(StreamSlot::new(0), 0);
+        assert_eq!(epochs.current(StreamSlot::new(0)), Some(0));
+        epochs.observe(StreamSlot::new(0), 3);
+        epochs.observe(StreamSlot::new(0), 2);
+        assert_eq!(epochs.current(StreamSlot::new(0)), Some(3));
+        assert_eq!(epochs.current(StreamSlot::new(1)), None);
     }
 }

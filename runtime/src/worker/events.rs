@@ -20,10 +20,13 @@ use std::time::{Duration, Instant};
 
 use super::WorkerReport;
 use crate::metrics::{FailedTransition, JobOutcome, Settlement, StreamRole, TrimOutcome};
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{DeadReason, DueSet};
 
 #[cfg(feature = "metrics")]
 use crate::metrics::{PartitionMeters, TrimMetrics, WorkerMetrics};
+#[cfg(feature = "metrics")]
+use crate::stream_slot::Partition;
 
 /// Where a running worker reports its events; shared by its loops, its job tasks and its acker.
 #[derive(Default)]
@@ -46,6 +49,9 @@ struct Installed {
     /// By lane slot (stream number / partitions); empty without lanes.
     lane_deliveries: Vec<prometheus_client::metrics::counter::Counter>,
     trim: TrimMetrics,
+    /// By stream number: the partition its trim series are labelled with
+    /// (all lanes of a partition together, as every other series).
+    trim_partitions: Vec<Partition>,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -55,16 +61,16 @@ fn add(counter: &AtomicU64, n: u64) {
 #[cfg(feature = "metrics")]
 impl Events {
     /// Events counted for the report and recorded into `metrics`, creating
-    /// now every series of `partitions` (stream numbers).
+    /// now every series of `streams`.
     pub(super) fn metered(
         metrics: &WorkerMetrics,
         config: &crate::config::QueueConfig,
-        partitions: &[u16],
+        streams: &[StreamSlot],
     ) -> Events {
         // By stream number; a partition's lanes share its series.
         let mut table: Vec<Option<PartitionMeters>> = (0..config.streams()).map(|_| None).collect();
-        for &stream in partitions {
-            if let Some(slot) = table.get_mut(usize::from(stream)) {
+        for &stream in streams {
+            if let Some(slot) = table.get_mut(usize::from(stream.index())) {
                 let partition = config.partition_of_stream(stream);
                 let mut meters = metrics.partition(&config.queue, &config.group, partition);
                 if config.retention.delete_on_ack {
@@ -76,7 +82,7 @@ impl Events {
         // Where the workers trim, the trim alert reads the pass series from
         // the start (the CronJob's runs are seen through kube-state-metrics).
         if config.retention.trim_in_process {
-            for &stream in partitions {
+            for &stream in streams {
                 metrics
                     .trim()
                     .partition(&config.queue, config.partition_of_stream(stream));
@@ -95,21 +101,26 @@ impl Events {
                     .rate
                     .map(|_| metrics.rate_limited(&config.queue, &config.group)),
                 lane_deliveries: (0..config.lanes.len() as u16)
-                    .filter_map(|slot| config.lane_of_stream(slot * config.partitions))
+                    .filter_map(|slot| {
+                        config.lane_of_stream(StreamSlot::new(slot * config.partitions))
+                    })
                     .map(|lane| metrics.lane_deliveries(&config.queue, &config.group, &lane.name))
                     .collect(),
                 trim: metrics.trim().clone(),
+                trim_partitions: StreamSlot::all(config.streams())
+                    .map(|stream| config.partition_of_stream(stream))
+                    .collect(),
             }),
         }
     }
 
-    /// The metric handles of `partition`, when installed and worked here.
+    /// The metric handles of `stream`, when installed and worked here.
     #[inline]
-    fn partition(&self, partition: u16) -> Option<&PartitionMeters> {
+    fn meters(&self, stream: StreamSlot) -> Option<&PartitionMeters> {
         self.installed
             .as_ref()?
             .partitions
-            .get(usize::from(partition))?
+            .get(usize::from(stream.index()))?
             .as_ref()
     }
 }
@@ -139,11 +150,16 @@ impl Events {
         None
     }
 
-    /// A handler of `partition` ended with `outcome`; `started` is what
+    /// A handler of `stream` ended with `outcome`; `started` is what
     /// [`Events::handler_started`] returned. A panic leaves its job
     /// pending: it counts as failed too.
     #[inline]
-    pub(super) fn handled(&self, partition: u16, outcome: JobOutcome, started: Option<Instant>) {
+    pub(super) fn handled(
+        &self,
+        stream: StreamSlot,
+        outcome: JobOutcome,
+        started: Option<Instant>,
+    ) {
         add(&self.counts.handled, 1);
         if outcome == JobOutcome::Panic {
             add(&self.counts.failed, 1);
@@ -155,15 +171,15 @@ impl Events {
                     .handler_duration
                     .observe(started.elapsed().as_secs_f64());
             }
-            self.job_outcome(partition, outcome);
+            self.job_outcome(stream, outcome);
         }
     }
 
-    /// An entry of `partition` did not decode as the envelope; no handler ran.
-    pub(super) fn malformed(&self, partition: u16) {
+    /// An entry of `stream` did not decode as the envelope; no handler ran.
+    pub(super) fn malformed(&self, stream: StreamSlot) {
         add(&self.counts.decode_errors, 1);
         #[cfg(feature = "metrics")]
-        self.job_outcome(partition, JobOutcome::Malformed);
+        self.job_outcome(stream, JobOutcome::Malformed);
     }
 
     /// `done` jobs acknowledged after `Outcome::Done`.
@@ -174,39 +190,39 @@ impl Events {
 
     /// Acks under `retention.on_ack: delete` on the `XACKDEL` path:
     /// `deleted` entries went with their ack, `kept` stayed for another group.
-    pub(super) fn acked_on_delete(&self, partition: u16, deleted: u64, kept: u64) {
+    pub(super) fn acked_on_delete(&self, stream: StreamSlot, deleted: u64, kept: u64) {
         add(&self.counts.deleted_on_ack, deleted);
         add(&self.counts.kept_on_ack, kept);
         #[cfg(feature = "metrics")]
-        if let Some(on_ack) = self.partition(partition).and_then(|m| m.on_ack.as_ref()) {
+        if let Some(on_ack) = self.meters(stream).and_then(|m| m.on_ack.as_ref()) {
             on_ack.deleted.inc_by(deleted);
             on_ack.kept.inc_by(kept);
         }
     }
 
-    /// `entries` done jobs of `partition` whose ack failed: they stay pending.
-    pub(super) fn ack_failed(&self, partition: u16, entries: u64) {
+    /// `entries` done jobs of `stream` whose ack failed: they stay pending.
+    pub(super) fn ack_failed(&self, stream: StreamSlot, entries: u64) {
         add(&self.counts.failed, entries);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.ack_failures.inc_by(entries);
         }
     }
 
-    /// A job of `partition` was moved to the retry set.
-    pub(super) fn retry_scheduled(&self, partition: u16) {
+    /// A job of `stream` was moved to the retry set.
+    pub(super) fn retry_scheduled(&self, stream: StreamSlot) {
         add(&self.counts.retried, 1);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.retries_scheduled.inc();
         }
     }
 
-    /// An entry of `partition` was moved to the dead-letter stream for `reason`.
-    pub(super) fn dead_lettered(&self, partition: u16, reason: DeadReason) {
+    /// An entry of `stream` was moved to the dead-letter stream for `reason`.
+    pub(super) fn dead_lettered(&self, stream: StreamSlot, reason: DeadReason) {
         add(&self.counts.dead_lettered, 1);
         #[cfg(feature = "metrics")]
-        self.dead_letter_metric(partition, reason, 1);
+        self.dead_letter_metric(stream, reason, 1);
     }
 
     /// A job's ambiguous outcome left it pending; its `reconcile` hook runs.
@@ -215,34 +231,34 @@ impl Events {
     }
 
     /// A job's own `transition` (its retry or dead letter) failed: it stays pending.
-    pub(super) fn settlement_failed(&self, partition: u16, transition: FailedTransition) {
+    pub(super) fn settlement_failed(&self, stream: StreamSlot, transition: FailedTransition) {
         add(&self.counts.failed, 1);
-        self.loop_transition_failed(partition, transition);
+        self.loop_transition_failed(stream, transition);
     }
 
     /// A loop's `transition` (a promotion, a poison quarantine) failed; the
     /// loop tries again next pass, and no job counts as failed.
-    pub(super) fn loop_transition_failed(&self, partition: u16, transition: FailedTransition) {
+    pub(super) fn loop_transition_failed(&self, stream: StreamSlot, transition: FailedTransition) {
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.transition_failures[transition.index()].inc();
         }
     }
 
-    /// `entries` of `partition` whose `settlement` was refused: no longer this worker's.
-    pub(super) fn ownership_lost(&self, partition: u16, settlement: Settlement, entries: u64) {
+    /// `entries` of `stream` whose `settlement` was refused: no longer this worker's.
+    pub(super) fn ownership_lost(&self, stream: StreamSlot, settlement: Settlement, entries: u64) {
         add(&self.counts.ownership_lost, entries);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.ownership_lost[settlement.index()].inc_by(entries);
         }
     }
 
-    /// `entries` of `partition` left pending when the shutdown budget ran out.
-    pub(super) fn left_pending(&self, partition: u16, entries: u64) {
+    /// `entries` of `stream` left pending when the shutdown budget ran out.
+    pub(super) fn left_pending(&self, stream: StreamSlot, entries: u64) {
         add(&self.counts.in_flight_left_pending, entries);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.left_pending.inc_by(entries);
         }
     }
@@ -278,61 +294,61 @@ impl Events {
         }
     }
 
-    /// Whether `partition` is paused now, as this worker last read it.
-    pub(super) fn intake_paused(&self, partition: u16, paused: bool) {
+    /// Whether `stream` is paused now, as this worker last read it.
+    pub(super) fn intake_paused(&self, stream: StreamSlot, paused: bool) {
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.intake_paused.set(i64::from(paused));
         }
     }
 
     // Recovery's events.
 
-    /// An idle entry of `partition` was claimed and its job started here.
-    pub(super) fn claimed(&self, partition: u16) {
+    /// An idle entry of `stream` was claimed and its job started here.
+    pub(super) fn claimed(&self, stream: StreamSlot) {
         add(&self.counts.claimed, 1);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.claims.inc();
         }
     }
 
-    /// Recovery of `partition` waited `waited` for the claim rate.
-    pub(super) fn claim_throttled(&self, partition: u16, waited: Duration) {
+    /// Recovery of `stream` waited `waited` for the claim rate.
+    pub(super) fn claim_throttled(&self, stream: StreamSlot, waited: Duration) {
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.claim_throttled.inc_by(waited.as_secs_f64());
         }
     }
 
-    /// A poison entry of `partition` was quarantined (and reported
+    /// A poison entry of `stream` was quarantined (and reported
     /// [`Events::dead_lettered`], reason `poison`, by its dead letter).
-    pub(super) fn quarantined(&self, partition: u16) {
+    pub(super) fn quarantined(&self, stream: StreamSlot) {
         add(&self.counts.quarantined, 1);
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.poison_quarantined.inc();
         }
     }
 
-    /// `entries` pending entries of `partition` were found deleted from the stream.
-    pub(super) fn pending_deleted(&self, partition: u16, entries: u64) {
+    /// `entries` pending entries of `stream` were found deleted from the stream.
+    pub(super) fn pending_deleted(&self, stream: StreamSlot, entries: u64) {
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             meters.pending_deleted.inc_by(entries);
         }
     }
 
     // The scheduler's events.
 
-    /// `jobs` due members of `set` moved to `partition`'s ready stream.
-    pub(super) fn promoted(&self, partition: u16, set: DueSet, jobs: u64) {
+    /// `jobs` due members of `set` moved to `stream`'s ready stream.
+    pub(super) fn promoted(&self, stream: StreamSlot, set: DueSet, jobs: u64) {
         match set {
             DueSet::Retries => add(&self.counts.promoted, jobs),
             DueSet::Delayed => add(&self.counts.delayed_promoted, jobs),
         }
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             match set {
                 DueSet::Retries => meters.retries_promoted.inc_by(jobs),
                 DueSet::Delayed => meters.delayed_promoted.inc_by(jobs),
@@ -340,13 +356,13 @@ impl Events {
         }
     }
 
-    /// `members` due members of `partition` that could never be promoted
+    /// `members` due members of `stream` that could never be promoted
     /// were dead-lettered by the promote function: recorded as `decode_error`
     /// dead letters in the metrics, not counted in the report (their jobs
     /// never ran here).
-    pub(super) fn unpromotable(&self, partition: u16, members: u64) {
+    pub(super) fn unpromotable(&self, stream: StreamSlot, members: u64) {
         #[cfg(feature = "metrics")]
-        self.dead_letter_metric(partition, DeadReason::DecodeError, members);
+        self.dead_letter_metric(stream, DeadReason::DecodeError, members);
     }
 
     // The leadership loop's events.
@@ -356,12 +372,12 @@ impl Events {
         add(&self.counts.loops_leases_taken, 1);
     }
 
-    /// This worker took (`true`) or left `partition`'s recovery and
+    /// This worker took (`true`) or left `stream`'s recovery and
     /// scheduler. Up or down by one, not set: workers of one process that
     /// share the metrics share the series.
-    pub(super) fn loops_leader(&self, partition: u16, leading: bool) {
+    pub(super) fn loops_leader(&self, stream: StreamSlot, leading: bool) {
         #[cfg(feature = "metrics")]
-        if let Some(meters) = self.partition(partition) {
+        if let Some(meters) = self.meters(stream) {
             if leading {
                 meters.loops_leader.inc();
             } else {
@@ -372,24 +388,30 @@ impl Events {
 
     // The trimmer's events.
 
-    /// One trim pass over `stream` of `partition` ended with `outcome`.
-    pub(super) fn trim_pass(&self, partition: u16, stream: StreamRole, outcome: TrimOutcome) {
+    /// One trim pass over the `role` stream of `stream` ended with `outcome`.
+    pub(super) fn trim_pass(&self, stream: StreamSlot, role: StreamRole, outcome: TrimOutcome) {
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
-            installed
-                .trim
-                .pass(&installed.queue, partition, stream, outcome);
+            installed.trim.pass(
+                &installed.queue,
+                installed.trim_partition(stream),
+                role,
+                outcome,
+            );
         }
     }
 
-    /// `entries` removed from `stream` of `partition`.
-    pub(super) fn trimmed(&self, partition: u16, stream: StreamRole, entries: u64) {
+    /// `entries` removed from the `role` stream of `stream`.
+    pub(super) fn trimmed(&self, stream: StreamSlot, role: StreamRole, entries: u64) {
         add(&self.counts.trimmed, entries);
         #[cfg(feature = "metrics")]
         if let Some(installed) = &self.installed {
-            installed
-                .trim
-                .removed(&installed.queue, partition, stream, entries);
+            installed.trim.removed(
+                &installed.queue,
+                installed.trim_partition(stream),
+                role,
+                entries,
+            );
         }
     }
 
@@ -400,18 +422,27 @@ impl Events {
 }
 
 #[cfg(feature = "metrics")]
+impl Installed {
+    /// The partition of `stream`'s trim series. It once was the stream's
+    /// number, which for a lane other than the default one is no partition.
+    fn trim_partition(&self, stream: StreamSlot) -> Partition {
+        self.trim_partitions[usize::from(stream.index())]
+    }
+}
+
+#[cfg(feature = "metrics")]
 impl Events {
-    /// Counts a delivery's `outcome` in `partition`'s jobs series.
+    /// Counts a delivery's `outcome` in `stream`'s jobs series.
     #[inline]
-    fn job_outcome(&self, partition: u16, outcome: JobOutcome) {
-        if let Some(meters) = self.partition(partition) {
+    fn job_outcome(&self, stream: StreamSlot, outcome: JobOutcome) {
+        if let Some(meters) = self.meters(stream) {
             meters.jobs[outcome.index()].inc();
         }
     }
 
-    /// Counts `entries` dead letters of `partition` under `reason`.
-    fn dead_letter_metric(&self, partition: u16, reason: DeadReason, entries: u64) {
-        if let Some(meters) = self.partition(partition) {
+    /// Counts `entries` dead letters of `stream` under `reason`.
+    fn dead_letter_metric(&self, stream: StreamSlot, reason: DeadReason, entries: u64) {
+        if let Some(meters) = self.meters(stream) {
             meters.dead_letters[reason.index()].inc_by(entries);
         }
     }
@@ -461,18 +492,19 @@ mod tests {
             partitions: 4,
             ..crate::config::tests::OCR
         };
-        let events = Events::metered(&metrics, &config, &[1, 3]);
-        events.handled(1, JobOutcome::Done, None);
-        events.handled(2, JobOutcome::Panic, None);
-        events.dead_lettered(3, DeadReason::Poison);
+        let events = Events::metered(&metrics, &config, &[1, 3].map(StreamSlot::new));
+        events.handled(StreamSlot::new(1), JobOutcome::Done, None);
+        events.handled(StreamSlot::new(2), JobOutcome::Panic, None);
+        events.dead_lettered(StreamSlot::new(3), DeadReason::Poison);
         assert_eq!(
-            events.partition(1).unwrap().jobs[JobOutcome::Done.index()].get(),
+            events.meters(StreamSlot::new(1)).unwrap().jobs[JobOutcome::Done.index()].get(),
             1
         );
-        assert!(events.partition(2).is_none());
-        assert!(events.partition(9).is_none());
+        assert!(events.meters(StreamSlot::new(2)).is_none());
+        assert!(events.meters(StreamSlot::new(9)).is_none());
         assert_eq!(
-            events.partition(3).unwrap().dead_letters[DeadReason::Poison.index()].get(),
+            events.meters(StreamSlot::new(3)).unwrap().dead_letters[DeadReason::Poison.index()]
+                .get(),
             1
         );
         let report = events.report();
@@ -481,5 +513,34 @@ mod tests {
             (2, 1, 1)
         );
         assert!(Events::default().handler_started("1-0").is_none());
+    }
+
+    #[test]
+    fn trim_series_of_every_lane_are_labelled_with_the_partition() {
+        let metrics = WorkerMetrics::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let config = crate::config::QueueConfig {
+            partitions: 4,
+            lanes: std::borrow::Cow::Borrowed(crate::config::tests::LANES),
+            default_lane: 1,
+            ..crate::config::tests::OCR
+        };
+        let streams: Vec<StreamSlot> = StreamSlot::all(config.streams()).collect();
+        let events = Events::metered(&metrics, &config, &streams);
+        // Partition 1 in lane `low`, the third slot: stream 9.
+        let low_of_1 = config.stream(2, Partition::new(1));
+        assert_eq!(low_of_1, StreamSlot::new(9));
+        events.trim_pass(low_of_1, StreamRole::Ready, TrimOutcome::Trimmed);
+        events.trimmed(low_of_1, StreamRole::Ready, 7);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"queuegen_trim_passes_total{queue="ocr",partition="1",stream="ready",outcome="trimmed"} 1"#,
+            r#"queuegen_trim_removed_entries_total{queue="ocr",partition="1",stream="ready"} 7"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains(r#"partition="9""#), "{text}");
     }
 }

@@ -12,8 +12,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// `(partition, milliseconds, sequence)` of a stream entry: ordered as the stream orders them.
-pub(super) type Key = (u16, u64, u64);
+use crate::stream_slot::StreamSlot;
+
+/// `(stream, milliseconds, sequence)` of a stream entry: ordered as the stream orders them.
+pub(super) type Key = (StreamSlot, u64, u64);
 
 #[derive(Default)]
 pub(super) struct InFlight {
@@ -29,8 +31,8 @@ pub(super) struct Slot {
 
 impl InFlight {
     /// Holds the entry, or `None` when it is already running here.
-    pub(super) fn enter(self: &Arc<Self>, partition: u16, id: &str) -> Option<Slot> {
-        let key = key(partition, id);
+    pub(super) fn enter(self: &Arc<Self>, stream: StreamSlot, id: &str) -> Option<Slot> {
+        let key = key(stream, id);
         if let Some(key) = key {
             if !self.lock().insert(key) {
                 return None;
@@ -43,8 +45,8 @@ impl InFlight {
     }
 
     /// Whether the entry is running here.
-    pub(super) fn contains(&self, partition: u16, id: &str) -> bool {
-        key(partition, id).is_some_and(|key| self.lock().contains(&key))
+    pub(super) fn contains(&self, stream: StreamSlot, id: &str) -> bool {
+        key(stream, id).is_some_and(|key| self.lock().contains(&key))
     }
 
     fn lock(&self) -> MutexGuard<'_, HashSet<Key>> {
@@ -80,9 +82,9 @@ impl Drop for Slot {
     }
 }
 
-fn key(partition: u16, id: &str) -> Option<Key> {
+fn key(stream: StreamSlot, id: &str) -> Option<Key> {
     let (ms, seq) = id.split_once('-')?;
-    Some((partition, ms.parse().ok()?, seq.parse().ok()?))
+    Some((stream, ms.parse().ok()?, seq.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -92,14 +94,18 @@ mod tests {
     #[test]
     fn an_entry_is_held_once_until_its_slot_is_dropped() {
         let set = Arc::new(InFlight::default());
-        let slot = set.enter(3, "1700000000000-7").expect("first entry");
-        assert!(set.contains(3, "1700000000000-7"));
-        assert!(set.enter(3, "1700000000000-7").is_none());
+        let slot = set
+            .enter(StreamSlot::new(3), "1700000000000-7")
+            .expect("first entry");
+        assert!(set.contains(StreamSlot::new(3), "1700000000000-7"));
+        assert!(set.enter(StreamSlot::new(3), "1700000000000-7").is_none());
         // Same ID on another partition is another entry.
-        let other = set.enter(4, "1700000000000-7").expect("other partition");
+        let other = set
+            .enter(StreamSlot::new(4), "1700000000000-7")
+            .expect("other partition");
         drop(slot);
-        assert!(!set.contains(3, "1700000000000-7"));
-        assert!(set.enter(3, "1700000000000-7").is_some());
+        assert!(!set.contains(StreamSlot::new(3), "1700000000000-7"));
+        assert!(set.enter(StreamSlot::new(3), "1700000000000-7").is_some());
         drop(other);
     }
 
@@ -108,17 +114,19 @@ mod tests {
         let set = Arc::new(InFlight::default());
         let slots: Vec<Slot> = ["1-0", "1-1", "2-0"]
             .iter()
-            .map(|id| set.enter(0, id).unwrap())
+            .map(|id| set.enter(StreamSlot::new(0), id).unwrap())
             .collect();
         Slot::release_all(slots);
-        assert!(["1-0", "1-1", "2-0"].iter().all(|id| !set.contains(0, id)));
+        assert!(["1-0", "1-1", "2-0"]
+            .iter()
+            .all(|id| !set.contains(StreamSlot::new(0), id)));
     }
 
     #[test]
     fn an_id_that_is_not_ms_seq_is_run_but_not_tracked() {
         let set = Arc::new(InFlight::default());
-        let _slot = set.enter(0, "not-an-id").expect("runs");
-        assert!(!set.contains(0, "not-an-id"));
-        assert!(set.enter(0, "not-an-id").is_some());
+        let _slot = set.enter(StreamSlot::new(0), "not-an-id").expect("runs");
+        assert!(!set.contains(StreamSlot::new(0), "not-an-id"));
+        assert!(set.enter(StreamSlot::new(0), "not-an-id").is_some());
     }
 }

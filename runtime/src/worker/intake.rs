@@ -43,6 +43,7 @@ use std::time::Duration;
 use redis::cluster_routing::Slot;
 
 use crate::connect::Connection;
+use crate::stream_slot::StreamSlot;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::lanes::LaneShares;
@@ -64,10 +65,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Runner<E, H>>,
     redis: Redis,
-    partitions: Vec<u16>,
+    streams: Vec<StreamSlot>,
     block: Duration,
 ) -> Result<()> {
-    let ended = read_until_stopped(&shared, redis, partitions, block).await;
+    let ended = read_until_stopped(&shared, redis, streams, block).await;
     // Not reading any more: `/readyz` says so from here on.
     shared.reading.store(false, Ordering::Relaxed);
     ended
@@ -76,10 +77,10 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     shared: &Arc<Runner<E, H>>,
     redis: Redis,
-    partitions: Vec<u16>,
+    streams: Vec<StreamSlot>,
     block: Duration,
 ) -> Result<()> {
-    let streams: Vec<(u16, String)> = partitions
+    let streams: Vec<(StreamSlot, String)> = streams
         .iter()
         .map(|&p| (p, shared.config.ready_key(p)))
         .collect();
@@ -106,9 +107,9 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
     loop {
         // The partitions not paused (`pause.rs`), as last read: only they are read.
         let generation = shared.paused.generation();
-        let active: Vec<(u16, String)> = streams
+        let active: Vec<(StreamSlot, String)> = streams
             .iter()
-            .filter(|(partition, _)| !shared.paused.is_paused(*partition))
+            .filter(|(stream, _)| !shared.paused.is_paused(*stream))
             .cloned()
             .collect();
         if active.is_empty() {
@@ -253,13 +254,13 @@ async fn pause(shared: &Core, backoff: &mut Duration) -> bool {
 /// `lanes.rs`), each lane's streams from the rotating start.
 fn sweep_order(
     config: &crate::config::QueueConfig,
-    active: &[(u16, String)],
+    active: &[(StreamSlot, String)],
     shares: Option<&LaneShares>,
     start: usize,
-) -> Vec<(u16, String)> {
-    let rotated = |streams: Vec<&(u16, String)>| {
+) -> Vec<(StreamSlot, String)> {
+    let rotated = |streams: Vec<&(StreamSlot, String)>| {
         let len = streams.len().max(1);
-        let mut streams: Vec<(u16, String)> = streams.into_iter().cloned().collect();
+        let mut streams: Vec<(StreamSlot, String)> = streams.into_iter().cloned().collect();
         streams.rotate_left(start % len);
         streams
     };
@@ -274,7 +275,7 @@ fn sweep_order(
             rotated(
                 active
                     .iter()
-                    .filter(|(stream, _)| usize::from(stream / partitions) == slot)
+                    .filter(|(stream, _)| usize::from(stream.index() / partitions) == slot)
                     .collect(),
             )
         })
@@ -282,7 +283,7 @@ fn sweep_order(
 }
 
 /// Whether the streams' keys hash to more than one Cluster slot.
-fn spans_slots(streams: &[(u16, String)]) -> bool {
+fn spans_slots(streams: &[(StreamSlot, String)]) -> bool {
     let mut slots = streams.iter().map(|(_, key)| Slot::for_key(key));
     let first = slots.next();
     slots.any(|slot| Some(slot) != first)
@@ -291,7 +292,7 @@ fn spans_slots(streams: &[(u16, String)]) -> bool {
 /// One read round over the worker's partitions.
 struct Round<'a, E, H> {
     shared: &'a Arc<Runner<E, H>>,
-    streams: &'a [(u16, String)],
+    streams: &'a [(StreamSlot, String)],
     block: Duration,
     /// The Cluster's wake-up in place of the blocking read (see module docs).
     wakers: Option<&'a Wakers>,
@@ -302,7 +303,7 @@ struct Round<'a, E, H> {
     /// Of those, per lane slot (one slot without lanes).
     by_lane: Vec<AtomicUsize>,
     /// Streams read with permits to spare that answered nothing.
-    empty: std::sync::Mutex<Vec<u16>>,
+    empty: std::sync::Mutex<Vec<StreamSlot>>,
     /// With `handler.tenant_rate`: which entries of a read start now.
     gate: Option<&'a TenantGate>,
 }
@@ -328,16 +329,16 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let held = permits.len();
         let mut delivered = false;
         let sweep = if self.drained { 0 } else { self.streams.len() };
-        for (partition, key) in &self.streams[..sweep] {
+        for (stream, key) in &self.streams[..sweep] {
             if permits.is_empty() || shared.stop.is_raised() {
                 break;
             }
-            let epoch = shared.epochs.current(*partition);
+            let epoch = shared.epochs.current(*stream);
             let reply = self
                 .xreadgroup(conn, &[key.as_str()], permits.len(), None)
                 .await?;
             if reply.streams.iter().all(|(_, entries)| entries.is_empty()) {
-                self.found_empty([*partition]);
+                self.found_empty([*stream]);
             }
             let entries: Vec<Entry> = reply
                 .streams
@@ -348,13 +349,13 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             for (entry, deferral) in entries.into_iter().zip(decisions) {
                 if let Some(due_ms) = deferral {
                     // Over its tenant's rate: set aside, no permit taken.
-                    self.defer(*partition, entry, due_ms);
+                    self.defer(*stream, entry, due_ms);
                     continue;
                 }
                 let permit = permits
                     .pop()
                     .expect("COUNT bounds a one-stream read to the permits held");
-                self.dispatch(*partition, epoch, entry, permit);
+                self.dispatch(*stream, epoch, entry, permit);
                 delivered = true;
             }
         }
@@ -388,7 +389,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let epochs: Vec<Option<u64>> = self
             .streams
             .iter()
-            .map(|(partition, _)| shared.epochs.current(*partition))
+            .map(|(stream, _)| shared.epochs.current(*stream))
             .collect();
         let reply = self
             .xreadgroup(conn, &keys, permits.len(), Some(self.block))
@@ -401,12 +402,13 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     .map(|(stream, _)| *stream)
                     .filter(|stream| {
                         !reply.streams.iter().any(|(key, entries)| {
-                            !entries.is_empty() && *key == shared.ready_keys[usize::from(*stream)]
+                            !entries.is_empty()
+                                && *key == shared.ready_keys[usize::from(stream.index())]
                         })
                     }),
             );
         }
-        let entries: Vec<(u16, Option<u64>, Entry)> = reply
+        let entries: Vec<(StreamSlot, Option<u64>, Entry)> = reply
             .streams
             .into_iter()
             .flat_map(|(stream_key, entries)| {
@@ -415,10 +417,8 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     .iter()
                     .position(|(_, key)| *key == stream_key)
                     .expect("XREADGROUP answers only for the streams it was given");
-                let (partition, epoch) = (self.streams[index].0, epochs[index]);
-                entries
-                    .into_iter()
-                    .map(move |entry| (partition, epoch, entry))
+                let (stream, epoch) = (self.streams[index].0, epochs[index]);
+                entries.into_iter().map(move |entry| (stream, epoch, entry))
             })
             .collect();
         let ended = if entries.len() < held {
@@ -432,16 +432,16 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let mut entries = entries
             .into_iter()
             .zip(decisions)
-            .filter_map(|((partition, epoch, entry), deferral)| match deferral {
+            .filter_map(|((stream, epoch, entry), deferral)| match deferral {
                 Some(due_ms) => {
-                    self.defer(partition, entry, due_ms);
+                    self.defer(stream, entry, due_ms);
                     None
                 }
-                None => Some((partition, epoch, entry)),
+                None => Some((stream, epoch, entry)),
             })
             .collect::<Vec<_>>()
             .into_iter();
-        while let Some((partition, epoch, entry)) = entries.next() {
+        while let Some((stream, epoch, entry)) = entries.next() {
             let permit = match permits.pop() {
                 Some(permit) => permit,
                 // More entries than permits (COUNT is per stream, see the
@@ -455,10 +455,9 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     _ => {
                         // This entry and every one after it.
                         let mut left = 0u64;
-                        for (partition, _, _) in
-                            std::iter::once((partition, epoch, entry)).chain(entries)
+                        for (stream, _, _) in std::iter::once((stream, epoch, entry)).chain(entries)
                         {
-                            shared.events.left_pending(partition, 1);
+                            shared.events.left_pending(stream, 1);
                             left += 1;
                         }
                         tracing::warn!(
@@ -469,7 +468,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                     }
                 },
             };
-            self.dispatch(partition, epoch, entry, permit);
+            self.dispatch(stream, epoch, entry, permit);
         }
         Ok(ended)
     }
@@ -516,10 +515,10 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         }
     }
 
-    /// Sets `entry` of stream `partition` aside until `due_ms` with the
+    /// Sets `entry` of stream `stream` aside until `due_ms` with the
     /// library's `defer` (its attempt kept), in a task of its own. Should the
     /// call fail, the entry stays pending and recovery claims it later.
-    fn defer(&self, partition: u16, entry: Entry, due_ms: u64) {
+    fn defer(&self, stream: StreamSlot, entry: Entry, due_ms: u64) {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let job_id = entry
@@ -529,7 +528,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
                 .unwrap_or_default();
             let request = transitions::ScheduleRetry {
-                partition,
+                stream,
                 consumer: &shared.consumer,
                 source_id: &entry.id,
                 job_id: &job_id,
@@ -558,7 +557,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         });
     }
 
-    fn found_empty(&self, streams: impl IntoIterator<Item = u16>) {
+    fn found_empty(&self, streams: impl IntoIterator<Item = StreamSlot>) {
         if self.by_lane.len() > 1 {
             self.empty
                 .lock()
@@ -579,7 +578,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             .map(|slot| {
                 self.streams
                     .iter()
-                    .filter(|(stream, _)| usize::from(stream / partitions) == slot)
+                    .filter(|(stream, _)| usize::from(stream.index() / partitions) == slot)
                     .all(|(stream, _)| empty.contains(stream))
             })
             .collect();
@@ -593,18 +592,18 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
 
     fn dispatch(
         &self,
-        partition: u16,
+        stream: StreamSlot,
         claim_epoch: Option<u64>,
         entry: Entry,
         permit: OwnedSemaphorePermit,
     ) {
         self.delivered.fetch_add(1, Ordering::Relaxed);
-        let slot = usize::from(partition / self.shared.config.partitions.max(1));
+        let slot = usize::from(stream.index() / self.shared.config.partitions.max(1));
         if let Some(count) = self.by_lane.get(slot) {
             count.fetch_add(1, Ordering::Relaxed);
         }
         let delivery = Delivery {
-            partition,
+            stream,
             entry,
             claimed: false,
             claim_epoch,

@@ -33,6 +33,7 @@ use crate::handler::{Handler, JobContext};
 use crate::metrics::{FailedTransition, JobOutcome, Settlement};
 use crate::outcome::{ErrorKind, Outcome};
 use crate::retry;
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason, Moved, TransitionCode};
 
 /// Longest `detail` recorded in a dead letter: a diagnostic, not a log.
@@ -78,8 +79,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 parent: &parent,
                 "job",
                 queue = &*shared.config.queue,
-                partition = shared.config.partition_of_stream(delivery.partition),
-                lane = shared.config.lane_of_stream(delivery.partition).map(|lane| &*lane.name),
+                partition = shared.config.partition_of_stream(delivery.stream).index(),
+                lane = shared.config.lane_of_stream(delivery.stream).map(|lane| &*lane.name),
                 stream_id = %delivery.entry.id,
                 claimed = delivery.claimed,
             );
@@ -98,8 +99,8 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         parent: &parent,
         "job",
         queue = &*shared.config.queue,
-        partition = shared.config.partition_of_stream(delivery.partition),
-        lane = shared.config.lane_of_stream(delivery.partition).map(|lane| &*lane.name),
+        partition = shared.config.partition_of_stream(delivery.stream).index(),
+        lane = shared.config.lane_of_stream(delivery.stream).map(|lane| &*lane.name),
         stream_id = %delivery.entry.id,
         claimed = delivery.claimed,
         job_id = header.job_id.as_str(),
@@ -110,7 +111,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         header,
         // The context owns the ID from here on: no copy per job.
         stream_id: delivery.entry.id,
-        stream: delivery.partition,
+        stream: delivery.stream,
         claim_epoch: delivery.claim_epoch,
         owner: shared.jobs.ownership.clone(),
     };
@@ -277,15 +278,15 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     fields: &FieldMap<'_>,
     err: Error,
 ) {
-    shared.events.malformed(delivery.partition);
+    shared.events.malformed(delivery.stream);
     // The header alone may still decode and name the job.
     let job_id = envelope::decode_header(fields)
         .map(|header| header.job_id)
         .ok();
     tracing::error!(
         queue = &*shared.config.queue,
-        partition = shared.config.partition_of_stream(delivery.partition),
-        key = shared.ready_key(delivery.partition),
+        partition = shared.config.partition_of_stream(delivery.stream).index(),
+        key = shared.ready_key(delivery.stream),
         stream_id = %delivery.entry.id,
         job_id = job_id.as_deref(),
         error = %err,
@@ -298,7 +299,7 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
     };
     dead_letter(
         shared,
-        (delivery.partition, &delivery.entry.id),
+        (delivery.stream, &delivery.entry.id),
         job_id.as_deref(),
         reason,
         &err.to_string(),
@@ -338,7 +339,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     let due_ms = due_ms(delay);
     let reason = truncate(reason, REASON_MAX_BYTES);
     let request = transitions::ScheduleRetry {
-        partition: ctx.stream,
+        stream: ctx.stream,
         consumer: &shared.consumer,
         source_id: ctx.stream_id(),
         job_id: ctx.job_id(),
@@ -383,16 +384,16 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
 /// `source` is the entry's partition and stream ID.
 async fn dead_letter(
     shared: &Core,
-    source: (u16, &str),
+    source: (StreamSlot, &str),
     job_id: Option<&str>,
     reason: DeadReason,
     detail: &str,
 ) {
-    let (partition, source_id) = source;
-    let deliveries = delivery_count(shared, partition, source_id).await;
+    let (stream, source_id) = source;
+    let deliveries = delivery_count(shared, stream, source_id).await;
     let detail = truncate(detail, DETAIL_MAX_BYTES);
     let request = transitions::DeadLetter {
-        partition,
+        stream,
         consumer: &shared.consumer,
         source_id,
         job_id,
@@ -412,7 +413,7 @@ async fn dead_letter(
         ),
         Err(err) => transition_failed(
             shared,
-            partition,
+            stream,
             (FailedTransition::DeadLetter, Settlement::DeadLetter),
             "dead-lettering",
             err,
@@ -426,7 +427,7 @@ async fn dead_letter(
 /// failure counts under `transition`, a refusal (`QG_NOT_OWNER`) under `settlement`.
 fn transition_failed(
     shared: &Core,
-    partition: u16,
+    stream: StreamSlot,
     (transition, settlement): (FailedTransition, Settlement),
     what: &str,
     err: Error,
@@ -441,10 +442,10 @@ fn transition_failed(
             } = *refused;
             // This worker stalled past claim.min_idle and another claimed the
             // job (or settled it): the new owner settles it, not this one.
-            shared.events.ownership_lost(partition, settlement, 1);
+            shared.events.ownership_lost(stream, settlement, 1);
             tracing::warn!(
                 queue = &*shared.config.queue,
-                partition,
+                partition = stream.index(),
                 job_id = %job,
                 stream_id = %stream_id,
                 owner = owner.as_deref().unwrap_or("(none: no longer pending)"),
@@ -459,7 +460,7 @@ fn transition_failed(
             tracing::warn!(error = %err, "{what}: the entry no longer exists");
         }
         err => {
-            shared.events.settlement_failed(partition, transition);
+            shared.events.settlement_failed(stream, transition);
             tracing::error!(error = %err, "{what} failed; the entry stays pending");
         }
     }
@@ -477,9 +478,7 @@ pub(super) async fn dead_letter_call(
     })
     .await?;
     failpoint("after_dead_letter");
-    shared
-        .events
-        .dead_lettered(request.partition, request.reason);
+    shared.events.dead_lettered(request.stream, request.reason);
     Ok(moved)
 }
 
@@ -519,9 +518,9 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
 }
 
 /// How often this entry was delivered, for the dead letter's record (0 if unknown).
-async fn delivery_count(shared: &Core, partition: u16, id: &str) -> u64 {
+async fn delivery_count(shared: &Core, stream: StreamSlot, id: &str) -> u64 {
     let reply: redis::RedisResult<redis::streams::StreamPendingCountReply> = redis::cmd("XPENDING")
-        .arg(shared.ready_key(partition))
+        .arg(shared.ready_key(stream))
         .arg(&*shared.config.group)
         .arg(id)
         .arg(id)
@@ -569,10 +568,10 @@ where
 /// job done and releases what it held once Redis has the ack.
 fn ack(shared: &Core, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
-    let partition = ctx.stream;
+    let stream = ctx.stream;
     // The context ends here: its IDs move to the acker, no copy.
     let request = AckRequest {
-        partition: ctx.stream,
+        stream: ctx.stream,
         id: ctx.stream_id,
         job_id: ctx.header.job_id,
         claim_epoch: ctx.claim_epoch,
@@ -581,9 +580,9 @@ fn ack(shared: &Core, ctx: JobContext, held: Held) {
     };
     if let Err(unsent) = shared.jobs.acker.send(request) {
         // Only while the worker itself is torn down: the entry stays pending.
-        shared.events.ack_failed(partition, 1);
+        shared.events.ack_failed(stream, 1);
         tracing::error!(
-            key = shared.ready_key(unsent.0.partition),
+            key = shared.ready_key(unsent.0.stream),
             stream_id = %unsent.0.id,
             "the acker stopped before the job was acknowledged; it stays pending and will be redelivered",
         );

@@ -25,7 +25,7 @@ impl LaneShares {
         let weights: Vec<f64> = (0..config.lanes.len() as u16)
             .map(|slot| {
                 let lane = config
-                    .lane_of_stream(slot * config.partitions)
+                    .lane_of_stream(crate::StreamSlot::new(slot * config.partitions))
                     .expect("every slot below the lane count is a lane");
                 f64::from(lane.weight.max(1))
             })

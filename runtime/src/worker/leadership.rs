@@ -32,6 +32,7 @@ use super::{every, Core};
 use crate::config::QueueConfig;
 use crate::error::{Error, OperationError, Result};
 use crate::lease::{self, Lease};
+use crate::stream_slot::StreamSlot;
 
 /// Ticks a lease lasts: a leader missing two renewals in a row still leads.
 const TICKS_PER_LEASE: u32 = 3;
@@ -55,29 +56,29 @@ pub(super) struct Leadership {
 }
 
 impl Leadership {
-    pub(super) fn new(partitions: u16, consumer: &str) -> Self {
+    pub(super) fn new(streams: u16, consumer: &str) -> Self {
         Leadership {
-            leading: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            leading: (0..streams).map(|_| AtomicBool::new(false)).collect(),
             holder: format!("worker:{consumer}"),
         }
     }
 
-    /// Whether this worker runs `partition`'s recovery and scheduler now.
-    pub(super) fn leads(&self, partition: u16) -> bool {
-        self.leading[usize::from(partition)].load(Ordering::Relaxed)
+    /// Whether this worker runs `stream`'s recovery and scheduler now.
+    pub(super) fn leads(&self, stream: StreamSlot) -> bool {
+        self.leading[usize::from(stream.index())].load(Ordering::Relaxed)
     }
 
-    /// The partitions of `partitions` this worker leads now.
-    pub(super) fn led(&self, partitions: &[u16]) -> Vec<u16> {
-        partitions
+    /// The partitions of `streams` this worker leads now.
+    pub(super) fn led(&self, streams: &[StreamSlot]) -> Vec<StreamSlot> {
+        streams
             .iter()
             .copied()
-            .filter(|&partition| self.leads(partition))
+            .filter(|&stream| self.leads(stream))
             .collect()
     }
 
-    fn set(&self, partition: u16, leading: bool) {
-        self.leading[usize::from(partition)].store(leading, Ordering::Relaxed);
+    fn set(&self, stream: StreamSlot, leading: bool) {
+        self.leading[usize::from(stream.index())].store(leading, Ordering::Relaxed);
     }
 }
 
@@ -90,14 +91,14 @@ struct Held {
 
 /// The leases of this worker's partitions across ticks.
 pub(super) struct Leases {
-    partitions: Vec<u16>,
+    streams: Vec<StreamSlot>,
     held: Vec<Option<Held>>,
 }
 
 impl Leases {
-    pub(super) fn new(partitions: Vec<u16>) -> Self {
-        let held = partitions.iter().map(|_| None).collect();
-        Leases { partitions, held }
+    pub(super) fn new(streams: Vec<StreamSlot>) -> Self {
+        let held = streams.iter().map(|_| None).collect();
+        Leases { streams, held }
     }
 
     /// Renews the leases held and tries to take the free ones among the
@@ -107,12 +108,12 @@ impl Leases {
         let config = &core.config;
         let period = lease_period(config);
         let leadership = &core.leadership;
-        let unheld: Vec<u16> = self
-            .partitions
+        let unheld: Vec<StreamSlot> = self
+            .streams
             .iter()
             .zip(&self.held)
             .filter(|(_, held)| held.is_none())
-            .map(|(&partition, _)| partition)
+            .map(|(&stream, _)| stream)
             .collect();
         let holders = match current_holders(&mut core.multiplexed.clone(), config, &unheld).await {
             Ok(holders) => holders,
@@ -122,46 +123,38 @@ impl Leases {
                 Default::default()
             }
         };
-        let attempts = self
-            .partitions
-            .iter()
-            .zip(&self.held)
-            .map(|(&partition, held)| {
-                let mut conn = core.multiplexed.clone();
-                let lease = held.as_ref().map(|held| held.lease.clone());
-                let free = holders.get(&partition) == Some(&false);
-                async move {
-                    let sent = Instant::now();
-                    let outcome = match lease {
-                        Some(lease) => match lease::renew(&mut conn, &lease, period).await {
-                            Ok(true) => Ok(Some(lease)),
-                            // Expired (or taken) since: take it anew if it is free.
-                            Ok(false) => {
-                                take(&mut conn, config, partition, leadership, period).await
-                            }
-                            Err(err) => Err(err),
-                        },
-                        // Held by another worker: nothing to send.
-                        None if free => {
-                            take(&mut conn, config, partition, leadership, period).await
-                        }
-                        None => Ok(None),
-                    };
-                    (sent, outcome)
-                }
-            });
+        let attempts = self.streams.iter().zip(&self.held).map(|(&stream, held)| {
+            let mut conn = core.multiplexed.clone();
+            let lease = held.as_ref().map(|held| held.lease.clone());
+            let free = holders.get(&stream) == Some(&false);
+            async move {
+                let sent = Instant::now();
+                let outcome = match lease {
+                    Some(lease) => match lease::renew(&mut conn, &lease, period).await {
+                        Ok(true) => Ok(Some(lease)),
+                        // Expired (or taken) since: take it anew if it is free.
+                        Ok(false) => take(&mut conn, config, stream, leadership, period).await,
+                        Err(err) => Err(err),
+                    },
+                    // Held by another worker: nothing to send.
+                    None if free => take(&mut conn, config, stream, leadership, period).await,
+                    None => Ok(None),
+                };
+                (sent, outcome)
+            }
+        });
         let outcomes = join_all(attempts).await;
         // One warning per tick, not one per partition, while the server is away.
-        let mut failed: Vec<u16> = Vec::new();
+        let mut failed: Vec<StreamSlot> = Vec::new();
         let mut last_error = None;
         for ((&partition, held), (sent, outcome)) in
-            self.partitions.iter().zip(&mut self.held).zip(outcomes)
+            self.streams.iter().zip(&mut self.held).zip(outcomes)
         {
             match outcome {
                 Ok(Some(lease)) => {
                     if held.is_none() {
                         core.events.loops_lease_taken();
-                        tracing::info!(partition, lease = %lease.key(), "leading the partition's recovery and retry scheduler");
+                        tracing::info!(partition = partition.index(), lease = %lease.key(), "leading the partition's recovery and retry scheduler");
                     }
                     *held = Some(Held {
                         lease,
@@ -170,7 +163,7 @@ impl Leases {
                 }
                 Ok(None) => {
                     if let Some(lost) = held.take() {
-                        tracing::warn!(partition, lease = %lost.lease.key(), "lost the partition's loops lease; another worker leads it");
+                        tracing::warn!(partition = partition.index(), lease = %lost.lease.key(), "lost the partition's loops lease; another worker leads it");
                     }
                 }
                 // Unknown: keep leading while the last renewal lasts.
@@ -199,7 +192,7 @@ impl Leases {
     /// Lowers every flag, then releases the leases held, so that the other
     /// workers take them at their next tick rather than after they expire.
     pub(super) async fn release_all(&mut self, core: &Core) {
-        for &partition in &self.partitions {
+        for &partition in &self.streams {
             if core.leadership.leads(partition) {
                 core.leadership.set(partition, false);
                 core.events.loops_leader(partition, false);
@@ -218,20 +211,20 @@ impl Leases {
     }
 }
 
-/// Whether `partitions`' loops leases are held now, by partition, read
+/// Whether `streams`' loops leases are held now, by partition, read
 /// with one `MGET` (the Cluster client splits it by slot): most ticks a
 /// follower finds every lease held and sends nothing more.
 async fn current_holders<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partitions: &[u16],
-) -> Result<std::collections::HashMap<u16, bool>> {
-    if partitions.is_empty() {
+    streams: &[StreamSlot],
+) -> Result<std::collections::HashMap<StreamSlot, bool>> {
+    if streams.is_empty() {
         return Ok(Default::default());
     }
-    let keys: Vec<String> = partitions
+    let keys: Vec<String> = streams
         .iter()
-        .map(|&partition| config.loops_lease_key(partition))
+        .map(|&stream| config.loops_lease_key(stream))
         .collect();
     let values: Vec<Option<String>> = redis::cmd("MGET")
         .arg(&keys)
@@ -243,23 +236,23 @@ async fn current_holders<C: redis::aio::ConnectionLike>(
                 err,
             )
         })?;
-    Ok(partitions
+    Ok(streams
         .iter()
         .zip(values)
-        .map(|(&partition, value)| (partition, value.is_some()))
+        .map(|(&stream, value)| (stream, value.is_some()))
         .collect())
 }
 
-/// Tries to take `partition`'s loops lease: `Some` when taken, `None` when
+/// Tries to take `stream`'s loops lease: `Some` when taken, `None` when
 /// another worker holds it.
 async fn take<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     config: &QueueConfig,
-    partition: u16,
+    stream: StreamSlot,
     leadership: &Leadership,
     period: Duration,
 ) -> Result<Option<Lease>> {
-    let key = config.loops_lease_key(partition);
+    let key = config.loops_lease_key(stream);
     match lease::acquire(conn, &config.functions, &key, &leadership.holder, period).await {
         Ok(lease) => Ok(Some(lease)),
         Err(Error::Operation(OperationError::LeaseHeld { .. })) => Ok(None),
@@ -303,9 +296,14 @@ mod tests {
     fn a_new_worker_leads_nothing_until_it_takes_a_lease() {
         let leadership = Leadership::new(4, "host-1-abc");
         assert_eq!(leadership.holder, "worker:host-1-abc");
-        assert!(leadership.led(&[0, 1, 2, 3]).is_empty());
-        leadership.set(2, true);
-        assert!(leadership.leads(2));
-        assert_eq!(leadership.led(&[0, 2, 3]), [2]);
+        assert!(leadership
+            .led(&StreamSlot::all(4).collect::<Vec<_>>())
+            .is_empty());
+        leadership.set(StreamSlot::new(2), true);
+        assert!(leadership.leads(StreamSlot::new(2)));
+        assert_eq!(
+            leadership.led(&[0, 2, 3].map(StreamSlot::new)),
+            [StreamSlot::new(2)]
+        );
     }
 }

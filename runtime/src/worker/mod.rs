@@ -58,6 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::host::now_ms;
+use crate::stream_slot::StreamSlot;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
@@ -95,6 +96,8 @@ pub struct Worker<E, H> {
     redis: Redis,
     config: QueueConfig,
     handler: H,
+    /// The partition numbers the author chose, checked at start
+    /// ([`QueueConfig::chosen_partitions`]).
     partitions: Option<Vec<u16>>,
     read_block: Duration,
     consumer: String,
@@ -297,7 +300,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
     /// The start checks, then the loops until shutdown.
     async fn start(
         self,
-        partitions: Vec<u16>,
+        streams: Vec<StreamSlot>,
         events: Events,
         reading: Arc<AtomicBool>,
         shutdown: impl Future<Output = ()> + Send,
@@ -313,7 +316,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             consumer = %self.consumer,
         );
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
-        let claims_keys: Arc<[String]> = (0..self.config.streams())
+        let claims_keys: Arc<[String]> = StreamSlot::all(self.config.streams())
             .map(|stream| self.config.claims_key(stream))
             .collect();
         let epochs = Arc::new(Epochs::new(self.config.streams()));
@@ -327,7 +330,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         if let Err(err) = pause::refresh(
             &mut self.redis.shared(),
             &self.config,
-            &partitions,
+            &streams,
             &paused,
             &events,
         )
@@ -380,7 +383,9 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             handler: self.handler,
             _envelope: PhantomData,
         });
-        tracing::info!(parent: &span, ?partitions, ?block, ack = ack_path.command(), "worker starting");
+        // Logged as the numbers they always were.
+        let numbers: Vec<u16> = streams.iter().map(|stream| stream.index()).collect();
+        tracing::info!(parent: &span, partitions = ?numbers, ?block, ack = ack_path.command(), "worker starting");
         if core.config.retention.delete_on_ack && ack_path == AckPath::Xack {
             tracing::info!(
                 parent: &span,
@@ -388,21 +393,20 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             );
         }
         // Lead what is free before recovery and promotion first look.
-        let mut leases = leadership::Leases::new(partitions.clone());
+        let mut leases = leadership::Leases::new(streams.clone());
         leases.pass(&core).instrument(span.clone()).await;
         let leading = tokio::spawn(leadership::run(core.clone(), leases).instrument(span.clone()));
         let intake = tokio::spawn(
-            intake::run(runner.clone(), self.redis, partitions.clone(), block)
+            intake::run(runner.clone(), self.redis, streams.clone(), block)
                 .instrument(span.clone()),
         );
         let recovery =
-            tokio::spawn(recovery::run(runner, partitions.clone()).instrument(span.clone()));
+            tokio::spawn(recovery::run(runner, streams.clone()).instrument(span.clone()));
         let promotion =
-            tokio::spawn(promotion::run(core.clone(), partitions.clone()).instrument(span.clone()));
-        let pausing = tokio::spawn(
-            pause::run(core.clone(), partitions.clone(), block).instrument(span.clone()),
-        );
-        let trimmer = tokio::spawn(trimmer::run(core.clone(), partitions).instrument(span.clone()));
+            tokio::spawn(promotion::run(core.clone(), streams.clone()).instrument(span.clone()));
+        let pausing =
+            tokio::spawn(pause::run(core.clone(), streams.clone(), block).instrument(span.clone()));
+        let trimmer = tokio::spawn(trimmer::run(core.clone(), streams).instrument(span.clone()));
         shutdown::run(
             core,
             [intake, recovery, promotion, trimmer, leading, pausing],
@@ -414,7 +418,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
 
     /// The stream numbers this worker works (see [`QueueConfig::streams`]):
     /// its partitions, each in every lane.
-    fn checked_streams(&self) -> Result<Vec<u16>> {
+    fn checked_streams(&self) -> Result<Vec<StreamSlot>> {
         let invalid = |problem: String| {
             Error::Setup(SetupError::InvalidWorker {
                 queue: self.config.queue.to_string(),
@@ -498,7 +502,7 @@ impl<E, H> Deref for Runner<E, H> {
 
 /// One stream entry handed to a job task.
 struct Delivery {
-    partition: u16,
+    stream: StreamSlot,
     entry: Entry,
     /// Taken over by `XAUTOCLAIM` rather than read as new.
     claimed: bool,
@@ -518,13 +522,13 @@ impl<E: Envelope, H: Handler<E>> Runner<E, H> {
         let Some(slot) = self
             .jobs
             .in_flight
-            .enter(delivery.partition, &delivery.entry.id)
+            .enter(delivery.stream, &delivery.entry.id)
         else {
             // Recovery claimed an entry whose task is still running here: that
             // task keeps it (and acks it); a second run would only duplicate work.
             tracing::debug!(
-                partition = self.config.partition_of_stream(delivery.partition),
-                key = self.ready_key(delivery.partition),
+                partition = self.config.partition_of_stream(delivery.stream).index(),
+                key = self.ready_key(delivery.stream),
                 stream_id = %delivery.entry.id,
                 "claimed an entry already running here"
             );
@@ -554,8 +558,8 @@ async fn read_epochs(redis: &Redis, claims_keys: &[String], epochs: &Epochs) {
     let read: redis::RedisResult<Vec<Option<u64>>> = pipe.query_async(&mut redis.shared()).await;
     match read {
         Ok(values) => {
-            for (partition, value) in (0u16..).zip(values) {
-                epochs.observe(partition, value.unwrap_or(0));
+            for (stream, value) in (0u16..).map(StreamSlot::new).zip(values) {
+                epochs.observe(stream, value.unwrap_or(0));
             }
         }
         Err(err) => {

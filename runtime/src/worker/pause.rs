@@ -27,6 +27,7 @@ use super::events::Events;
 use super::Core;
 use crate::config::QueueConfig;
 use crate::connect::Connection;
+use crate::stream_slot::StreamSlot;
 
 /// Shortest refresh period, whatever the read block.
 const MIN_REFRESH: Duration = Duration::from_millis(5);
@@ -40,18 +41,18 @@ pub(super) struct Paused {
 }
 
 impl Paused {
-    pub(super) fn new(partitions: u16) -> Paused {
+    pub(super) fn new(streams: u16) -> Paused {
         Paused {
-            flags: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            flags: (0..streams).map(|_| AtomicBool::new(false)).collect(),
             generation: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
 
-    /// Whether `partition` is paused, as last read.
-    pub(super) fn is_paused(&self, partition: u16) -> bool {
+    /// Whether `stream` is paused, as last read.
+    pub(super) fn is_paused(&self, stream: StreamSlot) -> bool {
         self.flags
-            .get(usize::from(partition))
+            .get(usize::from(stream.index()))
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
@@ -67,8 +68,8 @@ impl Paused {
     }
 
     /// Records a partition's flag as read; `true` if it changed.
-    fn set(&self, partition: u16, paused: bool) -> bool {
-        let Some(flag) = self.flags.get(usize::from(partition)) else {
+    fn set(&self, stream: StreamSlot, paused: bool) -> bool {
+        let Some(flag) = self.flags.get(usize::from(stream.index())) else {
             return false;
         };
         if flag.swap(paused, Ordering::Relaxed) == paused {
@@ -85,35 +86,37 @@ pub(super) fn refresh_period(block: Duration) -> Duration {
     (block / 4).max(MIN_REFRESH)
 }
 
-/// Reads the flags of `partitions` once (one pipeline) and records them;
+/// Reads the flags of `streams` once (one pipeline) and records them;
 /// logs each change. A failed read changes nothing.
 pub(super) async fn refresh(
     conn: &mut Connection,
     config: &QueueConfig,
-    partitions: &[u16],
+    streams: &[StreamSlot],
     paused: &Paused,
     events: &Events,
 ) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
-    for &partition in partitions {
-        pipe.cmd("EXISTS").arg(config.paused_key(partition));
+    for &stream in streams {
+        // Every lane of a partition reads the partition's one flag.
+        pipe.cmd("EXISTS")
+            .arg(config.paused_key(config.partition_of_stream(stream)));
     }
     let flags: Vec<u8> = pipe.query_async(conn).await?;
-    for (&partition, flag) in partitions.iter().zip(flags) {
+    for (&stream, flag) in streams.iter().zip(flags) {
         let now = flag != 0;
-        events.intake_paused(partition, now);
-        if paused.set(partition, now) {
+        events.intake_paused(stream, now);
+        if paused.set(stream, now) {
             if now {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition,
-                    key = %config.paused_key(partition),
+                    partition = stream.index(),
+                    key = %config.paused_key(config.partition_of_stream(stream)),
                     "partition paused: reading no new entries of it (recovery carries on)"
                 );
             } else {
                 tracing::info!(
                     queue = &*config.queue,
-                    partition,
+                    partition = stream.index(),
                     "partition resumed: reading new entries again"
                 );
             }
@@ -125,7 +128,7 @@ pub(super) async fn refresh(
 /// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
 pub(super) async fn run(
     core: Arc<Core>,
-    partitions: Vec<u16>,
+    streams: Vec<StreamSlot>,
     block: Duration,
 ) -> crate::error::Result<()> {
     let mut conn = core.multiplexed.clone();
@@ -138,7 +141,7 @@ pub(super) async fn run(
         match refresh(
             &mut conn,
             &core.config,
-            &partitions,
+            &streams,
             &core.paused,
             &core.events,
         )
@@ -163,14 +166,14 @@ mod tests {
     #[test]
     fn changes_raise_the_generation_once() {
         let paused = Paused::new(4);
-        assert!(!paused.is_paused(2));
-        assert!(paused.set(2, true));
-        assert!(!paused.set(2, true));
-        assert!(paused.is_paused(2));
+        assert!(!paused.is_paused(StreamSlot::new(2)));
+        assert!(paused.set(StreamSlot::new(2), true));
+        assert!(!paused.set(StreamSlot::new(2), true));
+        assert!(paused.is_paused(StreamSlot::new(2)));
         assert_eq!(paused.generation(), 1);
-        assert!(paused.set(2, false));
+        assert!(paused.set(StreamSlot::new(2), false));
         assert_eq!(paused.generation(), 2);
-        assert!(!paused.is_paused(9));
+        assert!(!paused.is_paused(StreamSlot::new(9)));
     }
 
     #[test]

@@ -18,18 +18,19 @@ use super::{classify_error, every, now_ms, Core, Failure};
 use crate::error::{Error, Result, TransitionError};
 use crate::failpoint::failpoint;
 use crate::metrics::FailedTransition;
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason, DueSet};
 
 /// Promotes until the stop flag is raised. Returns an error only for a
 /// failure that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> Result<()> {
     let mut ticker = every(core.config.retry.promote_every);
     loop {
         if core.stop.unless_raised(ticker.tick()).await.is_none() {
             return Ok(());
         }
         // Only the partitions this worker leads: another worker promotes the rest.
-        let led = core.leadership.led(&partitions);
+        let led = core.leadership.led(&streams);
         if led.is_empty() {
             continue;
         }
@@ -37,9 +38,9 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
         // partition; in a quiet queue that is the whole tick.
         let now = now_ms();
         let batch = core.config.retry.promote_batch;
-        let sets: Vec<(DueSet, u16)> = led
+        let sets: Vec<(DueSet, StreamSlot)> = led
             .iter()
-            .flat_map(|&partition| [(DueSet::Retries, partition), (DueSet::Delayed, partition)])
+            .flat_map(|&stream| [(DueSet::Retries, stream), (DueSet::Delayed, stream)])
             .collect();
         let mut conn = core.multiplexed.clone();
         let first_due = match transitions::due_members_of(
@@ -60,11 +61,11 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
                 continue;
             }
         };
-        for (&(set, partition), due) in sets.iter().zip(first_due) {
+        for (&(set, stream), due) in sets.iter().zip(first_due) {
             if due.is_empty() {
                 continue;
             }
-            match promote_partition(&core, set, partition, now, due).await {
+            match promote_partition(&core, set, stream, now, due).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
                 Err(Failure::Fatal(err)) => return Err(err),
@@ -74,11 +75,11 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
                     // The library refused the batch (a damaged entry of the
                     // set): it will again until someone looks.
                     Error::Transition(TransitionError::Refused { .. }) => {
-                        tracing::error!(partition, ?set, error = %error, "the library refused to promote due members; retrying next period");
+                        tracing::error!(partition = stream.index(), ?set, error = %error, "the library refused to promote due members; retrying next period");
                     }
                     // The core connection reconnects by itself.
                     _ => {
-                        tracing::warn!(partition, ?set, error = %error, "promoting failed; retrying next period");
+                        tracing::warn!(partition = stream.index(), ?set, error = %error, "promoting failed; retrying next period");
                     }
                 },
             }
@@ -90,11 +91,11 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
 /// they could never be promoted (an envelope missing, not decodable, or over
 /// the library's field limit): counted as `decode_error` dead letters, and
 /// logged as a warning, since a producer or a hand edit wrote them.
-fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
-    core.events.unpromotable(partition, count);
+fn unpromotable(core: &Core, set: DueSet, stream: StreamSlot, count: u64) {
+    core.events.unpromotable(stream, count);
     tracing::warn!(
-        partition = core.config.partition_of_stream(partition),
-        lane = core.config.lane_of_stream(partition).map(|lane| &*lane.name),
+        partition = core.config.partition_of_stream(stream).index(),
+        lane = core.config.lane_of_stream(stream).map(|lane| &*lane.name),
         ?set,
         dead_lettered = count,
         reason = %DeadReason::DecodeError,
@@ -108,7 +109,7 @@ fn unpromotable(core: &Core, set: DueSet, partition: u16, count: u64) {
 async fn promote_partition(
     core: &Core,
     set: DueSet,
-    partition: u16,
+    stream: StreamSlot,
     mut now: u64,
     mut due: Vec<String>,
 ) -> Result<bool, Failure> {
@@ -116,11 +117,11 @@ async fn promote_partition(
     let batch = config.retry.promote_batch;
     let mut conn = core.multiplexed.clone();
     loop {
-        let promoted = transitions::promote(&mut conn, config, set, partition, now, &due)
+        let promoted = transitions::promote(&mut conn, config, set, stream, now, &due)
             .await
             .map_err(|err| {
                 core.events
-                    .loop_transition_failed(partition, FailedTransition::Promote);
+                    .loop_transition_failed(stream, FailedTransition::Promote);
                 classify_error(err)
             })?;
         match set {
@@ -131,13 +132,13 @@ async fn promote_partition(
                 failpoint("after_delayed_promote");
             }
         }
-        core.events.promoted(partition, set, promoted.promoted);
+        core.events.promoted(stream, set, promoted.promoted);
         if promoted.dead_lettered > 0 {
-            unpromotable(core, set, partition, promoted.dead_lettered);
+            unpromotable(core, set, stream, promoted.dead_lettered);
         }
         tracing::debug!(
-            partition = config.partition_of_stream(partition),
-            lane = config.lane_of_stream(partition).map(|lane| &*lane.name),
+            partition = config.partition_of_stream(stream).index(),
+            lane = config.lane_of_stream(stream).map(|lane| &*lane.name),
             ?set,
             due = due.len(),
             promoted = promoted.promoted,
@@ -156,7 +157,7 @@ async fn promote_partition(
             return Ok(false);
         }
         now = now_ms();
-        due = transitions::due_members_of(&mut conn, config, &[(set, partition)], now, batch)
+        due = transitions::due_members_of(&mut conn, config, &[(set, stream)], now, batch)
             .await
             .map_err(classify_error)?
             .pop()

@@ -53,21 +53,22 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result, TransitionError};
 use crate::handler::Handler;
 use crate::metrics::{FailedTransition, Settlement};
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason};
 
 /// Claims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a missing group, a key of the wrong type).
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Runner<E, H>>,
-    partitions: Vec<u16>,
+    streams: Vec<StreamSlot>,
 ) -> Result<()> {
     let mut ticker = every(shared.config.claim.every);
     // Kept across passes: a pass starts with what the pause refilled, at most one batch.
-    let mut paces: HashMap<u16, ClaimPace> = partitions
+    let mut paces: HashMap<StreamSlot, ClaimPace> = streams
         .iter()
-        .map(|&partition| {
+        .map(|&stream| {
             let pace = ClaimPace::new(shared.config.claim.rate, shared.config.claim.batch);
-            (partition, pace)
+            (stream, pace)
         })
         .collect();
     loop {
@@ -75,7 +76,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
             return Ok(());
         }
         // Only the partitions this worker leads: another worker recovers the rest.
-        let led = shared.leadership.led(&partitions);
+        let led = shared.leadership.led(&streams);
         if led.is_empty() {
             continue;
         }
@@ -89,16 +90,16 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 continue;
             }
         };
-        for (&partition, first_page) in led.iter().zip(first_pages) {
+        for (&stream, first_page) in led.iter().zip(first_pages) {
             if first_page.ids.is_empty() {
                 // Nothing idle: nothing to quarantine or claim either.
                 continue;
             }
             let pace = paces
-                .get_mut(&partition)
+                .get_mut(&stream)
                 .expect("a bucket for every partition this worker works");
-            let pass = match quarantine_partition(&shared, partition, newest, first_page).await {
-                Ok(true) => claim_partition(&shared, partition, newest, pace).await,
+            let pass = match quarantine_partition(&shared, stream, newest, first_page).await {
+                Ok(true) => claim_partition(&shared, stream, newest, pace).await,
                 other => other,
             };
             match pass {
@@ -107,7 +108,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
                 Err(Failure::Fatal(err)) => return Err(err),
                 Err(Failure::Retry { error, .. }) => {
                     // The shared connection reconnects by itself; try again next period.
-                    tracing::warn!(partition, error = %error, "recovery failed; retrying next period");
+                    tracing::warn!(partition = stream.index(), error = %error, "recovery failed; retrying next period");
                     break;
                 }
             }
@@ -130,8 +131,8 @@ fn id_ms(id: &str) -> Option<u64> {
 /// Reports pending entries found deleted (trimmed or XDEL'd before their
 /// ack): Redis drops them from the pending list, and the jobs they carried
 /// are gone, so this must never pass in silence.
-fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
-    shared.events.pending_deleted(partition, ids.len() as u64);
+fn report_deleted(shared: &Core, stream: StreamSlot, key: &str, ids: &[String]) {
+    shared.events.pending_deleted(stream, ids.len() as u64);
     tracing::error!(
         key = %key,
         group = &*shared.config.group,
@@ -144,12 +145,12 @@ fn report_deleted(shared: &Core, partition: u16, key: &str, ids: &[String]) {
 /// the pace `pace` allows; `Ok(false)` if stop was raised meanwhile.
 async fn claim_partition<E: Envelope, H: Handler<E>>(
     shared: &Arc<Runner<E, H>>,
-    partition: u16,
+    stream: StreamSlot,
     newest: u64,
     pace: &mut ClaimPace,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
-    let key = config.ready_key(partition);
+    let key = config.ready_key(stream);
     let min_idle_ms = config.claim.min_idle.as_millis() as u64;
     let claim_function = config.function(crate::functions::Function::Claim);
     let mut cursor = String::from("0-0");
@@ -172,7 +173,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             let wait = pace.wait_for(wanted);
             let started = tokio::time::Instant::now();
             let waited = shared.stop.unless_raised(tokio::time::sleep(wait)).await;
-            shared.events.claim_throttled(partition, started.elapsed());
+            shared.events.claim_throttled(stream, started.elapsed());
             if waited.is_none() {
                 return Ok(false);
             }
@@ -182,7 +183,7 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
         permits.truncate(allowed);
         // The library's `claim`: XAUTOCLAIM, and the claim epoch raised in
         // the same call when it took anything (see `acks`).
-        let claims_key = shared.claims_key(partition);
+        let claims_key = shared.claims_key(stream);
         let claim = crate::functions::Claim {
             ready_key: &key,
             claims_key,
@@ -202,11 +203,11 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
             .ok_or(Failure::Cancelled)?
             .map_err(|err| classify(err, "XAUTOCLAIM", &[key.as_str()], &config.group))?;
 
-        shared.epochs.observe(partition, reply.epoch);
+        shared.epochs.observe(stream, reply.epoch);
         // Each claimed entry spends its token for good, settled or not.
         pace.spend(reply.claimed.len());
         if !reply.deleted_ids.is_empty() {
-            report_deleted(shared, partition, &key, &reply.deleted_ids);
+            report_deleted(shared, stream, &key, &reply.deleted_ids);
         }
         if !reply.claimed.is_empty() {
             tracing::info!(key = %key, claimed = reply.claimed.len(), epoch = reply.epoch, "claimed idle pending entries");
@@ -216,13 +217,13 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
                 .pop()
                 .expect("XAUTOCLAIM's COUNT bounds the entries to the permits held");
             let delivery = Delivery {
-                partition,
+                stream,
                 entry,
                 claimed: true,
                 claim_epoch: Some(reply.epoch),
             };
             if shared.spawn_job(delivery, permit) {
-                shared.events.claimed(partition);
+                shared.events.claimed(stream);
             }
         }
         drop(permits);
@@ -242,10 +243,10 @@ async fn claim_partition<E: Envelope, H: Handler<E>>(
 /// of the partition's pending entries idle for `claim_min_idle`, from `start`
 /// to entries added at `newest` ms (an end ID without a sequence number
 /// includes every entry of that ms).
-fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::Cmd {
+fn idle_page(shared: &Core, stream: StreamSlot, start: &str, newest: u64) -> redis::Cmd {
     let config = &shared.config;
     let mut cmd = redis::cmd("XPENDING");
-    cmd.arg(shared.ready_key(partition))
+    cmd.arg(shared.ready_key(stream))
         .arg(&*config.group)
         .arg("IDLE")
         .arg(config.claim.min_idle.as_millis() as u64)
@@ -258,12 +259,12 @@ fn idle_page(shared: &Core, partition: u16, start: &str, newest: u64) -> redis::
 /// The first idle page of every partition, in one round trip however many there are.
 async fn first_idle_pages(
     shared: &Core,
-    partitions: &[u16],
+    streams: &[StreamSlot],
     newest: u64,
 ) -> Result<Vec<StreamPendingCountReply>, Failure> {
     let mut pipe = redis::pipe();
-    for &partition in partitions {
-        pipe.add_command(idle_page(shared, partition, "-", newest));
+    for &stream in streams {
+        pipe.add_command(idle_page(shared, stream, "-", newest));
     }
     // Each answer on its own, so that an error names its key.
     let answers: Vec<redis::RedisResult<StreamPendingCountReply>> = shared
@@ -275,12 +276,12 @@ async fn first_idle_pages(
         .await
         .ok_or(Failure::Cancelled)?
         .map_err(|err| classify(err, "XPENDING", &[], &shared.config.group))?;
-    partitions
+    streams
         .iter()
         .zip(answers)
-        .map(|(&partition, answer)| {
+        .map(|(&stream, answer)| {
             answer.map_err(|err| {
-                let key = shared.ready_key(partition);
+                let key = shared.ready_key(stream);
                 classify(err, "XPENDING", &[key], &shared.config.group)
             })
         })
@@ -292,12 +293,12 @@ async fn first_idle_pages(
 /// `first_page`; `Ok(false)` if stop was raised meanwhile.
 async fn quarantine_partition(
     shared: &Core,
-    partition: u16,
+    stream: StreamSlot,
     newest: u64,
     first_page: StreamPendingCountReply,
 ) -> Result<bool, Failure> {
     let config = &shared.config;
-    let key = config.ready_key(partition);
+    let key = config.ready_key(stream);
     let min_idle_ms = config.claim.min_idle.as_millis() as u64;
     let max_deliveries = u64::from(config.poison.max_deliveries);
     let mut reply = first_page;
@@ -305,14 +306,14 @@ async fn quarantine_partition(
         let page = reply.ids.len();
         for entry in &reply.ids {
             let deliveries = entry.times_delivered as u64;
-            if deliveries < max_deliveries || shared.jobs.in_flight.contains(partition, &entry.id) {
+            if deliveries < max_deliveries || shared.jobs.in_flight.contains(stream, &entry.id) {
                 continue;
             }
-            match take_over(shared, partition, &entry.id, min_idle_ms).await? {
+            match take_over(shared, stream, &entry.id, min_idle_ms).await? {
                 TakeOver::Taken => {}
                 TakeOver::Elsewhere => continue,
                 TakeOver::Deleted => {
-                    report_deleted(shared, partition, &key, std::slice::from_ref(&entry.id));
+                    report_deleted(shared, stream, &key, std::slice::from_ref(&entry.id));
                     continue;
                 }
             }
@@ -321,7 +322,7 @@ async fn quarantine_partition(
                 entry.consumer
             );
             let request = transitions::DeadLetter {
-                partition,
+                stream,
                 consumer: &shared.consumer,
                 source_id: &entry.id,
                 job_id: None,
@@ -331,7 +332,7 @@ async fn quarantine_partition(
             };
             match job::dead_letter_call(shared, &request).await {
                 Ok(moved) => {
-                    shared.events.quarantined(partition);
+                    shared.events.quarantined(stream);
                     tracing::error!(
                         key = %key,
                         stream_id = %entry.id,
@@ -344,7 +345,7 @@ async fn quarantine_partition(
                 Err(Error::Transition(TransitionError::NotOwner(refused))) => {
                     shared
                         .events
-                        .ownership_lost(partition, Settlement::DeadLetter, 1);
+                        .ownership_lost(stream, Settlement::DeadLetter, 1);
                     tracing::warn!(
                         key = %key,
                         stream_id = %entry.id,
@@ -356,7 +357,7 @@ async fn quarantine_partition(
                 Err(err) => {
                     shared
                         .events
-                        .loop_transition_failed(partition, FailedTransition::DeadLetter);
+                        .loop_transition_failed(stream, FailedTransition::DeadLetter);
                     match classify_error(err) {
                         Failure::Retry { error, .. } => tracing::error!(
                             key = %key,
@@ -379,7 +380,7 @@ async fn quarantine_partition(
         reply = shared
             .cancel
             .unless_raised(
-                idle_page(shared, partition, &start, newest)
+                idle_page(shared, stream, &start, newest)
                     .query_async::<StreamPendingCountReply>(&mut shared.multiplexed.clone()),
             )
             .await
@@ -408,12 +409,12 @@ enum TakeOver {
 /// their ownership check (see `acks`).
 async fn take_over(
     shared: &Core,
-    partition: u16,
+    stream: StreamSlot,
     id: &str,
     min_idle_ms: u64,
 ) -> Result<TakeOver, Failure> {
-    let key = shared.ready_key(partition);
-    let claims_key = shared.claims_key(partition);
+    let key = shared.ready_key(stream);
+    let claims_key = shared.claims_key(stream);
     let config = &shared.config;
     let (stored, claimed, _epoch): (Vec<redis::Value>, Vec<String>, u64) = redis::pipe()
         .atomic()

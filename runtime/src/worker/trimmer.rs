@@ -17,11 +17,12 @@ use super::events::Events;
 use super::{classify_error, Core, Failure};
 use crate::error::{Error, OperationError, RedisError, Result};
 use crate::metrics::TrimOutcome;
+use crate::stream_slot::StreamSlot;
 use crate::trim::{self, StreamRole, StreamTrim, TrimOptions};
 
 /// Trims until the stop flag is raised. Returns an error only for a failure
 /// that retrying cannot fix (a key of the wrong type).
-pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
+pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> Result<()> {
     if !core.config.retention.trim_in_process {
         tracing::debug!("retention.trim is cronjob: this worker does not trim");
         // Returning early would read as the loop ending; idle until shutdown.
@@ -59,32 +60,31 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
             xtrim_acked,
             lease_wait: Duration::ZERO,
         };
-        for &partition in &partitions {
+        for &stream in &streams {
             if core.stop.is_raised() {
                 return Ok(());
             }
-            match trim::trim_partition(&mut conn, &core.config, partition, &options).await {
-                Ok(streams) => {
-                    for stream in streams {
-                        if matches!(stream.result, Err(Error::Redis(RedisError { .. }))) {
+            match trim::trim_partition(&mut conn, &core.config, stream, &options).await {
+                Ok(trims) => {
+                    for trim in trims {
+                        if matches!(trim.result, Err(Error::Redis(RedisError { .. }))) {
                             probed = None;
                         }
-                        record(&core.events, partition, stream)?;
+                        record(&core.events, stream, trim)?;
                     }
                 }
                 Err(Error::Operation(OperationError::LeaseHeld { key, holder })) => {
                     for role in StreamRole::BOTH {
-                        core.events
-                            .trim_pass(partition, role, TrimOutcome::LeaseHeld);
+                        core.events.trim_pass(stream, role, TrimOutcome::LeaseHeld);
                     }
-                    tracing::debug!(partition, lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
+                    tracing::debug!(partition = stream.index(), lease = %key, %holder, "trim lease held elsewhere; skipping the partition this pass");
                 }
                 Err(err) => match classify_error(err) {
                     Failure::Fatal(err) => return Err(err),
                     Failure::Cancelled => return Ok(()),
                     Failure::Retry { error, .. } => {
                         probed = None;
-                        tracing::warn!(partition, error = %error, "trimming failed; retrying next period");
+                        tracing::warn!(partition = stream.index(), error = %error, "trimming failed; retrying next period");
                     }
                 },
             }
@@ -93,23 +93,23 @@ pub(super) async fn run(core: Arc<Core>, partitions: Vec<u16>) -> Result<()> {
 }
 
 /// Counts and logs what happened to one stream; an error only when it is fatal.
-fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
-    let plan = &stream.plan;
+fn record(events: &Events, stream: StreamSlot, trim: StreamTrim) -> Result<()> {
+    let plan = &trim.plan;
     let role = plan.role;
-    let outcome = match &stream.result {
+    let outcome = match &trim.result {
         Ok(Some(trimmed)) if trimmed.removed > 0 => TrimOutcome::Trimmed,
         Ok(_) => TrimOutcome::NothingToTrim,
         Err(Error::Operation(OperationError::TrimAborted { .. })) => TrimOutcome::Aborted,
         Err(Error::Operation(OperationError::LeaseHeld { .. })) => TrimOutcome::LeaseHeld,
         Err(_) => TrimOutcome::Failed,
     };
-    events.trim_pass(partition, role, outcome);
-    match stream.result {
+    events.trim_pass(stream, role, outcome);
+    match trim.result {
         Ok(Some(trimmed)) => {
-            events.trimmed(partition, role, trimmed.removed);
+            events.trimmed(stream, role, trimmed.removed);
             if trimmed.removed > 0 {
                 tracing::info!(
-                    partition,
+                    partition = stream.index(),
                     key = %trimmed.key,
                     entries = trimmed.removed,
                     minid = %trimmed.minid,
@@ -120,23 +120,23 @@ fn record(events: &Events, partition: u16, stream: StreamTrim) -> Result<()> {
             }
         }
         Ok(None) => {
-            tracing::debug!(partition, key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
+            tracing::debug!(partition = stream.index(), key = %plan.key, minid = %plan.minid, decided_by = %plan.decided_by, "nothing to trim");
         }
         Err(
             err @ (Error::Operation(OperationError::TrimAborted { .. })
             | Error::Operation(OperationError::LeaseHeld { .. })),
         ) => {
             events.trim_aborted();
-            tracing::warn!(partition, key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
+            tracing::warn!(partition = stream.index(), key = %plan.key, minid = %plan.minid, error = %err, "trim aborted, nothing removed; trying again next period");
         }
         Err(err @ Error::Operation(OperationError::TrimUnverified { .. })) => {
-            tracing::error!(partition, key = %plan.key, error = %err, "trim verification failed");
+            tracing::error!(partition = stream.index(), key = %plan.key, error = %err, "trim verification failed");
         }
         Err(err) => match classify_error(err) {
             Failure::Fatal(err) => return Err(err),
             Failure::Cancelled => {}
             Failure::Retry { error, .. } => {
-                tracing::warn!(partition, key = %plan.key, error = %error, "trimming failed; retrying next period");
+                tracing::warn!(partition = stream.index(), key = %plan.key, error = %error, "trimming failed; retrying next period");
             }
         },
     }

@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
     ];
     for (queue, jobs) in published {
         let partitions: std::collections::BTreeSet<u16> =
-            jobs.iter().map(|p| p.partition).collect();
+            jobs.iter().map(|p| p.partition.index()).collect();
         println!(
             "{queue}: published {} jobs to partitions {partitions:?}",
             jobs.len()
@@ -107,7 +107,7 @@ async fn main() -> anyhow::Result<()> {
                 let enqueued =
                     request_export(&pg, &tenant(i), &export_ref, ExportRequestedFormat::Csv)
                         .await?;
-                partitions.insert(enqueued.partition);
+                partitions.insert(enqueued.stream.index());
             }
             println!(
                 "export: enqueued {} jobs with their requests in the outbox, for partitions {partitions:?}",

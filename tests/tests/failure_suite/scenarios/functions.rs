@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use queuegen_runtime::functions::Function;
 use queuegen_runtime::lease;
+use queuegen_runtime::Partition;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{MarkerKind, QueueConfig};
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tuning};
 use queuegen_tests::support::{deliver_to, last_delivered};
@@ -78,7 +80,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     let published = stage.publish(&ScriptedJob::many("ok", 8)).await;
     let sources: Vec<String> = published
         .iter()
-        .filter(|job| job.partition == 0)
+        .filter(|job| job.partition == Partition::new(0))
         .map(|job| job.stream_id.clone())
         .take(2)
         .collect();
@@ -88,7 +90,13 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
         "two of 8 jobs on partition 0: {published:?}"
     );
     let mut admin = stage.conn();
-    deliver_to(&mut admin, &config.ready_key(0), &config.group, "holder").await;
+    deliver_to(
+        &mut admin,
+        &config.ready_key(StreamSlot::new(0)),
+        &config.group,
+        "holder",
+    )
+    .await;
     let (retried, dead) = (&sources[0], &sources[1]);
     let ttl = config.retention.marker_ttl.as_millis().to_string();
     // A retry id and a dead-letter id as they will be once the calls below run.
@@ -100,10 +108,10 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                 Call {
                     function: Function::RetrySchedule,
                     keys: vec![
-                        config.ready_key(0),
-                        config.retry_key(0),
-                        config.retry_jobs_key(0),
-                        config.marker_key(0, MarkerKind::Retry, retried),
+                        config.ready_key(StreamSlot::new(0)),
+                        config.retry_key(StreamSlot::new(0)),
+                        config.retry_jobs_key(StreamSlot::new(0)),
+                        config.marker_key(StreamSlot::new(0), MarkerKind::Retry, retried),
                     ],
                     args: vec![
                         config.group.to_string(),
@@ -116,17 +124,17 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                     ],
                 },
                 1,
-                config.retry_key(1),
+                config.retry_key(StreamSlot::new(1)),
             ),
             (
                 Call {
                     function: Function::RetryPromote,
                     keys: vec![
-                        config.retry_key(0),
-                        config.retry_jobs_key(0),
-                        config.ready_key(0),
-                        config.dead_key(0),
-                        config.marker_key(0, MarkerKind::Promote, &retry_id),
+                        config.retry_key(StreamSlot::new(0)),
+                        config.retry_jobs_key(StreamSlot::new(0)),
+                        config.ready_key(StreamSlot::new(0)),
+                        config.dead_key(StreamSlot::new(0)),
+                        config.marker_key(StreamSlot::new(0), MarkerKind::Promote, &retry_id),
                     ],
                     args: vec![
                         now_ms().to_string(),
@@ -137,15 +145,15 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                     ],
                 },
                 2,
-                config.ready_key(1),
+                config.ready_key(StreamSlot::new(1)),
             ),
             (
                 Call {
                     function: Function::DeadLetter,
                     keys: vec![
-                        config.ready_key(0),
-                        config.dead_key(0),
-                        config.marker_key(0, MarkerKind::Dead, dead),
+                        config.ready_key(StreamSlot::new(0)),
+                        config.dead_key(StreamSlot::new(0)),
+                        config.marker_key(StreamSlot::new(0), MarkerKind::Dead, dead),
                     ],
                     args: vec![
                         config.group.to_string(),
@@ -159,15 +167,15 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                     ],
                 },
                 1,
-                config.dead_key(1),
+                config.dead_key(StreamSlot::new(1)),
             ),
             (
                 Call {
                     function: Function::Replay,
                     keys: vec![
-                        config.dead_key(0),
-                        config.ready_key(0),
-                        config.marker_key(0, MarkerKind::Replay, dead_id),
+                        config.dead_key(StreamSlot::new(0)),
+                        config.ready_key(StreamSlot::new(0)),
+                        config.marker_key(StreamSlot::new(0), MarkerKind::Replay, dead_id),
                     ],
                     args: vec![
                         dead_id.to_owned(),
@@ -177,12 +185,15 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                     ],
                 },
                 1,
-                config.ready_key(1),
+                config.ready_key(StreamSlot::new(1)),
             ),
             (
                 Call {
                     function: Function::Trim,
-                    keys: vec![config.ready_key(0), config.trim_lease_key(0)],
+                    keys: vec![
+                        config.ready_key(StreamSlot::new(0)),
+                        config.trim_lease_key(StreamSlot::new(0)),
+                    ],
                     args: vec![
                         "ready".to_owned(),
                         HOLDER.to_owned(),
@@ -195,7 +206,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
                     ],
                 },
                 1,
-                config.trim_lease_key(1),
+                config.trim_lease_key(StreamSlot::new(1)),
             ),
         ]
     };
@@ -238,7 +249,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     lease::acquire(
         &mut admin,
         &config.functions,
-        &config.trim_lease_key(0),
+        &config.trim_lease_key(StreamSlot::new(0)),
         HOLDER,
         std::time::Duration::from_secs(60),
     )
@@ -247,7 +258,7 @@ pub async fn two_partitions_refused(run: Run) -> Verdict {
     let mut dead_id = String::from("0-1");
     let mut accepted = 0;
     for position in 0..5 {
-        let last_delivered = last_delivered(&mut admin, config, 0).await;
+        let last_delivered = last_delivered(&mut admin, config, StreamSlot::new(0)).await;
         let (call, _, _) = calls(&dead_id, &last_delivered).remove(position);
         let sent = if call.function == Function::Replay {
             call.send(&mut admin, config).await

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use queuegen_runtime::metrics::Registry;
+use queuegen_runtime::StreamSlot;
 use queuegen_tests::exposition;
 use queuegen_tests::suite::{QueueKind, RunningWorker, ScriptedJob, Tuning};
 use queuegen_tests::support::{all_pending, deliver_to, pending_entries};
@@ -84,7 +85,7 @@ pub async fn pending_entries_deleted(run: Run) -> Verdict {
     let jobs = ScriptedJob::many("ok", run.size.jobs(10));
     let published = stage.publish(&jobs).await;
     let mut verdict = Verdict::new(jobs.len());
-    let key = stage.config.ready_key(0);
+    let key = stage.config.ready_key(StreamSlot::new(0));
     let group = stage.config.group.clone();
     let mut conn = stage.conn();
     deliver_to(&mut conn, &key, &group, "vanished").await;

@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use queuegen_runtime::Durability;
+use queuegen_runtime::StreamSlot;
 use queuegen_tests::suite::{QueueKind, ScriptedJob, Tally, Tuning, WorkerSpec};
 
 use super::Run;
@@ -85,13 +86,18 @@ pub async fn changed_mid_work(run: Run, change: Change) -> Verdict {
     // The worker is a process of its own: it keeps working while this
     // task waits for the servers to agree on the change.
     let detail = match change {
-        Change::Failover => stage.deployment.fail_over(&stage.config.ready_key(0)),
+        Change::Failover => stage
+            .deployment
+            .fail_over(&stage.config.ready_key(StreamSlot::new(0))),
         Change::Reshard => {
             let Some(cluster) = stage.deployment.cluster() else {
                 verdict.problem("this row needs a Cluster target");
                 return verdict;
             };
-            let keys = [stage.config.ready_key(0), stage.config.ready_key(1)];
+            let keys = [
+                stage.config.ready_key(StreamSlot::new(0)),
+                stage.config.ready_key(StreamSlot::new(1)),
+            ];
             let source = cluster.node_for_key(&keys[0]).port;
             let target = cluster
                 .primaries()

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use queuegen_runtime::MarkerKind;
+use queuegen_runtime::StreamSlot;
 use queuegen_tests::suite::{QueueKind, Script, ScriptedJob, Tuning};
 use queuegen_tests::support::{delayed_jobs, scheduled_retries, stream_entries};
 
@@ -115,7 +116,7 @@ pub async fn scheduler_killed_mid_batch(run: Run) -> Verdict {
         .map(|(_, _, _, fields)| fields["job_id"].clone())
         .collect();
     let mut promoted = Vec::new();
-    for partition in 0..stage.config.partitions {
+    for partition in StreamSlot::all(stage.config.partitions) {
         let key = stage.config.ready_key(partition);
         for (_, fields) in stream_entries(&mut conn, &key).await {
             if fields["attempt"] != "2" {
@@ -188,7 +189,7 @@ pub async fn delayed_promoter_killed_mid_batch(run: Run) -> Verdict {
         .map(|(_, job_id, _, _)| job_id)
         .collect();
     let mut promoted = Vec::new();
-    for partition in 0..stage.config.partitions {
+    for partition in StreamSlot::all(stage.config.partitions) {
         let key = stage.config.ready_key(partition);
         for (_, fields) in stream_entries(&mut conn, &key).await {
             let job_id = fields["job_id"].clone();
