@@ -871,6 +871,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "metrics")]
     fn dead_reasons_are_listed_in_index_order() {
         for (i, reason) in DeadReason::ALL.into_iter().enumerate() {
             assert_eq!(reason.index(), i, "{reason}");

@@ -175,6 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "metrics")]
     fn indexes_follow_the_all_lists() {
         for (i, outcome) in JobOutcome::ALL.into_iter().enumerate() {
             assert_eq!(outcome.index(), i, "{outcome:?}");
