@@ -360,15 +360,7 @@ mod tests {
 
     #[test]
     fn identical_definitions_read_each_other() {
-        for ty in [
-            FieldType::String,
-            FieldType::Bool,
-            FieldType::U32,
-            FieldType::U64,
-            FieldType::I32,
-            FieldType::I64,
-            FieldType::Timestamp,
-        ] {
+        for ty in FieldType::SCALARS {
             assert_eq!(reads_all_of(&field(ty.clone()), &field(ty)), Ok(()));
         }
         let e = enumeration(&["low", "high"]);
