@@ -23,6 +23,9 @@ const BATCH: u64 = 1_000;
 /// The `reason` each rewrite records, as a failed attempt's would.
 const REASON: &str = "handler: connection reset by peer";
 
+/// Entries in each shape's stream when its memory is measured.
+const MEMORY_ENTRIES: u64 = 10_000;
+
 /// Reads the entry only: the floor every rewrite shares.
 const READ_ONLY: &str = "local entries = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 return #entries[1][2]";
@@ -36,6 +39,8 @@ pub struct LuaCost {
     pub read_us: f64,
     /// Server µs per call of the read and the rewrite.
     pub rewrite_us: f64,
+    /// `MEMORY USAGE` of a stream of [`MEMORY_ENTRIES`] such entries, per entry.
+    pub memory_bytes: f64,
 }
 
 /// Both scripts over one entry of every shape, `calls` times each.
@@ -67,6 +72,7 @@ pub async fn run(url: &str, prefix: &str, calls: u64) -> Result<Vec<LuaCost>> {
         check_rewrite(&mut conn, shape, &rewrite, &key, &id).await?;
         let read_us = server_us_per_call(&mut conn, READ_ONLY, &key, &id, calls).await?;
         let rewrite_us = server_us_per_call(&mut conn, &rewrite, &key, &id, calls).await?;
+        let memory_bytes = memory_per_entry(&mut conn, shape, &key).await?;
         costs.push(LuaCost {
             shape,
             fields: entry.len(),
@@ -76,6 +82,7 @@ pub async fn run(url: &str, prefix: &str, calls: u64) -> Result<Vec<LuaCost>> {
                 .sum(),
             read_us,
             rewrite_us,
+            memory_bytes,
         });
     }
     Ok(costs)
@@ -196,6 +203,30 @@ async fn check_rewrite(
     Ok(())
 }
 
+/// Bytes of stream memory per entry once `key` (holding one entry) holds
+/// [`MEMORY_ENTRIES`] jobs in `shape` (`MEMORY USAGE … SAMPLES 0`: every
+/// listpack node counted).
+async fn memory_per_entry(
+    conn: &mut MultiplexedConnection,
+    shape: Shape,
+    key: &str,
+) -> Result<f64> {
+    let mut pipe = redis::pipe();
+    for n in 1..MEMORY_ENTRIES {
+        let entry = shape.encode(&baseline::header(n, None), &baseline::job(n))?;
+        pipe.cmd("XADD").arg(key).arg("*").arg(&entry[..]).ignore();
+    }
+    pipe.query_async::<()>(conn)
+        .await
+        .context("pipelined XADD")?;
+    let bytes: u64 = redis::cmd("MEMORY")
+        .arg(&["USAGE", key, "SAMPLES", "0"])
+        .query_async(conn)
+        .await
+        .with_context(|| format!("MEMORY USAGE {key}"))?;
+    Ok(bytes as f64 / MEMORY_ENTRIES as f64)
+}
+
 /// Server CPU µs per call of `script` over entry `id`, `calls` calls in
 /// pipelines of [`BATCH`] `EVALSHA`s.
 async fn server_us_per_call(
@@ -232,17 +263,20 @@ pub fn markdown(costs: &[LuaCost], calls: u64) -> String {
     let mut out = format!(
         "Entry read and retry rewrite in Lua, server CPU per call ({calls} EVALSHA calls each, \
          pipelines of {BATCH}; rewrite = read `schema` and `attempt`, set attempt + 1, prev_id \
-         and reason, encode as the retry hash stores it):\n\n\
-         | shape | fields per entry | bytes per entry | XRANGE only | XRANGE + rewrite | rewrite alone |\n\
-         |---|---|---|---|---|---|\n"
+         and reason, encode as the retry hash stores it; stream memory = `MEMORY USAGE` of \
+         {MEMORY_ENTRIES} such entries ÷ {MEMORY_ENTRIES}):\n\n\
+         | shape | fields per entry | bytes per entry | stream memory per entry | XRANGE only \
+         | XRANGE + rewrite | rewrite alone |\n\
+         |---|---|---|---|---|---|---|\n"
     );
     for cost in costs {
         out.push_str(&format!(
-            "| base{} ({}) | {} | {} | {:.2} µs | {:.2} µs | {:.2} µs |\n",
+            "| base{} ({}) | {} | {} | {:.0} B | {:.2} µs | {:.2} µs | {:.2} µs |\n",
             cost.shape.letter(),
             cost.shape.describe(),
             cost.fields,
             cost.bytes,
+            cost.memory_bytes,
             cost.read_us,
             cost.rewrite_us,
             cost.rewrite_us - cost.read_us
