@@ -12,7 +12,9 @@
 //! transaction on a pool of `--pg-pool` connections of its own (the read's
 //! jobs in flight together, as many at once as the pool has connections;
 //! see `pg::BaselineStore`), and then one `XACK` of every ID of that read,
-//! until every job has started.
+//! until every job has started. The entry-shape variants (`baseF`, `baseB`,
+//! `baseM`, `baseK`, `baseJ`; see `shape`) write each job in their shape
+//! and decode every entry read into its `TestJob` envelope before the probe.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use tokio::task::JoinHandle;
 
 use crate::pg::{self, Document};
 use crate::probe::{self, Probe, RoundResult, Timeline};
+use crate::shape::Shape;
 use crate::steady::{self, Schedule};
 use crate::{Args, Baseline, Sink};
 
@@ -45,7 +48,12 @@ pub async fn run(
     args: &Args,
     url: &str,
     prefix: &str,
-    Baseline { single, dedup, .. }: Baseline,
+    Baseline {
+        single,
+        dedup,
+        shape,
+        ..
+    }: Baseline,
     sink: Sink<'_>,
 ) -> Result<RoundResult> {
     let client = redis::Client::open(url).context("parsing the Redis URL")?;
@@ -82,6 +90,7 @@ pub async fn run(
             format!("c{n}"),
             probe.clone(),
             commit,
+            shape,
         ));
     }
     let start = || idle.into_iter().map(tokio::spawn).collect();
@@ -92,7 +101,7 @@ pub async fn run(
         std::slice::from_ref(&key),
         GROUP,
         start,
-        |range, schedule| publish(conn.clone(), key.clone(), range, schedule, dedup),
+        |range, schedule| publish(conn.clone(), key.clone(), range, schedule, dedup, shape),
     )
     .await?;
     end_round(args, &probe, phases).await
@@ -159,16 +168,27 @@ const PUBLISH_ONCE: &str = "local first = redis.call('GET', KEYS[2]) \
 
 /// Jobs `range` as one pipeline of `XADD`s, or with `dedup` (baseD) of
 /// `EVALSHA`s of [`PUBLISH_ONCE`], each with its job's marker key (an
-/// hour's window).
+/// hour's window); with a `shape`, `XADD`s of entries in that shape.
 async fn publish(
     mut conn: redis::aio::MultiplexedConnection,
     key: String,
     range: Range<u64>,
     schedule: Option<Schedule>,
     dedup: bool,
+    shape: Option<Shape>,
 ) -> Result<()> {
     let script = dedup.then(|| redis::Script::new(PUBLISH_ONCE));
     let mut pipe = redis::pipe();
+    if let Some(shape) = shape {
+        for n in range {
+            let entry = shape.encode(&header(n, schedule.as_ref()), &job(n))?;
+            pipe.cmd("XADD").arg(&key).arg("*").arg(&entry[..]);
+        }
+        return pipe
+            .query_async::<()>(&mut conn)
+            .await
+            .context("pipelined XADD");
+    }
     for n in range {
         let entry = entry(n, schedule.as_ref())?;
         let Some(script) = &script else {
@@ -198,7 +218,12 @@ async fn publish(
 /// The stream entry of job `n`: its header and body pairs, exactly as the
 /// generated producer writes them.
 pub fn entry(n: u64, schedule: Option<&Schedule>) -> Result<Vec<(&'static str, String)>> {
-    let header = Header {
+    envelope::encode(&header(n, schedule), &job(n)).context("encoding a job")
+}
+
+/// The header of job `n`'s first attempt, as the generated producer makes it.
+pub fn header(n: u64, schedule: Option<&Schedule>) -> Header {
+    Header {
         job_id: steady::job_id(n, schedule),
         envelope_type: TestJob::TYPE.to_owned(),
         tenant: tenant(n),
@@ -208,8 +233,7 @@ pub fn entry(n: u64, schedule: Option<&Schedule>) -> Result<Vec<(&'static str, S
         attempt: 1,
         prev_id: None,
         reason: None,
-    };
-    envelope::encode(&header, &job(n)).context("encoding a job")
+    }
 }
 
 /// A 128-bit hex trace ID, as cheap to make as the runtime's random one.
@@ -223,7 +247,8 @@ fn trace_id(n: u64) -> String {
 /// (its "handler start"), with a result store commit each job's result
 /// (the SETs of a read sent together), with PostgreSQL each job's
 /// transaction (a read's in flight together, bounded by the pool), and ack
-/// the read with one `XACK`.
+/// the read with one `XACK`. With a `shape`, each entry is first decoded
+/// into its header and `TestJob`, as a worker would before its handler.
 /// With one key every read blocks for up to `BLOCK_MS`. With several (one
 /// consumer over a Cluster's partitions) it reads them in turn without
 /// blocking, and blocks (for `SWEEP_BLOCK_MS` only) once a whole sweep
@@ -234,6 +259,7 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
     name: String,
     probe: Arc<Probe>,
     store: Option<Commit>,
+    shape: Option<Shape>,
 ) -> Result<()> {
     let mut turn = 0;
     let mut empty_reads = 0;
@@ -266,7 +292,14 @@ pub async fn consume<C: ConnectionLike + Clone + Send>(
         let mut sets = Vec::new();
         let mut documents = Vec::new();
         for entry in &entries {
-            let job_id: Option<String> = if wants_job_id {
+            let job_id: Option<String> = if let Some(shape) = shape {
+                let (header, job) = shape
+                    .decode(&entry.map)
+                    .with_context(|| format!("decoding entry {} of {key}", entry.id))?;
+                // The envelope a handler would get: kept from being optimised away.
+                std::hint::black_box(job);
+                wants_job_id.then_some(header.job_id)
+            } else if wants_job_id {
                 entry.get(header_fields::JOB_ID)
             } else {
                 None

@@ -91,7 +91,14 @@ pub async fn run(
             .await
             .context("connecting a baseline consumer")?;
         let commit = Commit::of(sink, prefix, args).await?;
-        idle.push(consume(conn, keys, format!("c{c}"), probe.clone(), commit));
+        idle.push(consume(
+            conn,
+            keys,
+            format!("c{c}"),
+            probe.clone(),
+            commit,
+            None,
+        ));
     }
     let start = || idle.into_iter().map(tokio::spawn).collect();
     let phases = probe::run_phases(

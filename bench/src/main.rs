@@ -14,6 +14,8 @@ mod pg;
 mod probe;
 mod queuegen;
 mod report;
+mod shape;
+mod shape_lua;
 mod stats;
 mod steady;
 mod telemetry;
@@ -27,6 +29,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use crate::probe::RoundResult;
+use crate::shape::Shape;
 
 /// Measures queuegen against a hand-written redis-rs work-queue loop.
 #[derive(Debug, Clone, Parser)]
@@ -41,6 +44,8 @@ use crate::probe::RoundResult;
         cargo run --release -p queuegen-bench -- --rate 2000 --seconds 20 --rounds 1\n  \
         cargo run --release -p queuegen-bench -- --rate 20000 --seconds 20 --variant base --variant qg8\n  \
         cargo run --release -p queuegen-bench -- --fleet 10 --fleet 200 --idle 30 --jobs 100000\n  \
+        cargo run --release -p queuegen-bench -- --variant base --variant baseF --variant baseB --variant baseM --variant baseK --variant baseJ --rounds 5\n  \
+        cargo run --release -p queuegen-bench -- --variant lua --jobs 50000\n  \
         cargo run --release -p queuegen-bench -- --variant trim\n  \
         cargo run --release -p queuegen-bench -- --variant trim --trim-entries 10000 --trim-entries 5000000\n  \
         cargo run --release -p queuegen-bench -- --cluster --variant base --variant qg8\n  \
@@ -119,6 +124,15 @@ pub struct Args {
     /// (8 consumers and one tokio-postgres transaction per job: a documents row
     /// and the marker row), the others' against base; without it, no ratio.
     /// `trim` measures the commands of one trim pass per --trim-entries length.
+    /// Entry shapes (issue 28; opt-in, never in the default set): baseF (base's
+    /// entry, every field a stream field, decoded into the TestJob envelope per
+    /// job), baseB (the header fields the Functions read as stream fields, the
+    /// rest one JSON `body` field), baseM (baseB with a MessagePack body),
+    /// baseK (one `packed` field: the whole envelope as MessagePack), baseJ
+    /// (baseK as JSON); each decodes every entry, ratios against baseF (baseF's
+    /// against base). `lua` measures, per shape, the server CPU of a script
+    /// that reads one entry by ID and rewrites it as the retry transition does
+    /// (--jobs calls).
     #[arg(long = "variant", value_name = "SLUG", value_parser = Variant::parse_slug)]
     pub variants: Vec<Variant>,
     /// Ready-stream lengths the trim variant measures a pass at (repeatable).
@@ -271,17 +285,22 @@ pub enum Variant {
     Queuegen(Queuegen),
     /// One trim pass over a partition (`--variant trim` only; not part of the rounds).
     Trim,
+    /// The retry transition's entry read and rewrite in Lua, per entry shape
+    /// (`--variant lua` only; not part of the rounds).
+    LuaRead,
 }
 
 /// The hand-written redis-rs loop: 8 consumers (on a Cluster, one per
 /// partition, at least 8) or one (`single`), committing `store` per job;
 /// with `dedup`, publishing each job through a check-and-append script
-/// (marker GET, XADD, marker SET) as a user would write dedup by hand.
+/// (marker GET, XADD, marker SET) as a user would write dedup by hand;
+/// with a `shape`, writing entries in that shape and decoding each one read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Baseline {
     pub single: bool,
     pub store: Store,
     pub dedup: bool,
+    pub shape: Option<Shape>,
 }
 
 /// `store`: what each job commits before the handler reports `Done`.
@@ -314,6 +333,17 @@ impl Variant {
             single,
             store,
             dedup,
+            shape: None,
+        })
+    }
+
+    /// `base` writing entries in `shape` and decoding each one it reads.
+    pub const fn shaped(shape: Shape) -> Variant {
+        Variant::Baseline(Baseline {
+            single: false,
+            store: Store::Nothing,
+            dedup: false,
+            shape: Some(shape),
         })
     }
 
@@ -339,8 +369,8 @@ impl Variant {
     }
 
     /// Every round variant, in the order they run: each queuegen variant
-    /// after the baseline its ratio uses.
-    pub const ALL: [Variant; 15] = [
+    /// after the baseline its ratio uses; the entry shapes last, opt-in.
+    pub const ALL: [Variant; 20] = [
         Variant::BASE,
         Variant::QG8,
         Variant::qg8_on(Feature::DeleteOnAck),
@@ -356,6 +386,11 @@ impl Variant {
         Variant::queuegen(8, Store::Redis, false, false, Feature::Plain),
         Variant::BASE_PG,
         Variant::queuegen(8, Store::Postgres, false, false, Feature::Plain),
+        Variant::shaped(Shape::Fields),
+        Variant::shaped(Shape::BodyJson),
+        Variant::shaped(Shape::BodyMsgpack),
+        Variant::shaped(Shape::PackedMsgpack),
+        Variant::shaped(Shape::PackedJson),
     ];
 
     /// The variants a steady-state run does by default.
@@ -364,7 +399,14 @@ impl Variant {
     /// The baseline this variant's ratios are against (none for a baseline).
     pub fn reference(self) -> Option<Variant> {
         match self {
-            Variant::Baseline(_) | Variant::Trim => None,
+            Variant::Baseline(Baseline {
+                shape: Some(Shape::Fields),
+                ..
+            }) => Some(Variant::BASE),
+            Variant::Baseline(Baseline { shape: Some(_), .. }) => {
+                Some(Variant::shaped(Shape::Fields))
+            }
+            Variant::Baseline(_) | Variant::Trim | Variant::LuaRead => None,
             Variant::Queuegen(qg) if qg.store != Store::Nothing => {
                 Some(Variant::base(false, qg.store, false))
             }
@@ -378,18 +420,30 @@ impl Variant {
         matches!(self, Variant::Baseline(_))
     }
 
+    /// Whether this is an entry-shape variant (opt-in: never in the default set).
+    pub fn is_shape(self) -> bool {
+        matches!(self, Variant::Baseline(Baseline { shape: Some(_), .. }))
+    }
+
     /// Whether each job commits a PostgreSQL transaction (baseP, qg8p).
     pub fn is_postgres(self) -> bool {
         match self {
             Variant::Baseline(Baseline { store, .. })
             | Variant::Queuegen(Queuegen { store, .. }) => store == Store::Postgres,
-            Variant::Trim => false,
+            Variant::Trim | Variant::LuaRead => false,
         }
     }
 
     pub fn name(self) -> String {
         match self {
             Variant::Trim => "trim pass".to_owned(),
+            Variant::LuaRead => "retry transition's entry read in Lua".to_owned(),
+            Variant::Baseline(Baseline {
+                shape: Some(shape), ..
+            }) => format!(
+                "baseline (redis-rs, 8 consumers, {}, decoded)",
+                shape.describe()
+            ),
             Variant::Baseline(base) => format!(
                 "baseline ({}, {}{}{})",
                 if base.store == Store::Postgres {
@@ -428,7 +482,9 @@ impl Variant {
 
     /// The variant a `--variant` value names.
     fn parse_slug(slug: &str) -> Result<Variant, String> {
-        let known = Variant::ALL.into_iter().chain([Variant::Trim]);
+        let known = Variant::ALL
+            .into_iter()
+            .chain([Variant::Trim, Variant::LuaRead]);
         known.clone().find(|v| v.slug() == slug).ok_or_else(|| {
             let known: Vec<String> = known.map(Variant::slug).collect();
             format!("unknown variant {slug:?}; known: {}", known.join(", "))
@@ -439,11 +495,13 @@ impl Variant {
         let flag = |on: bool, letter: &'static str| if on { letter } else { "" };
         match self {
             Variant::Trim => "trim".to_owned(),
+            Variant::LuaRead => "lua".to_owned(),
             Variant::Baseline(base) => format!(
-                "base{}{}{}",
+                "base{}{}{}{}",
                 flag(base.single, "1"),
                 base.store.parts().0,
-                flag(base.dedup, "D")
+                flag(base.dedup, "D"),
+                base.shape.map_or("", Shape::letter)
             ),
             Variant::Queuegen(qg) => format!(
                 "qg{}{}{}{}{}",
@@ -489,7 +547,7 @@ fn chosen_variants(args: &Args) -> Vec<Variant> {
             (true, Some(_)) => {
                 Variant::STEADY.contains(variant) || (args.postgres && variant.is_postgres())
             }
-            (true, None) => args.postgres || !variant.is_postgres(),
+            (true, None) => !variant.is_shape() && (args.postgres || !variant.is_postgres()),
         })
         .collect()
 }
@@ -520,8 +578,8 @@ fn main() -> Result<()> {
         }
         args.jobs = (rate * seconds).round().max(1.0) as u64;
         args.pg_jobs = args.jobs;
-        if args.variants.contains(&Variant::Trim) {
-            bail!("the trim variant does not run in steady-state mode (--rate)");
+        if args.variants.contains(&Variant::Trim) || args.variants.contains(&Variant::LuaRead) {
+            bail!("the trim and lua variants do not run in steady-state mode (--rate)");
         }
     }
     if args.jobs == 0 || args.pg_jobs == 0 || args.rounds == 0 || args.partitions == 0 {
@@ -688,10 +746,19 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         let prefix = format!("qgbench{}trim", std::process::id());
         let costs = trim::run(&redis, &prefix, &args.trim_entries).await?;
         println!("{}", trim::markdown(&costs));
-        if args.variants.iter().all(|v| *v == Variant::Trim) {
-            println!("{}", report::machine_line(&redis_version));
-            return Ok(());
-        }
+    }
+    if args.variants.contains(&Variant::LuaRead) {
+        let prefix = format!("qgbench{}lua", std::process::id());
+        let outcome = shape_lua::run(url, &prefix, args.jobs).await;
+        report::delete_prefix(&redis, &prefix)
+            .await
+            .with_context(|| format!("deleting the keys of {prefix}"))?;
+        println!("{}", shape_lua::markdown(&outcome?, args.jobs));
+    }
+    let outside_rounds = |v: &Variant| matches!(v, Variant::Trim | Variant::LuaRead);
+    if !args.variants.is_empty() && args.variants.iter().all(outside_rounds) {
+        println!("{}", report::machine_line(&redis_version));
+        return Ok(());
     }
 
     // baseP and qg8p run --jobs (default DEFAULT_PG_JOBS) jobs.
@@ -724,6 +791,9 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                 Variant::Baseline(base) if base.dedup && redis.is_cluster() => Err(
                     anyhow::anyhow!("baseD runs on one server only (its script names two keys)"),
                 ),
+                Variant::Baseline(base) if base.shape.is_some() && redis.is_cluster() => Err(
+                    anyhow::anyhow!("the entry-shape baselines run on one server only"),
+                ),
                 Variant::Baseline(base) if redis.is_cluster() => {
                     let sink = sink(base.store);
                     cluster_baseline::run(args, url, &redis, &prefix, base.single, sink).await
@@ -735,7 +805,9 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
                     let _tracing = qg.tracing.then(telemetry::TracingOn::start);
                     queuegen::run(args, url, &prefix, qg, sink(qg.store)).await
                 }
-                Variant::Trim => unreachable!("the trim variant is not one of the rounds"),
+                Variant::Trim | Variant::LuaRead => {
+                    unreachable!("the trim and lua variants are not part of the rounds")
+                }
             };
             // Clean up even after a failed variant, then report the failure.
             let cleaned = report::delete_prefix(&redis, &prefix).await;
@@ -835,6 +907,33 @@ mod tests {
                 "queuegen, 8 workers + PgResults (documents row and marker)",
                 Some("baseP"),
             ),
+            (
+                "baseF",
+                "baseline (redis-rs, 8 consumers, every field a stream field, decoded)",
+                Some("base"),
+            ),
+            (
+                "baseB",
+                "baseline (redis-rs, 8 consumers, Lua-read header fields + body as one JSON \
+                 field, decoded)",
+                Some("baseF"),
+            ),
+            (
+                "baseM",
+                "baseline (redis-rs, 8 consumers, Lua-read header fields + body as one \
+                 MessagePack field, decoded)",
+                Some("baseF"),
+            ),
+            (
+                "baseK",
+                "baseline (redis-rs, 8 consumers, one MessagePack field, decoded)",
+                Some("baseF"),
+            ),
+            (
+                "baseJ",
+                "baseline (redis-rs, 8 consumers, one JSON field, decoded)",
+                Some("baseF"),
+            ),
         ];
         let actual: Vec<(String, String, Option<String>)> = Variant::ALL
             .iter()
@@ -846,6 +945,7 @@ mod tests {
             .collect();
         assert_eq!(actual, expected);
         assert_eq!(Variant::parse_slug("trim"), Ok(Variant::Trim));
+        assert_eq!(Variant::parse_slug("lua"), Ok(Variant::LuaRead));
         assert_eq!(Variant::parse_slug("qg8mt"), Ok(Variant::ALL[8]));
         assert!(Variant::STEADY.iter().all(|v| Variant::ALL.contains(v)));
     }

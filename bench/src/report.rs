@@ -203,8 +203,9 @@ fn reference(rounds: &Rounds, variant: Variant) -> Option<Variant> {
 /// The "ratio vs" cell: the slug of the baseline the ratios use.
 fn reference_cell(rounds: &Rounds, variant: Variant) -> String {
     match (variant.is_baseline(), reference(rounds, variant)) {
-        (true, _) => format!("({})", variant.slug()),
-        (false, Some(reference)) => reference.slug(),
+        // An entry-shape baseline is compared with the shape it would replace.
+        (_, Some(reference)) => reference.slug(),
+        (true, None) => format!("({})", variant.slug()),
         (false, None) => "— (not run)".to_owned(),
     }
 }
