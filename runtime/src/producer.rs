@@ -366,10 +366,14 @@ impl<E: Envelope> Producer<E> {
                 &job.pairs,
             ),
             None => {
-                let mut xadd = redis::cmd("XADD");
-                xadd.arg(&self.ready_keys[usize::from(job.stream.index())])
-                    .arg("*")
-                    .arg(&job.pairs[..]);
+                let key = &self.ready_keys[usize::from(job.stream.index())];
+                // Sized up front: grown one argument at a time, the buffers
+                // were reallocated several times per job.
+                let mut xadd = redis::Cmd::with_capacity(
+                    3 + 2 * job.pairs.len(),
+                    "XADD*".len() + key.len() + encoded_len(&job.pairs),
+                );
+                xadd.arg("XADD").arg(key).arg("*").arg(&job.pairs[..]);
                 xadd
             }
         }
