@@ -640,6 +640,9 @@ fn usage_json(usage: &Usage) -> Value {
         "server_cpu_secs": usage.server_cpu_secs,
         "server_commands": usage.commands,
         "servers": servers_json(&usage.servers),
+        "commands": usage.by_command.iter().map(|(name, used)| {
+            (name.clone(), json!({ "calls": used.calls, "usec": used.usec }))
+        }).collect::<serde_json::Map<_, _>>(),
     })
 }
 

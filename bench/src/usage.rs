@@ -24,6 +24,15 @@ pub struct Sample {
     client_cpu_secs: f64,
     postgres_cpu_secs: Option<f64>,
     servers: Vec<ServerUsage>,
+    /// Calls and server microseconds of each command, summed over the primaries.
+    by_command: BTreeMap<String, CommandUsage>,
+}
+
+/// One command's calls and the server time it took (`INFO commandstats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommandUsage {
+    pub calls: u64,
+    pub usec: u64,
 }
 
 /// One server's CPU seconds and commands (cumulative in a [`Sample`], a
@@ -46,6 +55,9 @@ pub struct Usage {
     pub commands: u64,
     /// Each server's part of `server_cpu_secs` and `commands`, by node name.
     pub servers: Vec<ServerUsage>,
+    /// Which commands those were, and the server time each took: where a
+    /// variant's server CPU goes.
+    pub by_command: BTreeMap<String, CommandUsage>,
 }
 
 impl Usage {
@@ -75,6 +87,19 @@ impl Usage {
             server_cpu_secs: servers.iter().map(|s| s.cpu_secs).sum(),
             commands: servers.iter().map(|s| s.commands).sum(),
             servers,
+            by_command: end
+                .by_command
+                .iter()
+                .map(|(name, after)| {
+                    let before = start.by_command.get(name).copied().unwrap_or_default();
+                    let used = CommandUsage {
+                        calls: after.calls.saturating_sub(before.calls),
+                        usec: after.usec.saturating_sub(before.usec),
+                    };
+                    (name.clone(), used)
+                })
+                .filter(|(_, used)| used.calls > 0)
+                .collect(),
         }
     }
 
@@ -99,11 +124,12 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
     let client_cpu_secs = client_cpu_secs();
     let postgres_cpu_secs = postgres_cpu_secs();
     let reply: redis::Value = redis::cmd("INFO")
-        .arg(&["cpu", "stats"])
+        .arg(&["cpu", "stats", "commandstats"])
         .query_async(conn)
         .await
-        .context("INFO cpu stats")?;
+        .context("INFO cpu stats commandstats")?;
     let mut servers = Vec::new();
+    let mut by_command: BTreeMap<String, CommandUsage> = BTreeMap::new();
     for (node, info) in queuegen_runtime::connect::info_by_node(&reply) {
         let field = |name: &str| {
             info.lines()
@@ -117,12 +143,18 @@ pub async fn sample<C: ConnectionLike>(conn: &mut C) -> Result<Sample> {
                 + field("used_cpu_sys")?.parse::<f64>()?,
             commands: field("total_commands_processed")?.parse::<u64>()?,
         });
+        for (name, used) in info.lines().filter_map(parse_command_usage) {
+            let sum = by_command.entry(name).or_default();
+            sum.calls += used.calls;
+            sum.usec += used.usec;
+        }
     }
     servers.sort_by(|a, b| a.node.cmp(&b.node));
     Ok(Sample {
         client_cpu_secs,
         postgres_cpu_secs,
         servers,
+        by_command,
     })
 }
 
@@ -145,13 +177,24 @@ pub async fn command_calls<C: ConnectionLike>(conn: &mut C) -> Result<BTreeMap<S
 
 /// `cmdstat_xack:calls=12,usec=...` → `("xack", 12)`.
 pub fn parse_command_calls(line: &str) -> Option<(String, u64)> {
+    parse_command_usage(line).map(|(name, used)| (name, used.calls))
+}
+
+/// `cmdstat_xack:calls=12,usec=340,...` → `("xack", {12, 340})`.
+fn parse_command_usage(line: &str) -> Option<(String, CommandUsage)> {
     let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-    let calls = stats
-        .split(',')
-        .find_map(|field| field.strip_prefix("calls="))?
-        .parse()
-        .ok()?;
-    Some((name.to_owned(), calls))
+    let stat = |label: &str| -> Option<u64> {
+        stats
+            .split(',')
+            .find_map(|field| field.strip_prefix(label)?.strip_prefix('='))?
+            .parse()
+            .ok()
+    };
+    let used = CommandUsage {
+        calls: stat("calls")?,
+        usec: stat("usec")?,
+    };
+    Some((name.to_owned(), used))
 }
 
 /// Calls per command between two [`command_calls`] samples, without the
