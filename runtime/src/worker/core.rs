@@ -22,6 +22,9 @@ use crate::connect::{Connection, Redis};
 use crate::handler::Ownership;
 use crate::stream_slot::StreamSlot;
 
+/// Longest [`Core::reserve`] waits for half its permits while jobs hold them.
+const RESERVE_LINGER: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// State shared by every loop and job task of one running worker.
 pub(super) struct Core {
     /// The deployment, for what must ask every primary (the trimmer's probe).
@@ -82,13 +85,38 @@ impl Core {
             permit = permits.clone().acquire_owned() => permit.ok()?,
         };
         let mut taken = vec![first];
+        self.take_free(&mut taken, max);
+        // Fewer than half free while jobs hold the rest: those jobs' acks
+        // free theirs within moments, so wait briefly for a fuller read
+        // rather than send one for a few entries (each read and each ack
+        // call costs the server as much as dozens of entries do).
+        if taken.len() < max / 2 {
+            let linger = tokio::time::sleep(RESERVE_LINGER);
+            tokio::pin!(linger);
+            while taken.len() < max / 2 {
+                tokio::select! {
+                    biased;
+                    () = self.stop.raised() => break,
+                    permit = permits.clone().acquire_owned() => match permit {
+                        Ok(permit) => taken.push(permit),
+                        Err(_) => break,
+                    },
+                    () = &mut linger => break,
+                }
+                self.take_free(&mut taken, max);
+            }
+        }
+        Some(taken)
+    }
+
+    /// Adds to `taken` whatever permits are free now, up to `max` in all.
+    fn take_free(&self, taken: &mut Vec<OwnedSemaphorePermit>, max: usize) {
         while taken.len() < max {
-            match permits.clone().try_acquire_owned() {
+            match self.jobs.permits.clone().try_acquire_owned() {
                 Ok(permit) => taken.push(permit),
                 Err(_) => break,
             }
         }
-        Some(taken)
     }
 
     /// The ready stream key of `stream`.
