@@ -109,6 +109,7 @@ pub async fn pause<C: ConnectionLike>(
             .arg("GET");
     }
     let changes = changes(conn, config, partitions, pipe, "SET … GET").await?;
+    notify(conn, config, partitions).await?;
     Ok((note, changes))
 }
 
@@ -123,7 +124,40 @@ pub async fn resume<C: ConnectionLike>(
     for &partition in partitions {
         pipe.cmd("GETDEL").arg(config.paused_key(partition));
     }
-    changes(conn, config, partitions, pipe, "GETDEL").await
+    let changes = changes(conn, config, partitions, pipe, "GETDEL").await?;
+    notify(conn, config, partitions).await?;
+    Ok(changes)
+}
+
+/// Tells the queue's workers to re-read their flags: `PUBLISH` to
+/// [`QueueConfig::pause_channel`] the partitions changed (workers re-read
+/// every flag whatever the message says). Sent after the flags changed, on
+/// its own: on a Cluster it goes to any node, which forwards it to every
+/// node's subscribers. A failure leaves the flags changed, and says so.
+async fn notify<C: ConnectionLike>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partitions: &[Partition],
+) -> Result<()> {
+    let channel = config.pause_channel();
+    let message = partitions
+        .iter()
+        .map(|partition| partition.index().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let published: RedisResult<u64> = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(&message)
+        .query_async(conn)
+        .await;
+    published.map(drop).map_err(|err| {
+        let doing = format!(
+            "PUBLISH {channel} after changing the pause flags of queue {} (the flags are changed; \
+             workers notice at their next resubscribe, or now after `PUBLISH {channel} x`)",
+            config.queue
+        );
+        Error::redis(doing, err)
+    })
 }
 
 async fn changes<C: ConnectionLike>(
