@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::Notify;
 
 use super::events::Events;
@@ -29,8 +30,12 @@ use crate::config::QueueConfig;
 use crate::connect::Connection;
 use crate::stream_slot::StreamSlot;
 
-/// Shortest refresh period, whatever the read block.
-const MIN_REFRESH: Duration = Duration::from_millis(5);
+/// First wait before subscribing again after a failed (re)subscribe or
+/// read; doubled on each failure in a row up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(100);
+/// Longest wait between two attempts: how late a pause made during an
+/// outage is noticed after the server is back, at most.
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// The pause state of every partition of the queue, as last read.
 pub(super) struct Paused {
@@ -81,11 +86,6 @@ impl Paused {
     }
 }
 
-/// How often the flags are read for a read block of `block`.
-pub(super) fn refresh_period(block: Duration) -> Duration {
-    (block / 4).max(MIN_REFRESH)
-}
-
 /// Reads the flags of `streams` once (one pipeline) and records them;
 /// logs each change. A failed read changes nothing.
 pub(super) async fn refresh(
@@ -125,38 +125,113 @@ pub(super) async fn refresh(
     Ok(())
 }
 
-/// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
-pub(super) async fn run(
-    core: Arc<Core>,
-    streams: Vec<StreamSlot>,
-    block: Duration,
-) -> crate::error::Result<()> {
+/// Subscribes to the queue's pause channel, reads every flag, then reads
+/// them again whenever a message arrives, until the stop flag is raised. A
+/// lost subscription (the stream of messages ends) is made again, and the
+/// flags read again after it: a change made while it was gone is seen.
+pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> crate::error::Result<()> {
+    let channel = core.config.pause_channel();
     let mut conn = core.multiplexed.clone();
-    let mut ticker = super::every(refresh_period(block));
+    let mut retry = RETRY_MIN;
+    // Warn once per outage, not at every attempt.
     let mut failing = false;
     loop {
-        if core.stop.unless_raised(ticker.tick()).await.is_none() {
+        let subscribed = core.stop.unless_raised(subscribe(&core, &channel)).await;
+        let Some(subscribed) = subscribed else {
             return Ok(());
-        }
-        match refresh(
-            &mut conn,
-            &core.config,
-            &streams,
-            &core.paused,
-            &core.events,
-        )
-        .await
-        {
-            Ok(()) => failing = false,
+        };
+        let mut pubsub = match subscribed {
+            Ok(pubsub) => pubsub,
             Err(err) => {
-                // Once per outage, not every tick.
                 if !failing {
-                    tracing::warn!(error = %err, "reading the pause flags failed; keeping the last known state");
+                    tracing::warn!(error = %err, channel, "subscribing to the pause channel failed; keeping the last known pause state and trying again");
                 }
                 failing = true;
+                if core
+                    .stop
+                    .unless_raised(tokio::time::sleep(retry))
+                    .await
+                    .is_none()
+                {
+                    return Ok(());
+                }
+                retry = (retry * 2).min(RETRY_MAX);
+                continue;
+            }
+        };
+        if failing {
+            tracing::info!(
+                channel,
+                "subscribed to the pause channel again; re-reading the pause flags"
+            );
+        }
+        failing = false;
+        retry = RETRY_MIN;
+        let mut messages = pubsub.on_message();
+        // Read once now (subscribed first, so a change after this read
+        // arrives as a message), then once per burst of messages.
+        let mut unread = true;
+        loop {
+            if unread {
+                match refresh(
+                    &mut conn,
+                    &core.config,
+                    &streams,
+                    &core.paused,
+                    &core.events,
+                )
+                .await
+                {
+                    Ok(()) => {
+                        unread = false;
+                        failing = false;
+                        retry = RETRY_MIN;
+                    }
+                    Err(err) => {
+                        if !failing {
+                            tracing::warn!(error = %err, "reading the pause flags failed; keeping the last known state and reading again");
+                        }
+                        failing = true;
+                    }
+                }
+            }
+            // While a read is owed, wake to try again; else only on a message.
+            let wait = async {
+                match unread {
+                    true => tokio::time::timeout(retry, messages.next()).await.ok(),
+                    false => Some(messages.next().await),
+                }
+            };
+            match core.stop.unless_raised(wait).await {
+                None => return Ok(()),
+                // The retry delay passed with no message: read again.
+                Some(None) => retry = (retry * 2).min(RETRY_MAX),
+                Some(Some(Some(_message))) => {
+                    // Coalesce a burst (one message per `queuegen pause`).
+                    while let Some(Some(_)) = messages.next().now_or_never() {}
+                    unread = true;
+                }
+                Some(Some(None)) => {
+                    tracing::info!(
+                        channel,
+                        "the pause channel's connection closed; subscribing again"
+                    );
+                    failing = true;
+                    break;
+                }
             }
         }
     }
+}
+
+/// A subscriber connection subscribed to `channel`.
+async fn subscribe(core: &Core, channel: &str) -> crate::error::Result<redis::aio::PubSub> {
+    let mut pubsub = core.redis.subscriber().await?;
+    pubsub
+        .subscribe(channel)
+        .await
+        .map_err(|err| crate::error::Error::redis(format!("SUBSCRIBE {channel}"), err))?;
+    Ok(pubsub)
 }
 
 #[cfg(test)]
@@ -174,14 +249,5 @@ mod tests {
         assert!(paused.set(StreamSlot::new(2), false));
         assert_eq!(paused.generation(), 2);
         assert!(!paused.is_paused(StreamSlot::new(9)));
-    }
-
-    #[test]
-    fn the_refresh_is_a_quarter_block() {
-        assert_eq!(
-            refresh_period(Duration::from_secs(1)),
-            Duration::from_millis(250)
-        );
-        assert_eq!(refresh_period(Duration::from_millis(10)), MIN_REFRESH);
     }
 }
