@@ -3,16 +3,21 @@
 //! The flag is one string key per partition, `{prefix}:{queue-NN}:paused`
 //! ([`QueueConfig::paused_key`]), in the partition's hash tag so that it
 //! lives on the partition's Cluster node. While it exists, the workers of
-//! every group of the queue read no new entries of the partition (they
-//! notice within a fraction of their read block, see `worker::pause`);
+//! every group of the queue read no new entries of the partition;
 //! recovery, acks, retries and producers carry on. Its value says who paused
 //! the partition, when (the server's clock) and why:
 //! `at_ms=<unix ms>;by=<who>;reason=<text>`. Any other value (a flag set by
 //! hand with `SET … 1`) pauses all the same; `PauseNote::decode` then
 //! keeps it as the reason.
 //!
-//! Only the operator role writes the flag (`SET`, `GETDEL`); workers and the
-//! monitor only read it.
+//! After changing flags, [`pause`] and [`resume`] `PUBLISH` to the queue's
+//! pause channel ([`QueueConfig::pause_channel`]); workers subscribe to it
+//! and re-read their flags on each message, so they notice within one read
+//! block and poll nothing (`worker::pause`). A flag changed by hand without
+//! that `PUBLISH` is noticed only when a worker next subscribes.
+//!
+//! Only the operator role writes the flag (`SET`, `GETDEL`) and publishes;
+//! workers read it and subscribe, the monitor only reads it.
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};

@@ -1,21 +1,36 @@
-//! Which of the worker's partitions are paused (`queuegen pause`), refreshed in the background so the intake pays no round trip for it.
+//! Which of the worker's partitions are paused (`queuegen pause`), learnt from the queue's pause channel so the intake pays no round trip for it and an idle worker sends nothing.
 //!
 //! A partition is paused while its flag key (`{prefix}:{queue-NN}:paused`,
 //! `ops::pause`) exists. The intake must stop reading new entries of a
 //! paused partition within about one read block, without asking Redis
-//! before every read: so this loop asks instead, every quarter of the read
-//! block (`EXISTS` of each of the worker's partitions' flags, one pipeline
-//! on the core connection, split per slot on a Cluster), and the intake
-//! consults the answer in memory. A pause is noticed at most a quarter
-//! block after it was set; a blocking read sent just before that may still
-//! deliver for up to one block, so new deliveries of a paused partition stop
-//! within 1.25 read blocks (1.25 s with the default block of 1 s).
+//! before every read, and without polling: a poll of every flag by every
+//! worker made an idle fleet cost O(workers × partitions) commands. So
+//! `queuegen pause` and `resume` `PUBLISH` to the queue's channel
+//! (`QueueConfig::pause_channel`) after changing flags, and this loop:
+//! subscribes (a Pub/Sub connection of its own, `Redis::subscriber`, with
+//! the worker's TLS and ACL user), then reads every flag once (`EXISTS` of
+//! each of the worker's partitions' flags, one pipeline on the core
+//! connection, split per slot on a Cluster), then reads them again only
+//! when a message arrives (a burst of messages is one read). The intake
+//! consults the answer in memory. A pause is noticed one round trip after
+//! the `PUBLISH`; a blocking read sent just before may still deliver for up
+//! to one block, so new deliveries of a paused partition stop within one
+//! read block (1 s by default) plus a few round trips.
+//!
+//! The subscriber sends no periodic `PING` (its cost would grow with the
+//! fleet): TCP keepalive ends a connection to a dead host within about a
+//! minute, and a closed connection ends the message stream at once. On any
+//! loss the loop subscribes again (retrying every 0.1 s, doubling to 1 s)
+//! and re-reads every flag, so a change made while it was cut off is seen
+//! once it is back. A flag set or deleted by hand without a `PUBLISH` is
+//! noticed only then (docs/operations/flow-control.md says how to publish).
 //!
 //! Only the intake looks at the flags: recovery (claims of idle entries),
 //! acks, retries, dead letters and the trimmer carry on, so nothing a paused
-//! partition already delivered stalls. When a refresh fails the last answer
-//! stands (a flag is not dropped because Redis did not answer); before the
-//! first answer every partition counts as not paused.
+//! partition already delivered stalls. When a read fails the last answer
+//! stands (a flag is not dropped because Redis did not answer) and the loop
+//! reads again; before the first answer every partition counts as not
+//! paused.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
