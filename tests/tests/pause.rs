@@ -496,11 +496,15 @@ async fn after_its_subscription_is_cut_a_worker_reads_the_flags_again() {
         .await
         .unwrap();
     assert_eq!(killed, 1);
-    wait_until(Duration::from_secs(10), "the worker subscribed again", || {
-        let mut conn = conn.clone();
-        let channel = channel.clone();
-        async move { subscribers(&mut conn, &channel).await == 1 }
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the worker subscribed again",
+        || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { subscribers(&mut conn, &channel).await == 1 }
+        },
+    )
     .await;
     tokio::time::sleep(BLOCK + Duration::from_millis(300)).await;
     for n in 0..3 {
