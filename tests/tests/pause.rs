@@ -1,4 +1,4 @@
-//! Pause and resume of a queue's intake on a real server: a paused partition gets no new deliveries (its published jobs stay undelivered) while recovery still claims an idle entry of a dead consumer; resume restores the intake within about one read block; producers still publish; the status model lists the paused partitions.
+//! Pause and resume of a queue's intake on a real server: a paused partition gets no new deliveries (its published jobs stay undelivered) while recovery still claims an idle entry of a dead consumer; resume restores the intake within about one read block; producers still publish; the status model lists the paused partitions; idle workers learn of pauses from the queue's channel and poll nothing, and read the flags again after their subscription is cut.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -199,7 +199,7 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     .await;
     let took = resumed.elapsed();
     assert_eq!(paused_gauge(&registry, &config), [0.0, 0.0]);
-    // A quarter block to notice, then one read; slack for a loaded machine.
+    // The message arrives at once, then one read; slack for a loaded machine.
     assert!(took < BLOCK * 3, "resumed intake after {took:?}");
 
     stop.send(()).unwrap();
@@ -239,7 +239,7 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     )
     .await
     .unwrap();
-    // The worker notices within a quarter block; the read it may have sent
+    // The worker notices when the message arrives; the read it may have sent
     // just before returns within one block.
     tokio::time::sleep(BLOCK * 5 / 4 + Duration::from_millis(100)).await;
     // Producers still accept.
