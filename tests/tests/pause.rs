@@ -528,3 +528,43 @@ async fn after_its_subscription_is_cut_a_worker_reads_the_flags_again() {
     let report = running.await.unwrap().unwrap();
     assert_eq!(report.done, 4, "{report:?}");
 }
+
+/// A users file from before the pause channel refuses the worker's
+/// `SUBSCRIBE`: the worker says what to fix and polls the flags meanwhile,
+/// so a pause is still noticed within 1.25 read blocks.
+#[tokio::test]
+async fn a_worker_refused_the_channel_says_so_and_polls_the_flags() {
+    let (logs, _guard) = queuegen_tests::support::capture_logs();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("pause-refused"), 2);
+    let (_, mut conn) = applied(&server, &config).await;
+    let url = queuegen_tests::support::url_of_user_without(&server, "subscribe").await;
+    let redis = queuegen_runtime::Redis::connect(url).await.unwrap();
+    let handler = Recording::default();
+    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let (stop, running) = run_until_told(worker);
+    wait_until(Duration::from_secs(10), "the refusal is logged", || {
+        let said = !logs
+            .lines_with(&[
+                "refuses this worker's user the pause channel",
+                "&<prefix>:*:paused",
+            ])
+            .is_empty();
+        async move { said }
+    })
+    .await;
+
+    pause::pause(&mut conn, &config, &[Partition::new(0)], "test", "")
+        .await
+        .unwrap();
+    tokio::time::sleep(BLOCK * 5 / 4 + Duration::from_millis(300)).await;
+    let ready = config.ready_key(StreamSlot::new(0));
+    for n in 0..3 {
+        add(&mut conn, &ready, &format!("held-{n}")).await;
+    }
+    tokio::time::sleep(BLOCK * 5).await;
+    assert_eq!(undelivered(&mut conn, &ready, &config.group).await, 3);
+    assert!(handler.done().is_empty(), "{:?}", handler.done());
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+}

@@ -406,7 +406,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
         let promotion =
             tokio::spawn(promotion::run(core.clone(), streams.clone()).instrument(span.clone()));
         let pausing =
-            tokio::spawn(pause::run(core.clone(), streams.clone()).instrument(span.clone()));
+            tokio::spawn(pause::run(core.clone(), streams.clone(), block).instrument(span.clone()));
         let trimmer = tokio::spawn(trimmer::run(core.clone(), streams).instrument(span.clone()));
         shutdown::run(
             core,

@@ -24,6 +24,10 @@
 //! and re-reads every flag, so a change made while it was cut off is seen
 //! once it is back. A flag set or deleted by hand without a `PUBLISH` is
 //! noticed only then (docs/operations/flow-control.md says how to publish).
+//! A server that refuses the worker's user the channel (`NOPERM`: a users
+//! file generated before it) gets an error logged and, meanwhile, the old
+//! poll of every flag each quarter read block, trying to subscribe again
+//! every minute: pausing keeps working during such an upgrade.
 //!
 //! Only the intake looks at the flags: recovery (claims of idle entries),
 //! acks, retries, dead letters and the trimmer carry on, so nothing a paused
@@ -51,6 +55,12 @@ const RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest wait between two attempts: how late a pause made during an
 /// outage is noticed after the server is back, at most.
 const RETRY_MAX: Duration = Duration::from_secs(1);
+/// While the server refuses the subscription (`NOPERM`: a users file from
+/// before the pause channel), how long the loop polls the flags before it
+/// tries to subscribe again.
+const POLL_WHILE_REFUSED: Duration = Duration::from_secs(60);
+/// Shortest poll period while refused, whatever the read block.
+const MIN_POLL: Duration = Duration::from_millis(5);
 
 /// The pause state of every partition of the queue, as last read.
 pub(super) struct Paused {
@@ -144,7 +154,11 @@ pub(super) async fn refresh(
 /// them again whenever a message arrives, until the stop flag is raised. A
 /// lost subscription (the stream of messages ends) is made again, and the
 /// flags read again after it: a change made while it was gone is seen.
-pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> crate::error::Result<()> {
+pub(super) async fn run(
+    core: Arc<Core>,
+    streams: Vec<StreamSlot>,
+    block: Duration,
+) -> crate::error::Result<()> {
     let channel = core.config.pause_channel();
     let mut conn = core.multiplexed.clone();
     let mut retry = RETRY_MIN;
@@ -157,6 +171,13 @@ pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> crate::err
         };
         let mut pubsub = match subscribed {
             Ok(pubsub) => pubsub,
+            Err(err) if refused(&err) => {
+                tracing::error!(error = %err, channel, "the server refuses this worker's user the pause channel: regenerate and load the users file (`queuegen generate --deploy-out`, `queuegen acl render`; the worker role needs `&<prefix>:*:paused`); polling the pause flags every quarter read block meanwhile");
+                if !poll(&core, &mut conn, &streams, block).await {
+                    return Ok(());
+                }
+                continue;
+            }
             Err(err) => {
                 if !failing {
                     tracing::warn!(error = %err, channel, "subscribing to the pause channel failed; keeping the last known pause state and trying again");
@@ -237,6 +258,33 @@ pub(super) async fn run(core: Arc<Core>, streams: Vec<StreamSlot>) -> crate::err
             }
         }
     }
+}
+
+/// Whether `err` is the server refusing the user the channel (`NOPERM`).
+fn refused(err: &crate::error::Error) -> bool {
+    matches!(err, crate::error::Error::Redis(redis) if redis.source.code() == Some("NOPERM"))
+}
+
+/// Polls the flags every quarter read block for [`POLL_WHILE_REFUSED`], as
+/// workers did before the pause channel, so that a pause is still noticed
+/// (within 1.25 read blocks) until the users file allows the subscription;
+/// `false` once the stop flag is raised.
+async fn poll(
+    core: &Core,
+    conn: &mut crate::connect::Connection,
+    streams: &[StreamSlot],
+    block: Duration,
+) -> bool {
+    let until = tokio::time::Instant::now() + POLL_WHILE_REFUSED;
+    let mut ticker = super::every((block / 4).max(MIN_POLL));
+    while tokio::time::Instant::now() < until {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
+            return false;
+        }
+        // A failed read keeps the last state; the next tick reads again.
+        let _ = refresh(conn, &core.config, streams, &core.paused, &core.events).await;
+    }
+    true
 }
 
 /// A subscriber connection subscribed to `channel`.
