@@ -164,6 +164,8 @@ pub(super) async fn run(
     let mut retry = RETRY_MIN;
     // Warn once per outage, not at every attempt.
     let mut failing = false;
+    // A subscription was lost before: say so when one is back.
+    let mut lost = false;
     loop {
         let subscribed = core.stop.unless_raised(subscribe(&core, &channel)).await;
         let Some(subscribed) = subscribed else {
@@ -195,7 +197,7 @@ pub(super) async fn run(
                 continue;
             }
         };
-        if failing {
+        if failing || lost {
             tracing::info!(
                 channel,
                 "subscribed to the pause channel again; re-reading the pause flags"
@@ -252,7 +254,7 @@ pub(super) async fn run(
                         channel,
                         "the pause channel's connection closed; subscribing again"
                     );
-                    failing = true;
+                    lost = true;
                     break;
                 }
             }
