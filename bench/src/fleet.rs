@@ -20,7 +20,8 @@
 //! partition from the intake's watchers. Every `XREADGROUP` and `XREAD` of
 //! the idle window (from `INFO commandstats`) is counted as a blocking read
 //! and reported apart, and "other commands" are the rest, the loops' and
-//! leases' share.
+//! leases' share, also shown by name (a second table of the busiest), so
+//! that a poll such as the pause flags' `EXISTS` cannot hide in a total.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -64,7 +65,7 @@ impl FleetResult {
     /// window, and on a Cluster every `XREAD` (the intake's watchers).
     pub fn idle_blocking_reads_per_sec(&self) -> f64 {
         let calls = |name: &str| self.idle_calls.get(name).copied().unwrap_or(0);
-        (calls("xreadgroup") + calls("xread")) as f64 / self.idle_secs
+        BLOCKING_READS.iter().map(|name| calls(name)).sum::<u64>() as f64 / self.idle_secs
     }
 
     /// Idle commands per second other than the blocking reads.
@@ -226,6 +227,57 @@ pub fn markdown(results: &[FleetResult], cluster: bool) -> String {
             result.burst.server_us_per_job(result.burst_jobs),
             result.burst.commands_per_job(result.burst_jobs),
         ));
+    }
+    out.push_str(&other_commands_table(results));
+    out
+}
+
+/// How many of the busiest non-read commands [`other_commands_table`] shows.
+const TOP_OTHER_COMMANDS: usize = 10;
+
+/// The blocking reads' names in `INFO commandstats`, left out of the
+/// other commands.
+const BLOCKING_READS: [&str; 2] = ["xreadgroup", "xread"];
+
+/// The idle window's non-read commands by name, per second: the
+/// [`TOP_OTHER_COMMANDS`] busiest in any row (so that no polling hides in
+/// a total), one row per fleet size.
+fn other_commands_table(results: &[FleetResult]) -> String {
+    let mut busiest: BTreeMap<&str, f64> = BTreeMap::new();
+    for result in results {
+        for (name, &calls) in &result.idle_calls {
+            if BLOCKING_READS.contains(&name.as_str()) {
+                continue;
+            }
+            let rate = calls as f64 / result.idle_secs;
+            let entry = busiest.entry(name.as_str()).or_default();
+            *entry = entry.max(rate);
+        }
+    }
+    let mut names: Vec<(&str, f64)> = busiest.into_iter().collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    names.truncate(TOP_OTHER_COMMANDS);
+    if names.is_empty() {
+        return "\nNo command but the blocking reads ran while idle.\n".to_owned();
+    }
+    let mut out = String::from(
+        "\nOther commands while idle, by name (calls/s from `INFO commandstats`, which also \
+         counts the commands a Function runs inside an `FCALL`), the busiest in any row:\n\n",
+    );
+    out.push_str("| workers |");
+    for (name, _) in &names {
+        out.push_str(&format!(" `{name}` |"));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(names.len()));
+    out.push('\n');
+    for result in results {
+        out.push_str(&format!("| {} |", result.workers));
+        for (name, _) in &names {
+            let calls = result.idle_calls.get(*name).copied().unwrap_or(0);
+            out.push_str(&format!(" {:.1} |", calls as f64 / result.idle_secs));
+        }
+        out.push('\n');
     }
     out
 }

@@ -376,6 +376,13 @@ fn every_role_is_refused_what_it_is_not_for() {
                 "#!lua name=mallory\nredis.register_function('x', function() return 1 end)",
             ]));
         }
+        // Only the operator announces a pause, on its own service's channel;
+        // the worker may only listen (`SUBSCRIBE` is tried in the worker's run).
+        let own_channel = format!("{PREFIX}:{{retrying}}:paused");
+        attempts.push(strings(&["PUBLISH", "other-service:{q}:paused", "x"]));
+        if role != Role::Operator {
+            attempts.push(strings(&["PUBLISH", &own_channel, "x"]));
+        }
         // No role may replace or remove a stream or a retry set: SET, DEL,
         // GETDEL and PEXPIRE reach only markers, leases, results and flags.
         let ready = format!("{PREFIX}:{{retrying-00}}:ready");

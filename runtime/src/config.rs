@@ -463,6 +463,16 @@ impl QueueConfig {
         )
     }
 
+    /// The queue's pause channel: `{prefix}:{queue}:paused`, a Pub/Sub
+    /// channel (not a key). `queuegen pause` and `resume` publish to it
+    /// after changing flags of [`QueueConfig::paused_key`]; each worker
+    /// subscribes and re-reads its flags when a message arrives
+    /// (`worker::pause`). The queue's name is in braces like
+    /// [`QueueConfig::rate_key`]'s, though plain Pub/Sub ignores slots.
+    pub fn pause_channel(&self) -> String {
+        format!("{}:{{{}}}:paused", self.key_prefix, self.queue)
+    }
+
     /// The queue's rate-limit bucket (`handler.rate`): `{prefix}:{queue}:rate`,
     /// one key for the whole queue, in a hash tag of the queue's name alone
     /// (never a partition's tag `{queue-NN}`), so on a Cluster it lives on
@@ -613,6 +623,7 @@ pub(crate) mod tests {
         );
         assert_eq!(OCR.claims_key(slot(3)), "work:{ocr-03}:claims");
         assert_eq!(OCR.paused_key(part(3)), "work:{ocr-03}:paused");
+        assert_eq!(OCR.pause_channel(), "work:{ocr}:paused");
         assert_eq!(OCR.rate_key(), "work:{ocr}:rate");
         let mut per_tenant = OCR;
         per_tenant.handler.tenant_rate = Some(TenantRateLimit {

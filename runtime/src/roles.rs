@@ -179,6 +179,17 @@ impl Role {
         }
     }
 
+    /// The Pub/Sub channels of this role (`&pattern`; Redis 7 users start
+    /// with none): the queues' pause channels
+    /// ([`QueueConfig::pause_channel`](crate::QueueConfig::pause_channel)),
+    /// which the worker subscribes to and the operator publishes to.
+    pub(crate) fn channel_patterns(self, key_prefix: &str) -> Vec<String> {
+        match self {
+            Role::Worker | Role::Operator => vec![format!("&{key_prefix}:{PAUSE_CHANNELS}")],
+            Role::Producer | Role::Monitor | Role::Deployer => Vec::new(),
+        }
+    }
+
     /// The keys the role may send [`KEY_REPLACING`] commands to: strings and
     /// counters of its work (markers, leases, results, schedule hints, pause
     /// flags, rate buckets), never a stream, retry set or delayed set. The
@@ -212,7 +223,9 @@ impl Role {
     ) -> Vec<String> {
         let mut rules = vec!["resetkeys".to_owned()];
         rules.extend(self.key_patterns(key_prefix));
-        rules.extend(["resetchannels".to_owned(), "-@all".to_owned()]);
+        rules.push("resetchannels".to_owned());
+        rules.extend(self.channel_patterns(key_prefix));
+        rules.push("-@all".to_owned());
         let mut scoped = Vec::new();
         for command in self.commands() {
             if !server.has(command) {
@@ -301,6 +314,10 @@ const REPLACEABLE_KEYS: &[&str] = &[
     "*:rate",
 ];
 
+/// The shape (after `{prefix}:`) of every queue's pause channel,
+/// `QueueConfig::pause_channel`.
+const PAUSE_CHANNELS: &str = "*:paused";
+
 /// Every connection: the deployment probe (`INFO cluster`), the Cluster
 /// client's slot map (`CLUSTER SLOTS`, again after a MOVED), `ASKING`
 /// during a slot migration, and `CLIENT SETINFO`, which the redis crate (and
@@ -328,9 +345,12 @@ const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
 /// (`XPENDING`), recovery's fallbacks (`XCLAIM`, `XRANGE`, the claim epoch's
 /// `INCR`), the scheduler's due scan (`ZRANGEBYSCORE`), the followers' lease
 /// read (`MGET`), `TIME`, `WAIT` after commits that ask for durability, and
-/// the pause flags' refresh (`EXISTS`, `worker::pause`).
+/// the pause flags' refresh (`EXISTS`, `worker::pause`) and its
+/// subscription to the queue's pause channel (`SUBSCRIBE`; `PING` is in
+/// [`CONNECT`]).
 const WORKER_DIRECT: &[&str] = &[
     "exists",
+    "subscribe",
     "xreadgroup",
     "xread",
     "xinfo|groups",
@@ -382,8 +402,9 @@ const APPLY: &[&str] = &[
 ];
 
 /// `queuegen pause` and `resume` (`ops::pause`): set a partition's pause
-/// flag with the server's clock (`TIME`, `SET … GET`), delete it (`GETDEL`).
-const PAUSE: &[&str] = &["time", "set", "getdel"];
+/// flag with the server's clock (`TIME`, `SET … GET`), delete it (`GETDEL`),
+/// then tell the workers (`PUBLISH` to the queue's pause channel).
+const PAUSE: &[&str] = &["time", "set", "getdel", "publish"];
 
 /// `status`, `pending`, `dlq list`, the monitor and the dashboard: the newest
 /// entries, consumers, retry sets and the envelopes of the jobs in them
@@ -611,6 +632,27 @@ mod tests {
         assert_eq!(ServerCommands::with(&["xack"]), Err("xack"));
         let rules = Role::Worker.acl_rules("work", &[], seven_oh).join(" ");
         assert!(!rules.contains("client|setinfo") && !rules.contains("xackdel"));
+    }
+
+    /// The worker may subscribe to and the operator publish on every
+    /// queue's pause channel, and nobody else on any channel.
+    #[test]
+    fn the_pause_channel_is_the_workers_and_the_operators_only() {
+        let channel = crate::config::tests::OCR.pause_channel();
+        let pattern = Role::Worker.channel_patterns("work");
+        let glob = pattern[0].strip_prefix('&').unwrap();
+        let (head, tail) = glob.split_once('*').unwrap();
+        assert!(
+            channel.starts_with(head) && channel.ends_with(tail),
+            "{channel} is not in {glob}"
+        );
+        assert_eq!(Role::Operator.channel_patterns("work"), pattern);
+        assert!(Role::Worker.commands().contains(&"subscribe"));
+        assert!(Role::Operator.commands().contains(&"publish"));
+        for role in [Role::Producer, Role::Monitor, Role::Deployer] {
+            assert!(role.channel_patterns("work").is_empty());
+            assert!(!role.commands().contains(&"subscribe"));
+        }
     }
 
     #[test]

@@ -333,6 +333,7 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
     let worker = spawn_worker(Worker::new(&redis, config.clone(), handler.clone()));
     let mut ids = publish_named(&admin, &config, "before", 30).await;
     wait_settled(&tls, &config, &handler, &ids).await;
+    wait_tls_subscriber(&tls).await;
 
     // The rotation: every node moves to the new CA (rolling), then the
     // worker's files are replaced on disk. Its connections stay up.
@@ -347,6 +348,7 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         tls.kill_tls_clients(None) > 0,
         "the worker had TLS connections"
     );
+    kill_subscribers(&tls);
     rotation.assert_stale_refused(tls.url()).await;
     ids.extend(publish_named(&admin, &config, "after", 30).await);
     wait_settled(&tls, &config, &handler, &ids).await;
@@ -355,7 +357,46 @@ async fn with_mutual_tls_certificates_rotated_on_every_node_and_on_disk_reach_th
         clients.values().any(|lines| !lines.is_empty()),
         "the worker reconnected over TLS: {clients:?}"
     );
+    // Its pause subscription came back over TLS with the new files too.
+    wait_tls_subscriber(&tls).await;
     let report = worker.stop().await;
     assert_eq!(report.dead_lettered, 0, "{report:?}");
     handler.assert_each_once(&ids);
+}
+
+/// The worker's pause subscriber is connected over TLS to some node
+/// (`CLIENT LIST TYPE pubsub`, on a TLS port), with the same files as its
+/// other connections.
+async fn wait_tls_subscriber(tls: &TlsCluster) {
+    queuegen_tests::support::wait_until(
+        Duration::from_secs(10),
+        "a pause subscriber over TLS",
+        || {
+            let subscribed = tls.cluster.servers().iter().any(|node| {
+                let list: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query(&mut node.connection())
+                    .unwrap();
+                let laddr = format!("laddr=127.0.0.1:{}", tls.tls_port(node.port()));
+                list.lines()
+                    .any(|line| line.split(' ').any(|field| field == laddr))
+            });
+            async move { subscribed }
+        },
+    )
+    .await;
+}
+
+/// Closes every subscriber connection on every node.
+fn kill_subscribers(tls: &TlsCluster) {
+    for node in tls.cluster.servers() {
+        let _: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut node.connection())
+            .unwrap();
+    }
 }

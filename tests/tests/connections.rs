@@ -175,6 +175,7 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     let mut ids = publish_named(&redis, &config, "before", 10).await;
     wait_settled(&tls.server, &config, &handler, &ids).await;
     wait_blocked_reader(&tls).await;
+    wait_tls_subscriber(&tls).await;
 
     // Rotation: the client's files now hold the new CA and a certificate
     // of it; the server presents and trusts only the new CA.
@@ -189,9 +190,28 @@ async fn with_mutual_tls_a_ca_and_client_certificate_replaced_on_disk_are_used_b
     ids.extend(publish_named(&producer, &config, "after", 10).await);
     // Only a worker that read its files again can read and ack these.
     wait_settled(&tls.server, &config, &handler, &ids).await;
+    // Its pause subscription came back over TLS with the new files too.
+    wait_tls_subscriber(&tls).await;
     let report = worker.stop().await;
     assert_eq!(report.dead_lettered, 0, "{report:?}");
     assert_eq!(handler.handled().len(), ids.len(), "each job handled");
+}
+
+/// The worker's pause subscriber (`sub=1` in `CLIENT LIST`) is connected
+/// over TLS, with the same files as its other connections.
+async fn wait_tls_subscriber(tls: &TlsServer) {
+    wait_until(
+        Duration::from_secs(10),
+        "a pause subscriber over TLS",
+        || {
+            let subscribed = tls
+                .tls_clients()
+                .iter()
+                .any(|line| line.split(' ').any(|field| field == "sub=1"));
+            async move { subscribed }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Pause and resume of a queue's intake on a real server: a paused partition gets no new deliveries (its published jobs stay undelivered) while recovery still claims an idle entry of a dead consumer; resume restores the intake within about one read block; producers still publish; the status model lists the paused partitions.
+//! Pause and resume of a queue's intake on a real server: a paused partition gets no new deliveries (its published jobs stay undelivered) while recovery still claims an idle entry of a dead consumer; resume restores the intake within about one read block; producers still publish; the status model lists the paused partitions; idle workers learn of pauses from the queue's channel and poll nothing, and read the flags again after their subscription is cut.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -199,7 +199,7 @@ async fn a_paused_partition_gets_no_new_deliveries_while_recovery_still_claims()
     .await;
     let took = resumed.elapsed();
     assert_eq!(paused_gauge(&registry, &config), [0.0, 0.0]);
-    // A quarter block to notice, then one read; slack for a loaded machine.
+    // The message arrives at once, then one read; slack for a loaded machine.
     assert!(took < BLOCK * 3, "resumed intake after {took:?}");
 
     stop.send(()).unwrap();
@@ -239,7 +239,7 @@ async fn pausing_a_running_queue_stops_intake_within_a_read_block_and_producers_
     )
     .await
     .unwrap();
-    // The worker notices within a quarter block; the read it may have sent
+    // The worker notices when the message arrives; the read it may have sent
     // just before returns within one block.
     tokio::time::sleep(BLOCK * 5 / 4 + Duration::from_millis(100)).await;
     // Producers still accept.
@@ -362,4 +362,209 @@ async fn on_a_cluster_a_paused_partition_waits_while_the_others_flow_under_a_rat
     stop.send(()).unwrap();
     let report = running.await.unwrap().unwrap();
     assert_eq!((report.done, report.failed), (60, 0), "{report:?}");
+}
+
+/// Subscribers of `channel` on the server (`PUBSUB NUMSUB`).
+async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> u64 {
+    let (_, count): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    count
+}
+
+/// An idle worker learns of pauses from the queue's channel instead of
+/// asking for every flag: over two seconds `workers` idle workers of a queue
+/// of 8 partitions send no `EXISTS` at all, and a pause is still noticed
+/// within the documented bound (one read block after the `PUBLISH`).
+async fn idle_workers_send_no_exists_and_notice_a_pause(workers: usize) {
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix(&format!("pause-idle-{workers}")), 8);
+    let (redis, mut conn) = applied(&server, &config).await;
+    let handler = Recording::default();
+    let running: Vec<_> = (0..workers)
+        .map(|w| {
+            let worker = Worker::new(&redis, config.clone(), handler.clone())
+                .read_block(BLOCK)
+                .consumer_name(format!("idle-{w}"));
+            run_until_told(worker)
+        })
+        .collect();
+    let channel = config.pause_channel();
+    wait_until(Duration::from_secs(10), "every worker subscribed", || {
+        let mut conn = conn.clone();
+        let channel = channel.clone();
+        async move { subscribers(&mut conn, &channel).await == workers as u64 }
+    })
+    .await;
+
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let exists = queuegen_tests::support::command_calls(&mut conn, "exists").await;
+    let reads = queuegen_tests::support::command_calls(&mut conn, "xreadgroup").await;
+    assert_eq!(exists, 0, "{workers} idle workers sent EXISTS");
+    assert!(reads > 0, "the workers were not reading");
+
+    // A pause still stops new deliveries of the partition within a block.
+    let paused = Partition::new(3);
+    pause::pause(&mut conn, &config, &[paused], "test", "idle")
+        .await
+        .unwrap();
+    tokio::time::sleep(BLOCK + Duration::from_millis(300)).await;
+    let paused_key = config.ready_key(StreamSlot::new(3));
+    let open_key = config.ready_key(StreamSlot::new(4));
+    for n in 0..3 {
+        add(&mut conn, &paused_key, &format!("held-{n}")).await;
+        add(&mut conn, &open_key, &format!("open-{n}")).await;
+    }
+    let seen = handler.clone();
+    wait_until(Duration::from_secs(10), "the open partition's jobs", || {
+        let done = seen.done();
+        async move { (0..3).all(|n| done.contains(&format!("open-{n}"))) }
+    })
+    .await;
+    tokio::time::sleep(BLOCK * 3).await;
+    assert_eq!(undelivered(&mut conn, &paused_key, &config.group).await, 3);
+    // The pause cost each worker one read of its flags, whatever it read before.
+    let exists = queuegen_tests::support::command_calls(&mut conn, "exists").await;
+    assert_eq!(exists, 8 * workers as u64, "one EXISTS per flag and worker");
+
+    for (stop, task) in running {
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idle_worker_sends_no_exists_and_notices_a_pause() {
+    idle_workers_send_no_exists_and_notice_a_pause(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_idle_workers_send_no_exists_and_notice_a_pause() {
+    idle_workers_send_no_exists_and_notice_a_pause(8).await;
+}
+
+/// A flag set by hand (no `PUBLISH`) is not noticed while the subscription
+/// lasts; when the subscriber's connection is killed the worker subscribes
+/// again and reads every flag, so a pause it missed is seen then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_its_subscription_is_cut_a_worker_reads_the_flags_again() {
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("pause-resubscribe"), 2);
+    let (redis, mut conn) = applied(&server, &config).await;
+    let handler = Recording::default();
+    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let (stop, running) = run_until_told(worker);
+    let channel = config.pause_channel();
+    wait_until(Duration::from_secs(10), "the worker subscribed", || {
+        let mut conn = conn.clone();
+        let channel = channel.clone();
+        async move { subscribers(&mut conn, &channel).await == 1 }
+    })
+    .await;
+
+    // Paused by hand, without a message: the worker keeps reading it.
+    let paused_key = config.paused_key(Partition::new(0));
+    let ready = config.ready_key(StreamSlot::new(0));
+    let () = redis::cmd("SET")
+        .arg(&paused_key)
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    add(&mut conn, &ready, "before").await;
+    let seen = handler.clone();
+    wait_until(Duration::from_secs(10), "the job before the cut", || {
+        let done = seen.done();
+        async move { done.contains("before") }
+    })
+    .await;
+
+    // The subscriber's connection is cut: it comes back and reads the flag.
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    wait_until(
+        Duration::from_secs(10),
+        "the worker subscribed again",
+        || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move { subscribers(&mut conn, &channel).await == 1 }
+        },
+    )
+    .await;
+    tokio::time::sleep(BLOCK + Duration::from_millis(300)).await;
+    for n in 0..3 {
+        add(&mut conn, &ready, &format!("held-{n}")).await;
+    }
+    tokio::time::sleep(BLOCK * 5).await;
+    assert_eq!(undelivered(&mut conn, &ready, &config.group).await, 3);
+    assert!(!handler.done().iter().any(|job| job.starts_with("held-")));
+
+    // Resumed (with its message): the held jobs are read.
+    pause::resume(&mut conn, &config, &[Partition::new(0)])
+        .await
+        .unwrap();
+    let seen = handler.clone();
+    wait_until(Duration::from_secs(10), "the held jobs are done", || {
+        let done = seen.done();
+        async move { (0..3).all(|n| done.contains(&format!("held-{n}"))) }
+    })
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(report.done, 4, "{report:?}");
+}
+
+/// A users file from before the pause channel refuses the worker's
+/// `SUBSCRIBE`: the worker says what to fix and polls the flags meanwhile,
+/// so a pause is still noticed within 1.25 read blocks.
+#[tokio::test]
+async fn a_worker_refused_the_channel_says_so_and_polls_the_flags() {
+    let (logs, _guard) = queuegen_tests::support::capture_logs();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("pause-refused"), 2);
+    let (_, mut conn) = applied(&server, &config).await;
+    let url = queuegen_tests::support::url_of_user_without(&server, "subscribe").await;
+    let redis = queuegen_runtime::Redis::connect(url).await.unwrap();
+    let handler = Recording::default();
+    let worker = Worker::new(&redis, config.clone(), handler.clone()).read_block(BLOCK);
+    let (stop, running) = run_until_told(worker);
+    wait_until(Duration::from_secs(10), "the refusal is logged", || {
+        let said = !logs
+            .lines_with(&[
+                "refuses this worker's user the pause channel",
+                "&<prefix>:*:paused",
+            ])
+            .is_empty();
+        async move { said }
+    })
+    .await;
+
+    pause::pause(&mut conn, &config, &[Partition::new(0)], "test", "")
+        .await
+        .unwrap();
+    tokio::time::sleep(BLOCK * 5 / 4 + Duration::from_millis(300)).await;
+    let ready = config.ready_key(StreamSlot::new(0));
+    for n in 0..3 {
+        add(&mut conn, &ready, &format!("held-{n}")).await;
+    }
+    tokio::time::sleep(BLOCK * 5).await;
+    assert_eq!(undelivered(&mut conn, &ready, &config.group).await, 3);
+    assert!(handler.done().is_empty(), "{:?}", handler.done());
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
 }

@@ -15,15 +15,16 @@ use super::common;
 #[command(
     about = "Pause a queue's intake: workers read no new entries of its partitions until `queuegen resume`",
     after_help = "Sets each partition's pause flag ({prefix}:{QUEUE-NN}:paused), which records who \
-paused it, when (the server's clock) and why. Workers of every group re-read the flags every \
-quarter of their read block and read no new entries of a paused partition: new deliveries stop \
-within about 1.25 read blocks (1.25 s with the default block). Everything else carries on: \
+paused it, when (the server's clock) and why, then publishes on the queue's pause channel \
+({prefix}:{QUEUE}:paused). Workers of every group re-read the flags when the message arrives \
+and read no new entries of a paused partition: new deliveries stop within about one read \
+block (1 s with the default block). Everything else carries on: \
 recovery still claims entries left idle by a dead worker, jobs in flight finish and are \
 acknowledged, retries are scheduled and promoted, and producers still publish (the backlog \
 grows; admission control, if set, may refuse producers once the oldest entry is old enough). \
 `queuegen status` lists the paused partitions. Pausing a paused partition replaces its note.
 
-Needs the operator role (TIME, SET).
+Needs the operator role (TIME, SET, PUBLISH).
 
 Examples:
   queuegen pause queues.yaml --queue ocr --redis redis://127.0.0.1:6379 --reason \"OCR vendor outage\"
@@ -103,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         println!(
-            "workers stop reading new entries of {} within about 1.25 read blocks; recovery, acks and producers carry on. `queuegen resume {} --queue {}` undoes it",
+            "workers stop reading new entries of {} within about one read block; recovery, acks and producers carry on. `queuegen resume {} --queue {}` undoes it",
             partition_list(&report.partitions),
             args.spec.display(),
             report.queue,

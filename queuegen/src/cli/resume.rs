@@ -12,10 +12,10 @@ use super::pause::{describe, partition_list, target, Report};
 #[command(
     about = "Resume a paused queue's intake: workers read new entries of its partitions again",
     after_help = "Deletes each partition's pause flag ({prefix}:{QUEUE-NN}:paused) and says who had \
-paused it. Workers notice within a quarter of their read block and read the backlog that built \
-up meanwhile. Resuming a partition that is not paused changes nothing.
+paused it, then publishes on the queue's pause channel ({prefix}:{QUEUE}:paused). Workers \
+re-read the flags when the message arrives and read the backlog that built up meanwhile. Resuming a partition that is not paused changes nothing.
 
-Needs the operator role (GETDEL).
+Needs the operator role (GETDEL, PUBLISH).
 
 Examples:
   queuegen resume queues.yaml --queue ocr --redis redis://127.0.0.1:6379
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         if report.partitions.iter().any(|c| c.before.is_some()) {
             println!(
-                "workers read new entries of {} again within about a quarter read block",
+                "workers read new entries of {} again within about one read",
                 partition_list(&report.partitions)
             );
         }

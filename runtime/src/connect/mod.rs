@@ -220,6 +220,48 @@ impl Redis {
             .map_err(|err| connector.connect_error("opening a reader connection to", err))
     }
 
+    /// Opens a Pub/Sub connection of its own (RESP2 subscriber mode), with
+    /// the credentials and TLS of every other connection and TCP keepalive
+    /// ([`SUBSCRIBER_KEEPALIVE`]), so that a dead peer ends its message
+    /// stream without a command being sent. On a Cluster it connects to
+    /// the first primary that answers (a plain `PUBLISH` reaches the
+    /// subscribers of every node), the seed when none is known.
+    pub(crate) async fn subscriber(&self) -> Result<redis::aio::PubSub> {
+        let connector = &self.deployment.connector;
+        let mut clients = Vec::new();
+        if self.deployment.cluster {
+            match self.primaries().await {
+                Ok(nodes) => clients.extend(nodes.into_iter().map(|node| node.client().clone())),
+                Err(err) => {
+                    tracing::debug!(error = %err, "listing the primaries for a subscriber; trying the seed")
+                }
+            }
+        }
+        clients.push(connector.client()?);
+        let mut failure = None;
+        for client in clients {
+            let info = client.get_connection_info().clone();
+            let tcp = info
+                .tcp_settings()
+                .clone()
+                .set_keepalive(subscriber_keepalive());
+            let addr = info.addr().to_string();
+            let client = redis::Client::open(info.set_tcp_settings(tcp))
+                .map_err(|err| Error::redis(format!("configuring a subscriber of {addr}"), err))?;
+            match tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub()).await {
+                Ok(Ok(pubsub)) => return Ok(pubsub),
+                Ok(Err(err)) => failure = Some(connector.connect_error("subscribing on", err)),
+                Err(_) => {
+                    failure = Some(Error::redis(
+                        format!("subscribing on {addr}"),
+                        redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+                    ))
+                }
+            }
+        }
+        Err(failure.expect("at least the seed was tried"))
+    }
+
     /// Every primary: the one server, or each primary that owns slots in the
     /// Cluster's current topology (`CLUSTER SLOTS`), each with a direct
     /// connection of its own for the commands that must reach every primary
@@ -299,6 +341,23 @@ fn text_of(value: &Value) -> Option<String> {
         Value::SimpleString(text) | Value::VerbatimString { text, .. } => Some(text.clone()),
         _ => None,
     }
+}
+
+/// TCP keepalive of a subscriber connection, which sends no command while
+/// idle: first probe after this long without traffic, then every
+/// [`SUBSCRIBER_KEEPALIVE_INTERVAL`], [`SUBSCRIBER_KEEPALIVE_PROBES`] unanswered
+/// probes ending the connection (a dead peer is noticed within about 1 min).
+const SUBSCRIBER_KEEPALIVE: Duration = Duration::from_secs(30);
+const SUBSCRIBER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const SUBSCRIBER_KEEPALIVE_PROBES: u32 = 3;
+
+fn subscriber_keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
+    let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
+        .with_time(SUBSCRIBER_KEEPALIVE)
+        .with_interval(SUBSCRIBER_KEEPALIVE_INTERVAL);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let keepalive = keepalive.with_retries(SUBSCRIBER_KEEPALIVE_PROBES);
+    keepalive
 }
 
 /// The settings of every direct (non-reconnecting) connection made here.

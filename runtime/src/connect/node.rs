@@ -27,6 +27,11 @@ impl Node {
         self.client.get_connection_info().addr().to_string()
     }
 
+    /// The node's client (its address, credentials and TLS settings).
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
     /// A new direct connection to this node.
     pub async fn connection(&self) -> Result<MultiplexedConnection> {
         let config = super::direct_config(NODE_RESPONSE_TIMEOUT);

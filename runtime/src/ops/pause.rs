@@ -3,16 +3,21 @@
 //! The flag is one string key per partition, `{prefix}:{queue-NN}:paused`
 //! ([`QueueConfig::paused_key`]), in the partition's hash tag so that it
 //! lives on the partition's Cluster node. While it exists, the workers of
-//! every group of the queue read no new entries of the partition (they
-//! notice within a fraction of their read block, see `worker::pause`);
+//! every group of the queue read no new entries of the partition;
 //! recovery, acks, retries and producers carry on. Its value says who paused
 //! the partition, when (the server's clock) and why:
 //! `at_ms=<unix ms>;by=<who>;reason=<text>`. Any other value (a flag set by
 //! hand with `SET … 1`) pauses all the same; `PauseNote::decode` then
 //! keeps it as the reason.
 //!
-//! Only the operator role writes the flag (`SET`, `GETDEL`); workers and the
-//! monitor only read it.
+//! After changing flags, [`pause`] and [`resume`] `PUBLISH` to the queue's
+//! pause channel ([`QueueConfig::pause_channel`]); workers subscribe to it
+//! and re-read their flags on each message, so they notice within one read
+//! block and poll nothing (`worker::pause`). A flag changed by hand without
+//! that `PUBLISH` is noticed only when a worker next subscribes.
+//!
+//! Only the operator role writes the flag (`SET`, `GETDEL`) and publishes;
+//! workers read it and subscribe, the monitor only reads it.
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -109,6 +114,7 @@ pub async fn pause<C: ConnectionLike>(
             .arg("GET");
     }
     let changes = changes(conn, config, partitions, pipe, "SET … GET").await?;
+    notify(conn, config, partitions).await?;
     Ok((note, changes))
 }
 
@@ -123,7 +129,40 @@ pub async fn resume<C: ConnectionLike>(
     for &partition in partitions {
         pipe.cmd("GETDEL").arg(config.paused_key(partition));
     }
-    changes(conn, config, partitions, pipe, "GETDEL").await
+    let changes = changes(conn, config, partitions, pipe, "GETDEL").await?;
+    notify(conn, config, partitions).await?;
+    Ok(changes)
+}
+
+/// Tells the queue's workers to re-read their flags: `PUBLISH` to
+/// [`QueueConfig::pause_channel`] the partitions changed (workers re-read
+/// every flag whatever the message says). Sent after the flags changed, on
+/// its own: on a Cluster it goes to any node, which forwards it to every
+/// node's subscribers. A failure leaves the flags changed, and says so.
+async fn notify<C: ConnectionLike>(
+    conn: &mut C,
+    config: &QueueConfig,
+    partitions: &[Partition],
+) -> Result<()> {
+    let channel = config.pause_channel();
+    let message = partitions
+        .iter()
+        .map(|partition| partition.index().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let published: RedisResult<u64> = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(&message)
+        .query_async(conn)
+        .await;
+    published.map(drop).map_err(|err| {
+        let doing = format!(
+            "PUBLISH {channel} after changing the pause flags of queue {} (the flags are changed; \
+             workers notice at their next resubscribe, or now after `PUBLISH {channel} x`)",
+            config.queue
+        );
+        Error::redis(doing, err)
+    })
 }
 
 async fn changes<C: ConnectionLike>(

@@ -13,8 +13,9 @@
 //!   recovery and promotion run a partition in one worker at a time;
 //! - `rate`: the queue's rate limit (`handler.rate`), a token bucket in
 //!   Redis the intake asks once per round;
-//! - `pause`: one loop that refreshes which partitions are paused
-//!   (`queuegen pause`), so that the intake skips them without a round trip;
+//! - `pause`: one loop that re-reads which partitions are paused
+//!   (`queuegen pause`) when the queue's pause channel says they changed,
+//!   so that the intake skips them without a round trip;
 //! - `trimmer`: one loop that trims the worker's partitions' streams every
 //!   `retention.trim_every`, under each partition's trim lease;
 //! - `shutdown`: stop reading, let the last read return, wait for jobs up

@@ -1,26 +1,46 @@
-//! Which of the worker's partitions are paused (`queuegen pause`), refreshed in the background so the intake pays no round trip for it.
+//! Which of the worker's partitions are paused (`queuegen pause`), learnt from the queue's pause channel so the intake pays no round trip for it and an idle worker sends nothing.
 //!
 //! A partition is paused while its flag key (`{prefix}:{queue-NN}:paused`,
 //! `ops::pause`) exists. The intake must stop reading new entries of a
 //! paused partition within about one read block, without asking Redis
-//! before every read: so this loop asks instead, every quarter of the read
-//! block (`EXISTS` of each of the worker's partitions' flags, one pipeline
-//! on the core connection, split per slot on a Cluster), and the intake
-//! consults the answer in memory. A pause is noticed at most a quarter
-//! block after it was set; a blocking read sent just before that may still
-//! deliver for up to one block, so new deliveries of a paused partition stop
-//! within 1.25 read blocks (1.25 s with the default block of 1 s).
+//! before every read, and without polling: a poll of every flag by every
+//! worker made an idle fleet cost O(workers × partitions) commands. So
+//! `queuegen pause` and `resume` `PUBLISH` to the queue's channel
+//! (`QueueConfig::pause_channel`) after changing flags, and this loop:
+//! subscribes (a Pub/Sub connection of its own, `Redis::subscriber`, with
+//! the worker's TLS and ACL user), then reads every flag once (`EXISTS` of
+//! each of the worker's partitions' flags, one pipeline on the core
+//! connection, split per slot on a Cluster), then reads them again only
+//! when a message arrives (a burst of messages is one read). The intake
+//! consults the answer in memory. A pause is noticed one round trip after
+//! the `PUBLISH`; a blocking read sent just before may still deliver for up
+//! to one block, so new deliveries of a paused partition stop within one
+//! read block (1 s by default) plus a few round trips.
+//!
+//! The subscriber sends no periodic `PING` (its cost would grow with the
+//! fleet): TCP keepalive ends a connection to a dead host within about a
+//! minute, and a closed connection ends the message stream at once. On any
+//! loss the loop subscribes again (retrying every 0.1 s, doubling to 1 s)
+//! and re-reads every flag, so a change made while it was cut off is seen
+//! once it is back. A flag set or deleted by hand without a `PUBLISH` is
+//! noticed only then (docs/operations/flow-control.md says how to publish).
+//! A server that refuses the worker's user the channel (`NOPERM`: a users
+//! file generated before it) gets an error logged and, meanwhile, the old
+//! poll of every flag each quarter read block, trying to subscribe again
+//! every minute: pausing keeps working during such an upgrade.
 //!
 //! Only the intake looks at the flags: recovery (claims of idle entries),
 //! acks, retries, dead letters and the trimmer carry on, so nothing a paused
-//! partition already delivered stalls. When a refresh fails the last answer
-//! stands (a flag is not dropped because Redis did not answer); before the
-//! first answer every partition counts as not paused.
+//! partition already delivered stalls. When a read fails the last answer
+//! stands (a flag is not dropped because Redis did not answer) and the loop
+//! reads again; before the first answer every partition counts as not
+//! paused.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::Notify;
 
 use super::events::Events;
@@ -29,8 +49,18 @@ use crate::config::QueueConfig;
 use crate::connect::Connection;
 use crate::stream_slot::StreamSlot;
 
-/// Shortest refresh period, whatever the read block.
-const MIN_REFRESH: Duration = Duration::from_millis(5);
+/// First wait before subscribing again after a failed (re)subscribe or
+/// read; doubled on each failure in a row up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_millis(100);
+/// Longest wait between two attempts: how late a pause made during an
+/// outage is noticed after the server is back, at most.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// While the server refuses the subscription (`NOPERM`: a users file from
+/// before the pause channel), how long the loop polls the flags before it
+/// tries to subscribe again.
+const POLL_WHILE_REFUSED: Duration = Duration::from_secs(60);
+/// Shortest poll period while refused, whatever the read block.
+const MIN_POLL: Duration = Duration::from_millis(5);
 
 /// The pause state of every partition of the queue, as last read.
 pub(super) struct Paused {
@@ -81,11 +111,6 @@ impl Paused {
     }
 }
 
-/// How often the flags are read for a read block of `block`.
-pub(super) fn refresh_period(block: Duration) -> Duration {
-    (block / 4).max(MIN_REFRESH)
-}
-
 /// Reads the flags of `streams` once (one pipeline) and records them;
 /// logs each change. A failed read changes nothing.
 pub(super) async fn refresh(
@@ -125,38 +150,153 @@ pub(super) async fn refresh(
     Ok(())
 }
 
-/// Refreshes the flags every [`refresh_period`] until the stop flag is raised.
+/// Subscribes to the queue's pause channel, reads every flag, then reads
+/// them again whenever a message arrives, until the stop flag is raised. A
+/// lost subscription (the stream of messages ends) is made again, and the
+/// flags read again after it: a change made while it was gone is seen.
 pub(super) async fn run(
     core: Arc<Core>,
     streams: Vec<StreamSlot>,
     block: Duration,
 ) -> crate::error::Result<()> {
+    let channel = core.config.pause_channel();
     let mut conn = core.multiplexed.clone();
-    let mut ticker = super::every(refresh_period(block));
+    let mut retry = RETRY_MIN;
+    // Warn once per outage, not at every attempt.
     let mut failing = false;
+    // A subscription was lost before: say so when one is back.
+    let mut lost = false;
     loop {
-        if core.stop.unless_raised(ticker.tick()).await.is_none() {
+        let subscribed = core.stop.unless_raised(subscribe(&core, &channel)).await;
+        let Some(subscribed) = subscribed else {
             return Ok(());
-        }
-        match refresh(
-            &mut conn,
-            &core.config,
-            &streams,
-            &core.paused,
-            &core.events,
-        )
-        .await
-        {
-            Ok(()) => failing = false,
+        };
+        let mut pubsub = match subscribed {
+            Ok(pubsub) => pubsub,
+            Err(err) if refused(&err) => {
+                tracing::error!(error = %err, channel, "the server refuses this worker's user the pause channel: regenerate and load the users file (`queuegen generate --deploy-out`, `queuegen acl render`; the worker role needs `&<prefix>:*:paused`); polling the pause flags every quarter read block meanwhile");
+                if !poll(&core, &mut conn, &streams, block).await {
+                    return Ok(());
+                }
+                continue;
+            }
             Err(err) => {
-                // Once per outage, not every tick.
                 if !failing {
-                    tracing::warn!(error = %err, "reading the pause flags failed; keeping the last known state");
+                    tracing::warn!(error = %err, channel, "subscribing to the pause channel failed; keeping the last known pause state and trying again");
                 }
                 failing = true;
+                if core
+                    .stop
+                    .unless_raised(tokio::time::sleep(retry))
+                    .await
+                    .is_none()
+                {
+                    return Ok(());
+                }
+                retry = (retry * 2).min(RETRY_MAX);
+                continue;
+            }
+        };
+        if failing || lost {
+            tracing::info!(
+                channel,
+                "subscribed to the pause channel again; re-reading the pause flags"
+            );
+        }
+        failing = false;
+        retry = RETRY_MIN;
+        let mut messages = pubsub.on_message();
+        // Read once now (subscribed first, so a change after this read
+        // arrives as a message), then once per burst of messages.
+        let mut unread = true;
+        loop {
+            if unread {
+                match refresh(
+                    &mut conn,
+                    &core.config,
+                    &streams,
+                    &core.paused,
+                    &core.events,
+                )
+                .await
+                {
+                    Ok(()) => {
+                        unread = false;
+                        failing = false;
+                        retry = RETRY_MIN;
+                    }
+                    Err(err) => {
+                        if !failing {
+                            tracing::warn!(error = %err, "reading the pause flags failed; keeping the last known state and reading again");
+                        }
+                        failing = true;
+                    }
+                }
+            }
+            // While a read is owed, wake to try again; else only on a message.
+            let wait = async {
+                match unread {
+                    true => tokio::time::timeout(retry, messages.next()).await.ok(),
+                    false => Some(messages.next().await),
+                }
+            };
+            match core.stop.unless_raised(wait).await {
+                None => return Ok(()),
+                // The retry delay passed with no message: read again.
+                Some(None) => retry = (retry * 2).min(RETRY_MAX),
+                Some(Some(Some(_message))) => {
+                    // Coalesce a burst (one message per `queuegen pause`).
+                    while let Some(Some(_)) = messages.next().now_or_never() {}
+                    unread = true;
+                }
+                Some(Some(None)) => {
+                    tracing::info!(
+                        channel,
+                        "the pause channel's connection closed; subscribing again"
+                    );
+                    lost = true;
+                    break;
+                }
             }
         }
     }
+}
+
+/// Whether `err` is the server refusing the user the channel (`NOPERM`).
+fn refused(err: &crate::error::Error) -> bool {
+    matches!(err, crate::error::Error::Redis(redis) if redis.source.code() == Some("NOPERM"))
+}
+
+/// Polls the flags every quarter read block for [`POLL_WHILE_REFUSED`], as
+/// workers did before the pause channel, so that a pause is still noticed
+/// (within 1.25 read blocks) until the users file allows the subscription;
+/// `false` once the stop flag is raised.
+async fn poll(
+    core: &Core,
+    conn: &mut crate::connect::Connection,
+    streams: &[StreamSlot],
+    block: Duration,
+) -> bool {
+    let until = tokio::time::Instant::now() + POLL_WHILE_REFUSED;
+    let mut ticker = super::every((block / 4).max(MIN_POLL));
+    while tokio::time::Instant::now() < until {
+        if core.stop.unless_raised(ticker.tick()).await.is_none() {
+            return false;
+        }
+        // A failed read keeps the last state; the next tick reads again.
+        let _ = refresh(conn, &core.config, streams, &core.paused, &core.events).await;
+    }
+    true
+}
+
+/// A subscriber connection subscribed to `channel`.
+async fn subscribe(core: &Core, channel: &str) -> crate::error::Result<redis::aio::PubSub> {
+    let mut pubsub = core.redis.subscriber().await?;
+    pubsub
+        .subscribe(channel)
+        .await
+        .map_err(|err| crate::error::Error::redis(format!("SUBSCRIBE {channel}"), err))?;
+    Ok(pubsub)
 }
 
 #[cfg(test)]
@@ -174,14 +314,5 @@ mod tests {
         assert!(paused.set(StreamSlot::new(2), false));
         assert_eq!(paused.generation(), 2);
         assert!(!paused.is_paused(StreamSlot::new(9)));
-    }
-
-    #[test]
-    fn the_refresh_is_a_quarter_block() {
-        assert_eq!(
-            refresh_period(Duration::from_secs(1)),
-            Duration::from_millis(250)
-        );
-        assert_eq!(refresh_period(Duration::from_millis(10)), MIN_REFRESH);
     }
 }
