@@ -161,6 +161,10 @@ impl JobContext {
 /// atomically by the Function library; an ambiguous outcome, a panic or a
 /// crash leaves the job pending for redelivery (see [`Outcome`]). A job can
 /// therefore run more than once: make the effect idempotent by `ctx.job_id()`.
+///
+/// The jobs of one read run concurrently in one task: a handler that
+/// computes for long (rather than awaiting I/O) should move that work to
+/// `tokio::task::spawn_blocking`, or it delays the other jobs of its read.
 pub trait Handler<E: Envelope>: Send + Sync + 'static {
     fn handle(
         &self,

@@ -1,4 +1,4 @@
-//! The intake loop: reserve permits, then read at most that many new entries, and hand each to its own task.
+//! The intake loop: reserve permits, then read at most that many new entries, and start each read's jobs together in one task.
 //!
 //! `XREADGROUP ... COUNT n` applies COUNT to each stream, not to the reply:
 //! a read over several streams can return up to n per stream. So a round
@@ -50,7 +50,7 @@ use super::lanes::LaneShares;
 use super::reply::{self, Entry, ReadReply};
 use super::tenant_rate::TenantGate;
 use super::wake::Wakers;
-use super::{classify, Core, Delivery, Failure, Runner};
+use super::{classify, Core, Delivery, Failure, Ready, Runner};
 use crate::connect::Redis;
 use crate::envelope::Envelope;
 use crate::error::Result;
@@ -199,6 +199,7 @@ async fn read_until_stopped<E: Envelope, H: Handler<E>>(
             by_lane: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
             empty: std::sync::Mutex::new(Vec::new()),
             gate: gate.as_ref(),
+            ready: std::sync::Mutex::new(Vec::new()),
         };
         let result = round.read(reader, &mut permits).await;
         if let (Some(limiter), Some(granted)) = (limiter.as_mut(), granted) {
@@ -306,6 +307,9 @@ struct Round<'a, E, H> {
     empty: std::sync::Mutex<Vec<StreamSlot>>,
     /// With `handler.tenant_rate`: which entries of a read start now.
     gate: Option<&'a TenantGate>,
+    /// The jobs of the read in progress, started together once it is
+    /// dispatched (or before waiting for a permit).
+    ready: std::sync::Mutex<Vec<Ready>>,
 }
 
 /// How a round ended.
@@ -358,6 +362,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 self.dispatch(*stream, epoch, entry, permit);
                 delivered = true;
             }
+            self.start_ready();
         }
         if shared.stop.is_raised() {
             return Ok(Ended::Full);
@@ -445,12 +450,15 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             let permit = match permits.pop() {
                 Some(permit) => permit,
                 // More entries than permits (COUNT is per stream, see the
-                // module docs): wait for running jobs to free permits.
-                None => match shared
-                    .cancel
-                    .unless_raised(shared.jobs.permits.clone().acquire_owned())
-                    .await
-                {
+                // module docs): wait for running jobs to free permits, the
+                // jobs dispatched so far running meanwhile.
+                None => match {
+                    self.start_ready();
+                    shared
+                        .cancel
+                        .unless_raised(shared.jobs.permits.clone().acquire_owned())
+                        .await
+                } {
                     Some(Ok(permit)) => permit,
                     _ => {
                         // This entry and every one after it.
@@ -470,6 +478,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             };
             self.dispatch(stream, epoch, entry, permit);
         }
+        self.start_ready();
         Ok(ended)
     }
 
@@ -609,6 +618,22 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
             claim_epoch,
         };
         // A new entry (`>`) cannot already be running here.
-        self.shared.spawn_job(delivery, permit);
+        if let Some(ready) = self.shared.prepare(delivery, permit) {
+            self.ready
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(ready);
+        }
+    }
+
+    /// Starts the jobs dispatched since the last call, together (`start_jobs`).
+    fn start_ready(&self) {
+        let ready = std::mem::take(
+            &mut *self
+                .ready
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        self.shared.start_jobs(ready);
     }
 }
