@@ -452,29 +452,31 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
                 // More entries than permits (COUNT is per stream, see the
                 // module docs): wait for running jobs to free permits, the
                 // jobs dispatched so far running meanwhile.
-                None => match {
+                None => {
                     self.start_ready();
-                    shared
+                    let freed = shared
                         .cancel
                         .unless_raised(shared.jobs.permits.clone().acquire_owned())
-                        .await
-                } {
-                    Some(Ok(permit)) => permit,
-                    _ => {
-                        // This entry and every one after it.
-                        let mut left = 0u64;
-                        for (stream, _, _) in std::iter::once((stream, epoch, entry)).chain(entries)
-                        {
-                            shared.events.left_pending(stream, 1);
-                            left += 1;
-                        }
-                        tracing::warn!(
+                        .await;
+                    match freed {
+                        Some(Ok(permit)) => permit,
+                        _ => {
+                            // This entry and every one after it.
+                            let mut left = 0u64;
+                            for (stream, _, _) in
+                                std::iter::once((stream, epoch, entry)).chain(entries)
+                            {
+                                shared.events.left_pending(stream, 1);
+                                left += 1;
+                            }
+                            tracing::warn!(
                             left,
                             "shutdown budget spent before read entries got a permit; they stay pending"
                         );
-                        return Err(Failure::Cancelled);
+                            return Err(Failure::Cancelled);
+                        }
                     }
-                },
+                }
             };
             self.dispatch(stream, epoch, entry, permit);
         }
