@@ -467,8 +467,8 @@ impl QueueConfig {
     /// channel (not a key). `queuegen pause` and `resume` publish to it
     /// after changing flags of [`QueueConfig::paused_key`]; each worker
     /// subscribes and re-reads its flags when a message arrives
-    /// (`worker::pause`). The queue's name is in braces like
-    /// [`QueueConfig::rate_key`]'s, though plain Pub/Sub ignores slots.
+    /// (`worker::pause`). The queue's name is in braces like the rate
+    /// limit's key (`{prefix}:{queue}:rate`), though plain Pub/Sub ignores slots.
     pub fn pause_channel(&self) -> String {
         format!("{}:{{{}}}:paused", self.key_prefix, self.queue)
     }
