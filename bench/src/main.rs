@@ -263,6 +263,10 @@ pub enum Feature {
     /// deletes the entry with its ack; elsewhere the workers take the `XACK`
     /// path and this is qg8 again.
     DeleteOnAck,
+    /// `payload.shape: fields` (qg8f): every header and body field a stream
+    /// field of its own, as the baseline writes them, where every other
+    /// queuegen variant writes the default, one packed field.
+    Fields,
 }
 
 impl Feature {
@@ -274,6 +278,7 @@ impl Feature {
             Feature::Dedup => ("d", " + dedup (publish_once)"),
             Feature::TwoLanes => ("n", " + two lanes"),
             Feature::DeleteOnAck => ("x", " + delete on ack"),
+            Feature::Fields => ("f", " + entries as fields"),
         }
     }
 }
@@ -370,9 +375,10 @@ impl Variant {
 
     /// Every round variant, in the order they run: each queuegen variant
     /// after the baseline its ratio uses; the entry shapes last, opt-in.
-    pub const ALL: [Variant; 20] = [
+    pub const ALL: [Variant; 21] = [
         Variant::BASE,
         Variant::QG8,
+        Variant::qg8_on(Feature::Fields),
         Variant::qg8_on(Feature::DeleteOnAck),
         Variant::qg8_on(Feature::RateLimit),
         Variant::BASE_DEDUP,
@@ -865,6 +871,11 @@ mod tests {
         let expected = [
             ("base", "baseline (redis-rs, 8 consumers)", None),
             ("qg8", "queuegen, 8 workers", Some("base")),
+            (
+                "qg8f",
+                "queuegen, 8 workers + entries as fields",
+                Some("base"),
+            ),
             ("qg8x", "queuegen, 8 workers + delete on ack", Some("base")),
             (
                 "qg8l",
@@ -946,7 +957,7 @@ mod tests {
         assert_eq!(actual, expected);
         assert_eq!(Variant::parse_slug("trim"), Ok(Variant::Trim));
         assert_eq!(Variant::parse_slug("lua"), Ok(Variant::LuaRead));
-        assert_eq!(Variant::parse_slug("qg8mt"), Ok(Variant::ALL[8]));
+        assert_eq!(Variant::parse_slug("qg8mt"), Ok(Variant::ALL[9]));
         assert!(Variant::STEADY.iter().all(|v| Variant::ALL.contains(v)));
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use queuegen_runtime::config::DedupConfig;
+use queuegen_runtime::config::{DedupConfig, EntryShape};
 use queuegen_runtime::metrics::{prometheus_client, Registry};
 use queuegen_runtime::postgres::{Begun, PgResults};
 use queuegen_runtime::{
@@ -131,6 +131,9 @@ pub async fn run(
     config.handler.concurrency = args.concurrency;
     config.handler.rate = (qg.feature == Feature::RateLimit).then_some(LIMITER_RATE);
     config.retention.delete_on_ack = qg.feature == Feature::DeleteOnAck;
+    if qg.feature == Feature::Fields {
+        config.payload.shape = EntryShape::Fields;
+    }
     let redis = Redis::connect(url)
         .await
         .context("connecting the producer")?;

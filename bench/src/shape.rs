@@ -170,10 +170,13 @@ impl Shape {
     /// header and `TestJob`, with the checks a worker makes: non-empty
     /// `job_id`, the envelope's type, an accepted schema, field limits.
     pub fn decode(self, map: &HashMap<String, redis::Value>) -> Result<(Header, TestJob)> {
-        let fields = FieldMap::from_stream_map(TestJob::TYPE, map);
+        // Not for the packed shapes: their one field is the runtime's packed
+        // field's name, holding a map the runtime does not read.
+        let fields = || FieldMap::from_stream_map(TestJob::TYPE, map);
         let (header, job) = match self {
-            Shape::Fields => return Ok(envelope::decode::<TestJob>(&fields)?),
+            Shape::Fields => return Ok(envelope::decode::<TestJob>(&fields()?)?),
             Shape::BodyJson | Shape::BodyMsgpack => {
+                let fields = fields()?;
                 let body = bytes_of(map, BODY_FIELD)?;
                 let rest: Rest = if self == Shape::BodyJson {
                     serde_json::from_slice(body).context("decoding the JSON body")?

@@ -21,7 +21,7 @@ use queuegen_runtime::{
 use queuegen_runtime::{Partition, StreamSlot};
 use queuegen_runtime::{RedisResults, Results};
 use queuegen_tests::fixtures::{retrying_config, TestJob};
-use queuegen_tests::support::eventually;
+use queuegen_tests::support::{self, eventually};
 use queuegen_tests::RedisServer;
 
 const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/queues.yaml");
@@ -300,16 +300,10 @@ async fn producer_redis_partition(redis: &Redis, config: &QueueConfig, job_id: &
     let mut conn = redis.shared();
     for partition in Partition::all(config.partitions) {
         let stream = partition.default_stream();
-        let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(config.ready_key(stream))
-            .arg("-")
-            .arg("+")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let found = entries.ids.iter().any(|entry| {
-            entry.map.get("job_id") == Some(&redis::Value::BulkString(job_id.as_bytes().to_vec()))
-        });
+        let entries = support::stream_entries(&mut conn, &config.ready_key(stream)).await;
+        let found = entries
+            .iter()
+            .any(|(_, fields)| fields.get("job_id").map(String::as_str) == Some(job_id));
         if found {
             return stream;
         }

@@ -380,33 +380,19 @@ fn queuegen_schedules_published_reads_each_ticks_marker_and_the_hint() {
             .unwrap();
         moved.id
     });
-    let entries: Vec<(String, Vec<(String, String)>)> = {
+    let entries = {
         let ready = jobs::TICK
             .queue
             .ready_key(jobs::TICK.partition(tick_ms).default_stream());
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(&ready)
-            .arg("-")
-            .arg("+")
-            .query(&mut server.connection())
-            .unwrap();
-        reply
-            .ids
-            .iter()
-            .map(|entry| {
-                let fields = entry
-                    .map
-                    .iter()
-                    .map(|(k, v)| (k.clone(), redis::from_redis_value_ref(v).unwrap()))
-                    .collect();
-                (entry.id.clone(), fields)
-            })
-            .collect()
+        runtime.block_on(async {
+            let redis = Redis::connect(server.url()).await.unwrap();
+            queuegen_tests::support::stream_entries(&mut redis.shared(), &ready).await
+        })
     };
     let job_id = queuegen_runtime::schedule::job_id("tick", tick_ms);
     let in_stream = entries
         .iter()
-        .find(|(_, fields)| fields.iter().any(|(k, v)| k == "job_id" && *v == job_id))
+        .find(|(_, fields)| fields.get("job_id") == Some(&job_id))
         .map(|(id, _)| id.clone())
         .expect("the tick's job is in its ready stream");
     assert_eq!(in_stream, published);

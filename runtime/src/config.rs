@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use crate::stream_slot::{Partition, StreamSlot};
 
+pub use queuegen_core::wire::EntryShape;
+
 /// Everything the runtime needs to know about one queue. Generated code bakes
 /// one of these in as a `const`, so a running worker's settings are exactly
 /// what was reviewed in `queues.yaml`.
@@ -92,6 +94,9 @@ pub struct ClaimConfig {
 pub struct PayloadConfig {
     /// Largest encoded envelope (sum of field names and values) a producer accepts.
     pub max_bytes: usize,
+    /// How producers lay an envelope out in its entry (`payload.shape`);
+    /// readers take either.
+    pub shape: EntryShape,
 }
 
 /// `retry:`: failed attempts and their promotion back to the ready stream.
@@ -557,7 +562,10 @@ pub(crate) mod tests {
             batch: 50,
             rate: 1000,
         },
-        payload: PayloadConfig { max_bytes: 2048 },
+        payload: PayloadConfig {
+            max_bytes: 2048,
+            shape: EntryShape::Packed,
+        },
         retry: RetryConfig {
             max_attempts: 5,
             backoff: Backoff {

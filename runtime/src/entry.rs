@@ -13,6 +13,16 @@ pub(crate) struct Entry {
     pub fields: Vec<(String, Vec<u8>)>,
 }
 
+impl Entry {
+    /// The text of field `name` (lossy: for logs and classes, never for
+    /// decoding), in either shape; `None` when the entry has no such field
+    /// or is packed and does not unpack (the worker's decode says why).
+    pub fn field_text(&self, name: &str) -> Option<String> {
+        crate::packed::entry_field(&self.fields, name)
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+    }
+}
+
 /// A list of `[id, fields]` entries: a read's per-stream list, or the
 /// entries of the library's `claim` reply.
 pub(crate) fn entries_of(value: Value) -> Result<Vec<Entry>, ParsingError> {

@@ -1,16 +1,18 @@
-//! The envelope: standard header fields plus a typed body, as flat stream field/value pairs.
+//! The envelope: standard header fields plus a typed body, as flat field/value pairs.
 //!
-//! Layout of one stream entry: the header fields in a fixed order (`job_id`,
+//! The pairs of one envelope: the header fields in a fixed order (`job_id`,
 //! `type`, `tenant`, `schema`, `created_at`, `trace_id`, `attempt`, then
 //! `prev_id` and `reason` on a rescheduled attempt), followed by the body
 //! fields in declaration order. Optional body fields that are `None` are left
 //! out. Unknown fields are ignored when decoding, so a newer producer can add
-//! fields an older worker does not read.
+//! fields an older worker does not read. A stream entry holds the pairs as its
+//! fields, or packed in one field (`payload.shape`, [`crate::packed`]).
 
 use std::collections::HashMap;
 
 use crate::error::{DecodeError, Error, FieldProblem};
 use crate::field::{FieldValue, Timestamp};
+use crate::packed;
 
 /// Header field names, in the order they are written; the list lives with
 /// the spec's size allowance for each (`queuegen_core::wire`), which the
@@ -167,9 +169,14 @@ pub struct FieldMap<'a> {
 }
 
 impl<'a> FieldMap<'a> {
-    /// Fields as read from an `XRANGE`/`XREADGROUP` reply.
-    pub fn from_stream_map(envelope: &'static str, map: &'a HashMap<String, redis::Value>) -> Self {
-        let entries = map
+    /// Fields as read from an `XRANGE`/`XREADGROUP` reply into a map; a
+    /// packed entry's pairs are read from its one field (borrowed, not
+    /// copied). Fails only on a packed field that does not unpack.
+    pub fn from_stream_map(
+        envelope: &'static str,
+        map: &'a HashMap<String, redis::Value>,
+    ) -> Result<Self, Error> {
+        let entries: Vec<(&str, &[u8])> = map
             .iter()
             .filter_map(|(name, value)| match value {
                 redis::Value::BulkString(bytes) => Some((name.as_str(), bytes.as_slice())),
@@ -177,19 +184,41 @@ impl<'a> FieldMap<'a> {
                 _ => None,
             })
             .collect();
-        FieldMap { envelope, entries }
+        Self::from_entry(envelope, entries)
     }
 
-    /// Fields as plain pairs (tests, fixtures, replays).
+    /// Fields as pairs in stream order: an entry as read, in either shape
+    /// (a packed entry's pairs are read from its one field, borrowed), or
+    /// pairs made by hand (tests, fixtures). Fails only on a packed field
+    /// that does not unpack.
     pub fn from_pairs<K: AsRef<str>, V: AsRef<[u8]>>(
         envelope: &'static str,
         pairs: &'a [(K, V)],
-    ) -> Self {
+    ) -> Result<Self, Error> {
+        if let Some(packed) = packed::packed_value(pairs) {
+            return Self::unpacked(envelope, packed);
+        }
         let entries = pairs
             .iter()
             .map(|(name, value)| (name.as_ref(), value.as_ref()))
             .collect();
-        FieldMap { envelope, entries }
+        Ok(FieldMap { envelope, entries })
+    }
+
+    fn from_entry(
+        envelope: &'static str,
+        entries: Vec<(&'a str, &'a [u8])>,
+    ) -> Result<Self, Error> {
+        match *entries.as_slice() {
+            [(name, packed)] if name == packed::PACKED_FIELD => Self::unpacked(envelope, packed),
+            _ => Ok(FieldMap { envelope, entries }),
+        }
+    }
+
+    fn unpacked(envelope: &'static str, packed: &'a [u8]) -> Result<Self, Error> {
+        let entries = packed::unpack(packed)
+            .map_err(|problem| Error::Decode(DecodeError::Packed { envelope, problem }))?;
+        Ok(FieldMap { envelope, entries })
     }
 
     /// The raw text of a field, if present. Non-UTF-8 values are reported as malformed.

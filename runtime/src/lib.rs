@@ -66,6 +66,7 @@ pub mod metrics;
 #[cfg(feature = "operator")]
 pub mod ops;
 mod outcome;
+pub mod packed;
 pub mod partition;
 pub mod postgres;
 mod producer;

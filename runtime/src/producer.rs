@@ -15,6 +15,7 @@ use crate::connect::Redis;
 use crate::envelope::{self, Envelope, Header};
 use crate::error::{Error, PublishError, Result};
 use crate::field::Timestamp;
+use crate::packed::EntryArgs;
 use crate::partition::partition_of;
 use crate::stream_slot::{Partition, StreamSlot};
 use crate::transitions::{self, Appended, DelayedReply};
@@ -357,23 +358,24 @@ impl<E: Envelope> Producer<E> {
     /// the library's `publish_once` (marker check, `XADD` and marker in one
     /// Function call).
     fn append_command(&self, job: &Encoded) -> redis::Cmd {
+        let entry = EntryArgs::of_pairs(self.config.payload.shape, &job.pairs);
         match self.config.dedup.map(|dedup| dedup.window) {
             Some(window) => transitions::publish_once_command(
                 &self.config,
                 job.stream,
                 job_id_of(&job.pairs),
                 window,
-                &job.pairs,
+                &entry,
             ),
             None => {
                 let key = &self.ready_keys[usize::from(job.stream.index())];
                 // Sized up front: grown one argument at a time, the buffers
                 // were reallocated several times per job.
                 let mut xadd = redis::Cmd::with_capacity(
-                    3 + 2 * job.pairs.len(),
-                    "XADD*".len() + key.len() + encoded_len(&job.pairs),
+                    3 + entry.count(),
+                    "XADD*".len() + key.len() + entry.bytes(),
                 );
-                xadd.arg("XADD").arg(key).arg("*").arg(&job.pairs[..]);
+                xadd.arg("XADD").arg(key).arg("*").arg(&entry);
                 xadd
             }
         }

@@ -31,6 +31,7 @@ use redis::aio::ConnectionLike;
 use crate::config::{MarkerKind, QueueConfig};
 use crate::error::{Error, Result};
 use crate::functions::{self, CallContext as Call, Function};
+use crate::packed::EntryArgs;
 use crate::stream_slot::{Partition, StreamSlot};
 
 pub use crate::error::TransitionCode;
@@ -384,7 +385,8 @@ pub(crate) async fn promote<C: ConnectionLike + Send>(
     }
 }
 
-/// `FCALL publish_once`: append `pairs` (an encoded envelope with `job_id`)
+/// `FCALL publish_once`: append `pairs` (an encoded envelope with `job_id`,
+/// in the queue's shape)
 /// to the partition's ready stream unless a publish of `job_id` did within
 /// `window`. Answers [`Appended`]. The caller sends it (alone, or in a
 /// pipeline with others). The function refuses an envelope over the queue's
@@ -430,7 +432,7 @@ pub(crate) fn delay_schedule_command(
             marker_key: &config.marker_key(stream, MarkerKind::Delayed, job_id),
             due_ms,
             payload_max_bytes: config.payload.max_bytes,
-            pairs: &pairs,
+            pairs: &EntryArgs::of_pairs(config.payload.shape, pairs),
         },
     )
 }
@@ -576,7 +578,7 @@ pub async fn schedule_tick<C: ConnectionLike + Send>(
             schedule,
             tick_ms,
             marker_ttl_ms: marker_ttl_ms(config),
-            fields: &fields,
+            fields: &EntryArgs::of_pairs(config.payload.shape, fields),
         },
     );
     let job_id = queuegen_core::cadence::job_id(schedule, tick_ms);

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use queuegen_runtime::packed;
 use queuegen_runtime::transitions::DueSet;
 use queuegen_runtime::{QueueConfig, StreamSlot};
 use tracing_subscriber::fmt::MakeWriter;
@@ -200,7 +201,10 @@ pub async fn pending_entries(
     reply.ids
 }
 
-/// Every entry of the stream `key`, oldest first, as `(id, fields)`.
+/// Every entry of the stream `key`, oldest first, as `(id, fields)`: a
+/// packed entry's fields unpacked, and a dead letter's `envelope` as the JSON
+/// array `[field, value, ...]` whatever its stored form, so a test reads
+/// either shape alike.
 pub async fn stream_entries(
     conn: &mut impl redis::aio::ConnectionLike,
     key: &str,
@@ -216,13 +220,38 @@ pub async fn stream_entries(
         .ids
         .into_iter()
         .map(|entry| {
-            let fields = entry
+            let raw: Vec<(String, Vec<u8>)> = entry
                 .map
                 .iter()
                 .map(|(name, value)| {
-                    let value: String = redis::from_redis_value_ref(value)
+                    let value: Vec<u8> = redis::from_redis_value_ref(value)
                         .unwrap_or_else(|err| panic!("{key} {} {name}: {err}", entry.id));
                     (name.clone(), value)
+                })
+                .collect();
+            let pairs: Vec<(String, Vec<u8>)> = match packed::packed_value(&raw) {
+                Some(value) => packed::unpack(value)
+                    .unwrap_or_else(|err| panic!("{key} {}: the packed field {err}", entry.id))
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value.to_vec()))
+                    .collect(),
+                None => raw,
+            };
+            let fields = pairs
+                .into_iter()
+                .map(|(name, value)| {
+                    let text = if name == "envelope" && value.first() != Some(&b'[') {
+                        match packed::unpack(&value) {
+                            Ok(_) => stored_as_json(&value),
+                            // A packed entry that did not unpack, kept as it was.
+                            Err(_) => String::from_utf8_lossy(&value).into_owned(),
+                        }
+                    } else {
+                        String::from_utf8(value).unwrap_or_else(|err| {
+                            panic!("{key} {} {name}: not UTF-8: {err}", entry.id)
+                        })
+                    };
+                    (name, text)
                 })
                 .collect();
             (entry.id, fields)
@@ -262,6 +291,9 @@ pub async fn scheduled_retries(
     scheduled_members(conn, config, DueSet::Retries).await
 }
 
+/// A set's envelope store: member -> envelope as stored (JSON or MessagePack).
+type StoredEnvelopes = HashMap<String, Vec<u8>>;
+
 /// The members of `set` in every partition, each with its due time and
 /// envelope, from the set and its envelope store together (checked to agree).
 async fn scheduled_members(
@@ -272,7 +304,7 @@ async fn scheduled_members(
     let mut all = Vec::new();
     for partition in StreamSlot::all(config.streams()) {
         // One MULTI/EXEC: a scheduler running meanwhile cannot come between the two reads.
-        let (due, stored): (Vec<(String, u64)>, HashMap<String, String>) = redis::pipe()
+        let (due, stored): (Vec<(String, u64)>, StoredEnvelopes) = redis::pipe()
             .atomic()
             .cmd("ZRANGE")
             .arg(set.key(config, partition))
@@ -299,14 +331,35 @@ async fn scheduled_members(
     all
 }
 
-/// The fields of an envelope stored by the Function library (a JSON array `[field, value, ...]`).
-pub fn envelope_fields(stored: &str) -> HashMap<String, String> {
+/// The fields of an envelope stored by the Function library: a JSON array
+/// `[field, value, ...]`, or the MessagePack array of a packed job.
+pub fn envelope_fields(stored: impl AsRef<[u8]>) -> HashMap<String, String> {
+    let stored = stored.as_ref();
+    let json;
+    let stored = if stored.first() == Some(&b'[') {
+        std::str::from_utf8(stored).expect("a JSON envelope is UTF-8")
+    } else {
+        json = stored_as_json(stored);
+        &json
+    };
     let flat: Vec<String> = serde_json::from_str(stored)
         .unwrap_or_else(|err| panic!("stored envelope {stored:?}: {err}"));
     assert!(flat.len() % 2 == 0, "odd envelope {flat:?}");
     flat.chunks(2)
         .map(|pair| (pair[0].clone(), pair[1].clone()))
         .collect()
+}
+
+/// A packed stored envelope as the JSON array a fields job's is stored as.
+fn stored_as_json(stored: &[u8]) -> String {
+    let pairs = packed::unpack(stored).unwrap_or_else(|err| {
+        panic!("stored envelope {stored:?} is not JSON, and as MessagePack it {err}")
+    });
+    let flat: Vec<String> = pairs
+        .into_iter()
+        .flat_map(|(name, value)| [name.to_owned(), String::from_utf8(value.to_vec()).unwrap()])
+        .collect();
+    serde_json::to_string(&flat).unwrap()
 }
 
 /// Pending entries of every partition of `config`.

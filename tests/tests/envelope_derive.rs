@@ -134,7 +134,7 @@ fn encode<E: Envelope>(body: &E) -> Vec<(&'static str, String)> {
 }
 
 fn decode<E: Envelope>(pairs: &[(&'static str, String)]) -> Result<(Header, E), Error> {
-    envelope::decode::<E>(&FieldMap::from_pairs(E::TYPE, pairs))
+    envelope::decode::<E>(&FieldMap::from_pairs(E::TYPE, pairs).unwrap())
 }
 
 fn names(pairs: &[(&'static str, String)]) -> Vec<&'static str> {

@@ -83,6 +83,11 @@ impl Fixture {
     }
 
     async fn call(&mut self, function: &str, keys: &[String], args: &[&str]) -> Reply {
+        self.call_bytes(function, keys, &as_bytes(args)).await
+    }
+
+    /// [`Fixture::call`] with arguments that may not be text (packed envelopes).
+    async fn call_bytes(&mut self, function: &str, keys: &[String], args: &[&[u8]]) -> Reply {
         fcall(
             &mut self.conn,
             &format!("{}_{function}", self.lib),
@@ -104,8 +109,20 @@ impl Fixture {
         args: &[&str],
         code: &str,
     ) -> String {
+        self.assert_refused_bytes(function, keys, &as_bytes(args), code)
+            .await
+    }
+
+    /// [`Fixture::assert_refused`] with arguments that may not be text.
+    async fn assert_refused_bytes(
+        &mut self,
+        function: &str,
+        keys: &[String],
+        args: &[&[u8]],
+        code: &str,
+    ) -> String {
         let before = self.dump().await;
-        let reply = self.call(function, keys, args).await;
+        let reply = self.call_bytes(function, keys, args).await;
         let after = self.dump().await;
         let err = match reply {
             Err(err) => err,
@@ -237,11 +254,15 @@ impl Part {
 
 type Reply = redis::RedisResult<redis::Value>;
 
+fn as_bytes<'a>(args: &[&'a str]) -> Vec<&'a [u8]> {
+    args.iter().map(|arg| arg.as_bytes()).collect()
+}
+
 async fn fcall(
     conn: &mut MultiplexedConnection,
     function: &str,
     keys: &[String],
-    args: &[&str],
+    args: &[&[u8]],
 ) -> Reply {
     redis::cmd("FCALL")
         .arg(function)
@@ -892,7 +913,13 @@ async fn concurrent_promoters_promote_each_retry_once() {
                 let members: Vec<&str> = due.iter().map(String::as_str).collect();
                 let mut args = vec!["2", "7", "60000", "1000"];
                 args.extend(&members);
-                let reply = fcall(&mut conn, &function, &part.promote_keys(&members), &args).await;
+                let reply = fcall(
+                    &mut conn,
+                    &function,
+                    &part.promote_keys(&members),
+                    &as_bytes(&args),
+                )
+                .await;
                 promoted += counts(reply).0;
                 tokio::task::yield_now().await;
             }
@@ -1970,7 +1997,7 @@ async fn two_library_versions_load_side_by_side_and_both_answer() {
             &mut f.conn,
             &format!("{name}_retry_schedule"),
             &p.schedule_keys(&id),
-            &[GROUP, ME, &id, "1", "r", "60000", ACCEPTED],
+            &as_bytes(&[GROUP, ME, &id, "1", "r", "60000", ACCEPTED]),
         )
         .await;
         assert_eq!(moved(reply), ("scheduled".to_owned(), id));
@@ -2632,4 +2659,310 @@ async fn claim_refuses_an_out_of_range_count_naming_it() {
         .await,
     );
     assert_eq!(taken.len(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// packed entries (`payload.shape: packed`): the same pairs in one MessagePack
+// field; every function reads them unpacked and keeps the shape.
+
+fn packed(fields: &[(&str, &str)]) -> Vec<u8> {
+    queuegen_runtime::packed::pack(fields.iter().copied())
+}
+
+fn unpacked(value: &[u8]) -> Vec<(String, String)> {
+    queuegen_runtime::packed::unpack(value)
+        .unwrap_or_else(|err| panic!("{value:?} {err}"))
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), String::from_utf8(value.to_vec()).unwrap()))
+        .collect()
+}
+
+/// Every entry of `stream` with its fields as bytes.
+async fn raw_entries(f: &mut Fixture, stream: &str) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+    let raw: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut f.conn)
+        .await
+        .unwrap();
+    raw.into_iter()
+        .map(|(id, flat)| {
+            let fields = flat
+                .chunks(2)
+                .map(|pair| (String::from_utf8(pair[0].clone()).unwrap(), pair[1].clone()))
+                .collect();
+            (id, fields)
+        })
+        .collect()
+}
+
+/// The pairs of the last entry of `stream`, which must be packed.
+async fn last_packed(f: &mut Fixture, stream: &str) -> (String, Vec<(String, String)>) {
+    let (id, fields) = raw_entries(f, stream).await.pop().expect("an entry");
+    assert_eq!(fields.len(), 1, "{stream} {id}: one field");
+    assert_eq!(fields[0].0, "packed", "{stream} {id}");
+    (id, unpacked(&fields[0].1))
+}
+
+/// Appends an entry whose one field `packed` is `value`, and reads it into
+/// the group: pending.
+async fn pending_packed(f: &mut Fixture, ready: &str, value: &[u8]) -> String {
+    let id: String = redis::cmd("XADD")
+        .arg(ready)
+        .arg("*")
+        .arg("packed")
+        .arg(value)
+        .query_async(&mut f.conn)
+        .await
+        .unwrap();
+    let _: redis::Value = f
+        .cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            GROUP,
+            ME,
+            "COUNT",
+            "1000",
+            "STREAMS",
+            ready,
+            ">",
+        ])
+        .await;
+    id
+}
+
+async fn hget_bytes(f: &mut Fixture, key: &str, field: &str) -> Vec<u8> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(&mut f.conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_packed_job_stays_packed_through_retry_promotion_dead_letter_and_replay() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let id = pending_packed(&mut f, &p.ready(), &packed(&job_fields("job-1", "2", "1"))).await;
+
+    let due = (now_ms() - 1_000).to_string();
+    let args = [
+        GROUP,
+        ME,
+        id.as_str(),
+        due.as_str(),
+        "timeout",
+        "60000",
+        ACCEPTED,
+    ];
+    let (status, _) = moved(f.call("retry_schedule", &p.schedule_keys(&id), &args).await);
+    assert_eq!(status, "scheduled");
+    let stored = hget_bytes(&mut f, &p.retry_jobs(), &id).await;
+    assert_ne!(stored[0], b'[', "a packed job is stored as MessagePack");
+    let mut retried = job_fields("job-1", "2", "2");
+    retried.insert(7, ("prev_id", &id));
+    retried.insert(8, ("reason", "timeout"));
+    assert_eq!(unpacked(&stored), owned(&retried));
+
+    let now = now_ms().to_string();
+    let promote = [now.as_str(), "10", "60000", "1000", id.as_str()];
+    let promoted = counts(
+        f.call("retry_promote", &p.promote_keys(&[&id]), &promote)
+            .await,
+    );
+    assert_eq!(promoted, (1, 0, 0, 0));
+    let (ready_id, fields) = last_packed(&mut f, &p.ready()).await;
+    assert_eq!(fields, owned(&retried), "promoted packed, as rescheduled");
+
+    let _: redis::Value = f
+        .cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            GROUP,
+            ME,
+            "COUNT",
+            "10",
+            "STREAMS",
+            &p.ready(),
+            ">",
+        ])
+        .await;
+    let dead_args = [
+        GROUP,
+        ME,
+        ready_id.as_str(),
+        "permanent",
+        "rejected",
+        "2",
+        "60000",
+        "1000",
+    ];
+    let (status, dead_id) = moved(
+        f.call("dead_letter", &p.dead_keys(&ready_id), &dead_args)
+            .await,
+    );
+    assert_eq!(status, "dead_lettered");
+    let (_, letter) = raw_entries(&mut f, &p.dead()).await.pop().unwrap();
+    let value = |name: &str| letter.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    assert_eq!(
+        value("job_id"),
+        b"job-1",
+        "the header is read from the packed field"
+    );
+    assert_eq!(value("attempt"), b"2");
+    assert_eq!(value("schema"), b"2");
+    assert_eq!(unpacked(&value("envelope")), owned(&retried));
+
+    let replay = [dead_id.as_str(), "", "60000", ACCEPTED];
+    let (status, replayed_id) = moved(f.call("replay", &p.replay_keys(&dead_id), &replay).await);
+    assert_eq!(status, "replayed");
+    let (last, fields) = last_packed(&mut f, &p.ready()).await;
+    assert_eq!(last, replayed_id);
+    let mut expected = job_fields("job-1", "2", "1");
+    expected.insert(7, ("reason", "replay"));
+    expected.insert(8, ("replay_of", &dead_id));
+    assert_eq!(fields, owned(&expected), "replayed packed as attempt 1");
+}
+
+#[tokio::test]
+async fn publish_once_delay_schedule_and_schedule_tick_take_a_packed_envelope() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    let job = job_fields("job-1", "2", "1");
+    let blob = packed(&job);
+    let bytes: usize = job.iter().map(|(n, v)| n.len() + v.len()).sum();
+
+    // Its limits count the unpacked names and values, as for fields.
+    let keys = vec![p.ready(), p.marker("publish", "job-1")];
+    let over = (bytes - 1).to_string();
+    let too_small: [&[u8]; 4] = [b"60000", over.as_bytes(), b"packed", &blob];
+    let detail = f
+        .assert_refused_bytes("publish_once", &keys, &too_small, "QG_BADENVELOPE")
+        .await;
+    assert!(detail.contains(&format!("has {bytes} bytes")), "{detail}");
+    let fits = bytes.to_string();
+    let args: [&[u8]; 4] = [b"60000", fits.as_bytes(), b"packed", &blob];
+    let (status, id) = moved(f.call_bytes("publish_once", &keys, &args).await);
+    assert_eq!(status, "published");
+    let (last, fields) = last_packed(&mut f, &p.ready()).await;
+    assert_eq!((last, fields), (id.clone(), owned(&job)));
+    assert_eq!(f.marker(&p.marker("publish", "job-1")).await, id);
+    let again = moved(f.call_bytes("publish_once", &keys, &args).await);
+    assert_eq!(again, ("duplicate".to_owned(), id));
+
+    let delay_keys = vec![p.delayed(), p.delayed_jobs(), p.marker("delayed", "job-1")];
+    let due = (now_ms() - 1_000).to_string();
+    let delay: [&[u8]; 4] = [due.as_bytes(), fits.as_bytes(), b"packed", &blob];
+    assert_eq!(
+        moved(f.call_bytes("delay_schedule", &delay_keys, &delay).await).0,
+        "scheduled"
+    );
+    let stored = hget_bytes(&mut f, &p.delayed_jobs(), "job-1").await;
+    assert_eq!(unpacked(&stored), owned(&job));
+    let promote_keys = vec![
+        p.delayed(),
+        p.delayed_jobs(),
+        p.ready(),
+        p.dead(),
+        p.marker("delayed", "job-1"),
+    ];
+    let now = now_ms().to_string();
+    let promoted = counts(
+        f.call(
+            "delayed_promote",
+            &promote_keys,
+            &[now.as_str(), "10", "60000", "1000", "job-1"],
+        )
+        .await,
+    );
+    assert_eq!(promoted, (1, 0, 0, 0));
+    assert_eq!(last_packed(&mut f, &p.ready()).await.1, owned(&job));
+
+    let tick_keys = vec![p.ready(), p.marker("tick", "daily:1000")];
+    let tick: [&[u8]; 5] = [b"daily", b"1000", b"60000", b"packed", &blob];
+    let (status, tick_id) = moved(f.call_bytes("schedule_tick", &tick_keys, &tick).await);
+    assert_eq!(status, "published");
+    assert_eq!(
+        last_packed(&mut f, &p.ready()).await,
+        (tick_id, owned(&job))
+    );
+
+    // A packed value that is not name/value strings: refused, nothing written.
+    for broken in [
+        &b"\x93\xa1a\xa1b\xa1c"[..],
+        b"not msgpack",
+        b"\x92\xa1a\x01",
+        b"\x90",
+    ] {
+        let keys = vec![p.ready(), p.marker("publish", "job-2")];
+        let args: [&[u8]; 4] = [b"60000", b"100000", b"packed", broken];
+        let detail = f
+            .assert_refused_bytes("publish_once", &keys, &args, "QG_BADENVELOPE")
+            .await;
+        assert!(detail.contains("packed field"), "{detail}");
+        let keys = vec![p.delayed(), p.delayed_jobs(), p.marker("delayed", "job-2")];
+        let args: [&[u8]; 4] = [b"0", b"100000", b"packed", broken];
+        f.assert_refused_bytes("delay_schedule", &keys, &args, "QG_BADENVELOPE")
+            .await;
+        let args: [&[u8]; 5] = [b"daily", b"2000", b"60000", b"packed", broken];
+        let keys = vec![p.ready(), p.marker("tick", "daily:2000")];
+        f.assert_refused_bytes("schedule_tick", &keys, &args, "QG_BADENVELOPE")
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn a_packed_entry_that_does_not_unpack_is_refused_a_retry_and_kept_by_its_dead_letter() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    f.group(&p.ready()).await;
+    let broken = b"\x92\xa1a\x01";
+    let id = pending_packed(&mut f, &p.ready(), broken).await;
+    let due = (now_ms() + 1_000).to_string();
+    let args = [
+        GROUP,
+        ME,
+        id.as_str(),
+        due.as_str(),
+        "timeout",
+        "60000",
+        ACCEPTED,
+    ];
+    let detail = f
+        .assert_refused(
+            "retry_schedule",
+            &p.schedule_keys(&id),
+            &args,
+            "QG_BADENVELOPE",
+        )
+        .await;
+    assert!(detail.contains("packed field"), "{detail}");
+
+    let dead_args = [
+        GROUP,
+        ME,
+        id.as_str(),
+        "decode_error",
+        "bad",
+        "1",
+        "60000",
+        "1000",
+    ];
+    let (status, dead_id) = moved(f.call("dead_letter", &p.dead_keys(&id), &dead_args).await);
+    assert_eq!(status, "dead_lettered");
+    let (_, letter) = raw_entries(&mut f, &p.dead()).await.pop().unwrap();
+    let value = |name: &str| letter.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    assert_eq!(value("envelope"), broken, "kept as it was packed");
+    assert_eq!(value("job_id"), b"");
+    assert!(f.pending_ids(&p.ready()).await.is_empty());
+    f.assert_refused(
+        "replay",
+        &p.replay_keys(&dead_id),
+        &[dead_id.as_str(), "", "60000", ACCEPTED],
+        "QG_BADENVELOPE",
+    )
+    .await;
 }

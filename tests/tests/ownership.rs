@@ -165,7 +165,7 @@ async fn stall_past_a_claim(
             let (claimed, mut conn) = (claimed.clone(), conn.clone());
             let (keys, claim, group) = (keys.clone(), claim.clone(), group.clone());
             async move {
-                type ClaimReply = (String, Vec<(String, Vec<String>)>, Vec<String>, u64);
+                type ClaimReply = (String, Vec<(String, Vec<Vec<u8>>)>, Vec<String>, u64);
                 let call = functions::Claim {
                     ready_key: &keys[0],
                     claims_key: &keys[1],

@@ -77,7 +77,7 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
     )
     .await;
     let (header, body) =
-        envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map)).unwrap();
+        envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map).unwrap()).unwrap();
     assert_eq!(header.job_id, "job-1");
     assert_eq!(header.tenant, "acme");
     assert_eq!(header.envelope_type, "TestJob");
@@ -92,7 +92,7 @@ async fn publish_writes_a_decodable_entry_to_the_hashed_partition() {
     )
     .await;
     let (header, body) =
-        envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map)).unwrap();
+        envelope::decode::<TestJob>(&FieldMap::from_stream_map("TestJob", &map).unwrap()).unwrap();
     assert_eq!(
         header.trace_id.len(),
         32,

@@ -56,7 +56,7 @@ fn read_golden(path: &Path) -> Vec<(String, String)> {
 }
 
 fn decode_as<E: Envelope + std::fmt::Debug>(pairs: &[(String, String)]) -> String {
-    let fields = FieldMap::from_pairs(E::TYPE, pairs);
+    let fields = FieldMap::from_pairs(E::TYPE, pairs).unwrap();
     match envelope::decode::<E>(&fields) {
         Ok((header, body)) => format!("{header:#?}\n{body:#?}"),
         Err(err) => panic!("{} does not decode: {err}", E::TYPE),
@@ -117,7 +117,7 @@ fn header(schema: u32) -> Header {
 
 fn round_trip<W: Envelope>(body: &W) -> OcrRequested {
     let pairs = envelope::encode(&header(W::SCHEMA), body).unwrap();
-    let fields = FieldMap::from_pairs(W::TYPE, &pairs);
+    let fields = FieldMap::from_pairs(W::TYPE, &pairs).unwrap();
     let (header, decoded) = envelope::decode::<OcrRequested>(&fields).unwrap();
     assert_eq!(
         header.schema,
@@ -303,7 +303,7 @@ fn schema_1_climbs_a_generated_step_and_a_hand_written_one() {
         ("pages", "0"),
         ("legacy_mode", "careful"),
     ];
-    let fields = FieldMap::from_pairs("EvolvedJob", &entry);
+    let fields = FieldMap::from_pairs("EvolvedJob", &entry).unwrap();
     let (_, job) = envelope::decode::<EvolvedJob>(&fields).unwrap();
     assert_eq!(
         job,
@@ -318,8 +318,8 @@ fn schema_1_climbs_a_generated_step_and_a_hand_written_one() {
     // Schema 2 was never accepted: its entries are refused, not guessed at.
     let mut v2 = entry.to_vec();
     v2[3] = ("schema", "2");
-    let error =
-        envelope::decode::<EvolvedJob>(&FieldMap::from_pairs("EvolvedJob", &v2)).unwrap_err();
+    let error = envelope::decode::<EvolvedJob>(&FieldMap::from_pairs("EvolvedJob", &v2).unwrap())
+        .unwrap_err();
     assert!(
         error
             .to_string()
@@ -343,7 +343,8 @@ fn absent_fields_take_the_specs_default_even_when_it_is_not_the_zero_value() {
         ("subject_ref", "doc-1"),
     ];
     let (_, job) =
-        envelope::decode::<DefaultsJob>(&FieldMap::from_pairs("DefaultsJob", &entry)).unwrap();
+        envelope::decode::<DefaultsJob>(&FieldMap::from_pairs("DefaultsJob", &entry).unwrap())
+            .unwrap();
     assert_eq!(
         job,
         DefaultsJob {

@@ -50,8 +50,9 @@ fn every_variant_writes_the_spec_value_and_reads_it_back() {
         assert_eq!(pairs, vec![("level", value.clone())], "{variant:?}");
 
         let fields = [("level", value.as_str())];
-        let decoded = WireNamesJob::decode_body(&FieldMap::from_pairs("WireNamesJob", &fields), 1)
-            .unwrap_or_else(|e| panic!("{value} does not decode: {e}"));
+        let decoded =
+            WireNamesJob::decode_body(&FieldMap::from_pairs("WireNamesJob", &fields).unwrap(), 1)
+                .unwrap_or_else(|e| panic!("{value} does not decode: {e}"));
         assert_eq!(decoded.level, variant);
     }
 }

@@ -63,6 +63,44 @@ pub const HEADER_FIELDS: &[HeaderField] = &[
     },
 ];
 
+/// How a producer lays an envelope out in its stream entry (`payload.shape`).
+///
+/// Readers (workers, the Function library, the CLI and the dashboard) tell
+/// the two apart by the entry itself, not by the spec: an entry whose only
+/// field is [`PACKED_FIELD`] is packed. So a queue can change shape with
+/// entries of both kinds in its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryShape {
+    /// One field, [`PACKED_FIELD`], holding the envelope's field/value pairs
+    /// as one MessagePack array `[name, value, name, value, ...]` of strings:
+    /// the same pairs as [`EntryShape::Fields`], each value in its field
+    /// text. One field per entry halves the server's work per `XADD` and
+    /// read, and the client's per decode (docs/benchmarks.md).
+    Packed,
+    /// Every header and body field a stream field of its own: readable in
+    /// `redis-cli XRANGE` and by tools that read streams themselves, at about
+    /// half the rate.
+    Fields,
+}
+
+impl EntryShape {
+    /// Every shape, in [`EntryShape::NAMES`] order.
+    pub const ALL: [EntryShape; 2] = [EntryShape::Packed, EntryShape::Fields];
+    /// The spec's names of the shapes, in [`EntryShape::ALL`] order.
+    pub const NAMES: &'static [&'static str] = &["packed", "fields"];
+
+    /// The spec's name of the shape.
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryShape::Packed => Self::NAMES[0],
+            EntryShape::Fields => Self::NAMES[1],
+        }
+    }
+}
+
+/// The one field of a packed entry ([`EntryShape::Packed`]).
+pub const PACKED_FIELD: &str = "packed";
+
 /// Header field names, in the order they are written ([`HEADER_FIELDS`]).
 pub mod header_fields {
     pub const JOB_ID: &str = "job_id";

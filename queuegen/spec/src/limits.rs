@@ -90,7 +90,7 @@ impl RetentionFloor {
 }
 
 pub use queuegen_core::wire::{
-    header_fields, library, HeaderField, HEADER_FIELDS, PARTITION_HEADER_FIELDS,
+    header_fields, library, HeaderField, HEADER_FIELDS, PACKED_FIELD, PARTITION_HEADER_FIELDS,
 };
 
 /// Largest encoded size of the header of an envelope named `envelope`.

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub use queuegen_core::wire::EntryShape;
+
 /// A whole validated spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spec {
@@ -591,6 +593,8 @@ pub struct Autoscale {
 pub struct Payload {
     /// Largest encoded envelope, header included. Default 65536.
     pub max_bytes: u64,
+    /// How producers lay an envelope out in its stream entry. Default packed.
+    pub shape: EntryShape,
 }
 
 #[derive(Debug, Clone, PartialEq)]

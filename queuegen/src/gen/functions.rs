@@ -17,7 +17,7 @@ use crate::spec::model::Spec;
 
 /// Version of the generated library's code. Bump it whenever the library's
 /// text changes: function names carry it, so two versions load side by side.
-pub const LIBRARY_VERSION: u32 = 8;
+pub const LIBRARY_VERSION: u32 = 9;
 
 /// The file the library is written to, relative to the deploy directory.
 pub const FILE_NAME: &str = "functions.lua";
@@ -62,6 +62,7 @@ fn render_for_service(service: &str, spec_file: &str, version: u32) -> Result<St
             functions => Function::ALL.map(Registered::of),
             // The header fields in the order rewritten envelopes keep them.
             header_fields => header_fields(),
+            packed_field => crate::spec::limits::PACKED_FIELD,
             dead_reasons => DeadReasons::RUNTIME,
         },
     )
@@ -171,7 +172,7 @@ queues:
 
     /// FNV-1a (64 bit) of the library text without its two header lines
     /// (they carry queuegen's crate version and the spec path, not code).
-    const PINNED_HASH: u64 = 0xfdf3_74fc_e108_43a4;
+    const PINNED_HASH: u64 = 0x31b6_ad84_bcc0_7d45;
 
     fn pinned_spec() -> Spec {
         let checked = spec::check_str(SPEC, "pinned.yaml");
@@ -221,7 +222,10 @@ queues:
         let library = generate(&pinned_spec(), "../queues.yaml").unwrap();
         assert_eq!(library.path, PathBuf::from("functions.lua"));
         let mut lines = library.contents.lines();
-        assert_eq!(lines.next(), Some("#!lua name=qg_pinned_service_v8"));
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("#!lua name=qg_pinned_service_v{LIBRARY_VERSION}")
+        );
         assert_eq!(
             lines.next().unwrap(),
             format!(
@@ -230,7 +234,10 @@ queues:
             )
         );
         assert_eq!(lines.next(), Some("-- @generated"));
-        assert_eq!(library_name("pinned-service"), "qg_pinned_service_v8");
+        assert_eq!(
+            library_name("pinned-service"),
+            format!("qg_pinned_service_v{LIBRARY_VERSION}")
+        );
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         },
         payload: sections::PayloadConfig {
             max_bytes: queue.payload.max_bytes as usize,
+            shape: queue.payload.shape,
         },
         retry: sections::RetryConfig {
             max_attempts: queue.retry.max_attempts,

@@ -311,6 +311,7 @@ fn config_imports(queue: &Queue) -> Vec<&'static str> {
         "ClaimConfig",
         "DeadLetterConfig",
         "DurabilityConfig",
+        "EntryShape",
         "HandlerConfig",
         "PayloadConfig",
         "PoisonConfig",

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{Jitter, Lane, QueueConfig, RateLimit, TenantRateLimit};
 use quote::{format_ident, quote};
@@ -48,7 +48,7 @@ struct_values! {
     }
     HandlerConfig { timeout, concurrency, shutdown_budget, rate, tenant_rate }
     ClaimConfig { min_idle, every, batch, rate }
-    PayloadConfig { max_bytes }
+    PayloadConfig { max_bytes, shape }
     RetryConfig { max_attempts, backoff, promote_every, promote_batch }
     Backoff { initial, max, factor, jitter }
     PoisonConfig { max_deliveries }
@@ -85,6 +85,15 @@ impl RustValue for TenantRateLimit {
         } = self;
         let (limit, per, classes) = (limit.rust(), per.rust(), classes.rust());
         quote!(queuegen_runtime::TenantRateLimit { limit: #limit, per: #per, classes: #classes })
+    }
+}
+
+impl RustValue for EntryShape {
+    fn rust(&self) -> TokenStream {
+        match self {
+            EntryShape::Packed => quote!(EntryShape::Packed),
+            EntryShape::Fields => quote!(EntryShape::Fields),
+        }
     }
 }
 

@@ -34,6 +34,14 @@ pub enum DecodeError {
         accepted: &'static [u32],
     },
 
+    /// A packed entry's one field is not a MessagePack array of string
+    /// names and values (see `queuegen_core::wire::EntryShape::Packed`).
+    #[error("envelope {envelope}: the packed entry {problem}")]
+    Packed {
+        envelope: &'static str,
+        problem: crate::packed::UnpackError,
+    },
+
     /// The entry's `type` header names another envelope.
     #[error("entry has type {found:?}, expected {expected}")]
     WrongType {

@@ -133,8 +133,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v8`):
-    /// `qg_docs_pipeline_v8_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v9`):
+    /// `qg_docs_pipeline_v9_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

@@ -53,13 +53,23 @@ pub struct DeadLetter {
 impl DeadLetter {
     fn from_entry(config: &QueueConfig, stream: StreamSlot, entry: Entry) -> Self {
         let mut fields = BTreeMap::new();
+        let mut envelope = Vec::new();
         for (name, value) in entry.map {
-            fields.insert(name, value_text(value));
+            if name == ENVELOPE_FIELD {
+                envelope = value_bytes(&value).map(decode_envelope).unwrap_or_default();
+                // Shown as the JSON array whatever the stored form, so
+                // that `--json` and the dashboard stay readable; as stored
+                // when it does not decode.
+                let shown = if envelope.is_empty() {
+                    value_text(value)
+                } else {
+                    envelope_json(&envelope)
+                };
+                fields.insert(name, shown);
+            } else {
+                fields.insert(name, value_text(value));
+            }
         }
-        let envelope = fields
-            .get("envelope")
-            .map(|json| decode_envelope(json))
-            .unwrap_or_default();
         DeadLetter {
             partition: config.partition_of_stream(stream),
             lane: config.lane_of_stream(stream).map(|lane| lane.name.clone()),
@@ -92,13 +102,46 @@ fn value_text(value: Value) -> String {
     }
 }
 
-/// The `envelope` field is a JSON array `[field, value, field, value, ...]`.
-pub(crate) fn decode_envelope(json: &str) -> Vec<(String, String)> {
-    let values: Vec<String> = serde_json::from_str(json).unwrap_or_default();
-    values
-        .chunks_exact(2)
-        .map(|pair| (pair[0].clone(), pair[1].clone()))
-        .collect()
+/// The dead letter's field holding the original envelope.
+const ENVELOPE_FIELD: &str = "envelope";
+
+fn value_bytes(value: &Value) -> Option<&[u8]> {
+    match value {
+        Value::BulkString(bytes) => Some(bytes),
+        Value::SimpleString(text) => Some(text.as_bytes()),
+        _ => None,
+    }
+}
+
+/// An envelope as the library stores it (a dead letter's `envelope`, a
+/// retry's or delayed job's hash value): the JSON array `[field, value,
+/// ...]` of an entry written with fields, or the MessagePack array of a
+/// packed one ([`crate::packed`]). Empty when it is neither.
+pub(crate) fn decode_envelope(stored: &[u8]) -> Vec<(String, String)> {
+    if stored.first() == Some(&b'[') {
+        let values: Vec<String> = serde_json::from_slice(stored).unwrap_or_default();
+        return values
+            .chunks_exact(2)
+            .map(|pair| (pair[0].clone(), pair[1].clone()))
+            .collect();
+    }
+    crate::packed::unpack(stored)
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), String::from_utf8_lossy(value).into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Decoded pairs as the JSON array the library stores for fields entries.
+fn envelope_json(pairs: &[(String, String)]) -> String {
+    let flat: Vec<&str> = pairs
+        .iter()
+        .flat_map(|(name, value)| [name.as_str(), value.as_str()])
+        .collect();
+    serde_json::to_string(&flat).expect("strings serialize")
 }
 
 /// The streams a query selects, checking its partition and lane.

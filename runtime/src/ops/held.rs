@@ -87,7 +87,7 @@ pub async fn held_jobs<C: ConnectionLike>(
     for (member, _) in &members {
         hmget.arg(member);
     }
-    let envelopes: Vec<Option<String>> = hmget
+    let envelopes: Vec<Option<Vec<u8>>> = hmget
         .query_async(conn)
         .await
         .map_err(|err| Error::redis(format!("HMGET of {jobs_key}"), err))?;

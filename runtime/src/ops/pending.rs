@@ -281,11 +281,19 @@ fn entry_field(key: &str, reply: Value, field: &str) -> Result<Option<Option<Str
         Some(Value::Map(pairs)) => pairs,
         _ => return Err(inventory::malformed(key, "XRANGE")),
     };
-    Ok(Some(fields.into_iter().find_map(|(name, value)| {
-        (text(name).as_deref() == Some(field))
-            .then(|| text(value))
-            .flatten()
-    })))
+    // As text, in either shape (a packed entry's fields are in its one field).
+    let fields: Vec<(String, Vec<u8>)> = fields
+        .into_iter()
+        .filter_map(|(name, value)| match value {
+            Value::BulkString(bytes) => Some((text(name)?, bytes)),
+            Value::SimpleString(value) => Some((text(name)?, value.into_bytes())),
+            _ => None,
+        })
+        .collect();
+    Ok(Some(
+        crate::packed::entry_field(&fields, field)
+            .map(|value| String::from_utf8_lossy(value).into_owned()),
+    ))
 }
 
 #[cfg(test)]

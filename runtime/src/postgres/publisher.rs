@@ -37,6 +37,7 @@ use crate::config::QueueConfig;
 use crate::connect::{Connection, Redis};
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
+use crate::packed::EntryArgs;
 use crate::stream_slot::StreamSlot;
 
 /// Rows one round sends at most (one `XADD` pipeline).
@@ -312,6 +313,7 @@ impl OutboxPublisher {
         for row in &rows {
             ids.push(row.get::<_, i64>(0));
             let fields: Vec<&str> = row.get(1);
+            let entry = EntryArgs::of_flat(partition.config.payload.shape, &fields);
             match partition.config.dedup.map(|dedup| dedup.window) {
                 Some(window) => {
                     let job_id = fields
@@ -325,14 +327,11 @@ impl OutboxPublisher {
                         partition.slot,
                         job_id,
                         window,
-                        &fields,
+                        &entry,
                     ));
                 }
                 None => {
-                    pipe.cmd("XADD")
-                        .arg(&partition.stream)
-                        .arg("*")
-                        .arg(&fields);
+                    pipe.cmd("XADD").arg(&partition.stream).arg("*").arg(&entry);
                 }
             }
         }

@@ -533,10 +533,7 @@ impl<E: Envelope, H: Handler<E>> Round<'_, E, H> {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let job_id = entry
-                .fields
-                .iter()
-                .find(|(name, _)| name == crate::envelope::header_fields::JOB_ID)
-                .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+                .field_text(crate::envelope::header_fields::JOB_ID)
                 .unwrap_or_default();
             let request = transitions::ScheduleRetry {
                 stream,

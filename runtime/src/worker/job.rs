@@ -69,8 +69,14 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
 ) {
     // Decoded before the span exists, so that the span is created with all
     // its fields at once: recording them one by one costs a subscriber more.
-    let fields = FieldMap::from_pairs(E::TYPE, &delivery.entry.fields);
-    let decoded = envelope::decode::<E>(&fields);
+    // A packed entry that does not unpack has no fields to name the job by.
+    let (fields, decoded) = match FieldMap::from_pairs(E::TYPE, &delivery.entry.fields) {
+        Ok(fields) => {
+            let decoded = envelope::decode::<E>(&fields);
+            (fields, decoded)
+        }
+        Err(err) => (FieldMap::default(), Err(err)),
+    };
     let (header, body) = match decoded {
         Ok(decoded) => decoded,
         Err(err) => {

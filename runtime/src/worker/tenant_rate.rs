@@ -110,10 +110,5 @@ impl TenantGate {
 
 /// The entry's `tenant` header as text (empty when missing: a class like any).
 fn tenant_of(entry: &Entry) -> String {
-    entry
-        .fields
-        .iter()
-        .find(|(name, _)| name == header_fields::TENANT)
-        .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
-        .unwrap_or_default()
+    entry.field_text(header_fields::TENANT).unwrap_or_default()
 }

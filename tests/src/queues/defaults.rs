@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
@@ -26,7 +26,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
     group: Cow::Borrowed("defaults-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v8"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(30),
         concurrency: 8,
@@ -40,7 +40,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 50,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 1024 },
+    payload: PayloadConfig {
+        max_bytes: 1024,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 5,
         backoff: Backoff {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
@@ -29,7 +29,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v8"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 8,
@@ -43,7 +43,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 16,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 1024 },
+    payload: PayloadConfig {
+        max_bytes: 1024,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 3,
         backoff: Backoff {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Lane, Outcome, Producer, QueueConfig, Redis, Worker,
@@ -28,7 +28,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("laned-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v8"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_millis(200),
         concurrency: 8,
@@ -42,7 +42,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 16,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 1024 },
+    payload: PayloadConfig {
+        max_bytes: 1024,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 3,
         backoff: Backoff {

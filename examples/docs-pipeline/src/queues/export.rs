@@ -10,7 +10,7 @@ use std::time::Duration;
 use queuegen_runtime::postgres::{PgOutbox, PgResults, Postgres};
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Jitter, JobContext, JobError, Outcome, Producer, QueueConfig, Redis, Worker,
@@ -27,7 +27,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
     group: Cow::Borrowed("export-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(900),
         concurrency: 2,
@@ -41,7 +41,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 10,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 1024 },
+    payload: PayloadConfig {
+        max_bytes: 1024,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 3,
         backoff: Backoff {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DedupConfig,
-    DurabilityConfig, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig,
-    RetryConfig,
+    DurabilityConfig, EntryShape, HandlerConfig, PayloadConfig, PoisonConfig,
+    RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
@@ -30,7 +30,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("notification-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 64,
@@ -51,7 +51,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 100,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 1024 },
+    payload: PayloadConfig {
+        max_bytes: 1024,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 8,
         backoff: Backoff {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuegen_runtime::config::{
     AdmissionConfig, Backoff, ClaimConfig, DeadLetterConfig, DurabilityConfig,
-    HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
+    EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
     Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
@@ -29,7 +29,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("ocr-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v8"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v9"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(60),
         concurrency: 16,
@@ -43,7 +43,10 @@ pub const CONFIG: QueueConfig = QueueConfig {
         batch: 50,
         rate: 1000,
     },
-    payload: PayloadConfig { max_bytes: 2048 },
+    payload: PayloadConfig {
+        max_bytes: 2048,
+        shape: EntryShape::Packed,
+    },
     retry: RetryConfig {
         max_attempts: 5,
         backoff: Backoff {

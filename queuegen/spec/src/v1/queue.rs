@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::limits::{self, RetentionFloor, PARTITION_HEADER_FIELDS};
 use crate::model::{
-    Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, Group, GroupStart, HandlerSettings,
-    Jitter, Lane, OnAck, Payload, Poison, Queue, Rate, ResultStore, Retention, Retry, TenantRate,
-    TrimMode,
+    Admission, Alerts, Backoff, Claim, DeadLetter, Dedup, EntryShape, Group, GroupStart,
+    HandlerSettings, Jitter, Lane, OnAck, Payload, Poison, Queue, Rate, ResultStore, Retention,
+    Retry, TenantRate, TrimMode,
 };
 use crate::suggest;
 use crate::units::{self, format_duration, format_size, round_up_duration};
@@ -893,8 +893,12 @@ fn admission(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Admission> {
 fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) -> Option<Payload> {
     let p = q.child(ctx, "payload", &PAYLOAD);
     let read = p.read(ctx, "max_bytes", values::size);
+    let shape = p
+        .choice(ctx, "shape", "entry shape", &EntryShape::ALL)
+        .or(EntryShape::Packed);
     let given = read.is_present();
     let max_bytes = read.or(65_536)?;
+    let shape = shape?;
     if let Some(envelope) = envelope.and_then(|e| e.model.as_ref()) {
         let header = limits::header_max_bytes(&envelope.name);
         let (body, unbounded) = limits::body_max_bytes(envelope);
@@ -926,7 +930,7 @@ fn payload(ctx: &mut Ctx<'_>, q: &Object<'_>, envelope: Option<&EnvelopeDef>) ->
             );
         }
     }
-    Some(Payload { max_bytes })
+    Some(Payload { max_bytes, shape })
 }
 
 fn alerts(ctx: &mut Ctx<'_>, q: &Object<'_>) -> Option<Alerts> {
