@@ -2966,3 +2966,43 @@ async fn a_packed_entry_that_does_not_unpack_is_refused_a_retry_and_kept_by_its_
     )
     .await;
 }
+
+/// A library before v9 read a packed entry as fields: its dead letter holds
+/// the JSON array `["packed", <MessagePack>]`. Replay unpacks it.
+#[tokio::test]
+async fn a_packed_job_dead_lettered_by_an_older_library_replays_packed() {
+    let mut f = Fixture::start().await;
+    let p = f.part(0);
+    let job = job_fields("job-1", "2", "3");
+    let blob = packed(&job);
+    // What cjson wrote: the value's bytes as they are, but for the quote,
+    // the backslash and control characters (the array's 16-bit length).
+    let mut stored = b"[\"packed\",\"".to_vec();
+    for &byte in &blob {
+        match byte {
+            b'"' | b'\\' => stored.extend([b'\\', byte]),
+            0..=0x1f => stored.extend(format!("\\u{byte:04x}").bytes()),
+            _ => stored.push(byte),
+        }
+    }
+    stored.extend(b"\"]");
+    let dead_id: String = redis::cmd("XADD")
+        .arg(p.dead())
+        .arg("*")
+        .arg(&["job_id", "", "reason", "decode_error"][..])
+        .arg("envelope")
+        .arg(&stored)
+        .query_async(&mut f.conn)
+        .await
+        .unwrap();
+    let replay = [dead_id.as_str(), "", "60000", ACCEPTED];
+    let (status, ready_id) = moved(f.call("replay", &p.replay_keys(&dead_id), &replay).await);
+    assert_eq!(status, "replayed");
+    let mut expected = job_fields("job-1", "2", "1");
+    expected.insert(7, ("reason", "replay"));
+    expected.insert(8, ("replay_of", &dead_id));
+    assert_eq!(
+        last_packed(&mut f, &p.ready()).await,
+        (ready_id, owned(&expected))
+    );
+}

@@ -375,6 +375,11 @@ local function decode_envelope(text)
   if why then
     return nil, why
   end
+  if not packed then
+    -- A JSON array holding one packed field: a packed entry that a library
+    -- before v9 dead-lettered (it stored the entry's fields as they were).
+    return unpacked(fields)
+  end
   return fields, packed
 end
 

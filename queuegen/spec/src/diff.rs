@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::compat::{self, definition, reads_all_of};
 use crate::evolution::VersionField;
-use crate::model::{Envelope, Lane, Queue, ResultStore, Spec, TrimMode};
+use crate::model::{EntryShape, Envelope, Lane, Queue, ResultStore, Spec, TrimMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -636,6 +636,18 @@ fn queue_changes(
         ),
         _ => {}
     }
+    if old.payload.shape != new.payload.shape {
+        out.rollout(
+            path("payload.shape"),
+            format!(
+                "entries are written {} from now on: workers and the Function library read both shapes, and queued jobs keep theirs; anything else that reads the streams itself (its own consumers, scripts over XRANGE) must read the new shape first",
+                match new.payload.shape {
+                    EntryShape::Packed => "packed (one `packed` field holding a MessagePack array of names and values)",
+                    EntryShape::Fields => "as fields (every header and body field a stream field)",
+                }
+            ),
+        );
+    }
     if old.retention.trim == TrimMode::InProcess && new.retention.trim == TrimMode::CronJob {
         out.rollout(
             path("retention.trim"),
@@ -908,6 +920,26 @@ mod tests {
         // Back to in-process trimming needs no order.
         let back = findings(&new, &old);
         assert!(back.iter().all(|f| f.0 == Impact::Info), "{back:?}");
+    }
+
+    #[test]
+    fn changing_the_entry_shape_is_a_rollout_either_way() {
+        let packed = spec(V1, "");
+        let fields = spec(V1, "    payload: { shape: fields }\n");
+        for (old, new, written) in [
+            (&packed, &fields, "as fields"),
+            (&fields, &packed, "packed"),
+        ] {
+            let found = findings(old, new);
+            assert_eq!(found[0].0, Impact::Rollout, "{found:?}");
+            assert_eq!(found[0].1, "queues.orders.payload.shape");
+            assert!(
+                found[0].2.contains(&format!("written {written}")),
+                "{}",
+                found[0].2
+            );
+            assert!(found[0].2.contains("read both shapes"), "{}", found[0].2);
+        }
     }
 
     const LANES: &str = "    lanes:\n      - { name: high, weight: 6 }\n      - { name: normal, weight: 3, default: true }\n      - { name: low, weight: 1 }\n";
