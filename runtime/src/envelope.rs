@@ -165,7 +165,8 @@ impl FieldWriter {
 #[derive(Debug, Default)]
 pub struct FieldMap<'a> {
     envelope: &'static str,
-    entries: Vec<(&'a str, &'a [u8])>,
+    /// Names as bytes: a reader only compares them with the names it wants.
+    entries: Vec<(&'a [u8], &'a [u8])>,
 }
 
 impl<'a> FieldMap<'a> {
@@ -176,11 +177,11 @@ impl<'a> FieldMap<'a> {
         envelope: &'static str,
         map: &'a HashMap<String, redis::Value>,
     ) -> Result<Self, Error> {
-        let entries: Vec<(&str, &[u8])> = map
+        let entries: Vec<(&[u8], &[u8])> = map
             .iter()
             .filter_map(|(name, value)| match value {
-                redis::Value::BulkString(bytes) => Some((name.as_str(), bytes.as_slice())),
-                redis::Value::SimpleString(text) => Some((name.as_str(), text.as_bytes())),
+                redis::Value::BulkString(bytes) => Some((name.as_bytes(), bytes.as_slice())),
+                redis::Value::SimpleString(text) => Some((name.as_bytes(), text.as_bytes())),
                 _ => None,
             })
             .collect();
@@ -200,30 +201,36 @@ impl<'a> FieldMap<'a> {
         }
         let entries = pairs
             .iter()
-            .map(|(name, value)| (name.as_ref(), value.as_ref()))
+            .map(|(name, value)| (name.as_ref().as_bytes(), value.as_ref()))
             .collect();
         Ok(FieldMap { envelope, entries })
     }
 
     fn from_entry(
         envelope: &'static str,
-        entries: Vec<(&'a str, &'a [u8])>,
+        entries: Vec<(&'a [u8], &'a [u8])>,
     ) -> Result<Self, Error> {
         match *entries.as_slice() {
-            [(name, packed)] if name == packed::PACKED_FIELD => Self::unpacked(envelope, packed),
+            [(name, packed)] if name == packed::PACKED_FIELD.as_bytes() => {
+                Self::unpacked(envelope, packed)
+            }
             _ => Ok(FieldMap { envelope, entries }),
         }
     }
 
     fn unpacked(envelope: &'static str, packed: &'a [u8]) -> Result<Self, Error> {
-        let entries = packed::unpack(packed)
+        let entries = packed::unpack_bytes(packed)
             .map_err(|problem| Error::Decode(DecodeError::Packed { envelope, problem }))?;
         Ok(FieldMap { envelope, entries })
     }
 
     /// The raw text of a field, if present. Non-UTF-8 values are reported as malformed.
     pub fn raw(&self, name: &'static str) -> Result<Option<&'a str>, Error> {
-        match self.entries.iter().find(|(field, _)| *field == name) {
+        match self
+            .entries
+            .iter()
+            .find(|(field, _)| *field == name.as_bytes())
+        {
             None => Ok(None),
             Some((_, bytes)) => std::str::from_utf8(bytes).map(Some).map_err(|_| {
                 self.problem(

@@ -29,45 +29,119 @@ pub enum UnpackError {
     Trailing(usize),
 }
 
+// MessagePack markers this format uses (the spec:
+// https://github.com/msgpack/msgpack/blob/master/spec.md). Written by hand:
+// a packed entry is one array of strings, and the general codecs measured
+// several times the instructions per entry for those two headers.
+const FIXARRAY: u8 = 0x90; // 1001_xxxx: up to 15 items
+const ARRAY16: u8 = 0xdc;
+const ARRAY32: u8 = 0xdd;
+const FIXSTR: u8 = 0xa0; // 101x_xxxx: up to 31 bytes
+const STR8: u8 = 0xd9;
+const STR16: u8 = 0xda;
+const STR32: u8 = 0xdb;
+// Read, never written: another packer may write bytes as `bin`.
+const BIN8: u8 = 0xc4;
+const BIN16: u8 = 0xc5;
+const BIN32: u8 = 0xc6;
+
 /// The name/value pairs of a packed value, borrowed from it. Names must be
 /// UTF-8; values are returned as bytes, for the reader to check as it
 /// decodes each field (and name the field when one is not text).
 pub fn unpack(packed: &[u8]) -> Result<Vec<(&str, &[u8])>, UnpackError> {
+    let mut pairs = Vec::with_capacity(pairs_in(packed));
+    for_each_pair(packed, |item, name, value| {
+        let name = std::str::from_utf8(name).map_err(|_| UnpackError::NameNotUtf8(item))?;
+        pairs.push((name, value));
+        Ok(())
+    })?;
+    Ok(pairs)
+}
+
+/// A name and a value, both as bytes.
+pub(crate) type RawPair<'a> = (&'a [u8], &'a [u8]);
+
+/// [`unpack`] with the names as bytes, unchecked: for a reader that only
+/// compares them with the names it wants (a name that is not UTF-8 then
+/// matches nothing, like any field it does not know).
+pub(crate) fn unpack_bytes(packed: &[u8]) -> Result<Vec<RawPair<'_>>, UnpackError> {
+    let mut pairs = Vec::with_capacity(pairs_in(packed));
+    for_each_pair(packed, |_, name, value| {
+        pairs.push((name, value));
+        Ok(())
+    })?;
+    Ok(pairs)
+}
+
+/// How many pairs a packed value says it holds, capped by what its bytes
+/// can hold (two bytes a pair at least): room to reserve, never trusted.
+fn pairs_in(packed: &[u8]) -> usize {
     let mut rest = packed;
-    let items = rmp::decode::read_array_len(&mut rest).map_err(|_| UnpackError::NotAnArray)?;
+    array_len(&mut rest).map_or(0, |items| (items as usize / 2).min(rest.len() / 2))
+}
+
+/// Calls `pair(item of the name, counting from 1, name, value)` for each
+/// pair of a packed value, in order; then checks that nothing follows it.
+fn for_each_pair<'a>(
+    packed: &'a [u8],
+    mut pair: impl FnMut(u32, &'a [u8], &'a [u8]) -> Result<(), UnpackError>,
+) -> Result<(), UnpackError> {
+    let mut rest = packed;
+    let items = array_len(&mut rest).ok_or(UnpackError::NotAnArray)?;
     if items % 2 != 0 {
         return Err(UnpackError::OddItems(items));
     }
-    // The count comes from the value: cap the reservation by what its bytes can hold.
-    let mut pairs = Vec::with_capacity((items as usize / 2).min(rest.len() / 2));
-    let mut item = 0;
+    let mut item = 1;
     while item < items {
-        let name = string(&mut rest, item + 1)?;
-        let name = std::str::from_utf8(name).map_err(|_| UnpackError::NameNotUtf8(item + 1))?;
-        let value = string(&mut rest, item + 2)?;
-        pairs.push((name, value));
+        let name = string(&mut rest, item)?;
+        let value = string(&mut rest, item + 1)?;
+        pair(item, name, value)?;
         item += 2;
     }
     if !rest.is_empty() {
         return Err(UnpackError::Trailing(rest.len()));
     }
-    Ok(pairs)
+    Ok(())
 }
 
-/// One string item (MessagePack `str`, or `bin`, which other packers may
-/// write for bytes), advancing `rest` past it; `item` counts from 1.
+/// The item count of an array header, advancing `rest` past it.
+fn array_len(rest: &mut &[u8]) -> Option<u32> {
+    let (&marker, after) = rest.split_first()?;
+    let (len, header) = match marker {
+        0x90..=0x9f => (u32::from(marker & 0x0f), 0),
+        ARRAY16 => (
+            u32::from(u16::from_be_bytes(after.get(..2)?.try_into().ok()?)),
+            2,
+        ),
+        ARRAY32 => (u32::from_be_bytes(after.get(..4)?.try_into().ok()?), 4),
+        _ => return None,
+    };
+    *rest = &after[header..];
+    Some(len)
+}
+
+/// One string item (`str`, or `bin`), advancing `rest` past it; `item`
+/// counts from 1, for the error.
 fn string<'a>(rest: &mut &'a [u8], item: u32) -> Result<&'a [u8], UnpackError> {
-    let is_bin = matches!(rest.first(), Some(0xc4..=0xc6));
-    let len = if is_bin {
-        rmp::decode::read_bin_len(rest).map_err(|_| UnpackError::NotAString(item))?
-    } else {
-        rmp::decode::read_str_len(rest).map_err(|_| UnpackError::NotAString(item))?
-    } as usize;
-    if rest.len() < len {
-        return Err(UnpackError::Truncated(item));
-    }
-    let (value, after) = rest.split_at(len);
-    *rest = after;
+    let truncated = UnpackError::Truncated(item);
+    let (&marker, after) = rest.split_first().ok_or(truncated.clone())?;
+    let be = |bytes: usize| -> Result<usize, UnpackError> {
+        let header = after.get(..bytes).ok_or(truncated.clone())?;
+        Ok(header
+            .iter()
+            .fold(0, |len, &byte| len << 8 | usize::from(byte)))
+    };
+    let (len, header) = match marker {
+        0xa0..=0xbf => (usize::from(marker & 0x1f), 0),
+        STR8 | BIN8 => (be(1)?, 1),
+        STR16 | BIN16 => (be(2)?, 2),
+        STR32 | BIN32 => (be(4)?, 4),
+        _ => return Err(UnpackError::NotAString(item)),
+    };
+    let value = after
+        .get(header..header + len)
+        .ok_or(UnpackError::Truncated(item))?;
+    *rest = &after[header + len..];
     Ok(value)
 }
 
@@ -78,13 +152,44 @@ pub fn pack<'a>(pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> Vec
     // bytes of header per string, five for the array.
     let mut out = Vec::with_capacity(5 + count * 24);
     let items = u32::try_from(count * 2).expect("an envelope's field count fits a u32");
-    // Writing to a Vec cannot fail.
-    rmp::encode::write_array_len(&mut out, items).expect("writing to a Vec");
+    put_array_len(&mut out, items);
     for (name, value) in pairs {
-        rmp::encode::write_str(&mut out, name).expect("writing to a Vec");
-        rmp::encode::write_str(&mut out, value).expect("writing to a Vec");
+        put_str(&mut out, name);
+        put_str(&mut out, value);
     }
     out
+}
+
+fn put_array_len(out: &mut Vec<u8>, items: u32) {
+    match items {
+        0..=15 => out.push(FIXARRAY | items as u8),
+        16..=0xffff => {
+            out.push(ARRAY16);
+            out.extend_from_slice(&(items as u16).to_be_bytes());
+        }
+        _ => {
+            out.push(ARRAY32);
+            out.extend_from_slice(&items.to_be_bytes());
+        }
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    let len = text.len();
+    match len {
+        0..=31 => out.push(FIXSTR | len as u8),
+        32..=0xff => out.extend_from_slice(&[STR8, len as u8]),
+        0x100..=0xffff => {
+            out.push(STR16);
+            out.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        _ => {
+            out.push(STR32);
+            let len = u32::try_from(len).expect("a field value under 4 GiB");
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+    }
+    out.extend_from_slice(text.as_bytes());
 }
 
 /// The packed value of an entry, when its only field is [`PACKED_FIELD`].
@@ -227,6 +332,37 @@ mod tests {
         assert_eq!(unpack(&bin).unwrap(), [("a", &b"b"[..])]);
     }
 
+    /// Every header size, at its bounds, for the array and the strings:
+    /// what another language's packer may write (and Lua's cmsgpack does).
+    #[test]
+    fn every_header_size_round_trips() {
+        for len in [0, 31, 32, 255, 256, 65_535, 65_536] {
+            let value = "v".repeat(len);
+            let packed = pack([("name", value.as_str())].into_iter());
+            let header = match len {
+                0..=31 => 1,
+                32..=255 => 2,
+                256..=65_535 => 3,
+                _ => 5,
+            };
+            assert_eq!(packed.len(), 1 + 5 + header + len, "a {len}-byte value");
+            assert_eq!(unpack(&packed).unwrap(), [("name", value.as_bytes())]);
+        }
+        for pairs in [7, 8, 32_767, 32_768] {
+            let names: Vec<String> = (0..pairs).map(|i| format!("f{i}")).collect();
+            let packed = pack(names.iter().map(|name| (name.as_str(), "x")));
+            let expected_marker = match pairs * 2 {
+                0..=15 => 0x90 | (pairs * 2) as u8,
+                16..=65_535 => 0xdc,
+                _ => 0xdd,
+            };
+            assert_eq!(packed[0], expected_marker, "{pairs} pairs");
+            let unpacked = unpack(&packed).unwrap();
+            assert_eq!(unpacked.len(), pairs);
+            assert_eq!(unpacked[pairs - 1], (names[pairs - 1].as_str(), &b"x"[..]));
+        }
+    }
+
     #[test]
     fn malformed_values_say_what_is_wrong() {
         assert_eq!(unpack(b"{\"a\":1}"), Err(UnpackError::NotAnArray));
@@ -250,8 +386,10 @@ mod tests {
         // A count far beyond the bytes: refused, without reserving for it.
         assert_eq!(
             unpack(&[0xdd, 0xff, 0xff, 0xff, 0xfe]),
-            Err(UnpackError::NotAString(1))
+            Err(UnpackError::Truncated(1))
         );
+        assert_eq!(unpack(&[0x92, 0xda, 0x00]), Err(UnpackError::Truncated(1)));
+        assert_eq!(unpack(&[0xdc, 0x00]), Err(UnpackError::NotAnArray));
     }
 
     #[test]

@@ -736,7 +736,18 @@ fn take_job_id(pairs: &mut [(&str, String)]) -> String {
 
 /// A random 128-bit trace ID in lowercase hex (the W3C trace-id format).
 pub(crate) fn new_trace_id() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    lower_hex_128(rand::random::<u128>())
+}
+
+/// `format!("{id:032x}")`, by hand: the formatter measured a tenth of a
+/// publish's encoding.
+fn lower_hex_128(id: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 32];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = HEX[(id >> (4 * (31 - i))) as usize & 0xf];
+    }
+    String::from_utf8(digits.to_vec()).expect("hex digits are ASCII")
 }
 
 #[cfg(test)]
@@ -755,5 +766,8 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(a, new_trace_id());
+        for id in [0, 1, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210, u128::MAX] {
+            assert_eq!(lower_hex_128(id), format!("{id:032x}"));
+        }
     }
 }
