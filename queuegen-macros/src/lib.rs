@@ -25,9 +25,10 @@ mod wire;
 
 /// Implements `queuegen_runtime::Envelope` for a struct with named fields.
 ///
-/// Each field is one stream field, written after the header fields in
-/// declaration order. A field's type must implement `FieldValue`: `String`,
-/// `bool`, `u8`..`u64`, `i8`..`i64`, `Timestamp`, an enum deriving
+/// Each field is one envelope field (a stream field, or a pair of the packed
+/// entry), written after the header fields in declaration order. A field's
+/// type must implement `FieldValue`: `String`, `bool`, `u8`..`u64`,
+/// `i8`..`i64`, `Timestamp`, an enum deriving
 /// [`FieldEnum`](derive@FieldEnum), or `Option` of one of these (left out of
 /// the entry when `None`).
 ///

@@ -6,7 +6,8 @@ use crate::error::FieldProblem;
 
 /// A type that can be one field of an envelope.
 ///
-/// Stream field values are UTF-8 text so that `redis-cli XRANGE` stays readable.
+/// Field values are UTF-8 text, in either entry shape, so that a reader
+/// needs no schema to show them (`redis-cli XRANGE`, `queuegen dlq`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be an envelope field",
     label = "not a supported envelope field type",
