@@ -12,16 +12,17 @@ use queuegen_core::wire::EntryShape;
 pub use queuegen_core::wire::PACKED_FIELD;
 use redis::{RedisWrite, ToRedisArgs};
 
-/// Why a packed value does not unpack into names and values.
+/// Why a packed value does not unpack into names and values; each reads
+/// after "the packed entry".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnpackError {
     #[error("is not a MessagePack array")]
     NotAnArray,
     #[error("holds {0} items, not name/value pairs")]
     OddItems(u32),
-    #[error("item {0} is not a MessagePack string")]
+    #[error("has a non-string at item {0}")]
     NotAString(u32),
-    #[error("field name at item {0} is not UTF-8")]
+    #[error("has a field name that is not UTF-8 at item {0}")]
     NameNotUtf8(u32),
     #[error("ends inside item {0}")]
     Truncated(u32),

@@ -198,3 +198,106 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
     let line = line_for(&unaccepted);
     assert!(line.contains("schema version 9 is not accepted"), "{line}");
 }
+
+/// The same for packed entries: a value that does not decode names its field,
+/// a packed field that does not unpack says so; both are dead-lettered, the
+/// first with its job_id and envelope, the second as it was.
+#[tokio::test]
+async fn packed_entries_that_do_not_decode_are_dead_lettered_too() {
+    let (logs, _guard) = capture_logs();
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("malformed-packed"), 1);
+    let key = config.ready_key(StreamSlot::new(0));
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+    let producer = Producer::<TestJob>::new(&redis, config.clone());
+
+    let mut conn = server.async_connection().await;
+    let xadd_packed = |value: Vec<u8>| {
+        let mut conn = conn.clone();
+        let key = key.clone();
+        async move {
+            let id: String = redis::cmd("XADD")
+                .arg(&key)
+                .arg("*")
+                .arg(queuegen_runtime::packed::PACKED_FIELD)
+                .arg(value)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            id
+        }
+    };
+    let bad_value = with(entry_fields("bad-packed"), "pages", "many");
+    let bad_value = xadd_packed(queuegen_runtime::packed::pack(
+        bad_value
+            .iter()
+            .map(|(name, value)| (*name, value.as_str())),
+    ))
+    .await;
+    let broken = xadd_packed(b"\x92\xa1a\x01".to_vec()).await;
+    producer
+        .publish(NewJob::new(
+            "good-1",
+            "acme",
+            TestJob::new("doc-1", Some(1)),
+        ))
+        .await
+        .unwrap();
+
+    let recorder = Recorder::default();
+    let worker = Worker::new(&redis, config.clone(), recorder.clone());
+    let (stop, running) = run_until_told(worker);
+    let seen = recorder.seen.clone();
+    let decode_logs = logs.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "the good job is handled and both bad ones logged",
+        || {
+            let handled = seen.lock().unwrap().len();
+            let logged = decode_logs.lines_with(&["does not decode"]).len();
+            async move { handled == 1 && logged == 2 }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(
+        (report.decode_errors, report.dead_lettered),
+        (2, 2),
+        "{report:?}"
+    );
+    assert!(pending_entries(&mut conn, &key, &config.group)
+        .await
+        .is_empty());
+
+    let dead = dead_letters(&mut conn, &config).await;
+    let letter = |source: &str| {
+        dead.iter()
+            .find(|(_, _, fields)| fields["source_id"] == source)
+            .unwrap_or_else(|| panic!("no dead letter of {source}: {dead:?}"))
+            .2
+            .clone()
+    };
+    let fields = letter(&bad_value);
+    assert_eq!(fields["reason"], "decode_error", "{fields:?}");
+    assert_eq!(fields["job_id"], "bad-packed", "read from the packed field");
+    assert!(
+        fields["detail"].contains("`pages` is not a valid u32"),
+        "{fields:?}"
+    );
+    assert!(fields["envelope"].contains("many"), "{fields:?}");
+    let fields = letter(&broken);
+    assert_eq!(fields["reason"], "decode_error", "{fields:?}");
+    assert_eq!(fields["job_id"], "");
+    assert!(
+        fields["detail"].contains("the packed entry has a non-string at item 2"),
+        "{fields:?}"
+    );
+
+    let lines = logs.lines_with(&["does not decode", &broken]);
+    assert_eq!(lines.len(), 1, "{}", logs.text());
+    assert!(lines[0].contains(&key), "{}", lines[0]);
+    assert!(lines[0].contains("the packed entry"), "{}", lines[0]);
+}
