@@ -794,6 +794,49 @@ local function envelope_args(ARGV, first, max_bytes)
   return fields, packed, job_id
 end
 
+-- The job_id of a packed envelope read from its first bytes, without
+-- unpacking it, when they are what the runtime writes (an array header,
+-- then `job_id` and its value as the first pair) and the envelope is
+-- plainly within the limits: an even item count of at most
+-- MAX_ENVELOPE_FIELDS pairs, and at most `max_bytes` bytes in all, which
+-- bounds its names and values. Otherwise nil, and the caller unpacks it.
+-- The rest is the worker's to decode: a value that does not is
+-- dead-lettered, as a fields entry's bad value is.
+local function packed_job_id(value, max_bytes)
+  if #value > max_bytes then
+    return nil
+  end
+  local marker, high, low = string.byte(value, 1, 3)
+  local items, at
+  if marker and marker >= 0x90 and marker <= 0x9f then
+    items, at = marker - 0x90, 2
+  elseif marker == 0xdc and low then
+    items, at = high * 256 + low, 4
+  else
+    return nil
+  end
+  if items == 0 or items % 2 ~= 0 or items / 2 > MAX_ENVELOPE_FIELDS then
+    return nil
+  end
+  -- 0xa6: a fixstr of 6 bytes.
+  if string.sub(value, at, at + 6) ~= '\166job_id' then
+    return nil
+  end
+  at = at + 7
+  local header, len = string.byte(value, at, at + 1)
+  if header and header >= 0xa1 and header <= 0xbf then
+    len, at = header - 0xa0, at + 1
+  elseif header == 0xd9 and len and len > 0 then
+    at = at + 2
+  else
+    return nil
+  end
+  if at + len - 1 > #value then
+    return nil
+  end
+  return string.sub(value, at, at + len - 1)
+end
+
 -- publish_once -----------------------------------------------------------------
 -- KEYS = [ready, marker:publish:<job_id>]
 -- ARGV = [window_ms, max_bytes, field1, value1, ...] (the envelope, job_id
@@ -821,13 +864,18 @@ local function publish_once(KEYS, ARGV)
   if err then return err end
   local job_id
   if #ARGV == 4 and ARGV[3] == PACKED_FIELD then
-    local fields, why = unpacked({ARGV[3], ARGV[4]})
-    if not fields then
-      return fail('QG_BADENVELOPE', 'the envelope ' .. why)
+    job_id = packed_job_id(ARGV[4], max_bytes)
+    if job_id == nil then
+      -- Not the runtime's layout, or near a limit: unpack it all, for the
+      -- exact checks and their errors.
+      local fields, why = unpacked({ARGV[3], ARGV[4]})
+      if not fields then
+        return fail('QG_BADENVELOPE', 'the envelope ' .. why)
+      end
+      err = envelope_size_err(fields, 1, max_bytes)
+      if err then return err end
+      job_id = field_value(fields, 'job_id')
     end
-    err = envelope_size_err(fields, 1, max_bytes)
-    if err then return err end
-    job_id = field_value(fields, 'job_id')
   else
     err = envelope_size_err(ARGV, 3, max_bytes)
     if err then return err end

@@ -2890,6 +2890,25 @@ async fn publish_once_delay_schedule_and_schedule_tick_take_a_packed_envelope() 
         (tick_id, owned(&job))
     );
 
+    // Its first pair read without unpacking the rest: a value that starts as
+    // the runtime writes it is appended, whatever follows (the worker's to
+    // decode and dead-letter); one over max_bytes is checked exactly.
+    let mut starts_right = packed(&[("job_id", "job-3"), ("x", "y")]);
+    starts_right.truncate(starts_right.len() - 2);
+    starts_right.extend([0x01, 0x02]);
+    let keys = vec![p.ready(), p.marker("publish", "job-3")];
+    let args: [&[u8]; 4] = [b"60000", b"100", b"packed", &starts_right];
+    let (status, id) = moved(f.call_bytes("publish_once", &keys, &args).await);
+    assert_eq!(status, "published");
+    assert_eq!(f.marker(&p.marker("publish", "job-3")).await, id);
+    let keys = vec![p.ready(), p.marker("publish", "job-4")];
+    let over = packed(&[("job_id", "job-4"), ("body", &"x".repeat(200))]);
+    let args: [&[u8]; 4] = [b"60000", b"100", b"packed", &over];
+    let detail = f
+        .assert_refused_bytes("publish_once", &keys, &args, "QG_BADENVELOPE")
+        .await;
+    assert!(detail.contains("more than max_bytes 100"), "{detail}");
+
     // A packed value that is not name/value strings: refused, nothing written.
     for broken in [
         &b"\x93\xa1a\xa1b\xa1c"[..],
