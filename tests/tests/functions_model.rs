@@ -1380,6 +1380,28 @@ impl Run {
         }
     }
 
+    /// For a `delay_schedule`, whether its job_id is still waiting or was
+    /// promoted (its marker stands): only then is a repeat a duplicate. A
+    /// repeat of one answered `duplicate` because a planted broken member of
+    /// that job_id was waiting, which a promote has dead-lettered since
+    /// (no marker), schedules the job anew, as it should. Other calls: true.
+    fn delayed_or_promoted(&self, call: &Call) -> bool {
+        if call.function != "delay_schedule" {
+            return true;
+        }
+        let job_id = call
+            .args
+            .chunks(2)
+            .skip(1)
+            .find(|pair| pair[0] == "job_id")
+            .map(|pair| pair[1].as_str())
+            .unwrap_or_default();
+        let marker = format!("delayed:{job_id}");
+        self.parts
+            .values()
+            .any(|part| part.delayed.contains_key(job_id) || part.markers.contains_key(&marker))
+    }
+
     /// An accepted transition or publish made again, as a client retries
     /// after a lost reply: answered from its marker (`already` or
     /// `duplicate`), writing nothing. (`ack`, `claim`, the promote functions
@@ -1400,6 +1422,7 @@ impl Run {
                     "dead_letter",
                 ]
                 .contains(&call.function)
+                    && self.delayed_or_promoted(call)
             })
             .cloned()
             .collect();
