@@ -868,13 +868,9 @@ local function publish_once(KEYS, ARGV)
     if job_id == nil then
       -- Not the runtime's layout, or near a limit: unpack it all, for the
       -- exact checks and their errors.
-      local fields, why = unpacked({ARGV[3], ARGV[4]})
-      if not fields then
-        return fail('QG_BADENVELOPE', 'the envelope ' .. why)
-      end
-      err = envelope_size_err(fields, 1, max_bytes)
+      local _
+      _, _, job_id, err = envelope_args(ARGV, 3, max_bytes)
       if err then return err end
-      job_id = field_value(fields, 'job_id')
     end
   else
     err = envelope_size_err(ARGV, 3, max_bytes)
