@@ -1,5 +1,6 @@
 //! Entries that do not decode: the worker logs the field at fault, dead-letters them with the reason and keeps working.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,6 +58,18 @@ fn with(
         }
     }
     fields
+}
+
+/// The fields of the dead letter of entry `source`.
+fn dead_letter_of(
+    dead: &[(StreamSlot, String, HashMap<String, String>)],
+    source: &str,
+) -> HashMap<String, String> {
+    dead.iter()
+        .find(|(_, _, fields)| fields["source_id"] == source)
+        .unwrap_or_else(|| panic!("no dead letter of {source}: {dead:?}"))
+        .2
+        .clone()
 }
 
 // The default current-thread runtime keeps every task on this thread, where
@@ -145,13 +158,7 @@ async fn malformed_entries_are_dead_lettered_and_the_worker_keeps_going() {
         .is_empty());
     let dead = dead_letters(&mut conn, &config).await;
     assert_eq!(dead.len(), 3, "{dead:?}");
-    let letter = |source: &str| {
-        dead.iter()
-            .find(|(_, _, fields)| fields["source_id"] == source)
-            .unwrap_or_else(|| panic!("no dead letter of {source}: {dead:?}"))
-            .2
-            .clone()
-    };
+    let letter = |source: &str| dead_letter_of(&dead, source);
     let fields = letter(&missing);
     assert_eq!(fields["reason"], "decode_error", "{fields:?}");
     assert_eq!(fields["job_id"], "bad-missing");
@@ -273,13 +280,7 @@ async fn packed_entries_that_do_not_decode_are_dead_lettered_too() {
         .is_empty());
 
     let dead = dead_letters(&mut conn, &config).await;
-    let letter = |source: &str| {
-        dead.iter()
-            .find(|(_, _, fields)| fields["source_id"] == source)
-            .unwrap_or_else(|| panic!("no dead letter of {source}: {dead:?}"))
-            .2
-            .clone()
-    };
+    let letter = |source: &str| dead_letter_of(&dead, source);
     let fields = letter(&bad_value);
     assert_eq!(fields["reason"], "decode_error", "{fields:?}");
     assert_eq!(fields["job_id"], "bad-packed", "read from the packed field");
