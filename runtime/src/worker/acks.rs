@@ -14,8 +14,12 @@
 //! Handlers that queue for a narrower resource (a database pool) end one by
 //! one instead; a flush still small after `LINGER` waits on to [`SLOW_LINGER`].
 //! When no other job is in a handler (an idle worker's lone job) the ack
-//! goes out at once. A flush releases its permits in one step, so the intake
-//! wakes to a whole batch of free permits and reads a whole batch.
+//! goes out at once, unless the acker is busy: jobs arriving one or two at a
+//! time at a high rate (a steady stream rather than a backlog) would each
+//! cost the server a call, so a flush comes at most once per [`PACE`] while
+//! its batch holds fewer than half the worker's permits. A flush releases
+//! its permits in one step, so the intake wakes to a whole batch of free
+//! permits and reads a whole batch.
 //!
 //! The library's `ack` acknowledges only entries still pending for this
 //! worker's consumer. One that another worker claimed meanwhile (this one
@@ -72,6 +76,15 @@ const SMALL_FLUSH: usize = 16;
 /// Longest a small flush waits (from its first entry) while jobs are still
 /// in their handlers.
 const SLOW_LINGER: Duration = Duration::from_millis(5);
+
+/// Shortest time from one flush to the next while the acker is busy (the
+/// previous flush went out less than this ago) and the batch holds fewer
+/// than half the worker's permits. At 2,500 jobs/s a worker otherwise sends
+/// one call per job or two, each costing the server several times the
+/// `XACK` it carries; paced, a call carries a millisecond's acks. Only the
+/// acks wait: a job's handler has already run, and its permit is one of
+/// fewer than half.
+const PACE: Duration = Duration::from_millis(2);
 
 /// How many of the worker's jobs are in their handlers now.
 #[derive(Default)]
@@ -140,6 +153,9 @@ pub(super) struct Acker {
     pub events: Arc<Events>,
     /// The jobs in their handlers, whose acks a flush waits for briefly.
     pub handling: Arc<Handling>,
+    /// The worker's handler concurrency (its permits): a batch holding half
+    /// of them goes out without pacing.
+    pub concurrency: usize,
 }
 
 /// Starts the acker; it ends when every sender is gone and the queue is drained.
@@ -151,6 +167,8 @@ pub(super) fn start(acker: Acker) -> AckSender {
 
 async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     let mut batch = Vec::with_capacity(MAX_FLUSH);
+    let paced_below = (acker.concurrency / 2).clamp(1, MAX_FLUSH);
+    let mut last_flush: Option<tokio::time::Instant> = None;
     while receiver.recv_many(&mut batch, MAX_FLUSH).await > 0 {
         // The other jobs of the same read are most likely about to end:
         // their acks join this flush. A job whose handler asked for a retry
@@ -166,7 +184,29 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
             )
             .await;
         }
+        if let Some(last) = last_flush {
+            // Busy: the last flush went out less than PACE ago.
+            gather(&mut receiver, &mut batch, paced_below, last + PACE).await;
+        }
+        last_flush = Some(tokio::time::Instant::now());
         acker.flush(&mut batch).await;
+    }
+}
+
+/// Adds to `batch` the acks that arrive until `deadline`, while it holds
+/// fewer than `below`.
+async fn gather(
+    receiver: &mut mpsc::UnboundedReceiver<AckRequest>,
+    batch: &mut Vec<AckRequest>,
+    below: usize,
+    deadline: tokio::time::Instant,
+) {
+    while batch.len() < below {
+        let room = below - batch.len();
+        match tokio::time::timeout_at(deadline, receiver.recv_many(batch, room)).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
     }
 }
 

@@ -362,6 +362,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                     epochs: epochs.clone(),
                     events: events.clone(),
                     handling,
+                    concurrency: self.config.handler.concurrency,
                 }),
                 ownership: Arc::new(Ownership {
                     consumer: consumer.clone(),
