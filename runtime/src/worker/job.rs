@@ -47,7 +47,8 @@ const REASON_MAX_BYTES: usize = 128;
 pub(super) struct Held {
     pub permit: OwnedSemaphorePermit,
     pub slot: Slot,
-    /// Counts the job as in its handler until [`Held::handler_ended`].
+    /// Counts the job as in its handler until [`Held::handler_ended`], or
+    /// for a `Done` job until its ack is queued.
     pub in_handler: Option<InHandler>,
 }
 
@@ -182,8 +183,13 @@ async fn work<E: Envelope, H: Handler<E>>(
             return;
         }
     };
-    held.handler_ended();
     let (outcome, settle) = decide(finished, timeout);
+    // A `Done` job counts as in its handler until its ack is queued (see
+    // `ack`): the acker's linger must not end between the two, or one
+    // read's acks go out in two flushes, the second of a job or two.
+    if !matches!(settle, Settle::Ack) {
+        held.handler_ended();
+    }
     shared.events.handled(ctx.stream, outcome, started);
     tracing::debug!(outcome = outcome.as_str(), "handler ended");
     match settle {
@@ -587,7 +593,10 @@ fn ack(shared: &Core, ctx: JobContext, held: Held) {
         permit: held.permit,
         slot: held.slot,
     };
-    if let Err(unsent) = shared.jobs.acker.send(request) {
+    let send = shared.jobs.acker.send(request);
+    // Queued: the acker may flush without waiting for this job any more.
+    drop(held.in_handler);
+    if let Err(unsent) = send {
         // Only while the worker itself is torn down: the entry stays pending.
         shared.events.ack_failed(stream, 1);
         tracing::error!(
