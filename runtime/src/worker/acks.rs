@@ -193,23 +193,6 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     }
 }
 
-/// Adds to `batch` the acks that arrive until `deadline`, while it holds
-/// fewer than `below`.
-async fn gather(
-    receiver: &mut mpsc::UnboundedReceiver<AckRequest>,
-    batch: &mut Vec<AckRequest>,
-    below: usize,
-    deadline: tokio::time::Instant,
-) {
-    while batch.len() < below {
-        let room = below - batch.len();
-        match tokio::time::timeout_at(deadline, receiver.recv_many(batch, room)).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
-}
-
 /// Adds to `batch` the acks that arrive until `deadline`, while jobs are
 /// still in their handlers and the batch has room.
 async fn linger(
@@ -218,8 +201,31 @@ async fn linger(
     handling: &Handling,
     deadline: tokio::time::Instant,
 ) {
-    while batch.len() < MAX_FLUSH && handling.any() {
-        let room = MAX_FLUSH - batch.len();
+    receive_until(receiver, batch, MAX_FLUSH, deadline, || handling.any()).await;
+}
+
+/// Adds to `batch` the acks that arrive until `deadline`, while it holds
+/// fewer than `below`.
+async fn gather(
+    receiver: &mut mpsc::UnboundedReceiver<AckRequest>,
+    batch: &mut Vec<AckRequest>,
+    below: usize,
+    deadline: tokio::time::Instant,
+) {
+    receive_until(receiver, batch, below, deadline, || true).await;
+}
+
+/// Adds to `batch` what arrives until `deadline`, while it holds fewer than
+/// `limit` and `waiting()` holds.
+async fn receive_until<T>(
+    receiver: &mut mpsc::UnboundedReceiver<T>,
+    batch: &mut Vec<T>,
+    limit: usize,
+    deadline: tokio::time::Instant,
+    waiting: impl Fn() -> bool,
+) {
+    while batch.len() < limit && waiting() {
+        let room = limit - batch.len();
         match tokio::time::timeout_at(deadline, receiver.recv_many(batch, room)).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
@@ -399,6 +405,52 @@ fn release(batch: &mut Vec<AckRequest>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_flush_takes_what_arrives_until_its_deadline() {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let start = tokio::time::Instant::now();
+        // The timer counts whole milliseconds.
+        let deadline = start + Duration::from_millis(10);
+        tokio::spawn(async move {
+            for n in 0..3u32 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                sender.send(n).unwrap();
+            }
+            // Kept open: the wait ends at the deadline, not at a closed channel.
+            std::future::pending::<()>().await;
+        });
+        let mut batch = Vec::new();
+        receive_until(&mut receiver, &mut batch, 50, deadline, || true).await;
+        assert_eq!(batch, [0, 1, 2]);
+        assert_eq!(tokio::time::Instant::now(), deadline);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_goes_as_soon_as_it_holds_its_limit() {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        for n in 0..5u32 {
+            sender.send(n).unwrap();
+        }
+        let start = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        receive_until(&mut receiver, &mut batch, 4, start + PACE, || true).await;
+        assert_eq!(batch, [0, 1, 2, 3]);
+        assert_eq!(tokio::time::Instant::now(), start);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_linger_ends_at_once_when_no_job_is_in_its_handler() {
+        let (_sender, mut receiver) = mpsc::unbounded_channel::<u32>();
+        let start = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        receive_until(&mut receiver, &mut batch, MAX_FLUSH, start + LINGER, || {
+            false
+        })
+        .await;
+        assert!(batch.is_empty());
+        assert_eq!(tokio::time::Instant::now(), start);
+    }
 
     #[test]
     fn a_job_counts_as_in_its_handler_until_its_guard_is_dropped() {
