@@ -81,9 +81,9 @@ const SLOW_LINGER: Duration = Duration::from_millis(5);
 /// previous flush went out less than this ago) and the batch holds fewer
 /// than half the worker's permits. At 2,500 jobs/s a worker otherwise sends
 /// one call per job or two, each costing the server several times the
-/// `XACK` it carries; paced, a call carries a millisecond's acks. Only the
-/// acks wait: a job's handler has already run, and its permit is one of
-/// fewer than half.
+/// `XACK` it carries; paced, a call carries whatever ended since the last.
+/// Only the acks wait: a job's handler has already run, and its permit is
+/// one of fewer than half.
 const PACE: Duration = Duration::from_millis(2);
 
 /// How many of the worker's jobs are in their handlers now.
