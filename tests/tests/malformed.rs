@@ -302,3 +302,58 @@ async fn packed_entries_that_do_not_decode_are_dead_lettered_too() {
     assert!(lines[0].contains(&key), "{}", lines[0]);
     assert!(lines[0].contains("the packed entry"), "{}", lines[0]);
 }
+
+/// A retry whose stored envelope is neither JSON nor MessagePack could never
+/// be promoted: the scheduler dead-letters it, and the worker's report
+/// counts it with the dead letters, as the metrics do.
+#[tokio::test]
+async fn an_unpromotable_retry_is_dead_lettered_and_counted_in_the_report() {
+    let server = RedisServer::start();
+    let config = test_config(&unique_prefix("malformed-retry"), 1);
+    let stream = StreamSlot::new(0);
+    let redis = Redis::connect(server.url()).await.unwrap();
+    library::load(&redis).await;
+    ensure_groups(&redis, &config).await.unwrap();
+
+    let mut conn = server.async_connection().await;
+    let member = "1700000000000-0";
+    let () = redis::pipe()
+        .cmd("HSET")
+        .arg(config.retry_jobs_key(stream))
+        .arg(member)
+        .arg("neither JSON nor MessagePack")
+        .ignore()
+        .cmd("ZADD")
+        .arg(config.retry_key(stream))
+        .arg(1)
+        .arg(member)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let worker = Worker::new(&redis, config.clone(), Recorder::default());
+    let (stop, running) = run_until_told(worker);
+    let watched = conn.clone();
+    let watched_config = config.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "the retry is dead-lettered",
+        || {
+            let mut conn = watched.clone();
+            let config = watched_config.clone();
+            async move { dead_letters(&mut conn, &config).await.len() == 1 }
+        },
+    )
+    .await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!(
+        (report.dead_lettered, report.promoted, report.handled),
+        (1, 0, 0),
+        "{report:?}"
+    );
+    let dead = dead_letters(&mut conn, &config).await;
+    let fields = dead_letter_of(&dead, member);
+    assert_eq!(fields["reason"], "decode_error", "{fields:?}");
+}

@@ -357,10 +357,11 @@ impl Events {
     }
 
     /// `members` due members of `stream` that could never be promoted
-    /// were dead-lettered by the promote function: recorded as `decode_error`
-    /// dead letters in the metrics, not counted in the report (their jobs
-    /// never ran here).
+    /// were dead-lettered by the promote function: counted with the dead
+    /// letters, in the report as in the metrics (as `decode_error`), though
+    /// no handler ran.
     pub(super) fn unpromotable(&self, stream: StreamSlot, members: u64) {
+        add(&self.counts.dead_lettered, members);
         #[cfg(feature = "metrics")]
         self.dead_letter_metric(stream, DeadReason::DecodeError, members);
     }
