@@ -691,45 +691,84 @@ impl AckFunction {
         }
     }
 
-    /// `FCALL ack 2 <ready_key> <claims_key> <group> <consumer> <epoch|-> <ids...>`:
-    /// acknowledges those of `ids` still pending for `consumer`.
-    /// `claim_epoch` is a claim epoch of the partition read before the read
-    /// that delivered the oldest of them: while it has not moved, the
-    /// function acknowledges without listing the pending entries; `None`
-    /// always checks each one. The reply tells the current epoch. Checked IDs in ascending order cost the
-    /// server least (one `XPENDING` lists them all).
-    pub fn command(
-        &self,
-        keys: (&str, &str),
-        consumer: &str,
-        claim_epoch: Option<u64>,
-        ids: &[&str],
-    ) -> redis::Cmd {
-        let (ready_key, claims_key) = keys;
+    /// One `FCALL ack` acknowledging, on each of `streams`, those of its IDs
+    /// still pending for `consumer` (see `ack` in docs/functions.md). Each
+    /// stream's `claim_epoch` is a claim epoch of its partition read before
+    /// the read that delivered the oldest of its IDs: while it has not moved,
+    /// the function acknowledges without listing the pending entries; `None`
+    /// always checks each one. The reply tells each stream's current epoch.
+    /// Checked IDs in ascending order cost the server least (one `XPENDING`
+    /// lists them all). On a Cluster, `streams` must share one slot.
+    pub fn command(&self, consumer: &str, streams: &[functions::AckStream<'_>]) -> redis::Cmd {
         functions::command(
             &self.function,
             &functions::Ack {
                 delete: self.path == AckPath::XackDel,
-                ready_key,
-                claims_key,
                 group: &self.group,
                 consumer,
-                claim_epoch,
-                ids,
+                streams,
             },
         )
     }
 
-    /// Reads the answer to [`AckFunction::command`] on `stream`'s `ready_key`.
+    /// Reads the answer to a [`AckFunction::command`] on one stream,
+    /// `stream`'s `ready_key`.
     pub fn reply(&self, ready_key: &str, stream: StreamSlot, answer: AckAnswer) -> Result<Acked> {
-        let call = Call {
+        let call = self.call(ready_key, stream);
+        let values = answer.map_err(|err| call.error(err))?;
+        self.acked(&call, values)
+    }
+
+    /// Reads the answer to a [`AckFunction::command`] on `streams` (each
+    /// ready key and its stream, in the command's order): one outcome per
+    /// stream. The call's own error is every stream's; a stream the function
+    /// could not settle has its own error and was left untouched.
+    pub fn replies(
+        &self,
+        streams: &[(&str, StreamSlot)],
+        answer: redis::RedisResult<redis::Value>,
+    ) -> Vec<Result<Acked>> {
+        if let [(ready_key, stream)] = streams {
+            let answer = answer.and_then(|value| Ok(redis::from_redis_value(value)?));
+            return vec![self.reply(ready_key, *stream, answer)];
+        }
+        let calls = streams
+            .iter()
+            .map(|(ready_key, stream)| self.call(ready_key, *stream));
+        let items = match answer {
+            Ok(redis::Value::Array(items)) if items.len() == streams.len() => items,
+            Ok(other) => {
+                let shown = format!("{other:?}");
+                return calls
+                    .map(|call| Err(call.unexpected(shown.clone())))
+                    .collect();
+            }
+            Err(err) => return calls.map(|call| Err(call.error(err.clone()))).collect(),
+        };
+        calls
+            .zip(items)
+            .map(|(call, item)| match item {
+                redis::Value::ServerError(err) => Err(call.error(err.into())),
+                redis::Value::Array(values) => self.acked(&call, values),
+                other => Err(call.unexpected(format!("{other:?}"))),
+            })
+            .collect()
+    }
+
+    /// How errors of a call on `stream` name it.
+    fn call<'a>(&'a self, ready_key: &str, stream: StreamSlot) -> Call<'a> {
+        Call {
             function: &self.function,
             key: ready_key.to_owned(),
             partition: Partition::new(stream.index() % self.partitions),
             job: "a batch of done jobs",
             entry: None,
-        };
-        let values = answer.map_err(|err| call.error(err))?;
+        }
+    }
+
+    /// One stream's reply: `[acked, refused, unaccounted, epoch]`, with
+    /// `deleted` after them on [`AckPath::XackDel`].
+    fn acked(&self, call: &Call<'_>, values: Vec<redis::Value>) -> Result<Acked> {
         let shown = format!("{values:?}");
         let expected = match self.path {
             AckPath::Xack => 4,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::functions::AckStream;
 use queuegen_runtime::transitions::{AckFunction, AckPath};
 use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer, Redis, Worker};
@@ -371,7 +372,15 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
     let claims = config.claims_key(StreamSlot::new(0));
     let batch: Vec<&str> = ids.iter().map(String::as_str).collect();
     let answer = function
-        .command((&key, &claims), "me", None, &batch[..2])
+        .command(
+            "me",
+            &[AckStream {
+                ready_key: &key,
+                claims_key: &claims,
+                claim_epoch: None,
+                ids: &batch[..2],
+            }],
+        )
         .query_async(&mut conn)
         .await;
     let acked = function.reply(&key, StreamSlot::new(0), answer).unwrap();
@@ -396,7 +405,15 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
     }
     // Not pending for "me" any more: refused by name on the checked path, nothing written.
     let answer = function
-        .command((&key, &claims), "me", None, &batch[..1])
+        .command(
+            "me",
+            &[AckStream {
+                ready_key: &key,
+                claims_key: &claims,
+                claim_epoch: None,
+                ids: &batch[..1],
+            }],
+        )
         .query_async(&mut conn)
         .await;
     let again = function.reply(&key, StreamSlot::new(0), answer).unwrap();

@@ -97,6 +97,34 @@ impl Fixture {
         .await
     }
 
+    /// Calls `ack` on several streams: one reply per stream, its answer or
+    /// its error. (A plain query turns an error nested in a reply into the
+    /// whole call's error; a pipeline that ignores errors keeps it in place.)
+    async fn ack_streams(&mut self, keys: &[String], args: &[&str]) -> Vec<Reply> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("FCALL")
+            .arg(format!("{}_ack", self.lib))
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        pipe.ignore_errors();
+        let replies: Vec<Reply> = pipe
+            .query_async(&mut self.conn)
+            .await
+            .unwrap_or_else(|err| panic!("ack {keys:?} {args:?}: {err}"));
+        let [reply] = <[Reply; 1]>::try_from(replies).expect("one command, one reply");
+        match reply {
+            Ok(redis::Value::Array(streams)) => streams
+                .into_iter()
+                .map(|stream| match stream {
+                    redis::Value::ServerError(err) => Err(err.into()),
+                    answer => Ok(answer),
+                })
+                .collect(),
+            other => panic!("ack {keys:?} {args:?}: expected one reply per stream, got {other:?}"),
+        }
+    }
+
     async fn dump(&mut self) -> Keyspace {
         keyspace(&mut self.conn).await
     }
@@ -1802,6 +1830,193 @@ async fn ack_skips_the_ownership_listing_while_the_claim_epoch_stands_still() {
     );
     assert_eq!(reply, (1, vec![], 0, 1));
     assert_eq!(owners(&mut f, &p.ready()).await, []);
+}
+
+/// The `ack` keys of several partitions, in order.
+fn ack_keys_of(parts: &[&Part]) -> Vec<String> {
+    parts.iter().flat_map(|p| p.ack_keys()).collect()
+}
+
+#[tokio::test]
+async fn ack_settles_several_partitions_in_one_call_each_on_its_own_path() {
+    let mut f = Fixture::start().await;
+    let (p0, p1, p2) = (f.part(0), f.part(1), f.part(2));
+    let mut ids = Vec::new();
+    for (n, p) in [&p0, &p1, &p2].into_iter().enumerate() {
+        f.group(&p.ready()).await;
+        let mut mine = Vec::new();
+        for k in 0..3 {
+            mine.push(
+                f.pending_job(&p.ready(), &format!("job-{n}-{k}"), "1")
+                    .await,
+            );
+        }
+        ids.push(mine);
+    }
+    claim_to(&mut f, &p1.ready(), &ids[1][1], "consumer-2").await;
+    let _: u64 = f.cmd(&["XACK", &p2.ready(), GROUP, &ids[2][0]]).await;
+
+    // Partition 0 and 2 on the fast path (epoch 0, unchanged), 1 on the
+    // checked one; two IDs for the first, three for the second, the rest
+    // (two) for the last.
+    let args = [
+        GROUP, ME, "0", "-", "0", "2", "3", &ids[0][0], &ids[0][1], &ids[1][0], &ids[1][1],
+        &ids[1][2], &ids[2][0], &ids[2][1],
+    ];
+    let replies = f.ack_streams(&ack_keys_of(&[&p0, &p1, &p2]), &args).await;
+    let replies: Vec<_> = replies.into_iter().map(ack_reply).collect();
+    assert_eq!(
+        replies,
+        [
+            (2, vec![], 0, 0),
+            (2, owned(&[(&ids[1][1], "consumer-2")]), 0, 0),
+            // The entry acknowledged beforehand is counted, not named.
+            (1, vec![], 1, 0),
+        ]
+    );
+    assert_eq!(
+        owners(&mut f, &p0.ready()).await,
+        [(ids[0][2].clone(), ME.to_owned(), 1)]
+    );
+    assert_eq!(
+        owners(&mut f, &p1.ready()).await,
+        [(ids[1][1].clone(), "consumer-2".to_owned(), 1)]
+    );
+    assert_eq!(
+        owners(&mut f, &p2.ready()).await,
+        [(ids[2][2].clone(), ME.to_owned(), 1)]
+    );
+
+    // Safe to re-run: the same call again acknowledges nothing more.
+    let again: Vec<_> = f
+        .ack_streams(&ack_keys_of(&[&p0, &p1, &p2]), &args)
+        .await
+        .into_iter()
+        .map(ack_reply)
+        .collect();
+    assert_eq!(
+        again,
+        [
+            (0, vec![], 2, 0),
+            (
+                0,
+                owned(&[
+                    (&ids[1][0], ""),
+                    (&ids[1][1], "consumer-2"),
+                    (&ids[1][2], "")
+                ]),
+                0,
+                0
+            ),
+            (0, vec![], 2, 0),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ack_over_several_partitions_checks_every_argument_before_its_first_write() {
+    let mut f = Fixture::start().await;
+    let (p0, p1) = (f.part(0), f.part(1));
+    let mut ids = Vec::new();
+    for p in [&p0, &p1] {
+        f.group(&p.ready()).await;
+        ids.push(f.pending_job(&p.ready(), "job", "1").await);
+    }
+    let keys = ack_keys_of(&[&p0, &p1]);
+    let (a, b) = (ids[0].as_str(), ids[1].as_str());
+    // Each is wrong only in what the second partition's part of it says
+    // (or in how the parts add up), and partition 0's ack would be fine.
+    let bad: [(Vec<&str>, &str, &str); 9] = [
+        // No ID left for the last stream.
+        (
+            vec![GROUP, ME, "0", "0", "1", a],
+            "QG_BADARG",
+            "ARGV expected 7",
+        ),
+        (
+            vec![GROUP, ME, "0", "0", "2", a, b],
+            "QG_BADARG",
+            "the last",
+        ),
+        (vec![GROUP, ME, "0", "x", "1", a, b], "QG_BADARG", "epoch_2"),
+        (vec![GROUP, ME, "0", "0", "0", a, b], "QG_BADARG", "count_1"),
+        (vec![GROUP, ME, "0", "0", "y", a, b], "QG_BADARG", "count_1"),
+        (vec![GROUP, ME, "0", "0", "1", a, "1-"], "QG_BADARG", "id 2"),
+        (
+            vec![GROUP, ME, "0", "0", "1", a, b, "z"],
+            "QG_BADARG",
+            "id 3",
+        ),
+        (vec!["", ME, "0", "0", "1", a, b], "QG_BADARG", "group"),
+        (
+            vec![GROUP, "", "0", "0", "1", a, b],
+            "QG_BADARG",
+            "consumer",
+        ),
+    ];
+    for (args, code, named) in &bad {
+        let detail = f.assert_refused("ack", &keys, args, code).await;
+        assert!(detail.contains(named), "{args:?}: {detail}");
+    }
+    let args = [GROUP, ME, "0", "0", "1", a, b];
+    // Keys: an odd count, and a pair whose keys name two partitions.
+    let odd = [p0.ready(), p0.claims(), p1.ready()];
+    f.assert_refused("ack", &odd, &args, "QG_BADARG").await;
+    let crossed = [p0.ready(), p0.claims(), p1.ready(), p0.claims()];
+    let detail = f.assert_refused("ack", &crossed, &args, "QG_BADARG").await;
+    assert!(detail.contains("KEYS[4]"), "{detail}");
+    // The batch limit counts the IDs of every stream.
+    let many: Vec<String> = (1..=4096).map(|n| format!("1-{n}")).collect();
+    let mut args = vec![GROUP, ME, "0", "0", "1", a];
+    args.extend(many.iter().map(String::as_str));
+    let detail = f.assert_refused("ack", &keys, &args, "QG_BATCH").await;
+    assert_eq!(detail, "4097 > 4096");
+}
+
+#[tokio::test]
+async fn a_damaged_partition_answers_with_its_error_and_the_others_are_acked() {
+    let mut f = Fixture::start().await;
+    let (p0, p1, p2) = (f.part(0), f.part(1), f.part(2));
+    let mut ids = Vec::new();
+    for p in [&p0, &p1, &p2] {
+        f.group(&p.ready()).await;
+        ids.push(f.pending_job(&p.ready(), "job", "1").await);
+    }
+    // Partition 1's claim epoch key holds a hash; partition 2's group is gone.
+    let _: u64 = f.cmd(&["HSET", &p1.claims(), "squatter", "1"]).await;
+    let _: u64 = f.cmd(&["XGROUP", "DESTROY", &p2.ready(), GROUP]).await;
+    let damaged = (
+        f.entries(&p1.ready()).await,
+        owners(&mut f, &p1.ready()).await,
+        f.entries(&p2.ready()).await,
+    );
+
+    let keys = ack_keys_of(&[&p0, &p1, &p2]);
+    let args = [
+        GROUP, ME, "0", "0", "0", "1", "1", &ids[0], &ids[1], &ids[2],
+    ];
+    let mut replies = f.ack_streams(&keys, &args).await.into_iter();
+    assert_eq!(ack_reply(replies.next().unwrap()), (1, vec![], 0, 0));
+    let err = replies.next().unwrap().unwrap_err();
+    assert_eq!(err.code(), Some("QG_WRONGTYPE"), "{err}");
+    assert_eq!(err.detail(), Some(format!("{} hash", p1.claims()).as_str()));
+    let err = replies.next().unwrap().unwrap_err();
+    assert_eq!(err.code(), Some("QG_BADARG"), "{err}");
+    assert!(
+        err.detail().unwrap().contains("is not a consumer group of"),
+        "{err}"
+    );
+
+    assert_eq!(owners(&mut f, &p0.ready()).await, []);
+    assert_eq!(
+        (
+            f.entries(&p1.ready()).await,
+            owners(&mut f, &p1.ready()).await,
+            f.entries(&p2.ready()).await,
+        ),
+        damaged,
+        "the damaged partitions are untouched"
+    );
 }
 
 #[tokio::test]

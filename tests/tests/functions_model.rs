@@ -39,6 +39,7 @@ use queuegen_tests::library;
 use queuegen_tests::support::unique_prefix;
 use queuegen_tests::RedisServer;
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redis::Value;
 
@@ -429,12 +430,19 @@ impl Run {
     /// nothing, and returns the reply.
     fn send(&mut self, call: &Call) -> redis::RedisResult<Value> {
         let before = self.fingerprint(&call.keys);
-        let reply = redis::cmd("FCALL")
+        // A pipeline that ignores errors keeps an error nested in a reply
+        // (one stream's of a several-stream `ack`) in place; a plain query
+        // would make it the whole call's.
+        let mut pipe = redis::pipe();
+        pipe.cmd("FCALL")
             .arg(format!("{}_{}", self.lib, call.function))
             .arg(call.keys.len())
             .arg(&call.keys)
-            .arg(&call.args)
-            .query::<Value>(&mut self.conn);
+            .arg(&call.args);
+        pipe.ignore_errors();
+        let reply = pipe
+            .query::<Vec<redis::RedisResult<Value>>>(&mut self.conn)
+            .and_then(|mut replies| replies.remove(0));
         let after = self.fingerprint(&call.keys);
         self.last_call_wrote = after != before;
         let entry = self.counts.entry(call.function).or_default();
@@ -850,19 +858,111 @@ impl Run {
         ids
     }
 
-    fn ack_call(&self, p: u16, consumer: &str, epoch: &str, ids: &[String]) -> Call {
-        let mut args = strings([GROUP, consumer, epoch]);
-        args.extend(ids.iter().cloned());
-        Call::new(
-            "ack",
-            vec![self.key(p, "ready"), self.key(p, "claims")],
-            args,
-        )
+    /// One `ack` call over `streams` (partition, epoch, IDs), in that order.
+    fn ack_call(&self, consumer: &str, streams: &[(u16, String, Vec<String>)]) -> Call {
+        let mut keys = Vec::new();
+        let mut args = strings([GROUP, consumer]);
+        for (p, epoch, _) in streams {
+            keys.extend([self.key(*p, "ready"), self.key(*p, "claims")]);
+            args.push(epoch.clone());
+        }
+        if let Some((_, leading)) = streams.split_last() {
+            args.extend(leading.iter().map(|(_, _, ids)| ids.len().to_string()));
+        }
+        for (_, _, ids) in streams {
+            args.extend(ids.iter().cloned());
+        }
+        Call::new("ack", keys, args)
     }
 
+    /// An `ack` of partition `p` alone, on the checked path (epoch `-`).
+    fn ack_one(&self, p: u16, consumer: &str, ids: &[String]) -> Call {
+        self.ack_call(consumer, &[(p, "-".to_owned(), ids.to_vec())])
+    }
+
+    /// An `ack` of one or both live partitions in one call, in either
+    /// order, now and then with the squatted one among them: each stream is
+    /// settled on its own, the squatted one answers with its error and is
+    /// left as it was.
     fn ack(&mut self) {
-        let p = self.live_partition();
         let consumer = self.consumer();
+        let mut parts = LIVE.to_vec();
+        parts.shuffle(&mut self.rng);
+        parts.truncate(self.rng.random_range(1..=LIVE.len()));
+        if self.rng.random_bool(0.1) {
+            let at = self.rng.random_range(0..=parts.len());
+            parts.insert(at, SQUATTED);
+        }
+        let mut streams = Vec::new();
+        for &p in &parts {
+            let (ids, epoch) = if p == SQUATTED {
+                (vec![(1, self.rng.random_range(1..1000))], "0".to_owned())
+            } else {
+                self.ack_plan(p, consumer)
+            };
+            let texts: Vec<String> = ids.iter().map(|id| id_text(*id)).collect();
+            streams.push((p, epoch, ids, texts));
+        }
+        let shape: Vec<(u16, String, Vec<String>)> = streams
+            .iter()
+            .map(|(p, epoch, _, texts)| (*p, epoch.clone(), texts.clone()))
+            .collect();
+        let call = self.ack_call(consumer, &shape);
+        let squatted_keys = [self.key(SQUATTED, "ready"), self.key(SQUATTED, "claims")];
+        // The squatted keys' part of the fingerprint, before the live streams'.
+        let squatted_state = |fingerprint: String| {
+            fingerprint
+                .split(" | ")
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let squatted_before = squatted_state(self.fingerprint(&squatted_keys));
+        let reply = self.accepted(&call);
+        let replies: Vec<Value> = if streams.len() == 1 {
+            vec![reply]
+        } else {
+            let items = array(&reply);
+            assert_eq!(
+                items.len(),
+                streams.len(),
+                "step {}: {}",
+                self.step,
+                call.shown()
+            );
+            items.to_vec()
+        };
+        for ((p, epoch, ids, _), reply) in streams.into_iter().zip(replies) {
+            if p == SQUATTED {
+                let Value::ServerError(err) = &reply else {
+                    panic!(
+                        "step {}: {}: the squatted stream answered {reply:?}",
+                        self.step,
+                        call.shown()
+                    );
+                };
+                assert_eq!(
+                    err.code(),
+                    "QG_WRONGTYPE",
+                    "step {}: {}",
+                    self.step,
+                    call.shown()
+                );
+                assert_eq!(
+                    squatted_state(self.fingerprint(&squatted_keys)),
+                    squatted_before,
+                    "step {}: {}: the squatted stream was written",
+                    self.step,
+                    call.shown()
+                );
+            } else {
+                self.check_ack(p, consumer, &epoch, &ids, &reply, &call);
+            }
+        }
+    }
+
+    /// The IDs of partition `p` an `ack` names, and the epoch it sends.
+    fn ack_plan(&mut self, p: u16, consumer: &str) -> (Vec<Id>, String) {
         let n = self.rng.random_range(1..6);
         let ids = self.some_ids(p, consumer, n);
         let part = self.part(p);
@@ -875,16 +975,28 @@ impl Run {
             1 if current > 0 => (current - 1).to_string(),
             _ => "-".to_owned(),
         };
-        let texts: Vec<String> = ids.iter().map(|id| id_text(*id)).collect();
-        let call = self.ack_call(p, consumer, &epoch, &texts);
-        let reply = self.accepted(&call);
-        let items = array(&reply);
-        let fast = epoch == current.to_string();
+        (ids, epoch)
+    }
+
+    /// Checks one stream's `ack` reply against the model, and applies it.
+    fn check_ack(
+        &mut self,
+        p: u16,
+        consumer: &str,
+        epoch: &str,
+        ids: &[Id],
+        reply: &Value,
+        call: &Call,
+    ) {
+        let step = self.step;
+        let items = array(reply);
         let part = self.part_mut(p);
+        let current = part.epoch;
+        let fast = epoch == current.to_string();
         // What the model expects: the distinct IDs acknowledged, and the refused ones.
         let mut acked = BTreeSet::new();
         let mut refused = Vec::new();
-        for id in &ids {
+        for id in ids {
             match part.pending.get(id) {
                 Some(owner) if fast || owner == consumer => {
                     acked.insert(*id);
@@ -903,8 +1015,7 @@ impl Run {
         assert_eq!(
             (int(&items[0]), got_refused, int(&items[2]), int(&items[3])),
             (acked.len() as u64, refused, unaccounted as u64, current),
-            "step {}: {}",
-            self.step,
+            "step {step}: partition {p} of {}",
             call.shown()
         );
         for id in acked {
@@ -1504,7 +1615,7 @@ impl Run {
                 (self.foreign(call, p, other), Some("QG_BADARG"))
             }
             5 => {
-                let call = self.ack_call(p, consumer, "-", std::slice::from_ref(&id));
+                let call = self.ack_one(p, consumer, std::slice::from_ref(&id));
                 (self.foreign(call, p, other), Some("QG_BADARG"))
             }
             6 => {
@@ -1533,7 +1644,7 @@ impl Run {
                 let call = match self.rng.random_range(0..4) {
                     0 => self.schedule_call("retry_schedule", p, consumer, bare, 1, "r"),
                     1 => self.dead_call(p, consumer, bare, "permanent", "d"),
-                    2 => self.ack_call(p, consumer, "-", &[id.clone(), bare.to_owned()]),
+                    2 => self.ack_one(p, consumer, &[id.clone(), bare.to_owned()]),
                     _ => Call::new(
                         "renew",
                         vec![self.key(p, "ready")],
@@ -1594,7 +1705,7 @@ impl Run {
             }
             21 => {
                 let ids: Vec<String> = (1..=4097).map(|n| format!("1-{n}")).collect();
-                (self.ack_call(p, consumer, "-", &ids), Some("QG_BATCH"))
+                (self.ack_one(p, consumer, &ids), Some("QG_BATCH"))
             }
             22 => {
                 let due = ["-1", "1.5", "1e3", "9999999999999999", ""][self.rng.random_range(0..5)];
@@ -1674,7 +1785,7 @@ impl Run {
             3 => self.promote_call("delayed", p, &["j1".to_owned()], MAX_BATCH),
             4 => self.publish_call(p, &envelope[1], MAX_BYTES, envelope),
             5 => self.delay_call(p, &envelope[1], 1, MAX_BYTES, envelope),
-            6 => self.ack_call(p, consumer, "-", &[id.to_owned()]),
+            6 => self.ack_one(p, consumer, &[id.to_owned()]),
             7 => self.claim_call(p, consumer, "10"),
             _ => self.replay_call(p, id, ""),
         }

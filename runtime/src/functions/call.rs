@@ -241,12 +241,14 @@ mod tests {
         );
         let ack = Ack {
             delete: false,
-            ready_key: "r",
-            claims_key: "k",
             group: "g",
             consumer: "c",
-            claim_epoch: None,
-            ids: &["1-0", "2-0"],
+            streams: &[AckStream {
+                ready_key: "r",
+                claims_key: "k",
+                claim_epoch: None,
+                ids: &["1-0", "2-0"],
+            }],
         };
         assert_eq!(
             words(&command("qg_v1_ack", &ack)),
@@ -261,6 +263,59 @@ mod tests {
                 "-",
                 "1-0",
                 "2-0"
+            ]
+        );
+        // Several streams: every epoch, then the count of each stream but
+        // the last, then the IDs in stream order.
+        let ack = Ack {
+            delete: false,
+            group: "g",
+            consumer: "c",
+            streams: &[
+                AckStream {
+                    ready_key: "r1",
+                    claims_key: "k1",
+                    claim_epoch: Some(4),
+                    ids: &["1-0", "2-0"],
+                },
+                AckStream {
+                    ready_key: "r2",
+                    claims_key: "k2",
+                    claim_epoch: None,
+                    ids: &["3-0"],
+                },
+                AckStream {
+                    ready_key: "r3",
+                    claims_key: "k3",
+                    claim_epoch: Some(0),
+                    ids: &["5-0", "6-0"],
+                },
+            ],
+        };
+        assert_eq!(
+            words(&command("qg_v1_ack", &ack)),
+            [
+                "FCALL",
+                "qg_v1_ack",
+                "6",
+                "r1",
+                "k1",
+                "r2",
+                "k2",
+                "r3",
+                "k3",
+                "g",
+                "c",
+                "4",
+                "-",
+                "0",
+                "2",
+                "1",
+                "1-0",
+                "2-0",
+                "3-0",
+                "5-0",
+                "6-0"
             ]
         );
         let groups = [TrimGroup {
@@ -496,12 +551,14 @@ mod tests {
                     "qg_v1_ack_delete",
                     &Ack {
                         delete: true,
-                        ready_key: "r",
-                        claims_key: "k",
                         group: "g",
                         consumer: "c",
-                        claim_epoch: Some(11),
-                        ids: &["1-0"],
+                        streams: &[AckStream {
+                            ready_key: "r",
+                            claims_key: "k",
+                            claim_epoch: Some(11),
+                            ids: &["1-0"],
+                        }],
                     },
                 ),
                 &[

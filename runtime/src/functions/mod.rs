@@ -25,7 +25,9 @@ pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishOnce};
 pub(crate) use settle::ClaimReply;
-pub use settle::{Ack, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick};
+pub use settle::{
+    Ack, AckStream, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick,
+};
 pub use upkeep::{RateTake, Trim, TrimGroup, Version};
 
 /// One function of the library, by the name after the library prefix.
@@ -133,8 +135,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v9`):
-    /// `qg_docs_pipeline_v9_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v10`):
+    /// `qg_docs_pipeline_v10_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

@@ -240,38 +240,65 @@ impl FromRedisValue for ClaimReply {
     }
 }
 
-/// `ack` (or, with `delete`, `ack_delete`): acknowledge those of `ids` still
-/// pending for `consumer`. Answers `[acked, [id, owner, ...], unaccounted,
-/// epoch]` (`ack_delete` appends `deleted`); `transitions::AckFunction` reads it.
+/// `ack` (or, with `delete`, `ack_delete`): acknowledge those of each
+/// stream's `ids` still pending for `consumer`, on one or more streams in one
+/// call. Answers, for one stream, `[acked, [id, owner, ...], unaccounted,
+/// epoch]` (`ack_delete` appends `deleted`), for several an array of those
+/// (or of a stream's error); `transitions::AckFunction` reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct Ack<'a> {
     /// `ack_delete` (`XACKDEL … ACKED`) instead of `ack`.
     pub delete: bool,
-    pub ready_key: &'a str,
-    pub claims_key: &'a str,
     pub group: &'a str,
     pub consumer: &'a str,
+    /// At least one; on a Cluster, all in one slot.
+    pub streams: &'a [AckStream<'a>],
+}
+
+/// One stream's part of an [`Ack`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct AckStream<'a> {
+    pub ready_key: &'a str,
+    pub claims_key: &'a str,
     /// A claim epoch read before the read that delivered the oldest of
     /// `ids`: while it has not moved, nothing is listed; `None` (`-`)
     /// checks each entry.
     pub claim_epoch: Option<u64>,
+    /// At least one.
     pub ids: &'a [&'a str],
 }
 
 impl FunctionCall for Ack<'_> {
+    /// `KEYS = [ready_1, claims_1, ...]`, `ARGV = [group, consumer, epoch_1,
+    /// ..., epoch_n, count_1, ..., count_(n-1), ids...]`: the last stream
+    /// takes the IDs the counts leave, so one stream's call carries no count.
     fn command(&self, name: &str) -> Cmd {
         let function = if self.delete {
             Function::AckDelete
         } else {
             Function::Ack
         };
-        let mut cmd = fcall(name, function, &[self.ready_key, self.claims_key]);
+        let keys: Vec<&str> = self
+            .streams
+            .iter()
+            .flat_map(|stream| [stream.ready_key, stream.claims_key])
+            .collect();
+        let mut cmd = fcall(name, function, &keys);
         cmd.arg(self.group).arg(self.consumer);
-        match self.claim_epoch {
-            Some(epoch) => cmd.arg(epoch),
-            None => cmd.arg("-"),
-        };
-        cmd.arg(self.ids);
+        for stream in self.streams {
+            match stream.claim_epoch {
+                Some(epoch) => cmd.arg(epoch),
+                None => cmd.arg("-"),
+            };
+        }
+        if let Some((_, leading)) = self.streams.split_last() {
+            for stream in leading {
+                cmd.arg(stream.ids.len());
+            }
+        }
+        for stream in self.streams {
+            cmd.arg(stream.ids);
+        }
         cmd
     }
 }

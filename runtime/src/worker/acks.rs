@@ -1,5 +1,5 @@
 //! Group commit of acknowledgements: job tasks hand over `Done` entries, one
-//! task sends them as one ownership-checked `ack` call per stream.
+//! task sends them as one ownership-checked `ack` call per flush.
 //!
 //! A job task hands over its entry only after its handler returned `Done`,
 //! together with its permit and its in-flight slot, and ends. The acker
@@ -41,12 +41,14 @@
 //! them apart. Should the server refuse `XACKDEL` (the function then acks
 //! with `XACK`), the acker says so once and calls `ack` from then on.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connect::Connection;
 use crate::stream_slot::StreamSlot;
+use redis::cluster_routing::Slot as ClusterSlot;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::epochs::Epochs;
@@ -54,11 +56,15 @@ use super::events::Events;
 use super::in_flight::Slot;
 use super::job::with_retries;
 use crate::error::Error;
+use crate::functions::AckStream;
 use crate::metrics::Settlement;
-use crate::transitions::{AckAnswer, AckFunction, AckPath, Acked};
+use crate::transitions::{AckFunction, AckPath, Acked};
 
 /// Most entries one flush takes; bounds the size of one pipeline.
 const MAX_FLUSH: usize = 1024;
+
+// A flush on a server is one `ack` call: it must fit the library's limit.
+const _: () = assert!(MAX_FLUSH as u64 <= queuegen_core::wire::library::MAX_ACK_IDS);
 
 /// Longest a flush waits for the jobs still in their handlers. Long enough
 /// for the rest of a read's jobs to end when handlers are quick; short
@@ -169,6 +175,7 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
     let mut batch = Vec::with_capacity(MAX_FLUSH);
     let paced_below = (acker.concurrency / 2).clamp(1, MAX_FLUSH);
     let mut last_flush: Option<tokio::time::Instant> = None;
+    let groups = CallGroups::new(&acker.keys, acker.conn.is_cluster());
     while receiver.recv_many(&mut batch, MAX_FLUSH).await > 0 {
         // The other jobs of the same read are most likely about to end:
         // their acks join this flush. A job whose handler asked for a retry
@@ -189,7 +196,7 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<AckRequest>, acker: Acker) {
             gather(&mut receiver, &mut batch, paced_below, last + PACE).await;
         }
         last_flush = Some(tokio::time::Instant::now());
-        acker.flush(&mut batch).await;
+        acker.flush(&mut batch, &groups).await;
     }
 }
 
@@ -234,63 +241,90 @@ async fn receive_until<T>(
 }
 
 impl Acker {
-    /// Sends one `ack` call per stream in one pipeline, then settles every request.
-    async fn flush(&self, batch: &mut Vec<AckRequest>) {
+    /// Sends one `ack` call per call group (see [`CallGroups`]) in one
+    /// pipeline, then settles every request.
+    async fn flush(&self, batch: &mut Vec<AckRequest>, groups: &CallGroups) {
         let entries = batch.len();
-        // Ascending stream IDs within each partition, partitions in order.
-        batch.sort_unstable_by_key(|request| (request.stream, request.slot.key()));
+        // Call groups in order, streams in order within each, ascending
+        // stream IDs within each stream.
+        batch.sort_unstable_by_key(|request| {
+            (
+                groups.of(request.stream),
+                request.stream,
+                request.slot.key(),
+            )
+        });
         let streams: Vec<&[AckRequest]> = batch.chunk_by(|a, b| a.stream == b.stream).collect();
+        let calls: Vec<&[&[AckRequest]]> = streams
+            .chunk_by(|a, b| groups.of(a[0].stream) == groups.of(b[0].stream))
+            .collect();
         let function = if self.xackdel_refused.load(Ordering::Relaxed) {
             &self.keep
         } else {
             &self.function
         };
         let mut pipe = redis::pipe();
-        for requests in &streams {
-            let stream = usize::from(requests[0].stream.index());
-            let ids: Vec<&str> = requests.iter().map(|request| request.id.as_str()).collect();
-            // Epochs only rise: entries read under different epochs take the
-            // checked path, as they must (a claim came between their reads);
-            // so does a batch with an entry whose epoch is unknown.
-            let oldest_epoch = requests
+        for call in &calls {
+            let ids: Vec<Vec<&str>> = call
                 .iter()
-                .map(|request| request.claim_epoch)
-                .min()
-                .flatten();
-            pipe.add_command(function.command(
-                (&self.keys[stream], &self.claims_keys[stream]),
-                &self.consumer,
-                oldest_epoch,
-                &ids,
-            ));
+                .map(|requests| requests.iter().map(|request| request.id.as_str()).collect())
+                .collect();
+            let parts: Vec<AckStream<'_>> = call
+                .iter()
+                .zip(&ids)
+                .map(|(requests, ids)| {
+                    let stream = usize::from(requests[0].stream.index());
+                    AckStream {
+                        ready_key: &self.keys[stream],
+                        claims_key: &self.claims_keys[stream],
+                        // Epochs only rise: entries read under different
+                        // epochs take the checked path, as they must (a claim
+                        // came between their reads); so does a stream with an
+                        // entry whose epoch is unknown.
+                        claim_epoch: requests
+                            .iter()
+                            .map(|request| request.claim_epoch)
+                            .min()
+                            .flatten(),
+                        ids,
+                    }
+                })
+                .collect();
+            pipe.add_command(function.command(&self.consumer, &parts));
         }
         pipe.ignore_errors();
         // A retried call may find entries its lost first attempt acknowledged.
         let attempts = AtomicU32::new(0);
-        let answer: Result<Vec<AckAnswer>, Error> = with_retries("ack", || {
-            attempts.fetch_add(1, Ordering::Relaxed);
-            let mut conn = self.conn.clone();
-            let pipe = &pipe;
-            async move {
-                pipe.query_async(&mut conn)
-                    .await
-                    .map_err(|err| Error::redis(format!("ack of {entries} entries"), err))
-            }
-        })
-        .await;
+        let answer: Result<Vec<redis::RedisResult<redis::Value>>, Error> =
+            with_retries("ack", || {
+                attempts.fetch_add(1, Ordering::Relaxed);
+                let mut conn = self.conn.clone();
+                let pipe = &pipe;
+                async move {
+                    pipe.query_async(&mut conn)
+                        .await
+                        .map_err(|err| Error::redis(format!("ack of {entries} entries"), err))
+                }
+            })
+            .await;
         let retried = attempts.load(Ordering::Relaxed) > 1;
 
         match answer {
             Ok(answers) => {
-                for (requests, answer) in streams.iter().zip(answers) {
-                    let stream = requests[0].stream;
-                    let key = self.key(stream);
-                    match function.reply(key, stream, answer) {
-                        Ok(acked) => {
-                            self.epochs.observe(stream, acked.epoch);
-                            self.settled(requests, acked, retried)
+                for (call, answer) in calls.iter().zip(answers) {
+                    let keyed: Vec<(&str, StreamSlot)> = call
+                        .iter()
+                        .map(|requests| (self.key(requests[0].stream), requests[0].stream))
+                        .collect();
+                    let outcomes = function.replies(&keyed, answer);
+                    for (requests, outcome) in call.iter().zip(outcomes) {
+                        match outcome {
+                            Ok(acked) => {
+                                self.epochs.observe(requests[0].stream, acked.epoch);
+                                self.settled(requests, acked, retried)
+                            }
+                            Err(err) => self.failed(requests, &err),
                         }
-                        Err(err) => self.failed(requests, &err),
                     }
                 }
             }
@@ -300,6 +334,7 @@ impl Acker {
                 }
             }
         }
+        drop(calls);
         drop(streams);
         release(batch);
     }
@@ -387,6 +422,39 @@ impl Acker {
     }
 }
 
+/// Which streams' acks share one call: on a standalone server all of them
+/// (one function call per flush, however many partitions and lanes it
+/// spans: each call costs the server far more than the `XACK`s it makes),
+/// on a Cluster those whose keys share a slot (a call's keys must).
+struct CallGroups {
+    /// By stream index, the smallest stream index of its group.
+    group: Vec<u16>,
+}
+
+impl CallGroups {
+    /// Groups the streams whose ready keys are `keys` (by stream index).
+    fn new(keys: &[String], cluster: bool) -> Self {
+        let mut firsts: HashMap<ClusterSlot, u16> = HashMap::new();
+        let group = (0..keys.len())
+            .map(|index| {
+                let index = u16::try_from(index).expect("a queue has at most 16,384 streams");
+                if !cluster {
+                    return 0;
+                }
+                // A stream's claims key shares its ready key's hash tag.
+                let slot = ClusterSlot::for_key(&keys[usize::from(index)]);
+                *firsts.entry(slot).or_insert(index)
+            })
+            .collect();
+        CallGroups { group }
+    }
+
+    /// The group of `stream`.
+    fn of(&self, stream: StreamSlot) -> u16 {
+        self.group[usize::from(stream.index())]
+    }
+}
+
 /// Frees the slots under one lock and the permits in one step.
 fn release(batch: &mut Vec<AckRequest>) {
     let mut permits: Option<OwnedSemaphorePermit> = None;
@@ -450,6 +518,25 @@ mod tests {
         .await;
         assert!(batch.is_empty());
         assert_eq!(tokio::time::Instant::now(), start);
+    }
+
+    #[test]
+    fn one_call_takes_every_stream_on_a_server_and_a_slot_s_streams_on_a_cluster() {
+        let keys: Vec<String> = ["qg:{q:0}:ready", "qg:{q:1}:ready", "other:{q:0}:ready"]
+            .map(str::to_owned)
+            .into();
+        let of = |groups: &CallGroups| {
+            (0..3)
+                .map(|i| groups.of(StreamSlot::new(i)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of(&CallGroups::new(&keys, false)), [0, 0, 0]);
+        // `{q:0}` and `{q:1}` hash to different slots; the third key shares the first's tag.
+        assert_ne!(
+            ClusterSlot::for_key(&keys[0]),
+            ClusterSlot::for_key(&keys[1])
+        );
+        assert_eq!(of(&CallGroups::new(&keys, true)), [0, 1, 0]);
     }
 
     #[test]

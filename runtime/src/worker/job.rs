@@ -579,7 +579,7 @@ where
 }
 
 /// Acknowledges the entry after a `Done` outcome only, through the worker's
-/// acker (one `ack` call per stream per flush; see `acks`), which counts the
+/// acker (one `ack` call per flush; see `acks`), which counts the
 /// job done and releases what it held once Redis has the ack.
 fn ack(shared: &Core, ctx: JobContext, held: Held) {
     tracing::debug!("ack queued");
