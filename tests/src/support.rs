@@ -274,6 +274,24 @@ pub async fn dead_letters(
     all
 }
 
+/// Waits up to `timeout` until `config`'s queue holds `count` dead letters
+/// (read on `conn`, the harness's own connection).
+pub async fn wait_for_dead_letters<C>(
+    conn: &C,
+    config: &QueueConfig,
+    count: usize,
+    timeout: Duration,
+) where
+    C: redis::aio::ConnectionLike + Clone + Send,
+{
+    let what = format!("{count} job(s) are dead-lettered");
+    wait_until(timeout, &what, || {
+        let mut conn = conn.clone();
+        async move { dead_letters(&mut conn, config).await.len() == count }
+    })
+    .await;
+}
+
 /// Every job waiting in a delayed set of `config`'s partitions:
 /// `(stream, job_id, due ms, envelope fields)`.
 pub async fn delayed_jobs(

@@ -11,7 +11,8 @@ use queuegen_runtime::{
 };
 use queuegen_tests::fixtures::{test_config, TestJob};
 use queuegen_tests::support::{
-    capture_logs, dead_letters, pending_entries, run_until_told, unique_prefix, wait_until,
+    capture_logs, dead_letters, pending_entries, run_until_told, unique_prefix,
+    wait_for_dead_letters, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -334,18 +335,7 @@ async fn an_unpromotable_retry_is_dead_lettered_and_counted_in_the_report() {
 
     let worker = Worker::new(&redis, config.clone(), Recorder::default());
     let (stop, running) = run_until_told(worker);
-    let watched = conn.clone();
-    let watched_config = config.clone();
-    wait_until(
-        Duration::from_secs(10),
-        "the retry is dead-lettered",
-        || {
-            let mut conn = watched.clone();
-            let config = watched_config.clone();
-            async move { dead_letters(&mut conn, &config).await.len() == 1 }
-        },
-    )
-    .await;
+    wait_for_dead_letters(&conn, &config, 1, Duration::from_secs(10)).await;
     stop.send(()).unwrap();
     let report = running.await.unwrap().unwrap();
     assert_eq!(

@@ -9,7 +9,7 @@ use queuegen_runtime::{Handler, JobContext, JobError, NewJob, Outcome, Producer,
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, unique_prefix,
-    wait_until,
+    wait_for_dead_letters,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -63,18 +63,8 @@ async fn a_handler_that_panics_on_every_delivery_is_quarantined() {
     let worker = Worker::new(&redis, config.clone(), handler.clone());
     let (stop, running) = run_until_told(worker);
     let mut conn = server.async_connection().await;
-    let watched = config.clone();
     // Each redelivery waits out claim.min_idle (1.2 s): about 4 s in all.
-    wait_until(
-        Duration::from_secs(15),
-        "the crashing job is quarantined",
-        || {
-            let mut conn = conn.clone();
-            let config = watched.clone();
-            async move { dead_letters(&mut conn, &config).await.len() == 1 }
-        },
-    )
-    .await;
+    wait_for_dead_letters(&conn, &config, 1, Duration::from_secs(15)).await;
     stop.send(()).unwrap();
     let report = running.await.unwrap().unwrap();
 

@@ -13,7 +13,7 @@ use queuegen_runtime::{
 use queuegen_tests::fixtures::{retrying_config, TestJob};
 use queuegen_tests::support::{
     all_pending, dead_letters, init_tracing, run_until_told, scheduled_retries, stream_entries,
-    unique_prefix, wait_until,
+    unique_prefix, wait_for_dead_letters, wait_until,
 };
 use queuegen_tests::{library, RedisServer};
 
@@ -111,17 +111,7 @@ async fn transient_failures_retry_with_growing_jittered_delays_then_dead_letter(
 
     let recorder = Recorder::default();
     let (stop, running) = start(&redis, &config, recorder.clone());
-    let watched = config.clone();
-    wait_until(
-        Duration::from_secs(15),
-        "every job is dead-lettered",
-        || {
-            let mut conn = conn.clone();
-            let config = watched.clone();
-            async move { dead_letters(&mut conn, &config).await.len() == JOBS }
-        },
-    )
-    .await;
+    wait_for_dead_letters(&conn, &config, JOBS, Duration::from_secs(15)).await;
     stop();
     let report = running.await.unwrap().unwrap();
 
@@ -239,13 +229,7 @@ async fn a_replayed_dead_letter_is_handled_again_with_the_same_job_id() {
     // Every attempt fails until the retries are spent.
     let recorder = Recorder::default();
     let (stop, running) = start(&redis, &config, recorder.clone());
-    let watched = config.clone();
-    wait_until(Duration::from_secs(15), "the job is dead-lettered", || {
-        let mut conn = conn.clone();
-        let config = watched.clone();
-        async move { dead_letters(&mut conn, &config).await.len() == 1 }
-    })
-    .await;
+    wait_for_dead_letters(&conn, &config, 1, Duration::from_secs(15)).await;
     stop();
     running.await.unwrap().unwrap();
     let (partition, dead_id, fields) = dead_letters(&mut conn, &config).await.remove(0);
