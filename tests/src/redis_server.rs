@@ -458,26 +458,45 @@ fn signal(pid: u32, signal: libc::c_int) {
     }
 }
 
-/// A loopback port that was free a moment ago. Another process may take it
-/// before redis-server binds (`start` then retries with a new one), or
-/// before a test's own listener does.
+/// A loopback port that was free a moment ago, and that this process has
+/// not handed out before. Another process may take it before redis-server
+/// binds (`start` then retries with a new one), or before a test's own
+/// listener does; but two servers or pods this process starts one after the
+/// other never get the same port (the kernel may well offer a port again
+/// while the process it went to has not bound it yet).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("binding 127.0.0.1:0")
-}
-
-/// A free loopback port whose cluster bus port (port + 10000) was free too.
-pub fn free_cluster_port() -> u16 {
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
-        let port = listener.local_addr().expect("a bound address").port();
-        let Some(bus) = port.checked_add(10_000) else {
-            continue;
-        };
-        if TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+    for _ in 0..10_000 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("binding 127.0.0.1:0");
+        if hand_out(port) {
             return port;
         }
     }
+    panic!("no loopback port left that this process has not handed out already");
+}
+
+/// A free loopback port whose cluster bus port (port + 10000) was free too;
+/// neither handed out before.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", bus)).is_ok() && hand_out(bus) {
+            return port;
+        }
+    }
+}
+
+/// Records `port` as handed out; `false` when it already was.
+fn hand_out(port: u16) -> bool {
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    HANDED_OUT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(port)
 }
