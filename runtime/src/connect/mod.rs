@@ -47,7 +47,7 @@ pub use reloading::Reloading;
 use cluster::FilePassword;
 use connector::Connector;
 
-use crate::error::{Error, Result};
+use crate::error::{ConnectionError, Error, Result};
 
 /// Response timeout of the shared connection: generous, because a timed-out
 /// command may still be applied later and is then retried by its caller.
@@ -220,6 +220,55 @@ impl Redis {
             .map_err(|err| connector.connect_error("opening a reader connection to", err))
     }
 
+    /// Opens a connection of its own for blocking reads of up to `block` on
+    /// `key` alone. On a standalone server, as [`Redis::blocking_connection`].
+    /// On a Cluster, a direct connection to the primary that owns `key`'s
+    /// slot, found with `CLUSTER SLOTS`: one socket, where a routed Cluster
+    /// connection opens one to every node, and a worker holds one of these
+    /// per partition. It does not follow a slot that moves: the read then
+    /// fails (`MOVED`, or the connection drops with its node), and the owner
+    /// opens a new one.
+    pub(crate) async fn key_reader_connection(
+        &self,
+        key: &str,
+        block: Duration,
+    ) -> Result<Connection> {
+        if !self.deployment.cluster {
+            return self.blocking_connection(block).await;
+        }
+        let connector = &self.deployment.connector;
+        let slot = slot_number(key);
+        let doing = || {
+            format!(
+                "CLUSTER SLOTS through {}, to find the primary of {key}",
+                connector.addr()
+            )
+        };
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut self.shared())
+            .await
+            .map_err(|err| Error::redis(doing(), err))?;
+        let Some(node) = node::primary_of_slot(&slots, &connector.connection_info()?, slot)? else {
+            return Err(Error::from(ConnectionError::ClusterSlots {
+                what: format!("no primary serves the slot of {key}"),
+                reply: format!("{slots:?}"),
+            }));
+        };
+        node.client()
+            .get_multiplexed_async_connection_with_config(&direct_config(
+                block + BLOCKING_READ_MARGIN,
+            ))
+            .await
+            .map(Connection::Direct)
+            .map_err(|err| {
+                Error::redis(
+                    format!("opening a reader connection to {} for {key}", node.addr()),
+                    err,
+                )
+            })
+    }
+
     /// Opens a Pub/Sub connection of its own (RESP2 subscriber mode), with
     /// the credentials and TLS of every other connection and TCP keepalive
     /// ([`SUBSCRIBER_KEEPALIVE`]), so that a dead peer ends its message
@@ -361,6 +410,17 @@ fn subscriber_keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
 }
 
 /// The settings of every direct (non-reconnecting) connection made here.
+/// The number of `key`'s Cluster slot. The crate computes a key's slot but
+/// keeps its number private; its `Slot`s compare equal, so this finds it
+/// among the 16,384 (once per reader connection opened).
+fn slot_number(key: &str) -> u16 {
+    use redis::cluster_routing::Slot;
+    let slot = Slot::for_key(key);
+    (0..16_384)
+        .find(|&number| Slot::new(number) == Some(slot))
+        .expect("a key's slot is one of the 16,384")
+}
+
 fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
@@ -406,6 +466,17 @@ fn cluster_enabled(info: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_s_slot_number_is_the_one_the_server_names() {
+        // `CLUSTER KEYSLOT` answers, as in the Cluster specification.
+        assert_eq!(slot_number("somekey"), 11058);
+        assert_eq!(slot_number("foo"), 12182);
+        assert_eq!(
+            slot_number("{user1000}.following"),
+            slot_number("{user1000}.followers")
+        );
+    }
 
     #[test]
     fn info_replies_are_one_per_node() {

@@ -51,6 +51,40 @@ impl std::fmt::Debug for Node {
 /// The distinct primaries of a `CLUSTER SLOTS` reply, in the order of the
 /// slots they own, each reached with `seed`'s credentials and TLS settings.
 pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<Node>> {
+    let mut seen: Vec<(String, u16)> = Vec::new();
+    for range in ranges_of(slots, seed)? {
+        if !seen.contains(&range.primary) {
+            seen.push(range.primary);
+        }
+    }
+    seen.into_iter()
+        .map(|(host, port)| node_at(seed, host, port))
+        .collect()
+}
+
+/// The primary that owns `slot` in a `CLUSTER SLOTS` reply, reached with
+/// `seed`'s credentials and TLS settings; `None` when no range holds it
+/// (the slot is not served, as during a failover).
+pub(super) fn primary_of_slot(
+    slots: &Value,
+    seed: &ConnectionInfo,
+    slot: u16,
+) -> Result<Option<Node>> {
+    ranges_of(slots, seed)?
+        .into_iter()
+        .find(|range| range.first <= slot && slot <= range.last)
+        .map(|range| node_at(seed, range.primary.0, range.primary.1))
+        .transpose()
+}
+
+/// One slot range of a `CLUSTER SLOTS` reply and its primary (host, port).
+struct SlotRange {
+    first: u16,
+    last: u16,
+    primary: (String, u16),
+}
+
+fn ranges_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<SlotRange>> {
     let malformed = |what: &str| {
         Error::from(ConnectionError::ClusterSlots {
             what: what.to_owned(),
@@ -60,7 +94,13 @@ pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<N
     let Value::Array(ranges) = slots else {
         return Err(malformed("not an array"));
     };
-    let mut seen: Vec<(String, u16)> = Vec::new();
+    let number = |value: Option<&Value>, what: &str| match value {
+        Some(Value::Int(n)) => {
+            u16::try_from(*n).map_err(|_| malformed(&format!("{what} is out of range")))
+        }
+        _ => Err(malformed(&format!("{what} is missing"))),
+    };
+    let mut parsed = Vec::with_capacity(ranges.len());
     for range in ranges {
         let Value::Array(parts) = range else {
             return Err(malformed("a slot range is not an array"));
@@ -83,30 +123,33 @@ pub(super) fn primaries_of(slots: &Value, seed: &ConnectionInfo) -> Result<Vec<N
         } else {
             host
         };
-        if !seen.contains(&(host.clone(), port)) {
-            seen.push((host, port));
-        }
+        parsed.push(SlotRange {
+            first: number(parts.first(), "a range's first slot")?,
+            last: number(parts.get(1), "a range's last slot")?,
+            primary: (host, port),
+        });
     }
-    seen.into_iter()
-        .map(|(host, port)| {
-            let addr = match seed.addr() {
-                ConnectionAddr::TcpTls {
-                    insecure,
-                    tls_params,
-                    ..
-                } => ConnectionAddr::TcpTls {
-                    host,
-                    port,
-                    insecure: *insecure,
-                    tls_params: tls_params.clone(),
-                },
-                _ => ConnectionAddr::Tcp(host, port),
-            };
-            redis::Client::open(seed.clone().set_addr(addr))
-                .map(Node::new)
-                .map_err(|err| Error::redis("making a client for a Cluster primary", err))
-        })
-        .collect()
+    Ok(parsed)
+}
+
+/// A node at `host:port` with `seed`'s credentials and TLS settings.
+fn node_at(seed: &ConnectionInfo, host: String, port: u16) -> Result<Node> {
+    let addr = match seed.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    redis::Client::open(seed.clone().set_addr(addr))
+        .map(Node::new)
+        .map_err(|err| Error::redis("making a client for a Cluster primary", err))
 }
 
 fn seed_host(seed: &ConnectionInfo) -> String {
@@ -162,6 +205,27 @@ mod tests {
                 .username(),
             Some("worker")
         );
+    }
+
+    #[test]
+    fn the_primary_of_a_slot_is_the_one_whose_range_holds_it() {
+        let node = |port: i64| Value::Array(vec![bulk("127.0.0.1"), Value::Int(port), bulk("id")]);
+        let range = |first: i64, last: i64, port: i64| {
+            Value::Array(vec![Value::Int(first), Value::Int(last), node(port)])
+        };
+        let slots = Value::Array(vec![range(0, 5000, 7001), range(5001, 16383, 7002)]);
+        let seed = "redis://127.0.0.1:7002".into_connection_info().unwrap();
+        let addr = |slot| {
+            primary_of_slot(&slots, &seed, slot)
+                .unwrap()
+                .map(|node| node.addr())
+        };
+        assert_eq!(addr(0).as_deref(), Some("127.0.0.1:7001"));
+        assert_eq!(addr(5000).as_deref(), Some("127.0.0.1:7001"));
+        assert_eq!(addr(5001).as_deref(), Some("127.0.0.1:7002"));
+        assert_eq!(addr(16383).as_deref(), Some("127.0.0.1:7002"));
+        let partial = Value::Array(vec![range(0, 5000, 7001)]);
+        assert!(primary_of_slot(&partial, &seed, 9000).unwrap().is_none());
     }
 
     #[test]

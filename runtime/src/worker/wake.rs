@@ -4,7 +4,10 @@
 //! one `XREADGROUP ... BLOCK`. On a Cluster that read would span slots and be
 //! refused (CROSSSLOT), and a blocking read per partition would each need
 //! permits to hold while it waits. So here each partition gets a watcher with
-//! a connection of its own that delivers nothing: when the intake found every
+//! a connection of its own that delivers nothing (one socket, straight to the
+//! partition's primary: a routed Cluster connection would open one to every
+//! node, per partition and worker; after `MOVED` or a lost node the watcher
+//! finds the slot's primary again): when the intake found every
 //! partition empty it arms the watchers, each asks the group how far it has
 //! delivered (`XINFO GROUPS`) and blocks in `XREAD` for an entry past that
 //! point. The first to see one wakes the intake, which then reads with
@@ -92,7 +95,11 @@ impl Watcher {
         while self.armed.changed().await.is_ok() {
             let reader = match conn.as_mut() {
                 Some(reader) => reader,
-                None => match self.redis.blocking_connection(self.block).await {
+                None => match self
+                    .redis
+                    .key_reader_connection(&self.key, self.block)
+                    .await
+                {
                     Ok(reader) => conn.insert(reader),
                     Err(err) => {
                         self.failed(&err).await;
