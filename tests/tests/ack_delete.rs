@@ -371,18 +371,19 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
     let function = AckFunction::on(&config, AckPath::XackDel);
     let claims = config.claims_key(StreamSlot::new(0));
     let batch: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let answer = function
-        .command(
+    // "me"'s ack of `ids` on partition 0, on the checked path (no epoch).
+    let ack = |ids| {
+        function.command(
             "me",
             &[AckStream {
                 ready_key: &key,
                 claims_key: &claims,
                 claim_epoch: None,
-                ids: &batch[..2],
+                ids,
             }],
         )
-        .query_async(&mut conn)
-        .await;
+    };
+    let answer = ack(&batch[..2]).query_async(&mut conn).await;
     let acked = function.reply(&key, StreamSlot::new(0), answer).unwrap();
     let left: usize = redis::cmd("XLEN")
         .arg(&key)
@@ -404,18 +405,7 @@ async fn ack_delete_counts_deleted_and_kept_or_falls_back_to_xack() {
         assert_eq!(left, 3, "XACK keeps every entry");
     }
     // Not pending for "me" any more: refused by name on the checked path, nothing written.
-    let answer = function
-        .command(
-            "me",
-            &[AckStream {
-                ready_key: &key,
-                claims_key: &claims,
-                claim_epoch: None,
-                ids: &batch[..1],
-            }],
-        )
-        .query_async(&mut conn)
-        .await;
+    let answer = ack(&batch[..1]).query_async(&mut conn).await;
     let again = function.reply(&key, StreamSlot::new(0), answer).unwrap();
     assert_eq!((again.acked, again.deleted, again.refused.len()), (0, 0, 1));
     assert_eq!(pending_count(&mut conn, &key, &config.group).await, 1);
