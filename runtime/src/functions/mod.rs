@@ -135,8 +135,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v11`):
-    /// `qg_docs_pipeline_v11_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v10`):
+    /// `qg_docs_pipeline_v10_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }
