@@ -255,10 +255,14 @@ impl Redis {
                 reply: format!("{slots:?}"),
             }));
         };
+        let mut config = direct_config(block + BLOCKING_READ_MARGIN);
+        if let Some(password) = &self.deployment.password {
+            // Like the routed connections: logs in with the file's current
+            // password, and again on the live connection when it changes.
+            config = config.set_credentials_provider(password.clone());
+        }
         node.client()
-            .get_multiplexed_async_connection_with_config(&direct_config(
-                block + BLOCKING_READ_MARGIN,
-            ))
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map(Connection::Direct)
             .map_err(|err| {
