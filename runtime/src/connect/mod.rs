@@ -413,7 +413,6 @@ fn subscriber_keepalive() -> redis::io::tcp::socket2::TcpKeepalive {
     keepalive
 }
 
-/// The settings of every direct (non-reconnecting) connection made here.
 /// The number of `key`'s Cluster slot. The crate computes a key's slot but
 /// keeps its number private; its `Slot`s compare equal, so this finds it
 /// among the 16,384 (once per reader connection opened).
@@ -425,6 +424,7 @@ fn slot_number(key: &str) -> u16 {
         .expect("a key's slot is one of the 16,384")
 }
 
+/// The settings of every direct (non-reconnecting) connection made here.
 fn direct_config(response_timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
