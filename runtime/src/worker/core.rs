@@ -41,6 +41,11 @@ pub(super) struct Core {
     pub ready_keys: Arc<[String]>,
     /// The claim epoch key of every stream (see `epochs`), by stream number.
     pub claims_keys: Arc<[String]>,
+    /// The `partition` span of every stream this worker reads (a child of
+    /// the worker's span, `Span::none()` for the others), by stream number:
+    /// each job's span nests under its stream's, so the fields every job of
+    /// a stream shares are recorded once, not per job.
+    pub stream_spans: Box<[tracing::Span]>,
     /// Each partition's claim epoch as last seen; reads stamp their entries with it.
     pub epochs: Arc<Epochs>,
     /// The partitions whose recovery and promotion this worker runs now.
@@ -75,6 +80,11 @@ pub(super) struct Jobs {
 }
 
 impl Core {
+    /// The span the jobs of `stream` run under.
+    pub(super) fn stream_span(&self, stream: StreamSlot) -> &tracing::Span {
+        &self.stream_spans[usize::from(stream.index())]
+    }
+
     /// Waits for one free permit (or returns `None` once `stop` is raised),
     /// then takes whatever else is free, up to `max` in total.
     pub(super) async fn reserve(&self, max: usize) -> Option<Vec<OwnedSemaphorePermit>> {

@@ -59,15 +59,23 @@ impl Held {
     }
 }
 
-/// Runs one delivery to its end, in a `job` span (a child of the worker's)
-/// carrying the queue, partition, stream ID, whether it was claimed, and,
-/// once the entry decoded, the job's `job_id`, `trace_id` and `attempt`.
+/// Runs one delivery to its end, in a `job` span: a child of its stream's
+/// `partition` span (partition and lane), itself a child of the worker's
+/// (queue, group, consumer).
+///
+/// The span names the job by its `job_id` and `trace_id`, and records
+/// `attempt` only from the second on and `claimed` only when `XAUTOCLAIM`
+/// took the entry over: the fmt layer formats every field of a span when
+/// the span is created, about 1,400 instructions each whatever the value,
+/// and most jobs are a first attempt, read new. The stream ID is on the
+/// events that concern the entry (it staying pending, a refused settlement).
+/// An entry that does not decode has no job ID: its span names the stream ID.
 pub(super) async fn run<E: Envelope, H: Handler<E>>(
     shared: Arc<Runner<E, H>>,
     delivery: Delivery,
     mut held: Held,
-    parent: tracing::Span,
 ) {
+    let claimed = delivery.claimed.then_some(true);
     // Decoded before the span exists, so that the span is created with all
     // its fields at once: recording them one by one costs a subscriber more.
     // A packed entry that does not unpack has no fields to name the job by.
@@ -83,13 +91,10 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         Err(err) => {
             held.handler_ended();
             let span = tracing::info_span!(
-                parent: &parent,
+                parent: shared.stream_span(delivery.stream),
                 "job",
-                queue = &*shared.config.queue,
-                partition = shared.config.partition_of_stream(delivery.stream).index(),
-                lane = shared.config.lane_of_stream(delivery.stream).map(|lane| &*lane.name),
                 stream_id = %delivery.entry.id,
-                claimed = delivery.claimed,
+                claimed,
             );
             // Cold path, boxed: its state would otherwise enlarge every job's task.
             Box::pin(decode_failed(&shared, &delivery, &fields, err))
@@ -103,16 +108,12 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     };
     drop(fields);
     let span = tracing::info_span!(
-        parent: &parent,
+        parent: shared.stream_span(delivery.stream),
         "job",
-        queue = &*shared.config.queue,
-        partition = shared.config.partition_of_stream(delivery.stream).index(),
-        lane = shared.config.lane_of_stream(delivery.stream).map(|lane| &*lane.name),
-        stream_id = %delivery.entry.id,
-        claimed = delivery.claimed,
         job_id = header.job_id.as_str(),
         trace_id = header.trace_id.as_str(),
-        attempt = header.attempt,
+        attempt = (header.attempt > 1).then_some(header.attempt),
+        claimed,
     );
     let ctx = JobContext {
         header,
@@ -179,11 +180,11 @@ async fn work<E: Envelope, H: Handler<E>>(
         finished = tokio::time::timeout(timeout, handling) => finished,
         () = shared.cancel.raised() => {
             shared.events.left_pending(ctx.stream, 1);
-            tracing::warn!("shutdown budget spent while the handler ran; the job stays pending");
+            tracing::warn!(stream_id = ctx.stream_id(), "shutdown budget spent while the handler ran; the job stays pending");
             return;
         }
     };
-    let (outcome, settle) = decide(finished, timeout);
+    let (outcome, settle) = decide(finished, timeout, ctx.stream_id());
     // A `Done` job counts as in its handler until its ack is queued (see
     // `ack`): the acker's linger must not end between the two, or one
     // read's acks go out in two flushes, the second of a job or two.
@@ -217,7 +218,7 @@ async fn work<E: Envelope, H: Handler<E>>(
 }
 
 /// How the handler ended, as what to do next and the `outcome` it is counted under.
-fn decide(finished: Finished, timeout: Duration) -> (JobOutcome, Settle) {
+fn decide(finished: Finished, timeout: Duration, stream_id: &str) -> (JobOutcome, Settle) {
     match finished {
         Err(_elapsed) => {
             tracing::warn!(
@@ -233,7 +234,7 @@ fn decide(finished: Finished, timeout: Duration) -> (JobOutcome, Settle) {
         }
         Ok(Err(panic)) => {
             let reason = panic_message(panic);
-            tracing::error!(panic = %reason, "handler panicked; the job stays pending");
+            tracing::error!(panic = %reason, stream_id, "handler panicked; the job stays pending");
             (JobOutcome::Panic, Settle::StayPending)
         }
         Ok(Ok(Err(job_error))) => {
@@ -387,7 +388,7 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
         }
         Err(err) => transition_failed(
             shared,
-            ctx.stream,
+            (ctx.stream, ctx.stream_id()),
             (FailedTransition::Retry, Settlement::Retry),
             "scheduling the retry",
             err,
@@ -428,7 +429,7 @@ async fn dead_letter(
         ),
         Err(err) => transition_failed(
             shared,
-            stream,
+            (stream, source_id),
             (FailedTransition::DeadLetter, Settlement::DeadLetter),
             "dead-lettering",
             err,
@@ -442,7 +443,7 @@ async fn dead_letter(
 /// failure counts under `transition`, a refusal (`QG_NOT_OWNER`) under `settlement`.
 fn transition_failed(
     shared: &Core,
-    stream: StreamSlot,
+    (stream, source_id): (StreamSlot, &str),
     (transition, settlement): (FailedTransition, Settlement),
     what: &str,
     err: Error,
@@ -472,11 +473,11 @@ fn transition_failed(
             ..
         }) => {
             // Deleted from the stream while pending (recovery reports the lost job).
-            tracing::warn!(error = %err, "{what}: the entry no longer exists");
+            tracing::warn!(error = %err, stream_id = source_id, "{what}: the entry no longer exists");
         }
         err => {
             shared.events.settlement_failed(stream, transition);
-            tracing::error!(error = %err, "{what} failed; the entry stays pending");
+            tracing::error!(error = %err, stream_id = source_id, "{what} failed; the entry stays pending");
         }
     }
 }
@@ -507,6 +508,7 @@ async fn reconcile<E: Envelope, H: Handler<E>>(
     shared.events.reconciling();
     tracing::warn!(
         reason = %reason,
+        stream_id = ctx.stream_id(),
         "outcome is ambiguous; the job stays pending and reconciliation starts",
     );
     let hook_shared = shared.clone();

@@ -317,6 +317,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             group = &*self.config.group,
             consumer = %self.consumer,
         );
+        let stream_spans = stream_spans(&self.config, &streams, &span);
         let ready_keys: Arc<[String]> = self.config.ready_keys().into();
         let claims_keys: Arc<[String]> = StreamSlot::all(self.config.streams())
             .map(|stream| self.config.claims_key(stream))
@@ -372,6 +373,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
             },
             ready_keys,
             claims_keys,
+            stream_spans,
             epochs,
             config: self.config,
             consumer,
@@ -485,6 +487,28 @@ pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
     }
 }
 
+/// One `partition` span per stream the worker reads, under its `worker`
+/// span, carrying the stream's partition and lane; `Span::none()` for the
+/// queue's other streams. A long-lived parent holds these fields once: the
+/// fmt layer formats every field of a span when it is created, about 1,400
+/// instructions each, which per job was most of tracing's cost.
+fn stream_spans(
+    config: &QueueConfig,
+    worked: &[StreamSlot],
+    worker: &tracing::Span,
+) -> Box<[tracing::Span]> {
+    let mut spans = vec![tracing::Span::none(); usize::from(config.streams())];
+    for &stream in worked {
+        spans[usize::from(stream.index())] = tracing::info_span!(
+            parent: worker,
+            "partition",
+            partition = config.partition_of_stream(stream).index(),
+            lane = config.lane_of_stream(stream).map(|lane| &*lane.name),
+        );
+    }
+    spans.into_boxed_slice()
+}
+
 /// The worker's core and its handler: what starts and runs jobs (the
 /// intake, recovery and every job task), the only part generic over the
 /// envelope and the handler.
@@ -519,8 +543,6 @@ struct Delivery {
 struct Ready {
     delivery: Delivery,
     held: Held,
-    /// The span its job span nests under (the worker's).
-    parent: tracing::Span,
 }
 
 impl<E: Envelope, H: Handler<E>> Runner<E, H> {
@@ -565,12 +587,7 @@ impl<E: Envelope, H: Handler<E>> Runner<E, H> {
             slot,
             in_handler: Some(self.jobs.handling.enter()),
         };
-        Some(Ready {
-            delivery,
-            held,
-            // Job spans nest under the worker's span (queue, group, consumer).
-            parent: tracing::Span::current(),
-        })
+        Some(Ready { delivery, held })
     }
 
     /// Starts the jobs of one read: one task, in which they run
@@ -582,8 +599,7 @@ impl<E: Envelope, H: Handler<E>> Runner<E, H> {
     /// computes for long must hand that work to `spawn_blocking` (as on any
     /// async runtime), or it holds up the rest of its read.
     fn start_jobs(self: &Arc<Self>, ready: Vec<Ready>) {
-        let run =
-            |shared: Arc<Self>, job: Ready| job::run(shared, job.delivery, job.held, job.parent);
+        let run = |shared: Arc<Self>, job: Ready| job::run(shared, job.delivery, job.held);
         match ready.len() {
             0 => {}
             1 => {
