@@ -46,14 +46,13 @@ async fn every_decision_is_an_event_in_the_jobs_span() {
     ensure_groups(&redis, &config).await.unwrap();
     let producer = Producer::<TestJob>::new(&redis, config.clone());
     let conn = server.async_connection().await;
+    let publish = |job_id: &'static str, subject: &str, trace_id: &str| {
+        let job = NewJob::new(job_id, "acme", TestJob::new(subject, None)).with_trace_id(trace_id);
+        let producer = &producer;
+        async move { producer.publish(job).await.unwrap() }
+    };
     // Read first by a consumer that never settles it: the worker claims it.
-    producer
-        .publish(
-            NewJob::new("job-claimed", "acme", TestJob::new("ok", None))
-                .with_trace_id(TRACE_CLAIMED),
-        )
-        .await
-        .unwrap();
+    publish("job-claimed", "ok", TRACE_CLAIMED).await;
     let read: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(&*config.group)
@@ -69,24 +68,9 @@ async fn every_decision_is_an_event_in_the_jobs_span() {
         1,
         "job-claimed is pending for another consumer"
     );
-    producer
-        .publish(NewJob::new("job-ok", "acme", TestJob::new("ok", None)).with_trace_id(TRACE_OK))
-        .await
-        .unwrap();
-    producer
-        .publish(
-            NewJob::new("job-refused", "acme", TestJob::new("refused", None))
-                .with_trace_id(TRACE_REFUSED),
-        )
-        .await
-        .unwrap();
-    producer
-        .publish(
-            NewJob::new("job-retried", "acme", TestJob::new("again", None))
-                .with_trace_id(TRACE_RETRIED),
-        )
-        .await
-        .unwrap();
+    publish("job-ok", "ok", TRACE_OK).await;
+    publish("job-refused", "refused", TRACE_REFUSED).await;
+    publish("job-retried", "again", TRACE_RETRIED).await;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(
