@@ -43,8 +43,7 @@ pub(super) struct Core {
     pub claims_keys: Arc<[String]>,
     /// The `partition` span of every stream this worker reads (a child of
     /// the worker's span, `Span::none()` for the others), by stream number:
-    /// each job's span nests under its stream's, so the fields every job of
-    /// a stream shares are recorded once, not per job.
+    /// each job's span nests under its stream's.
     pub stream_spans: Box<[tracing::Span]>,
     /// Each partition's claim epoch as last seen; reads stamp their entries with it.
     pub epochs: Arc<Epochs>,

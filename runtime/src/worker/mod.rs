@@ -489,9 +489,8 @@ pub async fn ack_path(redis: &Redis, config: &QueueConfig) -> AckPath {
 
 /// One `partition` span per stream the worker reads, under its `worker`
 /// span, carrying the stream's partition and lane; `Span::none()` for the
-/// queue's other streams. A long-lived parent holds these fields once: the
-/// fmt layer formats every field of a span when it is created, about 1,400
-/// instructions each, which per job was most of tracing's cost.
+/// queue's other streams. Why these fields are not on each job's span: see
+/// `job::run`.
 fn stream_spans(
     config: &QueueConfig,
     worked: &[StreamSlot],
