@@ -270,6 +270,22 @@ fn malformed_specs_are_rejected() {
             format!("{BASE}    handler: {{ tenant_rate: {{ limit: 10, per: 1s, burst: 20 }} }}\n"),
         ),
         (
+            "pipeline without stages",
+            format!("{BASE}pipelines:\n  shop: {{ keep: 1d }}\n"),
+        ),
+        (
+            "pipeline stage max_children 0",
+            format!("{BASE}pipelines:\n  shop: {{ stages: {{ orders: {{ max_children: 0 }} }} }}\n"),
+        ),
+        (
+            "unknown dead-letter policy of a join",
+            format!("{BASE}pipelines:\n  shop: {{ stages: {{ orders: {{ join: [orders], on_dead_letter: retry }} }} }}\n"),
+        ),
+        (
+            "unknown key in a stage",
+            format!("{BASE}pipelines:\n  shop: {{ stages: {{ orders: {{ next: [orders] }} }} }}\n"),
+        ),
+        (
             "unquoted min_version",
             BASE.replace(
                 "service: shop",

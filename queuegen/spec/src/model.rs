@@ -27,6 +27,8 @@ pub struct Spec {
     pub postgres: Option<PostgresSettings>,
     /// Periodic jobs, in file order. Default none.
     pub schedules: Vec<Schedule>,
+    /// Pipelines, in file order. Default none.
+    pub pipelines: Vec<Pipeline>,
 }
 
 /// A periodic job: each tick of its cadence publishes one job to `queue`.
@@ -62,6 +64,79 @@ impl Missed {
         match self {
             Missed::Skip => "skip",
             Missed::RunOnce => "run_once",
+        }
+    }
+}
+
+/// A pipeline: queues of the spec as stages, connected by hand-offs
+/// (`then`) and joins. Each job the first stage receives starts a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// Lowercase name; part of the keys of its runs.
+    pub name: String,
+    /// Stages in file order; the queues they name exist, and each belongs to
+    /// this pipeline alone.
+    pub stages: Vec<Stage>,
+    /// The stage no other stage leads to: each of its jobs starts a run.
+    pub first: String,
+    /// How long a run's record (its joins' state and summaries) is kept
+    /// after the run ends. Default 7 days.
+    pub keep: Duration,
+}
+
+impl Pipeline {
+    pub fn stage(&self, queue: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.queue == queue)
+    }
+
+    /// The join stages, in file order.
+    pub fn joins(&self) -> impl Iterator<Item = (&Stage, &Join)> {
+        self.stages
+            .iter()
+            .filter_map(|s| s.join.as_ref().map(|join| (s, join)))
+    }
+}
+
+/// One stage of a pipeline: a queue, and what its jobs hand on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    /// The queue (also the stage's name).
+    pub queue: String,
+    /// The stages a job of this one hands jobs to (its handler returns their
+    /// envelopes), in the order written. Empty: the run ends here.
+    pub then: Vec<String>,
+    /// Most jobs one job of this stage may hand on, over all of `then`.
+    /// Default 100.
+    pub max_children: u32,
+    /// Set on a join stage: it runs once per run, after the jobs of the
+    /// stages it waits for.
+    pub join: Option<Join>,
+}
+
+/// What a join stage waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Join {
+    /// The stages whose jobs (every one of the run) must have ended.
+    pub after: Vec<String>,
+    /// What a dead-lettered job of those stages does to the run. Default fail.
+    pub on_dead_letter: OnDeadLetter,
+}
+
+/// `on_dead_letter:` of a join stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDeadLetter {
+    /// The run fails; the join does not run.
+    Fail,
+    /// The join runs once the rest have ended; its summary names the
+    /// dead-lettered jobs.
+    Continue,
+}
+
+impl OnDeadLetter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDeadLetter::Fail => "fail",
+            OnDeadLetter::Continue => "continue",
         }
     }
 }
@@ -113,6 +188,11 @@ impl Spec {
     /// The schedules that publish to `queue`.
     pub fn schedules_of<'a>(&'a self, queue: &'a str) -> impl Iterator<Item = &'a Schedule> + 'a {
         self.schedules.iter().filter(move |s| s.queue == queue)
+    }
+
+    /// The pipeline `queue` is a stage of, if any.
+    pub fn pipeline_of(&self, queue: &str) -> Option<&Pipeline> {
+        self.pipelines.iter().find(|p| p.stage(queue).is_some())
     }
 
     /// Whether any queue has `outbox: true`.

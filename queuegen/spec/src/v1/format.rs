@@ -145,6 +145,7 @@ pub const TRIM_MODES: &[&str] = &["in_process", "cronjob"];
 pub const ON_ACK: &[&str] = &["keep", "delete"];
 pub const RESULT_STORES: &[&str] = &["postgres"];
 pub const MISSED: &[&str] = &["skip", "run_once"];
+pub const ON_DEAD_LETTER: &[&str] = &["fail", "continue"];
 
 const U32_MAX: u64 = u32::MAX as u64;
 /// A whole number of at least 1 that fits a u32.
@@ -199,6 +200,34 @@ pub static SPEC: Obj = Obj {
             "Where queuegen's PostgreSQL tables live and how many connections the generated `connect_postgres` pool opens. Only allowed when a queue has `results: postgres` or `outbox: true`."),
         prop!("schedules", Ty::Map { names: StrKind::LowerName, value: &SCHEDULE }, default = Some("none"),
             "Periodic jobs, keyed by schedule name (lowercase letters, digits, `_` and `-`): each tick publishes one job with constant body fields to a queue, exactly once however many workers run the schedule."),
+        prop!("pipelines", Ty::Map { names: StrKind::LowerName, value: &PIPELINE }, default = Some("none"),
+            "Pipelines, keyed by name (lowercase letters, digits, `_` and `-`): queues of this spec as stages, each job of the first stage starting a run whose jobs hand on to the next stages (`then`) and meet at joins. A queue is a stage of at most one pipeline."),
+    ],
+};
+
+pub static PIPELINE: Obj = Obj {
+    name: "Pipeline",
+    doc: "A pipeline: stages (queues of this spec) keyed by queue name. The stage no other stage leads to is the first; each of its jobs starts a run, and every job the run hands on carries the run's ID. A handler hands on jobs by returning the next stages' envelopes, which are published, deduplicated by IDs derived from the run, before its job is acknowledged.",
+    props: &[
+        prop!("stages", Ty::Map { names: StrKind::LowerName, value: &STAGE }, required,
+            "The stages, keyed by the queue each one is."),
+        prop!("keep", Ty::Duration, default = Some("7d"),
+            "How long a run's record (each join's state and summary) is kept after the run ends, for `queuegen runs` and the dashboard."),
+    ],
+};
+
+pub static STAGE: Obj = Obj {
+    name: "Stage",
+    doc: "One stage of a pipeline: what its jobs hand on, or what it joins.",
+    props: &[
+        prop!("then", Ty::List(&Ty::Str(StrKind::LowerName)), default = Some("none: the run ends here"),
+            "The stages this one hands jobs to: its handler returns zero, one or many envelopes of each (a chain, or a fan-out). Their queues need `dedup`, whose window absorbs what a redelivered job hands on again. A join stage is never in a `then`: its job is published when what it waits for has ended."),
+        prop!("max_children", Ty::Int { min: 1, max: 10000 }, default = Some("100"),
+            "Most jobs one job of this stage may hand on, over all of `then`; a handler that returns more hands on nothing and its job is dead-lettered (`too_many_children`). Only with `then`."),
+        prop!("join", Ty::List(&Ty::Str(StrKind::LowerName)), default = Some("none: not a join"),
+            "Makes this stage a join: it runs once per run, after every job of the run in these stages (and every job that could still lead to one) has ended. Its envelope is handed on by the first stage's handler when the run starts; its handler also receives the run's summary."),
+        prop!("on_dead_letter", Ty::Choice(ON_DEAD_LETTER), default = Some("fail"),
+            "What a dead-lettered job of the stages in `join` does to the run: `fail` ends the run as failed and the join never runs; `continue` runs the join once the rest have ended, its summary naming the dead-lettered jobs. Only with `join`."),
     ],
 };
 
@@ -666,6 +695,8 @@ pub fn all_objects() -> Vec<&'static Obj> {
         &PODS,
         &AUTOSCALE,
         &SCHEDULE,
+        &PIPELINE,
+        &STAGE,
     ]
 }
 

@@ -6,6 +6,7 @@ mod envelope;
 pub mod format;
 mod kubernetes;
 mod names;
+mod pipeline;
 mod postgres;
 mod queue;
 mod read;
@@ -99,6 +100,13 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         };
         schedule::schedules(ctx, &spec, &known)
     };
+    let pipelines = {
+        let known = pipeline::Known {
+            queue_names: declared_queues(spec.get("queues")),
+            queues: queues.iter().flatten().flatten().collect(),
+        };
+        pipeline::pipelines(ctx, &spec, &known)
+    };
     let envelopes = envelopes?
         .into_iter()
         .map(|e| e.model)
@@ -113,6 +121,7 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         kubernetes: kubernetes?,
         postgres: postgres?,
         schedules: schedules?,
+        pipelines: pipelines?,
     })
 }
 
