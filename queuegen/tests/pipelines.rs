@@ -56,15 +56,6 @@ fn errors(source: &str) -> Vec<(usize, usize, String, String)> {
         .collect()
 }
 
-fn only_error(pipelines: &str) -> (usize, usize, String, String) {
-    let source = spec(pipelines);
-    let found = errors(&source);
-    assert_eq!(found.len(), 1, "{found:#?}");
-    let checked = check_str(&source, "queues.yaml");
-    assert!(checked.spec.is_none(), "an error leaves no model");
-    found.into_iter().next().unwrap()
-}
-
 /// The line `pipelines:` is on in [`spec`]; the pipeline's lines follow.
 const PIPELINES_LINE: usize = 26;
 
@@ -142,145 +133,126 @@ fn no_pipelines_is_none() {
     }
 }
 
-#[test]
-fn an_unknown_queue_is_named_with_the_closest() {
-    let (line, column, message, help) =
-        only_error("  documents:\n    stages:\n      ocr: { then: [index] }\n      indx: {}\n      index: {}\n");
-    assert_eq!((line, column), (PIPELINES_LINE + 4, 7));
-    assert_eq!(message, "no queue named `indx`");
-    assert!(help.starts_with("did you mean `index`?"), "{help}");
+/// One refusal: the stages of pipeline `documents` (or more pipelines),
+/// where the one error is (line within `pipelines:`, column), its message,
+/// and a part of its help.
+struct Refusal {
+    name: &'static str,
+    pipelines: &'static str,
+    at: (usize, usize),
+    message: &'static str,
+    help: &'static str,
 }
 
-#[test]
-fn then_naming_a_queue_outside_the_pipeline_says_how_to_add_it() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index, thumbnail] }\n      index: {}\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 3, 28));
-    assert_eq!(
-        message,
-        "`then` names `thumbnail`, which is not a stage of this pipeline"
-    );
-    assert!(
-        help.contains("add `thumbnail: {}` to its `stages`"),
-        "{help}"
-    );
-}
+const REFUSALS: &[Refusal] = &[
+    Refusal {
+        name: "an unknown queue is named with the closest",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      indx: {}\n      index: {}\n",
+        at: (4, 7),
+        message: "no queue named `indx`",
+        help: "did you mean `index`?",
+    },
+    Refusal {
+        name: "then naming a queue outside the pipeline says how to add it",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index, thumbnail] }\n      index: {}\n",
+        at: (3, 28),
+        message: "`then` names `thumbnail`, which is not a stage of this pipeline",
+        help: "add `thumbnail: {}` to its `stages`",
+    },
+    Refusal {
+        name: "a misspelt stage in a join gets did-you-mean",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [indx] }\n",
+        at: (5, 24),
+        message: "`join` names `indx`, which is not a stage of this pipeline",
+        help: "did you mean `index`?",
+    },
+    Refusal {
+        name: "a cycle is named where it closes",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [thumbnail] }\n      thumbnail: { then: [index] }\n",
+        at: (5, 27),
+        message: "`then` closes a cycle: index → thumbnail → index",
+        help: "remove `index` from `thumbnail`'s `then`",
+    },
+    Refusal {
+        name: "a stage handing jobs to itself",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [index] }\n",
+        at: (4, 23),
+        message: "`index` hands jobs to itself",
+        help: "hand on to a stage of its own",
+    },
+    Refusal {
+        name: "a join waiting for itself",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, notify] }\n",
+        at: (5, 31),
+        message: "join `notify` waits for itself",
+        help: "remove `notify` from its own `join`",
+    },
+    Refusal {
+        // notify is a join over thumbnail, and thumbnail is handed jobs by notify.
+        name: "a join waiting for a stage that runs after it",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, thumbnail], then: [thumbnail] }\n      thumbnail: {}\n",
+        at: (5, 31),
+        message: "join `notify` waits for `thumbnail`, which runs only after `notify`: notify → thumbnail → notify",
+        help: "remove `thumbnail` from `notify`'s `join`",
+    },
+    Refusal {
+        name: "then may not hand jobs to a join",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index, notify] }\n      index: {}\n      notify: { join: [index] }\n",
+        at: (3, 28),
+        message: "`then` hands jobs to `notify`, which is a join",
+        help: "add `ocr` to its `join`",
+    },
+    Refusal {
+        name: "a stage handed jobs must deduplicate",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [audit] }\n      audit: {}\n",
+        at: (3, 21),
+        message: "`ocr` hands jobs to `audit`, and queue `audit` has no `dedup`",
+        help: "add `dedup: { window: 1d }` to queue `audit`",
+    },
+    Refusal {
+        name: "two first stages",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      audit: {}\n",
+        at: (5, 7),
+        message: "`audit` starts the pipeline too: no stage hands it jobs, and `ocr` already starts it",
+        help: "move it to a pipeline of its own",
+    },
+    Refusal {
+        name: "a queue in two pipelines",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n  reindex:\n    stages:\n      index: {}\n",
+        at: (7, 7),
+        // The first pipeline's `index` is on line 30 of the spec.
+        message: "queue `index` is already a stage of pipeline `documents` (line 30)",
+        help: "declare a second queue",
+    },
+];
 
 #[test]
-fn a_misspelt_stage_in_a_join_gets_did_you_mean() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [indx] }\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 5, 24));
-    assert_eq!(
-        message,
-        "`join` names `indx`, which is not a stage of this pipeline"
-    );
-    assert!(help.starts_with("did you mean `index`?"), "{help}");
-}
-
-#[test]
-fn a_cycle_is_named_where_it_closes() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [thumbnail] }\n      thumbnail: { then: [index] }\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 5, 27));
-    assert_eq!(message, "`then` closes a cycle: index → thumbnail → index");
-    assert!(
-        help.contains("remove `index` from `thumbnail`'s `then`"),
-        "{help}"
-    );
-}
-
-#[test]
-fn a_stage_handing_to_itself() {
-    let (line, column, message, _) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [index] }\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 4, 23));
-    assert_eq!(message, "`index` hands jobs to itself");
-}
-
-#[test]
-fn a_join_waiting_for_itself() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, notify] }\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 5, 31));
-    assert_eq!(message, "join `notify` waits for itself");
-    assert_eq!(help, "remove `notify` from its own `join`");
-}
-
-#[test]
-fn a_join_downstream_of_what_it_waits_for_in_reverse() {
-    // notify is a join over thumbnail, and thumbnail is handed jobs by notify.
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, thumbnail], then: [thumbnail] }\n      thumbnail: {}\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 5, 31));
-    assert_eq!(
-        message,
-        "join `notify` waits for `thumbnail`, which runs only after `notify`: notify → thumbnail → notify"
-    );
-    assert!(
-        help.contains("remove `thumbnail` from `notify`'s `join`"),
-        "{help}"
-    );
-}
-
-#[test]
-fn then_may_not_hand_jobs_to_a_join() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index, notify] }\n      index: {}\n      notify: { join: [index] }\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 3, 28));
-    assert_eq!(message, "`then` hands jobs to `notify`, which is a join");
-    assert!(help.contains("add `ocr` to its `join`"), "{help}");
-}
-
-#[test]
-fn a_stage_handed_jobs_must_deduplicate() {
-    let (line, column, message, help) =
-        only_error("  documents:\n    stages:\n      ocr: { then: [audit] }\n      audit: {}\n");
-    assert_eq!((line, column), (PIPELINES_LINE + 3, 21));
-    assert_eq!(
-        message,
-        "`ocr` hands jobs to `audit`, and queue `audit` has no `dedup`"
-    );
-    assert!(
-        help.starts_with("add `dedup: { window: 1d }` to queue `audit`"),
-        "{help}"
-    );
-}
-
-#[test]
-fn two_first_stages() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      audit: {}\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 5, 7));
-    assert_eq!(
-        message,
-        "`audit` starts the pipeline too: no stage hands it jobs, and `ocr` already starts it"
-    );
-    assert!(help.contains("move it to a pipeline of its own"), "{help}");
-}
-
-#[test]
-fn a_queue_in_two_pipelines() {
-    let (line, column, message, help) = only_error(
-        "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n  reindex:\n    stages:\n      index: {}\n",
-    );
-    assert_eq!((line, column), (PIPELINES_LINE + 7, 7));
-    assert_eq!(
-        message,
-        format!(
-            "queue `index` is already a stage of pipeline `documents` (line {})",
-            PIPELINES_LINE + 4
-        )
-    );
-    assert!(help.contains("declare a second queue"), "{help}");
+fn each_refusal_is_one_error_where_it_is_with_a_fix() {
+    for case in REFUSALS {
+        let source = spec(case.pipelines);
+        let checked = check_str(&source, "queues.yaml");
+        let errors: Vec<_> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .collect();
+        assert_eq!(errors.len(), 1, "{}: {errors:#?}", case.name);
+        let error = errors[0];
+        assert_eq!(
+            (error.line, error.column),
+            (PIPELINES_LINE + case.at.0, case.at.1),
+            "{}",
+            case.name
+        );
+        assert_eq!(error.message, case.message, "{}", case.name);
+        let help = error.help.as_deref().unwrap_or_default();
+        assert!(help.contains(case.help), "{}: {help}", case.name);
+        assert!(
+            checked.spec.is_none(),
+            "{}: an error leaves no model",
+            case.name
+        );
+    }
 }
 
 #[test]

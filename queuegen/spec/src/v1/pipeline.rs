@@ -5,11 +5,10 @@ use std::time::Duration;
 use crate::model::{Join, OnDeadLetter, Pipeline, Queue, Stage};
 use crate::suggest;
 use crate::units::format_duration;
-use crate::yaml::Node;
 
 use super::format::{PIPELINE, STAGE};
 use super::names;
-use super::read::{entries, object, At, Ctx, Item, Object, Read};
+use super::read::{entries, object, optional_entries, At, Ctx, Item, Object, Read};
 use super::values;
 
 /// Longest pipeline name: it is part of the keys of every run.
@@ -34,23 +33,18 @@ pub(crate) fn pipelines(
     spec: &Object<'_>,
     known: &Known<'_>,
 ) -> Option<Vec<Pipeline>> {
-    let Some(item) = spec
-        .get("pipelines")
-        .filter(|it| !matches!(it.node, Node::Null))
-    else {
-        return Some(Vec::new());
-    };
-    let found = entries(
+    let found = optional_entries(
         ctx,
-        item,
+        spec,
+        "pipelines",
         "a mapping of pipeline names to pipelines",
         "write `pipelines:` as a mapping keyed by name, e.g. `documents: { stages: { ocr: { then: [index] }, index: {} } }`",
     )?;
-    if !found.is_empty() {
+    if let (false, Some(section)) = (found.is_empty(), spec.get("pipelines")) {
         // Until the generated handler types and the runtime run pipelines
         // (issue 29), say so where the reader looks.
         ctx.warning(
-            &item.key(),
+            &section.key(),
             "pipelines are checked, but this queuegen generates nothing for them yet",
             "the stages run as independent queues until the generated code hands jobs on; see docs/spec.md#pipelines",
         );

@@ -278,6 +278,21 @@ pub(crate) fn entries<'a>(
     Some(out)
 }
 
+/// The entries of an optional top-level mapping of named entries
+/// (`schedules`, `pipelines`): none when the key is absent or empty.
+pub(crate) fn optional_entries<'a>(
+    ctx: &mut Ctx<'_>,
+    spec: &Object<'a>,
+    key: &str,
+    expected: &str,
+    help: &str,
+) -> Option<Vec<(String, Item<'a>)>> {
+    match spec.get(key).filter(|it| !matches!(it.node, Node::Null)) {
+        None => Some(Vec::new()),
+        Some(item) => entries(ctx, item, expected, help),
+    }
+}
+
 /// "line 12" for where `first` is, with the column when `here` is on the same line.
 pub(crate) fn first_at(first: Pos, here: Pos) -> String {
     if first.line == here.line {

@@ -13,7 +13,7 @@ use crate::yaml::Node;
 use super::envelope::constant_value;
 use super::format::SCHEDULE;
 use super::names;
-use super::read::{entries, object, Ctx, Item, Object, Read};
+use super::read::{entries, object, optional_entries, Ctx, Item, Object, Read};
 use super::values;
 
 /// Longest schedule name: `<name>@<24-byte tick>` stays within the job_id allowance.
@@ -40,15 +40,10 @@ pub(crate) fn schedules(
     spec: &Object<'_>,
     known: &Known<'_>,
 ) -> Option<Vec<Schedule>> {
-    let Some(item) = spec
-        .get("schedules")
-        .filter(|it| !matches!(it.node, Node::Null))
-    else {
-        return Some(Vec::new());
-    };
-    let found = entries(
+    let found = optional_entries(
         ctx,
-        item,
+        spec,
+        "schedules",
         "a mapping of schedule names to schedules",
         "write `schedules:` as a mapping keyed by name, e.g. `nightly: { queue: export, cron: \"0 2 * * *\" }`",
     )?;
