@@ -99,6 +99,22 @@ fn a_valid_pipeline_fills_its_defaults() {
         Some("documents")
     );
     assert_eq!(model.pipeline_of("audit"), None);
+    // Which jobs settle at the join: the stages it waits for, and the
+    // first, which leads to them.
+    for (stage, settles) in [
+        ("ocr", true),
+        ("index", true),
+        ("thumbnail", true),
+        ("notify", false),
+    ] {
+        assert_eq!(pipeline.leads_to_join(stage, "notify"), settles, "{stage}");
+        let joins: Vec<&str> = pipeline.settles_at(stage).collect();
+        assert_eq!(
+            joins,
+            if settles { vec!["notify"] } else { vec![] },
+            "{stage}"
+        );
+    }
 }
 
 #[test]

@@ -95,6 +95,49 @@ impl Pipeline {
             .iter()
             .filter_map(|s| s.join.as_ref().map(|join| (s, join)))
     }
+
+    /// The stages a job of `stage` leads to directly: its `then`, and each
+    /// join that waits for it.
+    pub fn next_of<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let then = self.stage(stage).into_iter().flat_map(|s| &s.then);
+        let joins = self
+            .joins()
+            .filter(move |(_, join)| join.after.iter().any(|a| a == stage))
+            .map(|(s, _)| &s.queue);
+        then.chain(joins).map(String::as_str)
+    }
+
+    /// Whether jobs of `stage` matter to `join`: the join waits for them,
+    /// or they can lead (through `then` or other joins) to a stage it
+    /// waits for. Such jobs settle at the join, and so do the first
+    /// stage's, which open the run there.
+    pub fn leads_to_join(&self, stage: &str, join: &str) -> bool {
+        let Some(after) = self.stage(join).and_then(|j| j.join.as_ref()) else {
+            return false;
+        };
+        // The graph is acyclic (checked), so a walk ends.
+        let mut todo = vec![stage];
+        let mut seen: Vec<&str> = Vec::new();
+        while let Some(at) = todo.pop() {
+            if after.after.iter().any(|a| a == at) {
+                return true;
+            }
+            if !seen.contains(&at) {
+                seen.push(at);
+                todo.extend(self.next_of(at));
+            }
+        }
+        false
+    }
+
+    /// The joins where a job of `stage` settles: every join for the first
+    /// stage, otherwise those it leads to.
+    pub fn settles_at<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let first = stage == self.first;
+        self.joins()
+            .map(|(s, _)| s.queue.as_str())
+            .filter(move |join| first || self.leads_to_join(stage, join))
+    }
 }
 
 /// One stage of a pipeline: a queue, and what its jobs hand on.

@@ -227,7 +227,7 @@ pub static STAGE: Obj = Obj {
         prop!("join", Ty::List(&Ty::Str(StrKind::LowerName)), default = Some("none: not a join"),
             "Makes this stage a join: it runs once per run, after every job of the run in these stages (and every job that could still lead to one) has ended. Its envelope is handed on by the first stage's handler when the run starts; its handler also receives the run's summary."),
         prop!("on_dead_letter", Ty::Choice(ON_DEAD_LETTER), default = Some("fail"),
-            "What a dead-lettered job of the stages in `join` does to the run: `fail` ends the run as failed and the join never runs; `continue` runs the join once the rest have ended, its summary naming the dead-lettered jobs. Only with `join`."),
+            "What a dead-lettered job of the stages in `join`, or of a stage leading to them, does to the run: `fail` ends the run as failed and the join never runs; `continue` runs the join once the rest have ended, its summary naming the dead-lettered jobs it waited for. Only with `join`."),
     ],
 };
 
