@@ -262,6 +262,51 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
         acl_log(&mut admin).join("\n")
     );
 
+    // Worker: `run_settle` at a pipeline's join, as the first stage's job
+    // and then its one child would: the second call publishes the join's
+    // job and expires the run's keys.
+    {
+        use queuegen_runtime::functions::{command, Function, RunOutcome, RunSettle, RunSettled};
+        let keys = config.run_keys(Partition::new(0), "pipe", "run-1");
+        let envelope = vec!["job_id", "run-1/join", "type", "Join"];
+        let first = RunSettle {
+            run_key: &keys.run,
+            out_key: &keys.out,
+            settled_key: &keys.settled,
+            ready_key: &keys.ready,
+            runs_key: &keys.runs,
+            pipeline: "pipe",
+            run_id: "run-1",
+            job_id: "run-1",
+            outcome: RunOutcome::Done,
+            counted: false,
+            fails_run: false,
+            result_ref: "",
+            keep_ms: 60_000,
+            children: &["child-1"],
+            join_envelope: Some(&envelope),
+        };
+        let child = RunSettle {
+            job_id: "child-1",
+            counted: true,
+            children: &[],
+            join_envelope: None,
+            ..first
+        };
+        let function = config.function(Function::RunSettle);
+        let mut conn = worker_redis.shared();
+        let opened: RunSettled = command(&function, &first)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|err| panic!("{err}; denials:\n{}", acl_log(&mut admin).join("\n")));
+        assert_eq!(opened, RunSettled::Settled { outstanding: 1 });
+        let last: RunSettled = command(&function, &child)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|err| panic!("{err}; denials:\n{}", acl_log(&mut admin).join("\n")));
+        assert!(matches!(last, RunSettled::Published { .. }), "{last:?}");
+    }
+
     // Operator and monitor: the read-only commands; the operator's changes.
     let monitor = url(&server, Role::Monitor);
     // The operator pauses a partition; both read it in `status`.

@@ -397,6 +397,21 @@ impl QueueConfig {
         self.partition_key(stream, &format!("marker:{}:{id}", kind.as_ref()))
     }
 
+    /// The keys of a pipeline run's state at this join queue, all in the
+    /// run's partition (`partition::run_partition`), and that partition's
+    /// ready stream, where the join's job goes.
+    pub fn run_keys(&self, partition: Partition, pipeline: &str, run_id: &str) -> RunKeys {
+        let stream = partition.default_stream();
+        let run = self.partition_key(stream, &format!("run:{pipeline}:{run_id}"));
+        RunKeys {
+            out: format!("{run}:out"),
+            settled: format!("{run}:settled"),
+            run,
+            ready: self.ready_key(stream),
+            runs: self.partition_key(stream, &format!("runs:{pipeline}")),
+        }
+    }
+
     /// A schedule's hint of the latest tick the workers published (Unix ms):
     /// `{prefix}:schedule:<schedule>:last`, outside any partition.
     pub fn schedule_hint_key(&self, schedule: &str) -> String {
@@ -526,6 +541,25 @@ impl QueueConfig {
 fn partition_digits(partitions: u16) -> usize {
     let largest = partitions.saturating_sub(1).max(1);
     (largest.ilog10() as usize + 1).max(2)
+}
+
+/// A pipeline run's keys at one join queue ([`QueueConfig::run_keys`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunKeys {
+    /// `{prefix}:{queue-NN}:run:<pipeline>:<run_id>`, a hash: opened,
+    /// started, the join's envelope, status, ended, the join's entry ID.
+    pub run: String,
+    /// `…:out`, a set: the jobs still outstanding here.
+    pub out: String,
+    /// `…:settled`, a hash: every job settled here, by job ID, with its
+    /// summary record (`done:<result_ref>`, `dead`, or `-` for a job the
+    /// join does not wait for).
+    pub settled: String,
+    /// The partition's ready stream, where the join's job is appended.
+    pub ready: String,
+    /// `{prefix}:{queue-NN}:runs:<pipeline>`, a zset: the runs open here, by
+    /// start time (Unix ms).
+    pub runs: String,
 }
 
 #[cfg(test)]

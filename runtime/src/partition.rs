@@ -34,6 +34,13 @@ pub fn partition_of(config: &QueueConfig, fields: &[(&str, String)]) -> Partitio
     Partition::new((hash % u64::from(config.partitions.max(1))) as u16)
 }
 
+/// The partition of a join queue that keeps a pipeline run's state and
+/// receives its join's job: the same FNV-1a hash of the run's ID, modulo
+/// the partition count, so every job of the run finds it.
+pub fn run_partition(config: &QueueConfig, run_id: &str) -> Partition {
+    Partition::new((fnv1a_values([run_id]) % u64::from(config.partitions.max(1))) as u16)
+}
+
 /// The class of `tenant` among `classes` (`handler.tenant_rate`): the same
 /// FNV-1a hash, modulo the class count.
 pub fn tenant_class(tenant: &str, classes: u16) -> u16 {

@@ -128,6 +128,7 @@ impl Role {
                 Function::DelaySchedule,
                 Function::DeadLetter,
                 Function::ScheduleTick,
+                Function::RunSettle,
                 Function::LeaseAcquire,
                 Function::LeaseRelease,
                 Function::Trim,
@@ -304,9 +305,11 @@ pub(crate) const KEY_REPLACING: &[&str] = &["set", "del", "getdel", "pexpire"];
 
 /// The key shapes (after `{prefix}:`) that hold strings, counters or small
 /// hashes the roles may replace: transition markers, leases, stored
-/// results, schedule hints, pause flags and rate buckets.
+/// results, schedule hints, pause flags, rate buckets, and a pipeline run's
+/// state at a join (which `run_settle` expires once the run has ended).
 const REPLACEABLE_KEYS: &[&str] = &[
     "*:marker:*",
+    "*:run:*",
     "*:lease:*",
     "results:*",
     "schedule:*",
@@ -432,13 +435,18 @@ const LIBRARY_INTERNALS: &[&str] = &[
     "exists",
     "get",
     "hdel",
+    "hexists",
     "hget",
     "hmget",
     "hset",
     "incr",
     "memory|usage",
     "pexpire",
+    "sadd",
+    "scard",
     "set",
+    "sismember",
+    "srem",
     "time",
     "type",
     "xack",

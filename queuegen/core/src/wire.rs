@@ -152,6 +152,12 @@ pub mod library {
     /// marker included: a longer one is cut, never refused.
     pub const MAX_DETAIL_BYTES: u64 = 1024;
     pub const MAX_REASON_BYTES: u64 = 1024;
+    /// Most jobs one job of a pipeline stage hands on (`max_children` is
+    /// at most this), and so most children one `run_settle` call counts.
+    pub const MAX_CHILDREN: u64 = 10_000;
+    /// Longest result reference a `run_settle` call records for a join's
+    /// summary, in bytes (an object key, a row's ID).
+    pub const MAX_RESULT_REF_BYTES: u64 = 512;
 }
 
 /// Header fields that may be used in `partition_by`.

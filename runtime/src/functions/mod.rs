@@ -15,6 +15,7 @@ mod call;
 mod leases;
 mod library;
 mod publish;
+mod runs;
 mod settle;
 mod upkeep;
 
@@ -24,6 +25,7 @@ pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishOnce};
+pub use runs::{RunOutcome, RunSettle, RunSettled};
 pub(crate) use settle::ClaimReply;
 pub use settle::{
     Ack, AckStream, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick,
@@ -50,6 +52,7 @@ pub enum Function {
     AckDelete,
     Renew,
     RateTake,
+    RunSettle,
     Version,
 }
 
@@ -80,7 +83,7 @@ impl Runs {
 /// Each function, its name and how Redis may run it ([`Function::name`],
 /// [`Function::runs`]), in the order the library registers them and
 /// `Function` declares them.
-const LIBRARY: [(Function, &str, Runs); 18] = [
+const LIBRARY: [(Function, &str, Runs); 19] = [
     (Function::RetrySchedule, "retry_schedule", Runs::Writes),
     (Function::Defer, "defer", Runs::Writes),
     (Function::RetryPromote, "retry_promote", Runs::Writes),
@@ -98,13 +101,14 @@ const LIBRARY: [(Function, &str, Runs); 18] = [
     (Function::AckDelete, "ack_delete", Runs::PastMaxmemory),
     (Function::Renew, "renew", Runs::PastMaxmemory),
     (Function::RateTake, "rate_take", Runs::PastMaxmemory),
+    (Function::RunSettle, "run_settle", Runs::Writes),
     (Function::Version, "version", Runs::ReadOnly),
 ];
 
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 18] = {
-        let mut all = [Function::Version; 18];
+    pub const ALL: [Function; 19] = {
+        let mut all = [Function::Version; 19];
         let mut i = 0;
         while i < all.len() {
             // `name` and `runs` find a function's row by its discriminant.
@@ -135,8 +139,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v10`):
-    /// `qg_docs_pipeline_v10_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v11`):
+    /// `qg_docs_pipeline_v11_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

@@ -3,6 +3,7 @@
 //! (and did-you-mean candidates) from here, and the JSON Schema is built from
 //! it, so the two cannot drift apart.
 
+use queuegen_core::wire::library::MAX_CHILDREN;
 use queuegen_core::wire::EntryShape;
 
 /// A mapping with fixed keys.
@@ -222,7 +223,7 @@ pub static STAGE: Obj = Obj {
     props: &[
         prop!("then", Ty::List(&Ty::Str(StrKind::LowerName)), default = Some("none: the run ends here"),
             "The stages this one hands jobs to: its handler returns zero, one or many envelopes of each (a chain, or a fan-out). Their queues need `dedup`, whose window absorbs what a redelivered job hands on again. A join stage is never in a `then`: its job is published when what it waits for has ended."),
-        prop!("max_children", Ty::Int { min: 1, max: 10000 }, default = Some("100"),
+        prop!("max_children", Ty::Int { min: 1, max: MAX_CHILDREN }, default = Some("100"),
             "Most jobs one job of this stage may hand on, over all of `then`; a handler that returns more hands on nothing and its job is dead-lettered (`too_many_children`). Only with `then`."),
         prop!("join", Ty::List(&Ty::Str(StrKind::LowerName)), default = Some("none: not a join"),
             "Makes this stage a join: it runs once per run, after every job of the run in these stages (and every job that could still lead to one) has ended. Its envelope is handed on by the first stage's handler when the run starts; its handler also receives the run's summary."),

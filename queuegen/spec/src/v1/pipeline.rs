@@ -512,7 +512,7 @@ fn model(def: &StageDef) -> Option<Stage> {
     Some(Stage {
         queue: def.queue.clone(),
         then: names(&def.then),
-        // Within u32: the format bounds it at 10,000.
+        // Within u32: the format bounds it at library::MAX_CHILDREN.
         max_children: def.max_children.clone().or(DEFAULT_MAX_CHILDREN)? as u32,
         join,
     })
