@@ -332,6 +332,9 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
     let other_partition = keys.ready.replace("-0", "-1");
     let long_ref = "x".repeat(513);
     let no_job_id = vec!["type", "Job", "tenant", "t"];
+    // One over the limit, each a valid ID.
+    let many: Vec<String> = (0..=10_000).map(|n| format!("c{n}")).collect();
+    let too_many: Vec<&str> = many.iter().map(String::as_str).collect();
     let cases: Vec<(&str, RunSettle<'_, Vec<&str>>)> = vec![
         ("QG_BADARG fails_run is 1 for a job that is not dead", {
             let mut s = settle(&keys, "c1", &[]);
@@ -350,6 +353,10 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
         (
             "QG_BADARG child 1 must be a non-empty job_id",
             settle(&keys, "c1", &[""]),
+        ),
+        (
+            "QG_BADARG child_count 10001 is more than MAX_CHILDREN 10000",
+            settle(&keys, "c1", &too_many),
         ),
         ("QG_BADARG KEYS[4] must be", {
             let mut s = settle(&keys, "c1", &[]);
