@@ -182,6 +182,11 @@ impl Single {
         command(&self.function, settle).query(&mut self.conn)
     }
 
+    /// `ZCARD` or `XLEN` of `key`.
+    fn count(&mut self, command: &str, key: &str) -> u64 {
+        redis::cmd(command).arg(key).query(&mut self.conn).unwrap()
+    }
+
     /// Every key and its value as text, to compare before and after.
     fn keyspace(&mut self) -> Vec<(String, String)> {
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.conn).unwrap();
@@ -227,6 +232,20 @@ fn envelope() -> Vec<&'static str> {
     vec!["job_id", "r/j", "type", "Job"]
 }
 
+/// The first stage's job opening the run with `children` and the join's
+/// `envelope` (the first stage is not one the join waits for).
+fn opening<'a>(
+    keys: &'a RunKeys,
+    children: &'a [&'a str],
+    envelope: &'a Vec<&'a str>,
+) -> RunSettle<'a, Vec<&'a str>> {
+    RunSettle {
+        counted: false,
+        join_envelope: Some(envelope),
+        ..settle(keys, RUN, children)
+    }
+}
+
 #[test]
 fn a_join_is_published_once_when_the_last_job_it_waits_for_settles() {
     let mut one = Single::start();
@@ -239,9 +258,7 @@ fn a_join_is_published_once_when_the_last_job_it_waits_for_settles() {
         RunSettled::Settled { outstanding: 0 }
     );
     let join_envelope = envelope();
-    let mut first = settle(&keys, RUN, &children);
-    first.counted = false;
-    first.join_envelope = Some(&join_envelope);
+    let first = opening(&keys, &children, &join_envelope);
     assert_eq!(
         one.call(&first).unwrap(),
         RunSettled::Settled { outstanding: 1 }
@@ -281,10 +298,7 @@ fn a_join_is_published_once_when_the_last_job_it_waits_for_settles() {
         let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut one.conn).unwrap();
         assert!(0 < ttl && ttl <= KEEP_MS as i64, "{key}: {ttl}");
     }
-    let open: u64 = redis::cmd("ZCARD")
-        .arg(&one.keys.runs)
-        .query(&mut one.conn)
-        .unwrap();
+    let open = one.count("ZCARD", &keys.runs);
     assert_eq!(open, 0);
 }
 
@@ -293,14 +307,9 @@ fn a_dead_job_under_fail_fails_the_run_and_nothing_is_published() {
     let mut one = Single::start();
     let keys = one.keys.clone();
     let join_envelope = envelope();
-    let mut first = settle(&keys, RUN, &["c1", "c2"]);
-    first.counted = false;
-    first.join_envelope = Some(&join_envelope);
-    one.call(&first).unwrap();
-    let open: u64 = redis::cmd("ZCARD")
-        .arg(&one.keys.runs)
-        .query(&mut one.conn)
+    one.call(&opening(&keys, &["c1", "c2"], &join_envelope))
         .unwrap();
+    let open = one.count("ZCARD", &keys.runs);
     assert_eq!(open, 1, "the run is open here");
     let mut dead = settle(&keys, "c1", &[]);
     dead.outcome = RunOutcome::Dead;
@@ -312,10 +321,7 @@ fn a_dead_job_under_fail_fails_the_run_and_nothing_is_published() {
     );
     let rest = settle(&keys, "c2", &[]);
     assert_eq!(one.call(&rest).unwrap(), RunSettled::Ended { failed: true });
-    let published: u64 = redis::cmd("XLEN")
-        .arg(&one.keys.ready)
-        .query(&mut one.conn)
-        .unwrap();
+    let published = one.count("XLEN", &keys.ready);
     assert_eq!(published, 0);
 }
 
@@ -324,10 +330,7 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
     let mut one = Single::start();
     let keys = one.keys.clone();
     let join_envelope = envelope();
-    let mut first = settle(&keys, RUN, &["c1"]);
-    first.counted = false;
-    first.join_envelope = Some(&join_envelope);
-    one.call(&first).unwrap();
+    one.call(&opening(&keys, &["c1"], &join_envelope)).unwrap();
     let before = one.keyspace();
     let other_partition = keys.ready.replace("-0", "-1");
     let long_ref = "x".repeat(513);
