@@ -12,7 +12,7 @@ use queuegen::spec::model::Spec;
 use queuegen_runtime::config::RunKeys;
 use queuegen_runtime::functions::{command, Function, RunOutcome, RunSettle, RunSettled};
 use queuegen_runtime::partition::run_partition;
-use queuegen_runtime::QueueConfig;
+use queuegen_runtime::{Partition, QueueConfig};
 use queuegen_tests::support::unique_prefix;
 use queuegen_tests::RedisServer;
 
@@ -160,6 +160,8 @@ struct Single {
     conn: redis::Connection,
     function: String,
     keys: RunKeys,
+    /// The ready stream of the queue's other partition (it has two).
+    other_ready: String,
     _server: RedisServer,
 }
 
@@ -170,8 +172,13 @@ impl Single {
         let queue = &spec.queues[0];
         let mut config = queue_config(&spec, queue);
         config.key_prefix = unique_prefix("one").into();
+        let partition = run_partition(&config, RUN);
+        let other = Partition::all(config.partitions)
+            .find(|p| *p != partition)
+            .expect("two partitions");
         Single {
-            keys: config.run_keys(run_partition(&config, RUN), PIPELINE, RUN),
+            keys: config.run_keys(partition, PIPELINE, RUN),
+            other_ready: config.ready_key(other.default_stream()),
             conn,
             function: Function::RunSettle.in_library(&library),
             _server: server,
@@ -332,7 +339,7 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
     let join_envelope = envelope();
     one.call(&opening(&keys, &["c1"], &join_envelope)).unwrap();
     let before = one.keyspace();
-    let other_partition = keys.ready.replace("-0", "-1");
+    let other_partition = one.other_ready.clone();
     let long_ref = "x".repeat(513);
     let no_job_id = vec!["type", "Job", "tenant", "t"];
     // One over the limit, each a valid ID.
