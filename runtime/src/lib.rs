@@ -38,7 +38,9 @@
 //! [`failpoint`] (crash points for the failure tests, the `failpoints`
 //! feature). The wire level — [`functions`] (the library's calls and
 //! replies), [`transitions`], [`trim`], [`lease`], [`inventory`] — is
-//! public for the CLI, the dashboard and the tests, not for services.
+//! public for the CLI, the dashboard and the tests, not for services;
+//! so is [`runs`] (a pipeline run's derived job IDs), which the pipeline
+//! hand-off will use.
 //!
 //! # The operator side
 //!
@@ -74,6 +76,7 @@ mod results;
 pub mod retry;
 #[cfg(feature = "operator")]
 pub mod roles;
+pub mod runs;
 pub mod schedule;
 mod signal;
 pub mod stream_id;
