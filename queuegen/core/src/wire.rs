@@ -63,6 +63,31 @@ pub const HEADER_FIELDS: &[HeaderField] = &[
     },
 ];
 
+/// The two fields a job handed on by a pipeline stage carries after the
+/// header: its run and the job that handed it on. Not in [`HEADER_FIELDS`]:
+/// only the envelopes of pipeline stages have them, so a queue outside any
+/// pipeline may still have a body field of either name. The Function
+/// library keeps them as it keeps body fields, in place, on every rewrite.
+/// The allowance is a `job_id`'s: both values are job IDs.
+pub const RUN_FIELDS: &[HeaderField] = &[
+    HeaderField {
+        name: run_fields::RUN_ID,
+        max_value_bytes: Some(128),
+    },
+    HeaderField {
+        name: run_fields::PARENT,
+        max_value_bytes: Some(128),
+    },
+];
+
+/// Names of [`RUN_FIELDS`].
+pub mod run_fields {
+    /// The run's ID: the `job_id` of the first stage's job that started it.
+    pub const RUN_ID: &str = "run_id";
+    /// The `job_id` of the job that handed this one on.
+    pub const PARENT: &str = "parent";
+}
+
 /// How a producer lays an envelope out in its stream entry (`payload.shape`).
 ///
 /// Readers (workers, the Function library, the CLI and the dashboard) tell
