@@ -18,6 +18,7 @@ use crate::packed;
 /// the spec's size allowance for each (`queuegen_core::wire`), which the
 /// derive and the Function library read too.
 pub use queuegen_core::wire::header_fields;
+pub use queuegen_core::wire::run_fields;
 
 /// The standard fields every envelope carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,16 @@ pub struct Header {
     pub prev_id: Option<String>,
     /// Why the previous attempt was rescheduled.
     pub reason: Option<String>,
+}
+
+/// Where a job handed on by a pipeline stage belongs: its run and the job
+/// that handed it on ([`run_fields`], written after the header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLink {
+    /// The `job_id` of the first stage's job that started the run.
+    pub run_id: String,
+    /// The `job_id` of the job that handed this one on.
+    pub parent: String,
 }
 
 /// A typed envelope body. Implemented by `#[derive(Envelope)]`.
@@ -290,6 +301,16 @@ pub fn encode<E: Envelope>(
     header: &Header,
     body: &E,
 ) -> Result<Vec<(&'static str, String)>, Error> {
+    encode_in_run(header, None, body)
+}
+
+/// As [`encode`], with the job's run (a job a pipeline stage handed on)
+/// written after the header.
+pub fn encode_in_run<E: Envelope>(
+    header: &Header,
+    run: Option<&RunLink>,
+    body: &E,
+) -> Result<Vec<(&'static str, String)>, Error> {
     use header_fields as h;
     let mut out = FieldWriter::new(E::TYPE);
     out.field(h::JOB_ID, &header.job_id, None)?;
@@ -301,6 +322,10 @@ pub fn encode<E: Envelope>(
     out.field(h::ATTEMPT, &header.attempt, None)?;
     out.field(h::PREV_ID, &header.prev_id, None)?;
     out.field(h::REASON, &header.reason, None)?;
+    if let Some(run) = run {
+        out.field(run_fields::RUN_ID, &run.run_id, None)?;
+        out.field(run_fields::PARENT, &run.parent, None)?;
+    }
     body.encode_body(&mut out)?;
     Ok(out.into_pairs())
 }
@@ -332,6 +357,18 @@ pub(crate) fn decode_header(fields: &FieldMap<'_>) -> Result<Header, Error> {
 }
 
 /// Decodes a whole entry: header, type and schema checks, then the body.
+/// The run of a job a pipeline stage handed on; `None` for a job that
+/// starts a run, or of a queue outside any pipeline. Only a stage's worker
+/// asks: elsewhere a body field may bear either name.
+pub fn decode_run_link(fields: &FieldMap<'_>) -> Result<Option<RunLink>, Error> {
+    let run_id: Option<String> = fields.field(run_fields::RUN_ID, None)?;
+    let parent: Option<String> = fields.field(run_fields::PARENT, None)?;
+    Ok(match (run_id, parent) {
+        (Some(run_id), Some(parent)) => Some(RunLink { run_id, parent }),
+        _ => None,
+    })
+}
+
 pub fn decode<E: Envelope>(fields: &FieldMap<'_>) -> Result<(Header, E), Error> {
     let header = decode_header(fields)?;
     if header.envelope_type != E::TYPE {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::config::QueueConfig;
 use crate::connect::Connection;
-use crate::envelope::{Envelope, Header};
+use crate::envelope::{Envelope, Header, RunLink};
 use crate::error::Result;
 use crate::field::Timestamp;
 use crate::outcome::{JobError, Outcome};
@@ -17,6 +17,9 @@ use crate::transitions::{self, Renewal};
 #[derive(Debug, Clone)]
 pub struct JobContext {
     pub(crate) header: Header,
+    /// The job's run, for a job a pipeline stage handed on (read only for
+    /// the queues of pipeline stages: [`Handler::READS_RUN`]).
+    pub(crate) run: Option<RunLink>,
     pub(crate) stream_id: String,
     /// The stream of the job's lane and partition ([`QueueConfig::streams`]).
     pub(crate) stream: StreamSlot,
@@ -69,6 +72,19 @@ impl JobContext {
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The pipeline run this job belongs to and the job that handed it on;
+    /// `None` for a job that starts a run (its `job_id` is the run's ID) or
+    /// a queue outside any pipeline.
+    pub fn run(&self) -> Option<&RunLink> {
+        self.run.as_ref()
+    }
+
+    /// The ID of the pipeline run this job belongs to: its run's, or its
+    /// own `job_id` when it starts one.
+    pub fn run_id(&self) -> &str {
+        self.run.as_ref().map_or(self.job_id(), |run| &run.run_id)
     }
 
     /// The stream entry this delivery came from.
@@ -166,6 +182,11 @@ impl JobContext {
 /// computes for long (rather than awaiting I/O) should move that work to
 /// `tokio::task::spawn_blocking`, or it delays the other jobs of its read.
 pub trait Handler<E: Envelope>: Send + Sync + 'static {
+    /// Whether the worker reads each job's run ([`JobContext::run`]): only
+    /// the handlers of pipeline stages need it.
+    #[doc(hidden)]
+    const READS_RUN: bool = false;
+
     fn handle(
         &self,
         job: E,
@@ -180,5 +201,16 @@ pub trait Handler<E: Envelope>: Send + Sync + 'static {
     fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
         let _ = (ctx, reason);
         async {}
+    }
+
+    /// Called before the job is dead-lettered by its outcome (a dead
+    /// letter, a permanent error, its last attempt failed); the dead letter
+    /// waits for it. An error leaves the job pending, for redelivery. A
+    /// pipeline stage settles the job as dead at its joins here. The
+    /// default does nothing.
+    #[doc(hidden)]
+    fn dead_lettering(&self, ctx: &JobContext) -> impl Future<Output = Result<()>> + Send {
+        let _ = ctx;
+        async { Ok(()) }
     }
 }

@@ -38,9 +38,9 @@
 //! [`failpoint`] (crash points for the failure tests, the `failpoints`
 //! feature). The wire level — [`functions`] (the library's calls and
 //! replies), [`transitions`], [`trim`], [`lease`], [`inventory`] — is
-//! public for the CLI, the dashboard and the tests, not for services;
-//! so is [`runs`] (a pipeline run's derived job IDs), which the pipeline
-//! hand-off will use.
+//! public for the CLI, the dashboard and the tests, not for services.
+//! [`runs`] runs pipeline stages: [`runs::StageWorker`] wraps a stage's
+//! handler, hands on what it returns and keeps each join's fan-in.
 //!
 //! # The operator side
 //!

@@ -12,7 +12,7 @@ use crate::connect::Connection;
 use self::admission::Admission;
 use crate::config::QueueConfig;
 use crate::connect::Redis;
-use crate::envelope::{self, Envelope, Header};
+use crate::envelope::{self, Envelope, Header, RunLink};
 use crate::error::{Error, PublishError, Result};
 use crate::field::Timestamp;
 use crate::packed::EntryArgs;
@@ -31,6 +31,9 @@ pub struct NewJob<E> {
     /// The priority lane (`lanes:`) the job goes to; `None`: the queue's
     /// default lane, or its only one.
     pub lane: Option<String>,
+    /// The pipeline run it belongs to, for a job a stage hands on (the
+    /// stage worker sets it); `None` otherwise.
+    pub run: Option<RunLink>,
     pub body: E,
 }
 
@@ -41,6 +44,7 @@ impl<E> NewJob<E> {
             tenant: tenant.into(),
             trace_id: None,
             lane: None,
+            run: None,
             body,
         }
     }
@@ -54,6 +58,12 @@ impl<E> NewJob<E> {
 
     pub fn with_trace_id(mut self, trace_id: impl Into<String>) -> Self {
         self.trace_id = Some(trace_id.into());
+        self
+    }
+
+    /// Marks the job as handed on in a pipeline run (written after the header).
+    pub fn in_run(mut self, run: RunLink) -> Self {
+        self.run = Some(run);
         self
     }
 }
@@ -689,13 +699,14 @@ pub(crate) fn encode<E: Envelope>(
         prev_id: None,
         reason: None,
     };
-    let pairs = envelope::encode(&header, &job.body).map_err(|source| {
-        Error::Publish(PublishError::InvalidJob {
-            queue: queue.to_string(),
-            job_id: header.job_id.clone(),
-            source: Box::new(source),
-        })
-    })?;
+    let pairs =
+        envelope::encode_in_run(&header, job.run.as_ref(), &job.body).map_err(|source| {
+            Error::Publish(PublishError::InvalidJob {
+                queue: queue.to_string(),
+                job_id: header.job_id.clone(),
+                source: Box::new(source),
+            })
+        })?;
     let len = encoded_len(&pairs);
     if len > config.payload.max_bytes {
         return Err(Error::Publish(PublishError::PayloadTooLarge {

@@ -13,6 +13,7 @@
 mod connection;
 mod decode;
 mod operation;
+mod pipeline;
 mod postgres;
 mod publish;
 mod redis;
@@ -23,6 +24,7 @@ mod transition;
 pub use connection::{ConnectionError, FileProblem, OptionsProblem};
 pub use decode::{DecodeError, FieldProblem};
 pub use operation::{InventoryProblem, OperationError};
+pub use pipeline::PipelineError;
 pub use postgres::PostgresError;
 pub use publish::PublishError;
 pub use redis::RedisError;
@@ -40,6 +42,9 @@ pub enum Error {
     /// A job or batch the producer refused.
     #[error(transparent)]
     Publish(#[from] PublishError),
+    /// A pipeline stage's worker set up wrongly, or a hand-off refused.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
     /// A worker or server not set up to run the queue.
     #[error(transparent)]
     Setup(#[from] SetupError),

@@ -48,6 +48,17 @@ pub fn child_job_id(run_id: &str, parent_job_id: &str, stage: &str, index: u32) 
     format!("{run}/{digits}")
 }
 
+/// The `job_id` of `join`'s job in run `run_id`: `<run_id>/<join>`, or
+/// the run ID's 32-digit hash in its place when that is too long. A first
+/// stage's job counts on it, from the start, at every join after `join`.
+pub fn join_job_id(run_id: &str, join: &str) -> String {
+    let full = format!("{run_id}/{join}");
+    if full.len() <= max_job_id_bytes() {
+        return full;
+    }
+    format!("{}/{join}", hex(hash(&[run_id])))
+}
+
 fn hash(parts: &[&str]) -> u128 {
     let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for part in parts {
@@ -64,6 +75,15 @@ fn hex(value: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_join_job_is_named_by_its_run_and_join() {
+        assert_eq!(join_job_id("doc-1", "notify"), "doc-1/notify");
+        let long = "r".repeat(128);
+        let id = join_job_id(&long, "notify");
+        assert_eq!(id.len(), 32 + "/notify".len());
+        assert!(id.ends_with("/notify"));
+    }
 
     /// Fixed vectors: the derivation is part of the wire contract. The
     /// hash is XXH3-128 as specified (its published value for no input),

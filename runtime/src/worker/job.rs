@@ -86,7 +86,15 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         }
         Err(err) => (FieldMap::default(), Err(err)),
     };
-    let (header, body) = match decoded {
+    let decoded = decoded.and_then(|(header, body)| {
+        let run = if H::READS_RUN {
+            envelope::decode_run_link(&fields)?
+        } else {
+            None
+        };
+        Ok((header, run, body))
+    });
+    let (header, run, body) = match decoded {
         Ok(decoded) => decoded,
         Err(err) => {
             held.handler_ended();
@@ -117,6 +125,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     );
     let ctx = JobContext {
         header,
+        run,
         // The context owns the ID from here on: no copy per job.
         stream_id: delivery.entry.id,
         stream: delivery.stream,
@@ -201,6 +210,9 @@ async fn work<E: Envelope, H: Handler<E>>(
             detail,
         } => Box::pin(schedule_retry(shared, &ctx, after, &reason, &detail)).await,
         Settle::DeadLetter { reason, detail } => {
+            if !before_dead_letter(shared, &ctx).await {
+                return;
+            }
             let source = (ctx.stream, ctx.stream_id());
             Box::pin(dead_letter(
                 shared,
@@ -338,6 +350,9 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
             "attempt {attempt} of {}: {detail}",
             config.retry.max_attempts
         );
+        if !before_dead_letter(shared, ctx).await {
+            return;
+        }
         dead_letter(
             shared,
             (ctx.stream, ctx.stream_id()),
@@ -393,6 +408,28 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
             "scheduling the retry",
             err,
         ),
+    }
+}
+
+/// The handler's [`Handler::dead_lettering`] hook (a pipeline stage settles
+/// the job dead at its joins); `false` when it failed: the job then stays
+/// pending and is dead-lettered on a later delivery.
+async fn before_dead_letter<E: Envelope, H: Handler<E>>(
+    shared: &Arc<Runner<E, H>>,
+    ctx: &JobContext,
+) -> bool {
+    match shared.handler.dead_lettering(ctx).await {
+        Ok(()) => {
+            failpoint("before_dead_letter_after_hook");
+            true
+        }
+        Err(err) => {
+            shared
+                .events
+                .settlement_failed(ctx.stream, FailedTransition::DeadLetter);
+            tracing::error!(error = %err, stream_id = ctx.stream_id(), "settling the job dead before its dead letter failed; the entry stays pending");
+            false
+        }
     }
 }
 

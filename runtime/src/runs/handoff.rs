@@ -1,0 +1,237 @@
+//! What a stage's handler hands on, and how it is published: typed envelopes in, derived IDs and deduplicated appends out.
+
+use crate::envelope::{Envelope, RunLink};
+use crate::error::{PipelineError, Result};
+use crate::outcome::Outcome;
+use crate::packed::EntryArgs;
+use crate::producer::{self, Encoded, NewJob};
+use crate::transitions::{self, Appended};
+
+use super::ids::{child_job_id, join_job_id};
+use super::pipeline::PipelineRuntime;
+
+/// What a stage's handler decided for its job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<N> {
+    /// The job's effect is durable: publish `next` (the jobs it hands on,
+    /// typed by the stages in its `then`), settle the job at its joins,
+    /// then ack it. `result` is what the job's result is known by, for a
+    /// join's summary (at most `MAX_RESULT_REF_BYTES`).
+    HandOn { next: N, result: Option<String> },
+    /// Anything else a handler may answer ([`Outcome`]): a retry, a dead
+    /// letter, a reconcile. `Outcome::Done` hands on nothing.
+    Outcome(Outcome),
+}
+
+impl<N> Step<N> {
+    /// Hands on `next`.
+    pub fn hand_on(next: N) -> Self {
+        Step::HandOn { next, result: None }
+    }
+
+    /// Names the job's result for the summary of the joins that wait for it.
+    pub fn with_result(self, result: impl Into<String>) -> Self {
+        match self {
+            Step::HandOn { next, .. } => Step::HandOn {
+                next,
+                result: Some(result.into()),
+            },
+            other => other,
+        }
+    }
+}
+
+impl<N> From<Outcome> for Step<N> {
+    fn from(outcome: Outcome) -> Self {
+        Step::Outcome(outcome)
+    }
+}
+
+/// The jobs one job of a stage hands on: generated for each stage as a
+/// struct with one field per stage of its `then` (`Vec` of that stage's
+/// envelope) and, for the first stage, one per join (its envelope).
+/// `()` hands on nothing.
+pub trait HandOn: Send + 'static {
+    /// How many jobs it hands on, over every stage (`max_children` bounds it).
+    fn count(&self) -> usize;
+
+    /// Hands every job to `to`, which encodes and checks each at once and
+    /// publishes them all only once every one has passed.
+    fn hand_on(self, to: &mut Handoff<'_>) -> Result<()>;
+}
+
+impl HandOn for () {
+    fn count(&self) -> usize {
+        0
+    }
+
+    fn hand_on(self, _to: &mut Handoff<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One job's hand-off in progress: encodes its children under derived IDs,
+/// publishes them together, and keeps what the settle step needs (the
+/// children's IDs, and the first stage's join envelopes).
+pub struct Handoff<'a> {
+    pipeline: &'a PipelineRuntime,
+    stage: &'a str,
+    run_id: &'a str,
+    job_id: &'a str,
+    tenant: &'a str,
+    trace_id: &'a str,
+    /// Every job handed on so far: its stage and its ID.
+    pub(crate) children: Vec<(&'static str, String)>,
+    /// Their entries, encoded and checked, in `children` order.
+    encoded: Vec<Encoded>,
+    /// The first stage's join envelopes, by join, as encoded pairs.
+    pub(crate) join_envelopes: Vec<(&'static str, Vec<(&'static str, String)>)>,
+}
+
+impl<'a> Handoff<'a> {
+    pub(crate) fn new(
+        pipeline: &'a PipelineRuntime,
+        stage: &'a str,
+        run_id: &'a str,
+        job_id: &'a str,
+        tenant: &'a str,
+        trace_id: &'a str,
+    ) -> Self {
+        Handoff {
+            pipeline,
+            stage,
+            run_id,
+            job_id,
+            tenant,
+            trace_id,
+            children: Vec::new(),
+            encoded: Vec::new(),
+            join_envelopes: Vec::new(),
+        }
+    }
+
+    fn link(&self) -> RunLink {
+        RunLink {
+            run_id: self.run_id.to_owned(),
+            parent: self.job_id.to_owned(),
+        }
+    }
+
+    /// Hands `jobs` to `stage` (one of this stage's `then`): the `i`th
+    /// under [`child_job_id`] of (run, this job, stage, i), with this job's
+    /// tenant and trace. Encoded and checked now (size, lane, partition
+    /// keys); published by [`Handoff::send`] with the rest.
+    pub fn publish<E: Envelope>(&mut self, stage: &'static str, jobs: Vec<E>) -> Result<()> {
+        self.check_next(stage)?;
+        let config = self.pipeline.config(stage)?;
+        let link = self.link();
+        for (index, body) in jobs.into_iter().enumerate() {
+            let id = child_job_id(self.run_id, self.job_id, stage, index as u32);
+            let job = NewJob::new(id.clone(), self.tenant, body)
+                .with_trace_id(self.trace_id)
+                .in_run(link.clone());
+            self.encoded.push(producer::encode(config, job, index)?);
+            self.children.push((stage, id));
+        }
+        Ok(())
+    }
+
+    /// Publishes every job handed on, each with `publish_once` (the
+    /// stages handed to have `dedup`, which `check` requires), in one
+    /// pipeline: a parent delivered again publishes the same IDs, and the
+    /// markers absorb them. Admission does not apply: refusing a hand-off
+    /// would only run the parent's handler again.
+    pub(crate) async fn send(&self) -> Result<()> {
+        if self.encoded.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for ((stage, id), job) in self.children.iter().zip(&self.encoded) {
+            let config = self.pipeline.config(stage)?;
+            let window = config
+                .dedup
+                .map(|dedup| dedup.window)
+                .ok_or_else(|| self.no_dedup(stage))?;
+            let entry = EntryArgs::of_pairs(config.payload.shape, &job.pairs);
+            pipe.add_command(transitions::publish_once_command(
+                config, job.stream, id, window, &entry,
+            ));
+        }
+        let _: Vec<Appended> = pipe
+            .query_async(&mut self.pipeline.redis().shared())
+            .await
+            .map_err(|err| {
+                let (stage, id) = &self.children[0];
+                crate::Error::redis(
+                    format!(
+                        "pipeline of {} publish_once calls handing on job {:?} of pipeline {} (first: {id} to {stage})",
+                        self.encoded.len(),
+                        self.job_id,
+                        self.pipeline.name()
+                    ),
+                    err,
+                )
+            })?;
+        Ok(())
+    }
+
+    /// Keeps `body` as the envelope of `join`'s job, published by the join
+    /// once the run has ended there. Only the first stage's job hands on
+    /// join envelopes, one per join of the pipeline.
+    pub fn join<E: Envelope>(&mut self, join: &'static str, body: E) -> Result<()> {
+        let graph = self.pipeline.graph();
+        if self.stage != graph.first {
+            return Err(self.join_problem(format!(
+                "handed on an envelope for join {join}; only the first stage ({}) does",
+                graph.first
+            )));
+        }
+        if !graph.joins().any(|(stage, _)| stage.queue == join) {
+            return Err(self.join_problem(format!("{join} is not a join of the pipeline")));
+        }
+        let config = self.pipeline.config(join)?;
+        let job = NewJob::new(join_job_id(self.run_id, join), self.tenant, body)
+            .with_trace_id(self.trace_id)
+            .in_run(self.link());
+        let encoded = producer::encode(config, job, 0)?;
+        self.join_envelopes.retain(|(name, _)| *name != join);
+        self.join_envelopes.push((join, encoded.pairs));
+        Ok(())
+    }
+
+    fn check_next(&self, to: &str) -> Result<()> {
+        let then = &self
+            .pipeline
+            .graph()
+            .stage(self.stage)
+            .expect("a stage worker's stage is in its pipeline")
+            .then;
+        if then.iter().any(|next| next == to) {
+            return Ok(());
+        }
+        Err(PipelineError::NotNext {
+            pipeline: self.pipeline.name().to_owned(),
+            stage: self.stage.to_owned(),
+            job_id: self.job_id.to_owned(),
+            to: to.to_owned(),
+            then: then.join(", "),
+        }
+        .into())
+    }
+
+    fn no_dedup(&self, stage: &str) -> crate::Error {
+        self.join_problem(format!(
+            "hands jobs to {stage}, whose queue has no dedup: a parent delivered again would publish its jobs twice"
+        ))
+    }
+
+    fn join_problem(&self, problem: String) -> crate::Error {
+        PipelineError::JoinEnvelope {
+            pipeline: self.pipeline.name().to_owned(),
+            stage: self.stage.to_owned(),
+            job_id: self.job_id.to_owned(),
+            problem,
+        }
+        .into()
+    }
+}

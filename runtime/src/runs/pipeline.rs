@@ -1,0 +1,112 @@
+//! A pipeline as its stage workers need it: the graph, and each stage's queue configuration.
+
+use std::sync::Arc;
+
+use queuegen_core::pipeline::Pipeline;
+
+use crate::config::QueueConfig;
+use crate::connect::Redis;
+use crate::error::{PipelineError, Result};
+
+/// One pipeline, shared by the workers of its stages in a process: the
+/// graph the spec check accepted, the configuration of every stage's queue
+/// (where children are published and joins keep their state), and the
+/// connection it all goes over. Cheap to clone.
+#[derive(Clone)]
+pub struct PipelineRuntime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    graph: Pipeline,
+    configs: Vec<QueueConfig>,
+    redis: Redis,
+}
+
+impl std::fmt::Debug for PipelineRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineRuntime")
+            .field("pipeline", &self.inner.graph.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PipelineRuntime {
+    /// `graph` with the configuration of each of its stages' queues
+    /// (others are ignored). Refused, naming the stage, when a stage has
+    /// none: its children or its join state would have nowhere to go.
+    pub fn new(
+        redis: &Redis,
+        graph: Pipeline,
+        configs: impl IntoIterator<Item = QueueConfig>,
+    ) -> Result<Self> {
+        let configs: Vec<QueueConfig> = configs
+            .into_iter()
+            .filter(|config| graph.stage(&config.queue).is_some())
+            .collect();
+        if let Some(missing) = graph
+            .stages
+            .iter()
+            .find(|stage| !configs.iter().any(|c| *c.queue == stage.queue))
+        {
+            return Err(PipelineError::NoSuchStage {
+                pipeline: graph.name.clone(),
+                stage: missing.queue.clone(),
+                known: configs
+                    .iter()
+                    .map(|c| &*c.queue)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+            .into());
+        }
+        Ok(PipelineRuntime {
+            inner: Arc::new(Inner {
+                graph,
+                configs,
+                redis: redis.clone(),
+            }),
+        })
+    }
+
+    pub fn graph(&self) -> &Pipeline {
+        &self.inner.graph
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.graph.name
+    }
+
+    pub(crate) fn redis(&self) -> &Redis {
+        &self.inner.redis
+    }
+
+    /// The queue configuration of `stage`, checked to exist by [`PipelineRuntime::new`].
+    pub(crate) fn config(&self, stage: &str) -> Result<&QueueConfig> {
+        self.inner
+            .configs
+            .iter()
+            .find(|config| *config.queue == *stage)
+            .ok_or_else(|| {
+                PipelineError::NoSuchStage {
+                    pipeline: self.name().to_owned(),
+                    stage: stage.to_owned(),
+                    known: self
+                        .inner
+                        .configs
+                        .iter()
+                        .map(|c| &*c.queue)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+                .into()
+            })
+    }
+
+    /// How long a run's record is kept after it ends, in ms (at least 1).
+    pub(crate) fn keep_ms(&self) -> u64 {
+        u64::try_from(self.inner.graph.keep.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+}
