@@ -70,13 +70,7 @@ fn a_valid_pipeline_fills_its_defaults() {
         .iter()
         .map(|d| (d.line, d.message.as_str()))
         .collect();
-    assert_eq!(
-        warnings,
-        [(
-            PIPELINES_LINE,
-            "pipelines are checked, but this queuegen generates nothing for them yet"
-        )]
-    );
+    assert_eq!(warnings, [], "a valid pipeline is worth no warning");
     let model = checked.spec.expect("valid");
     assert_eq!(model.pipelines.len(), 1);
     let pipeline = &model.pipelines[0];
@@ -143,56 +137,77 @@ fn no_pipelines_is_none() {
 }
 
 /// One refusal: the stages of pipeline `documents` (or more pipelines),
-/// where the one error is (line within `pipelines:`, column), its message,
-/// and a part of its help.
+/// with `edits` made to the rest of [`spec`] (each text replaced once),
+/// where the one error is, its message, and a part of its help.
 struct Refusal {
     name: &'static str,
     pipelines: &'static str,
-    at: (usize, usize),
+    edits: &'static [(&'static str, &'static str)],
+    at: At,
     message: &'static str,
     help: &'static str,
 }
+
+/// Where a refusal's error is: (line, column) within `pipelines:` (the
+/// line after it is 1), or in the spec before it, once edited.
+enum At {
+    Pipelines(usize, usize),
+    Spec(usize, usize),
+}
+
+use At::{Pipelines, Spec};
+
+/// The queues' and envelopes' lines that [`REFUSALS`] edit.
+const INDEX_QUEUE: &str = "  index:\n    envelope: Doc\n";
+const NOTIFY_QUEUE: &str = "  notify:\n    envelope: Doc\n";
+const DOC_REF: &str = "      doc_ref: { type: string, max_bytes: 64 }\n";
 
 const REFUSALS: &[Refusal] = &[
     Refusal {
         name: "an unknown queue is named with the closest",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      indx: {}\n      index: {}\n",
-        at: (4, 7),
+        edits: &[],
+        at: Pipelines(4, 7),
         message: "no queue named `indx`",
         help: "did you mean `index`?",
     },
     Refusal {
         name: "then naming a queue outside the pipeline says how to add it",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index, thumbnail] }\n      index: {}\n",
-        at: (3, 28),
+        edits: &[],
+        at: Pipelines(3, 28),
         message: "`then` names `thumbnail`, which is not a stage of this pipeline",
         help: "add `thumbnail: {}` to its `stages`",
     },
     Refusal {
         name: "a misspelt stage in a join gets did-you-mean",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [indx] }\n",
-        at: (5, 24),
+        edits: &[],
+        at: Pipelines(5, 24),
         message: "`join` names `indx`, which is not a stage of this pipeline",
         help: "did you mean `index`?",
     },
     Refusal {
         name: "a cycle is named where it closes",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [thumbnail] }\n      thumbnail: { then: [index] }\n",
-        at: (5, 27),
+        edits: &[],
+        at: Pipelines(5, 27),
         message: "`then` closes a cycle: index → thumbnail → index",
         help: "remove `index` from `thumbnail`'s `then`",
     },
     Refusal {
         name: "a stage handing jobs to itself",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [index] }\n",
-        at: (4, 23),
+        edits: &[],
+        at: Pipelines(4, 23),
         message: "`index` hands jobs to itself",
         help: "hand on to a stage of its own",
     },
     Refusal {
         name: "a join waiting for itself",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, notify] }\n",
-        at: (5, 31),
+        edits: &[],
+        at: Pipelines(5, 31),
         message: "join `notify` waits for itself",
         help: "remove `notify` from its own `join`",
     },
@@ -200,45 +215,99 @@ const REFUSALS: &[Refusal] = &[
         // notify is a join over thumbnail, and thumbnail is handed jobs by notify.
         name: "a join waiting for a stage that runs after it",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index, thumbnail], then: [thumbnail] }\n      thumbnail: {}\n",
-        at: (5, 31),
+        edits: &[],
+        at: Pipelines(5, 31),
         message: "join `notify` waits for `thumbnail`, which runs only after `notify`: notify → thumbnail → notify",
         help: "remove `thumbnail` from `notify`'s `join`",
     },
     Refusal {
         name: "then may not hand jobs to a join",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index, notify] }\n      index: {}\n      notify: { join: [index] }\n",
-        at: (3, 28),
+        edits: &[],
+        at: Pipelines(3, 28),
         message: "`then` hands jobs to `notify`, which is a join",
         help: "add `ocr` to its `join`",
     },
     Refusal {
         name: "a stage handed jobs must deduplicate",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [audit] }\n      audit: {}\n",
-        at: (3, 21),
+        edits: &[],
+        at: Pipelines(3, 21),
         message: "`ocr` hands jobs to `audit`, and queue `audit` has no `dedup`",
         help: "add `dedup: { window: 1d }` to queue `audit`",
     },
     Refusal {
         name: "two first stages",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      audit: {}\n",
-        at: (5, 7),
+        edits: &[],
+        at: Pipelines(5, 7),
         message: "`audit` starts the pipeline too: no stage hands it jobs, and `ocr` already starts it",
         help: "move it to a pipeline of its own",
     },
     Refusal {
         name: "a queue in two pipelines",
         pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n  reindex:\n    stages:\n      index: {}\n",
-        at: (7, 7),
+        edits: &[],
+        at: Pipelines(7, 7),
         // The first pipeline's `index` is on line 30 of the spec.
         message: "queue `index` is already a stage of pipeline `documents` (line 30)",
         help: "declare a second queue",
+    },
+    Refusal {
+        name: "a stage handed jobs carries an envelope with a body field named as a run field",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n",
+        edits: &[(DOC_REF, "      parent: { type: string, max_bytes: 64 }\n")],
+        at: Spec(7, 7),
+        message: "field `parent` collides with the run field of the same name: queue `index` carries `Doc`, and is handed jobs in pipeline `documents`",
+        help: "rename the field: a job a pipeline stage hands on carries `run_id` and `parent` after its header",
+    },
+    Refusal {
+        // The same envelope on two stages handed jobs: said once.
+        name: "a join's envelope with a body field named run_id",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index] }\n",
+        edits: &[(DOC_REF, "      run_id: { type: string, max_bytes: 64 }\n")],
+        at: Spec(7, 7),
+        message: "field `run_id` collides with the run field of the same name: queue `index` carries `Doc`, and is handed jobs in pipeline `documents`",
+        help: "rename the field",
+    },
+    Refusal {
+        // 628 bytes of header + 71 of body fit 900; the run fields' 268 do not.
+        name: "a stage handed jobs counts the run fields in its payload bound",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n",
+        edits: &[(INDEX_QUEUE, "  index:\n    envelope: Doc\n    payload: { max_bytes: 900 }\n")],
+        at: Spec(14, 27),
+        message: "900 bytes is less than the 967 bytes one Doc entry can need: 628 for the header fields + 268 for the run fields + 71 for the body fields; the run fields (`run_id` and `parent`) are counted because queue `index` is a stage of pipeline `documents` that is handed jobs",
+        help: "raise payload.max_bytes to at least 967",
+    },
+    Refusal {
+        // Without payload, the default is meant, at the queue's key.
+        name: "the default payload bound of a stage handed jobs counts the run fields",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n",
+        edits: &[(DOC_REF, "      doc_ref: { type: string, max_bytes: 64900 }\n")],
+        at: Spec(12, 3),
+        message: "65536 bytes (64KiB) (the default) is less than the 65803 bytes one Doc entry can need: 628 for the header fields + 268 for the run fields + 64907 for the body fields; the run fields (`run_id` and `parent`) are counted because queue `index` is a stage of pipeline `documents` that is handed jobs",
+        help: "raise payload.max_bytes to at least 65803",
+    },
+    Refusal {
+        name: "a join's queue with partition_by",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n      notify: { join: [index] }\n",
+        edits: &[(NOTIFY_QUEUE, "  notify:\n    envelope: Doc\n    partition_by: [tenant]\n")],
+        at: Spec(22, 19),
+        message: "partition_by is never used: queue `notify` is a join of pipeline `documents`",
+        help: "remove partition_by: a join's job goes to the partition its run ID hashes to",
     },
 ];
 
 #[test]
 fn each_refusal_is_one_error_where_it_is_with_a_fix() {
     for case in REFUSALS {
-        let source = spec(case.pipelines);
+        let mut source = spec(case.pipelines);
+        let mut added_lines = 0;
+        for (from, to) in case.edits {
+            assert_eq!(source.matches(from).count(), 1, "{}: {from}", case.name);
+            source = source.replacen(from, to, 1);
+            added_lines += to.lines().count() - from.lines().count();
+        }
         let checked = check_str(&source, "queues.yaml");
         let errors: Vec<_> = checked
             .diagnostics
@@ -247,12 +316,11 @@ fn each_refusal_is_one_error_where_it_is_with_a_fix() {
             .collect();
         assert_eq!(errors.len(), 1, "{}: {errors:#?}", case.name);
         let error = errors[0];
-        assert_eq!(
-            (error.line, error.column),
-            (PIPELINES_LINE + case.at.0, case.at.1),
-            "{}",
-            case.name
-        );
+        let at = match case.at {
+            Pipelines(line, column) => (PIPELINES_LINE + added_lines + line, column),
+            Spec(line, column) => (line, column),
+        };
+        assert_eq!((error.line, error.column), at, "{}", case.name);
         assert_eq!(error.message, case.message, "{}", case.name);
         let help = error.help.as_deref().unwrap_or_default();
         assert!(help.contains(case.help), "{}: {help}", case.name);
@@ -262,6 +330,47 @@ fn each_refusal_is_one_error_where_it_is_with_a_fix() {
             case.name
         );
     }
+}
+
+#[test]
+fn only_the_stages_handed_jobs_carry_the_run_fields() {
+    // `ocr` starts the runs and `audit` is in no pipeline: their jobs carry
+    // no run fields, so a body field may bear their names, and their
+    // payload bound is the header's and the body's.
+    let source = spec("  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n")
+        .replace(
+            "queues:\n  ocr:\n    envelope: Doc\n",
+            "  Run:\n    schema: 1\n    fields:\n      run_id: { type: string, max_bytes: 64 }\n      parent: { type: string, max_bytes: 64 }\nqueues:\n  ocr:\n    envelope: Run\n    payload: { max_bytes: 800 }\n",
+        )
+        .replace(
+            "  audit:\n    envelope: Doc\n",
+            "  audit:\n    envelope: Run\n    partition_by: [run_id]\n",
+        );
+    let checked = check_str(&source, "queues.yaml");
+    assert!(errors(&source).is_empty(), "{:#?}", checked.diagnostics);
+    assert!(checked.spec.is_some());
+}
+
+#[test]
+fn every_stage_handed_jobs_is_checked_at_once() {
+    // Both stages' queues: the join's partition_by, and each payload bound.
+    let source = spec(DOCUMENTS)
+        .replace(
+            DOC_REF,
+            "      doc_ref: { type: string, max_bytes: 64 }\n      parent: { type: string, max_bytes: 8 }\n",
+        )
+        .replace(
+            NOTIFY_QUEUE,
+            "  notify:\n    envelope: Doc\n    partition_by: [doc_ref]\n    payload: { max_bytes: 900 }\n",
+        );
+    assert_eq!(
+        errors(&source),
+        [
+            "8:7: field `parent` collides with the run field of the same name: queue `index` carries `Doc`, and is handed jobs in pipeline `documents`",
+            "23:19: partition_by is never used: queue `notify` is a join of pipeline `documents`",
+            "24:27: 900 bytes is less than the 981 bytes one Doc entry can need: 628 for the header fields + 268 for the run fields + 85 for the body fields; the run fields (`run_id` and `parent`) are counted because queue `notify` is a stage of pipeline `documents` that is handed jobs",
+        ]
+    );
 }
 
 #[test]

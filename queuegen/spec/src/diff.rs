@@ -6,9 +6,13 @@
 
 use serde::Serialize;
 
-use crate::compat::{self, definition, reads_all_of};
+use crate::compat::{self, and_list, backticked, definition, reads_all_of};
 use crate::evolution::VersionField;
-use crate::model::{EntryShape, Envelope, Lane, Queue, ResultStore, Spec, TrimMode};
+use crate::model::{
+    EntryShape, Envelope, Join, Lane, OnDeadLetter, Pipeline, Queue, ResultStore, Spec, Stage,
+    TrimMode,
+};
+use crate::units::format_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,7 +75,8 @@ impl std::fmt::Display for Summary {
 }
 
 /// Every finding, breaking first, then rollout, then info; within a
-/// severity in the order of the specs (service, envelopes, queues).
+/// severity in the order of the specs (service, envelopes, queues,
+/// schedules, pipelines).
 pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
     let mut out = Findings::default();
     settings(&mut out, old, new);
@@ -134,6 +139,7 @@ pub fn diff(old: &Spec, new: &Spec) -> Vec<Finding> {
         }
     }
     schedule_changes(&mut out, old, new);
+    pipeline_changes(&mut out, old, new);
     let mut findings = out.0;
     findings.sort_by_key(|f| f.severity);
     findings
@@ -206,6 +212,373 @@ fn schedule_changes(out: &mut Findings, old: &Spec, new: &Spec) {
                 ),
             );
         }
+    }
+}
+
+/// Pipelines. Workers follow the graph they were built with, so a change
+/// applies to the jobs handled after the deploy; a run in flight keeps what
+/// was counted for it. Each join keeps a run's state in its own partition:
+/// the run's first job opens it there (before the deploy, for a run in
+/// flight), each job settling there adds the jobs it hands on that lead to
+/// the join, and the join's job is published once nothing it counted is
+/// outstanding. The state expires `keep` after the run ended there, and
+/// never before: a run that cannot end there stays in Redis.
+fn pipeline_changes(out: &mut Findings, old: &Spec, new: &Spec) {
+    for pipeline in &new.pipelines {
+        let path = format!("pipelines.{}", pipeline.name);
+        match old.pipelines.iter().find(|p| p.name == pipeline.name) {
+            Some(before) => pipeline_graph_changes(out, &path, before, pipeline),
+            None => {
+                let joins: Vec<String> = pipeline.joins().map(|(s, _)| s.queue.clone()).collect();
+                let joins = match joins.len() {
+                    0 => String::new(),
+                    1 => format!(", join {}", backticked(&joins)),
+                    _ => format!(", joins {}", backticked(&joins)),
+                };
+                out.info(
+                    path,
+                    format!(
+                        "new pipeline `{}`: each job of `{}` handled after the deploy starts a run ({} {}{joins})",
+                        pipeline.name,
+                        pipeline.first,
+                        pipeline.stages.len(),
+                        if pipeline.stages.len() == 1 { "stage" } else { "stages" },
+                    ),
+                );
+            }
+        }
+        newly_handed_jobs(out, old, pipeline);
+    }
+    for pipeline in &old.pipelines {
+        if new.pipelines.iter().any(|p| p.name == pipeline.name) {
+            continue;
+        }
+        let path = format!("pipelines.{}", pipeline.name);
+        let joins: Vec<String> = pipeline.joins().map(|(s, _)| s.queue.clone()).collect();
+        if joins.is_empty() {
+            out.rollout(
+                path,
+                format!(
+                    "pipeline `{}` removed: its stages stop handing jobs on, so runs in flight stop where they are (a job handled after the deploy hands nothing on); stop publishing to `{}` and let the runs in flight end before deploying",
+                    pipeline.name, pipeline.first
+                ),
+            );
+        } else {
+            out.rollout(
+                path,
+                format!(
+                    "pipeline `{}` removed: runs in flight are abandoned at {} (the join's job is never published for them), and a run's state there expires after keep ({}) only once the run has ended there, so theirs stays in Redis; stop publishing to `{}` and let the runs in flight end (drain the pipeline) before deploying",
+                    pipeline.name,
+                    backticked(&joins),
+                    format_duration(pipeline.keep),
+                    pipeline.first
+                ),
+            );
+        }
+    }
+}
+
+/// A queue whose jobs were published by producers becomes a stage that
+/// is handed jobs: its worker needs each job's run, and dead-letters one
+/// that has none.
+fn newly_handed_jobs(out: &mut Findings, old: &Spec, pipeline: &Pipeline) {
+    let handed_in_old = |queue: &str| old.pipeline_of(queue).is_some_and(|p| p.first != queue);
+    for stage in &pipeline.stages {
+        let queue = &stage.queue;
+        if *queue == pipeline.first || old.queue(queue).is_none() || handed_in_old(queue) {
+            continue;
+        }
+        out.rollout(
+            format!("pipelines.{}.stages.{queue}", pipeline.name),
+            format!(
+                "queue `{queue}` is handed jobs by pipeline `{}` from the deploy on, and its workers dead-letter a job that carries no run (`run_id`): every job already in its stream, retry schedule or dead letters, and any its producers still publish; stop its producers and drain it before deploying",
+                pipeline.name
+            ),
+        );
+    }
+}
+
+/// The changes of a pipeline that both specs have.
+fn pipeline_graph_changes(out: &mut Findings, path: &str, old: &Pipeline, new: &Pipeline) {
+    if old.keep != new.keep {
+        out.info(
+            format!("{path}.keep"),
+            format!(
+                "keep {} → {}: applies to runs that end after the deploy; a run that ended before it keeps its record for {}",
+                format_duration(old.keep),
+                format_duration(new.keep),
+                format_duration(old.keep)
+            ),
+        );
+    }
+    if old.first != new.first {
+        // The new first stage was handed jobs before: those already handed
+        // on start runs of their own.
+        if old.stage(&new.first).is_some() {
+            out.rollout(
+                path,
+                format!(
+                    "first stage `{}` → `{}`: runs start at `{}` from the deploy on; a job of `{}` already handed on by a run in flight starts a run of its own, and the joins of its old run that counted on it never end there; let the runs in flight end first",
+                    old.first, new.first, new.first, new.first
+                ),
+            );
+        } else {
+            out.info(
+                path,
+                format!(
+                    "first stage `{}` → `{}`: runs start at `{}` from the deploy on",
+                    old.first, new.first, new.first
+                ),
+            );
+        }
+    }
+    for stage in &new.stages {
+        let at = format!("{path}.stages.{}", stage.queue);
+        match old.stage(&stage.queue) {
+            None => stage_added(out, &at, new, stage),
+            Some(before) => stage_changed(out, &at, old, new, before, stage),
+        }
+    }
+    for stage in &old.stages {
+        if new.stage(&stage.queue).is_none() {
+            let at = format!("{path}.stages.{}", stage.queue);
+            stage_removed(out, &at, old, stage);
+        }
+    }
+}
+
+fn stage_added(out: &mut Findings, path: &str, new: &Pipeline, stage: &Stage) {
+    if stage.join.is_some() {
+        join_added(out, path, &format!("join `{}` added", stage.queue));
+    } else if stage.queue != new.first {
+        let parents: Vec<String> = new
+            .stages
+            .iter()
+            .filter(|s| s.then.contains(&stage.queue))
+            .map(|s| format!("`{}`", s.queue))
+            .collect();
+        out.info(
+            path,
+            format!(
+                "stage `{}` added: jobs of {} handled after the deploy hand jobs on to it",
+                stage.queue,
+                and_list(parents)
+            ),
+        );
+    }
+    // A new first stage: said with the first stage's change.
+}
+
+/// A stage that is a join from the deploy on, added or made one.
+fn join_added(out: &mut Findings, path: &str, what: &str) {
+    out.rollout(
+        path,
+        format!(
+            "{what}: the runs in flight were opened at their joins by their first job, before the deploy, so it never runs for them, and what their later jobs settle there never ends, so it stays in Redis; let the runs in flight end first"
+        ),
+    );
+}
+
+fn stage_removed(out: &mut Findings, path: &str, old: &Pipeline, stage: &Stage) {
+    let name = &stage.queue;
+    if stage.join.is_some() {
+        join_removed(out, path, old, name, &format!("join `{name}` removed"));
+        return;
+    }
+    if *name == old.first {
+        // Said with the first stage's change.
+        return;
+    }
+    let joins: Vec<String> = old.settles_at(name).map(str::to_owned).collect();
+    if joins.is_empty() {
+        let then = if stage.then.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; those already handed to it hand nothing on to {} after the deploy",
+                backticked(&stage.then)
+            )
+        };
+        out.info(
+            path,
+            format!("stage `{name}` removed: no join counts on its jobs{then}"),
+        );
+    } else {
+        out.rollout(
+            path,
+            format!(
+                "stage `{name}` removed: its jobs are no longer settled at {}, where runs in flight count on them, so those runs never end there (the join's job is not published, and their state stays in Redis); let the runs in flight end first",
+                backticked(&joins)
+            ),
+        );
+    }
+}
+
+/// A join that is no longer one, removed or made a plain stage.
+fn join_removed(out: &mut Findings, path: &str, old: &Pipeline, join: &str, what: &str) {
+    // The joins after this one count on its job from the run's start.
+    let after: Vec<String> = old.settles_at(join).map(str::to_owned).collect();
+    let also = if after.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and {} count on its job, which is never published, so they never end for them either",
+            backticked(&after)
+        )
+    };
+    out.rollout(
+        path,
+        format!(
+            "{what}: runs in flight are abandoned there: its job is never published for them, and their state there expires only once a run has ended, so it stays in Redis{also}; let the runs in flight end first"
+        ),
+    );
+}
+
+fn stage_changed(
+    out: &mut Findings,
+    path: &str,
+    old: &Pipeline,
+    new: &Pipeline,
+    before: &Stage,
+    stage: &Stage,
+) {
+    let name = &stage.queue;
+    // Hand-offs to or from a stage added or removed are said with it.
+    for to in stage.then.iter().filter(|to| !before.then.contains(to)) {
+        if old.stage(to).is_some() {
+            out.info(
+                format!("{path}.then"),
+                format!(
+                    "`{name}` hands jobs to `{to}` from the deploy on: jobs already handed on keep going, and a job of `{name}` delivered again after the deploy hands on per the new graph"
+                ),
+            );
+        }
+    }
+    for to in before.then.iter().filter(|to| !stage.then.contains(to)) {
+        if new.stage(to).is_some() {
+            out.info(
+                format!("{path}.then"),
+                format!(
+                    "`{name}` no longer hands jobs to `{to}`: jobs already handed on keep going, and a job of `{name}` delivered again after the deploy hands on per the new graph, nothing to `{to}`"
+                ),
+            );
+        }
+    }
+    if !before.then.is_empty() && !stage.then.is_empty() {
+        let (was, now) = (before.max_children, stage.max_children);
+        if now < was {
+            out.rollout(
+                format!("{path}.max_children"),
+                format!(
+                    "max_children {was} → {now}: a job of `{name}` handled after the deploy that hands on more than {now} is dead-lettered (too_many_children), a job queued before it or delivered again after handing on more included (the children it handed on then keep going); make sure the handler hands on at most {now} before deploying"
+                ),
+            );
+        } else if now > was {
+            out.info(
+                format!("{path}.max_children"),
+                format!(
+                    "max_children {was} → {now}: applies to the jobs of `{name}` handled after the deploy"
+                ),
+            );
+        }
+    }
+    match (&before.join, &stage.join) {
+        (Some(was), Some(now)) => join_changed(out, path, old, new, name, was, now),
+        (None, Some(_)) => join_added(
+            out,
+            &format!("{path}.join"),
+            &format!("`{name}` becomes a join"),
+        ),
+        (Some(_), None) => join_removed(
+            out,
+            &format!("{path}.join"),
+            old,
+            name,
+            &format!("`{name}` is no longer a join"),
+        ),
+        (None, None) => {}
+    }
+}
+
+fn join_changed(
+    out: &mut Findings,
+    path: &str,
+    old: &Pipeline,
+    new: &Pipeline,
+    join: &str,
+    was: &Join,
+    now: &Join,
+) {
+    let added: Vec<&String> = now
+        .after
+        .iter()
+        .filter(|s| !was.after.contains(s))
+        .collect();
+    let removed: Vec<&String> = was
+        .after
+        .iter()
+        .filter(|s| !now.after.contains(s))
+        .collect();
+    if !added.is_empty() || !removed.is_empty() {
+        let mut effects = Vec::new();
+        for stage in added {
+            effects.push(if old.leads_to_join(stage, join) {
+                format!(
+                    "`{stage}`, newly waited for, already led to it, so runs already open counted its jobs, and the summary names those that settle after the deploy"
+                )
+            } else {
+                format!(
+                    "`{stage}`, newly waited for, is not counted for runs already open: their join can run before their `{stage}` jobs end, and its summary leaves those out"
+                )
+            });
+        }
+        for stage in removed {
+            if new.stage(stage).is_none() {
+                // Said with the stage's removal.
+                continue;
+            }
+            effects.push(if new.leads_to_join(stage, join) {
+                format!(
+                    "`{stage}`, no longer waited for, still settles there (it leads to a stage that is), left out of the summary"
+                )
+            } else {
+                format!(
+                    "`{stage}`, no longer waited for, no longer settles there: a run already open that counted a job of `{stage}` never runs the join, and its state there stays in Redis"
+                )
+            });
+        }
+        let effects = if effects.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", effects.join("; "))
+        };
+        out.rollout(
+            format!("{path}.join"),
+            format!(
+                "join waits for [{}] → [{}]: runs in flight keep counting what their first stage registered when it opened them{effects}; runs started after the deploy wait for [{}]; deploy once the runs in flight have ended, or accept this for them",
+                was.after.join(", "),
+                now.after.join(", "),
+                now.after.join(", ")
+            ),
+        );
+    }
+    if was.on_dead_letter != now.on_dead_letter {
+        let what = match now.on_dead_letter {
+            OnDeadLetter::Continue => format!(
+                "which no longer fail their run at `{join}`; runs already failed there stay failed"
+            ),
+            OnDeadLetter::Fail => format!(
+                "each of which fails its run at `{join}`, even a run whose earlier dead letters were counted as ended"
+            ),
+        };
+        out.info(
+            format!("{path}.on_dead_letter"),
+            format!(
+                "on_dead_letter {} → {}: applies to dead letters after the deploy, {what}",
+                was.on_dead_letter.as_str(),
+                now.on_dead_letter.as_str()
+            ),
+        );
     }
 }
 
@@ -1080,6 +1453,293 @@ mod tests {
         assert_eq!(
             Summary::of(&found).to_string(),
             "1 breaking, 1 rollout, 1 info"
+        );
+    }
+
+    /// Five queues that can each be handed jobs, and `pipelines:` as given.
+    fn pipelines(pipelines: &str) -> Spec {
+        let queue = |name: &str| {
+            format!("  {name}: {{ envelope: Doc, dead_letter: {{ owner: docs-oncall }}, dedup: {{ window: 1d }} }}\n")
+        };
+        let source = format!(
+            "version: 1\nservice: docs\nenvelopes:\n  Doc:\n    schema: 1\n    fields:\n      doc_ref: {{ type: string, max_bytes: 64 }}\nqueues:\n{}{}{}{}{}pipelines:\n{pipelines}",
+            queue("ocr"),
+            queue("index"),
+            queue("thumbnail"),
+            queue("notify"),
+            queue("audit"),
+        );
+        let checked = crate::check_str(&source, "queues.yaml");
+        assert!(
+            !checked.has_errors(),
+            "{source}\n{:#?}",
+            checked.diagnostics
+        );
+        checked.spec.unwrap()
+    }
+
+    const DOCUMENTS: &str = "  documents:\n    stages:\n      ocr: { then: [index, thumbnail], max_children: 20 }\n      index: {}\n      thumbnail: {}\n      notify: { join: [index, thumbnail] }\n";
+
+    /// `documents` as in [`DOCUMENTS`], with `from` replaced by `to`.
+    fn documents(from: &str, to: &str) -> Spec {
+        assert!(DOCUMENTS.contains(from), "{from}");
+        pipelines(&DOCUMENTS.replacen(from, to, 1))
+    }
+
+    fn severities_and_paths(found: &[(Impact, String, String)]) -> Vec<(Impact, &str)> {
+        found.iter().map(|f| (f.0, f.1.as_str())).collect()
+    }
+
+    #[test]
+    fn a_new_pipeline_drains_the_queues_it_hands_jobs_to() {
+        let found = findings(&pipelines(""), &pipelines(DOCUMENTS));
+        assert_eq!(
+            severities_and_paths(&found),
+            [
+                (Impact::Rollout, "pipelines.documents.stages.index"),
+                (Impact::Rollout, "pipelines.documents.stages.thumbnail"),
+                (Impact::Rollout, "pipelines.documents.stages.notify"),
+                (Impact::Info, "pipelines.documents"),
+            ],
+            "{found:#?}"
+        );
+        assert_eq!(
+            found[0].2,
+            "queue `index` is handed jobs by pipeline `documents` from the deploy on, and its workers dead-letter a job that carries no run (`run_id`): every job already in its stream, retry schedule or dead letters, and any its producers still publish; stop its producers and drain it before deploying"
+        );
+        assert_eq!(
+            found[3].2,
+            "new pipeline `documents`: each job of `ocr` handled after the deploy starts a run (4 stages, join `notify`)"
+        );
+    }
+
+    #[test]
+    fn a_removed_pipeline_abandons_its_runs_in_flight() {
+        let found = findings(&pipelines(DOCUMENTS), &pipelines(""));
+        assert_eq!(
+            found,
+            [(
+                Impact::Rollout,
+                "pipelines.documents".to_owned(),
+                "pipeline `documents` removed: runs in flight are abandoned at `notify` (the join's job is never published for them), and a run's state there expires after keep (7d) only once the run has ended there, so theirs stays in Redis; stop publishing to `ocr` and let the runs in flight end (drain the pipeline) before deploying".to_owned()
+            )]
+        );
+        // Without a join, the runs stop where they are.
+        let chain = "  chain:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n";
+        let found = findings(&pipelines(chain), &pipelines(""));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Rollout);
+        assert_eq!(
+            found[0].2,
+            "pipeline `chain` removed: its stages stop handing jobs on, so runs in flight stop where they are (a job handled after the deploy hands nothing on); stop publishing to `ocr` and let the runs in flight end before deploying"
+        );
+    }
+
+    #[test]
+    fn stages_added_and_removed_say_what_runs_in_flight_lose() {
+        let base = pipelines(DOCUMENTS);
+        let chain = pipelines("  documents:\n    stages:\n      ocr: { then: [index], max_children: 20 }\n      index: {}\n");
+
+        // A stage and a join removed: the join's runs in flight are stuck.
+        let found = findings(&base, &chain);
+        assert_eq!(
+            found,
+            [
+                (
+                    Impact::Rollout,
+                    "pipelines.documents.stages.thumbnail".to_owned(),
+                    "stage `thumbnail` removed: its jobs are no longer settled at `notify`, where runs in flight count on them, so those runs never end there (the join's job is not published, and their state stays in Redis); let the runs in flight end first".to_owned()
+                ),
+                (
+                    Impact::Rollout,
+                    "pipelines.documents.stages.notify".to_owned(),
+                    "join `notify` removed: runs in flight are abandoned there: its job is never published for them, and their state there expires only once a run has ended, so it stays in Redis; let the runs in flight end first".to_owned()
+                ),
+            ]
+        );
+
+        // Added back: the join never runs for runs already open, and the
+        // queues handed jobs are drained first.
+        let found = findings(&chain, &base);
+        assert_eq!(
+            severities_and_paths(&found),
+            [
+                (Impact::Rollout, "pipelines.documents.stages.notify"),
+                (Impact::Rollout, "pipelines.documents.stages.thumbnail"),
+                (Impact::Rollout, "pipelines.documents.stages.notify"),
+                (Impact::Info, "pipelines.documents.stages.thumbnail"),
+            ],
+            "{found:#?}"
+        );
+        assert_eq!(
+            found[0].2,
+            "join `notify` added: the runs in flight were opened at their joins by their first job, before the deploy, so it never runs for them, and what their later jobs settle there never ends, so it stays in Redis; let the runs in flight end first"
+        );
+        assert!(found[1].2.starts_with("queue `thumbnail` is handed jobs"));
+        assert_eq!(
+            found[3].2,
+            "stage `thumbnail` added: jobs of `ocr` handled after the deploy hand jobs on to it"
+        );
+
+        // A stage no join counts on.
+        let longer = pipelines(&DOCUMENTS.replace(
+            "      index: {}\n",
+            "      index: { then: [audit] }\n      audit: {}\n",
+        ));
+        let found = findings(&longer, &base);
+        assert_eq!(
+            found,
+            [(
+                Impact::Info,
+                "pipelines.documents.stages.audit".to_owned(),
+                "stage `audit` removed: no join counts on its jobs".to_owned()
+            )]
+        );
+        let through = pipelines("  chain:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [audit] }\n      audit: {}\n");
+        let direct =
+            pipelines("  chain:\n    stages:\n      ocr: { then: [audit] }\n      audit: {}\n");
+        let messages: Vec<String> = findings(&through, &direct)
+            .into_iter()
+            .map(|f| f.2)
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "`ocr` hands jobs to `audit` from the deploy on: jobs already handed on keep going, and a job of `ocr` delivered again after the deploy hands on per the new graph",
+                "stage `index` removed: no join counts on its jobs; those already handed to it hand nothing on to `audit` after the deploy",
+            ]
+        );
+    }
+
+    #[test]
+    fn hand_offs_and_settings_apply_after_the_deploy() {
+        let base = pipelines(DOCUMENTS);
+        let edited = pipelines(
+            "  documents:\n    keep: 1d\n    stages:\n      ocr: { then: [index, thumbnail], max_children: 10 }\n      index: { then: [thumbnail] }\n      thumbnail: {}\n      notify: { join: [index, thumbnail], on_dead_letter: continue }\n",
+        );
+        let found = findings(&base, &edited);
+        assert_eq!(
+            found,
+            [
+                (
+                    Impact::Rollout,
+                    "pipelines.documents.stages.ocr.max_children".to_owned(),
+                    "max_children 20 → 10: a job of `ocr` handled after the deploy that hands on more than 10 is dead-lettered (too_many_children), a job queued before it or delivered again after handing on more included (the children it handed on then keep going); make sure the handler hands on at most 10 before deploying".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "pipelines.documents.keep".to_owned(),
+                    "keep 7d → 1d: applies to runs that end after the deploy; a run that ended before it keeps its record for 7d".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "pipelines.documents.stages.index.then".to_owned(),
+                    "`index` hands jobs to `thumbnail` from the deploy on: jobs already handed on keep going, and a job of `index` delivered again after the deploy hands on per the new graph".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "pipelines.documents.stages.notify.on_dead_letter".to_owned(),
+                    "on_dead_letter fail → continue: applies to dead letters after the deploy, which no longer fail their run at `notify`; runs already failed there stay failed".to_owned()
+                ),
+            ]
+        );
+        let back: Vec<(Impact, String)> = findings(&edited, &base)
+            .into_iter()
+            .map(|f| (f.0, f.2))
+            .collect();
+        assert_eq!(
+            back,
+            [
+                (
+                    Impact::Info,
+                    "keep 1d → 7d: applies to runs that end after the deploy; a run that ended before it keeps its record for 1d".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "max_children 10 → 20: applies to the jobs of `ocr` handled after the deploy".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "`index` no longer hands jobs to `thumbnail`: jobs already handed on keep going, and a job of `index` delivered again after the deploy hands on per the new graph, nothing to `thumbnail`".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "on_dead_letter continue → fail: applies to dead letters after the deploy, each of which fails its run at `notify`, even a run whose earlier dead letters were counted as ended".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_changed_join_list_is_a_rollout_for_the_runs_in_flight() {
+        let base = pipelines(DOCUMENTS);
+        let fewer = documents("join: [index, thumbnail]", "join: [index]");
+        let found = findings(&base, &fewer);
+        assert_eq!(
+            found,
+            [(
+                Impact::Rollout,
+                "pipelines.documents.stages.notify.join".to_owned(),
+                "join waits for [index, thumbnail] → [index]: runs in flight keep counting what their first stage registered when it opened them; `thumbnail`, no longer waited for, no longer settles there: a run already open that counted a job of `thumbnail` never runs the join, and its state there stays in Redis; runs started after the deploy wait for [index]; deploy once the runs in flight have ended, or accept this for them".to_owned()
+            )]
+        );
+        let found = findings(&fewer, &base);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Rollout);
+        assert_eq!(
+            found[0].2,
+            "join waits for [index] → [index, thumbnail]: runs in flight keep counting what their first stage registered when it opened them; `thumbnail`, newly waited for, is not counted for runs already open: their join can run before their `thumbnail` jobs end, and its summary leaves those out; runs started after the deploy wait for [index, thumbnail]; deploy once the runs in flight have ended, or accept this for them"
+        );
+
+        // A stage that leads to one still waited for keeps settling there.
+        let chained = pipelines("  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [thumbnail] }\n      thumbnail: {}\n      notify: { join: [index, thumbnail] }\n");
+        let last = pipelines("  documents:\n    stages:\n      ocr: { then: [index] }\n      index: { then: [thumbnail] }\n      thumbnail: {}\n      notify: { join: [thumbnail] }\n");
+        let found = findings(&chained, &last);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].2.contains("; `index`, no longer waited for, still settles there (it leads to a stage that is), left out of the summary;"),
+            "{}",
+            found[0].2
+        );
+        let found = findings(&last, &chained);
+        assert!(
+            found[0].2.contains("; `index`, newly waited for, already led to it, so runs already open counted its jobs, and the summary names those that settle after the deploy;"),
+            "{}",
+            found[0].2
+        );
+    }
+
+    #[test]
+    fn a_new_first_stage_starts_the_runs() {
+        let base = pipelines(DOCUMENTS);
+        let audited = documents(
+            "      ocr: { then: [index, thumbnail], max_children: 20 }\n",
+            "      audit: { then: [ocr] }\n      ocr: { then: [index, thumbnail], max_children: 20 }\n",
+        );
+        let found = findings(&base, &audited);
+        assert_eq!(
+            found,
+            [
+                (
+                    Impact::Rollout,
+                    "pipelines.documents.stages.ocr".to_owned(),
+                    "queue `ocr` is handed jobs by pipeline `documents` from the deploy on, and its workers dead-letter a job that carries no run (`run_id`): every job already in its stream, retry schedule or dead letters, and any its producers still publish; stop its producers and drain it before deploying".to_owned()
+                ),
+                (
+                    Impact::Info,
+                    "pipelines.documents".to_owned(),
+                    "first stage `ocr` → `audit`: runs start at `audit` from the deploy on".to_owned()
+                ),
+            ]
+        );
+        let found = findings(&audited, &base);
+        assert_eq!(
+            found,
+            [(
+                Impact::Rollout,
+                "pipelines.documents".to_owned(),
+                "first stage `audit` → `ocr`: runs start at `ocr` from the deploy on; a job of `ocr` already handed on by a run in flight starts a run of its own, and the joins of its old run that counted on it never end there; let the runs in flight end first".to_owned()
+            )]
         );
     }
 

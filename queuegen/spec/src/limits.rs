@@ -90,12 +90,25 @@ impl RetentionFloor {
 }
 
 pub use queuegen_core::wire::{
-    header_fields, library, HeaderField, HEADER_FIELDS, PACKED_FIELD, PARTITION_HEADER_FIELDS,
+    header_fields, library, run_fields, HeaderField, HEADER_FIELDS, PACKED_FIELD,
+    PARTITION_HEADER_FIELDS, RUN_FIELDS,
 };
 
 /// Largest encoded size of the header of an envelope named `envelope`.
 pub fn header_max_bytes(envelope: &str) -> u64 {
-    HEADER_FIELDS
+    allowance(HEADER_FIELDS, envelope)
+}
+
+/// Largest encoded size of the run fields ([`RUN_FIELDS`]) that a job
+/// handed on by a pipeline stage carries after its header.
+pub fn run_fields_max_bytes() -> u64 {
+    // Neither is `type`, so no envelope name is counted.
+    allowance(RUN_FIELDS, "")
+}
+
+/// Each field's name plus its allowance (`type`'s is the envelope name).
+fn allowance(fields: &[HeaderField], envelope: &str) -> u64 {
+    fields
         .iter()
         .map(|h| h.name.len() as u64 + h.max_value_bytes.unwrap_or(envelope.len() as u64))
         .sum()
@@ -206,5 +219,11 @@ queues:
         // 60 bytes of names, 565 of values, plus the envelope name.
         assert_eq!(header_max_bytes(""), 625);
         assert_eq!(header_max_bytes("OcrRequested"), 637);
+    }
+
+    #[test]
+    fn run_fields_allowance() {
+        // `run_id` and `parent`, 12 bytes of names, and a job ID's 128 each.
+        assert_eq!(run_fields_max_bytes(), 268);
     }
 }

@@ -13,7 +13,9 @@ use super::common;
 const AFTER_HELP: &str = "\
 Each finding is `breaking` (entries would be lost, misread or mis-ordered whatever the deploy
 order), `rollout` (safe only when deployed in the order it says, or once old entries are
-gone) or `info`, with the dotted path it is about.
+gone) or `info`, with the dotted path it is about. A pipeline change says what it does to
+the runs in flight: `rollout` when they must end first (a pipeline, stage or join removed, a
+join added or its list changed, a queue newly handed jobs, a lower max_children).
 
 Examples:
   git show origin/main:queues.yaml > /tmp/queues.old.yaml

@@ -104,6 +104,10 @@ pub(crate) fn load(ctx: &mut Ctx<'_>, root: &Node) -> Option<Spec> {
         let known = pipeline::Known {
             queue_names: declared_queues(spec.get("queues")),
             queues: queues.iter().flatten().flatten().collect(),
+            envelopes: all_envelopes
+                .iter()
+                .filter_map(|e| e.model.as_ref())
+                .collect(),
         };
         pipeline::pipelines(ctx, &spec, &known)
     };

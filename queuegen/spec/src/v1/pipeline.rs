@@ -1,10 +1,12 @@
-//! Pipelines: stages (queues of the spec) joined by `then` and joins, each stage read on its own, then the graph checked whole: one first stage, no cycle, no hand-off to a join, deduplicated hand-offs.
+//! Pipelines: stages (queues of the spec) joined by `then` and joins, each stage read on its own, then the graph checked whole: one first stage, no cycle, no hand-off to a join, deduplicated hand-offs, and the queues of the stages that are handed jobs made fit to carry the run fields.
 
 use std::time::Duration;
 
-use crate::model::{Join, OnDeadLetter, Pipeline, Queue, Stage};
+use crate::limits::{self, RUN_FIELDS};
+use crate::model::{Envelope, Join, OnDeadLetter, Pipeline, Queue, Stage};
 use crate::suggest;
-use crate::units::format_duration;
+use crate::units::{format_duration, format_size};
+use crate::yaml::Node;
 
 use super::format::{PIPELINE, STAGE};
 use super::names;
@@ -25,6 +27,8 @@ pub(crate) struct Known<'m> {
     pub queue_names: Option<Vec<String>>,
     /// The queues that are valid.
     pub queues: Vec<&'m Queue>,
+    /// The envelopes that are valid.
+    pub envelopes: Vec<&'m Envelope>,
 }
 
 /// Reads `pipelines` (optional): the models when all are valid.
@@ -40,20 +44,20 @@ pub(crate) fn pipelines(
         "a mapping of pipeline names to pipelines",
         "write `pipelines:` as a mapping keyed by name, e.g. `documents: { stages: { ocr: { then: [index] }, index: {} } }`",
     )?;
-    if let (false, Some(section)) = (found.is_empty(), spec.get("pipelines")) {
-        // Until the generated handler types and the runtime run pipelines
-        // (issue 29), say so where the reader looks.
-        ctx.warning(
-            &section.key(),
-            "pipelines are checked, but this queuegen generates nothing for them yet",
-            "the stages run as independent queues until the generated code hands jobs on; see docs/spec.md#pipelines",
-        );
-    }
     // Which pipeline claimed each queue first, and where.
     let mut claimed: Vec<(String, String, At)> = Vec::new();
+    let mut collisions = Collisions::default();
+    let written = Written {
+        queues: spec.get("queues"),
+        envelopes: spec.get("envelopes"),
+    };
     let all: Vec<Option<Pipeline>> = found
         .iter()
-        .map(|(name, it)| pipeline(ctx, name, it, known, &mut claimed))
+        .map(|(name, it)| {
+            let read = pipeline(ctx, name, it, known, &mut claimed);
+            handed_on(ctx, name, &read.defs, &written, known, &mut collisions);
+            read.model
+        })
         .collect();
     all.into_iter().collect()
 }
@@ -68,13 +72,20 @@ struct StageDef {
     on_dead_letter: Read<OnDeadLetter>,
 }
 
+/// A pipeline as read: its model when valid, and the stages that could be
+/// read on their own, as written.
+struct PipelineRead {
+    model: Option<Pipeline>,
+    defs: Vec<StageDef>,
+}
+
 fn pipeline(
     ctx: &mut Ctx<'_>,
     name: &str,
     item: &Item<'_>,
     known: &Known<'_>,
     claimed: &mut Vec<(String, String, At)>,
-) -> Option<Pipeline> {
+) -> PipelineRead {
     let mut name_ok = names::check_lower_name(ctx, &item.key(), name, "pipeline");
     if name_ok && name.len() > MAX_NAME_BYTES {
         ctx.error(
@@ -136,15 +147,16 @@ fn pipeline(
         None
     };
     let stages: Option<Vec<Stage>> = defs.iter().map(model).collect();
-    if !name_ok {
-        return None;
-    }
-    Some(Pipeline {
-        name: name.to_owned(),
-        stages: stages?,
-        first: first?,
-        keep: keep.or(DEFAULT_KEEP)?,
-    })
+    let model = match (name_ok, stages, first, keep.or(DEFAULT_KEEP)) {
+        (true, Some(stages), Some(first), Some(keep)) => Some(Pipeline {
+            name: name.to_owned(),
+            stages,
+            first,
+            keep,
+        }),
+        _ => None,
+    };
+    PipelineRead { model, defs }
 }
 
 /// One stage on its own: its queue exists and is no other pipeline's, and
@@ -340,6 +352,179 @@ fn deduplicates(ctx: &mut Ctx<'_>, parent: &str, child: &str, at: &At, known: &K
         ),
     );
     false
+}
+
+/// The spec as written, where the checks of the stages' queues and
+/// envelopes point.
+struct Written<'w, 'a> {
+    queues: Option<&'w Item<'a>>,
+    envelopes: Option<&'w Item<'a>>,
+}
+
+/// The body fields already reported as colliding with a run field, by
+/// envelope: an envelope carried by several stages is reported once.
+#[derive(Default)]
+struct Collisions(Vec<(String, String)>);
+
+/// The queue of every stage handed jobs by another (a `then` target, and
+/// every join) receives entries with the run fields after the header: its
+/// envelope must not use their names, its `payload.max_bytes` must count
+/// them, and a join's queue is not partitioned by `partition_by`.
+fn handed_on(
+    ctx: &mut Ctx<'_>,
+    pipeline: &str,
+    defs: &[StageDef],
+    written: &Written<'_, '_>,
+    known: &Known<'_>,
+    collisions: &mut Collisions,
+) {
+    let handed = |def: &StageDef| {
+        !def.join.is_empty()
+            || defs
+                .iter()
+                .any(|d| d.then.iter().any(|(name, _)| *name == def.queue))
+    };
+    for def in defs.iter().filter(|d| handed(d)) {
+        let queue = &def.queue;
+        // A stage that is no declared queue was reported where it is.
+        let Some(queue_item) = written.queues.and_then(|q| find(q, &[queue])) else {
+            continue;
+        };
+        if !def.join.is_empty() {
+            if let Some(partition_by) = find(&queue_item, &["partition_by"]) {
+                ctx.error(
+                    &partition_by.value(),
+                    format!(
+                        "partition_by is never used: queue `{queue}` is a join of pipeline `{pipeline}`"
+                    ),
+                    "remove partition_by: a join's job goes to the partition its run ID hashes to",
+                );
+            }
+        }
+        let envelope = find(&queue_item, &["envelope"]).and_then(|it| it.node.as_str());
+        if let Some(envelope) = envelope {
+            run_field_collisions(ctx, pipeline, queue, envelope, written, collisions);
+        }
+        let model = known.queues.iter().find(|q| q.name == *queue);
+        let envelope = model.and_then(|q| known.envelopes.iter().find(|e| e.name == q.envelope));
+        if let (Some(model), Some(envelope)) = (model, envelope) {
+            payload_counts_run_fields(ctx, pipeline, model, envelope, &queue_item);
+        }
+    }
+}
+
+/// A body field named as a run field would be read as the job's run.
+fn run_field_collisions(
+    ctx: &mut Ctx<'_>,
+    pipeline: &str,
+    queue: &str,
+    envelope: &str,
+    written: &Written<'_, '_>,
+    collisions: &mut Collisions,
+) {
+    let Some(fields) = written
+        .envelopes
+        .and_then(|e| find(e, &[envelope, "fields"]))
+    else {
+        return;
+    };
+    let names = run_field_names();
+    for run_field in RUN_FIELDS {
+        let Some(field) = find(&fields, &[run_field.name]) else {
+            continue;
+        };
+        let reported = (envelope.to_owned(), run_field.name.to_owned());
+        if collisions.0.contains(&reported) {
+            continue;
+        }
+        collisions.0.push(reported);
+        ctx.error(
+            &field.key(),
+            format!(
+                "field `{}` collides with the run field of the same name: queue `{queue}` carries `{envelope}`, and is handed jobs in pipeline `{pipeline}`",
+                run_field.name
+            ),
+            format!(
+                "rename the field: a job a pipeline stage hands on carries {names} after its header"
+            ),
+        );
+    }
+}
+
+/// The payload bound of a stage that is handed jobs: the queue's own check
+/// counted the header and the body; its entries also carry the run fields.
+fn payload_counts_run_fields(
+    ctx: &mut Ctx<'_>,
+    pipeline: &str,
+    queue: &Queue,
+    envelope: &Envelope,
+    queue_item: &Item<'_>,
+) {
+    let header = limits::header_max_bytes(&envelope.name);
+    let run = limits::run_fields_max_bytes();
+    let (body, unbounded) = limits::body_max_bytes(envelope);
+    let needed = header + run + body;
+    let max_bytes = queue.payload.max_bytes;
+    if needed <= max_bytes {
+        return;
+    }
+    let path = format!("{}.payload.max_bytes", queue_item.path);
+    let (at, given) = match find(queue_item, &["payload", "max_bytes"]) {
+        Some(it) => (it.value(), true),
+        None => {
+            let near = find(queue_item, &["payload"]).unwrap_or_else(|| queue_item.clone());
+            (near.key().about(path), false)
+        }
+    };
+    let not_counted = if unbounded.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", not counting {} (no max_bytes)",
+            unbounded
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let names = run_field_names();
+    ctx.error(
+        &at,
+        format!(
+            "{}{} is less than the {needed} bytes one {} entry can need: {header} for the header fields + {run} for the run fields + {body} for the body fields{not_counted}; the run fields ({names}) are counted because queue `{}` is a stage of pipeline `{pipeline}` that is handed jobs",
+            format_size(max_bytes),
+            if given { "" } else { " (the default)" },
+            envelope.name,
+            queue.name,
+        ),
+        format!(
+            "raise payload.max_bytes to at least {needed}, or lower the fields' max_bytes (the allowance of each header and run field is listed in docs/spec.md)"
+        ),
+    );
+}
+
+/// `` `run_id` and `parent` ``, from [`RUN_FIELDS`].
+fn run_field_names() -> String {
+    RUN_FIELDS
+        .iter()
+        .map(|f| format!("`{}`", f.name))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// The entry at `keys` under `from`, following each key's first
+/// occurrence; `None` when one is missing or not a mapping.
+fn find<'a>(from: &Item<'a>, keys: &[&str]) -> Option<Item<'a>> {
+    let mut item = from.clone();
+    for key in keys {
+        let Node::Map(pairs) = item.node else {
+            return None;
+        };
+        let (_, node) = pairs.iter().find(|(k, _)| k.key_text() == *key)?;
+        item = item.entry(key, 0, node);
+    }
+    Some(item)
 }
 
 /// The stages as nodes, and "runs after" edges: a stage to each in its
