@@ -12,7 +12,7 @@ const EXAMPLE: &str = concat!(
     "/../examples/docs-pipeline/queues.yaml"
 );
 /// 8 + 4 + 2 + 1 partitions in the example.
-const PARTITIONS: usize = 15;
+const PARTITIONS: usize = 25;
 
 fn library() -> String {
     queuegen::gen::functions::library_name("docs-pipeline")

@@ -48,12 +48,16 @@ fn generates_a_module_tree_with_headers_and_is_then_clean() {
     assert_eq!(
         names,
         [
+            "document_ready.rs",
             "envelopes.rs",
             "export.rs",
+            "index.rs",
             "mod.rs",
             "notification.rs",
             "ocr.rs",
-            "reconciliation.rs"
+            "pipelines.rs",
+            "reconciliation.rs",
+            "thumbnail.rs",
         ]
     );
     for name in &names {
@@ -77,7 +81,7 @@ fn generates_a_module_tree_with_headers_and_is_then_clean() {
     let again = queuegen(&generate_into_src(&["--json"]), dir.path());
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["written"].as_array().unwrap().len(), 0);
-    assert_eq!(report["unchanged"].as_array().unwrap().len(), 6);
+    assert_eq!(report["unchanged"].as_array().unwrap().len(), 10);
 }
 
 #[test]
@@ -232,11 +236,14 @@ fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     assert_eq!(
         written,
         [
+            "src/handlers/document_ready_handler.rs",
             "src/handlers/export_handler.rs",
+            "src/handlers/index_handler.rs",
             "src/handlers/mod.rs",
             "src/handlers/notification_handler.rs",
             "src/handlers/ocr_handler.rs",
             "src/handlers/reconciliation_handler.rs",
+            "src/handlers/thumbnail_handler.rs",
         ]
     );
 
@@ -250,10 +257,13 @@ fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     assert_eq!(
         declared,
         [
+            "pub mod document_ready_handler;",
             "pub mod export_handler;",
+            "pub mod index_handler;",
             "pub mod notification_handler;",
             "pub mod ocr_handler;",
             "pub mod reconciliation_handler;",
+            "pub mod thumbnail_handler;",
         ]
     );
     let rustfmt = Command::new("rustfmt")
@@ -268,7 +278,7 @@ fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     let again = queuegen(&args, dir.path());
     let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(report["stubs_written"], serde_json::json!([]));
-    assert_eq!(report["stubs_kept"].as_array().unwrap().len(), 5);
+    assert_eq!(report["stubs_kept"].as_array().unwrap().len(), 8);
 
     // The summary counts the stubs under their own folder, not under --out.
     let human = queuegen(&args[..args.len() - 1], dir.path());
@@ -277,8 +287,8 @@ fn stubs_come_with_a_mod_rs_declaring_them_written_once() {
     assert_eq!(
         summary,
         [
-            "src/queues: 0 written, 6 unchanged",
-            "src/handlers: 0 stub(s) written, 5 already there (yours: never overwritten)",
+            "src/queues: 0 written, 10 unchanged",
+            "src/handlers: 0 stub(s) written, 8 already there (yours: never overwritten)",
         ],
         "{stdout}"
     );
@@ -304,6 +314,9 @@ fn an_existing_mod_rs_is_kept_and_undeclared_new_stubs_are_pointed_out() {
     assert_eq!(
         notes,
         [
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod index_handler;` to it",
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod thumbnail_handler;` to it",
+            "note: src/handlers/mod.rs does not declare the new stub: add `pub mod document_ready_handler;` to it",
             "note: src/handlers/mod.rs does not declare the new stub: add `pub mod notification_handler;` to it",
             "note: src/handlers/mod.rs does not declare the new stub: add `pub mod export_handler;` to it",
             "note: src/handlers/mod.rs does not declare the new stub: add `pub mod reconciliation_handler;` to it",
@@ -415,7 +428,7 @@ fn deploy_out_writes_the_function_library_once_and_check_covers_it() {
     ] {
         assert!(unchanged.contains(&serde_json::json!(file)), "{report}");
     }
-    assert_eq!(report["unchanged"].as_array().unwrap().len(), 6);
+    assert_eq!(report["unchanged"].as_array().unwrap().len(), 10);
 
     // Edited, then missing; a stale library and a hand-written one beside it.
     fs::write(

@@ -21,7 +21,18 @@ fn the_example_becomes_the_model() {
     assert_eq!(spec.service, "docs-pipeline");
     assert_eq!(spec.redis.key_prefix, "work");
     let names: Vec<_> = spec.queues.iter().map(|q| q.name.as_str()).collect();
-    assert_eq!(names, ["ocr", "notification", "export", "reconciliation"]);
+    assert_eq!(
+        names,
+        [
+            "ocr",
+            "index",
+            "thumbnail",
+            "document-ready",
+            "notification",
+            "export",
+            "reconciliation"
+        ]
+    );
     let ocr = spec.queue("ocr").expect("ocr");
     assert_eq!(ocr.partition_by, ["tenant", "subject_ref"]);
     assert_eq!(ocr.claim.min_idle, secs(120));

@@ -7,13 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use docs_pipeline::queues::envelopes::{
-    ExportRequested, NotificationRequested, OcrRequested, OcrRequestedEngine, OcrRequestedPriority,
-    OcrRequestedV1, ReconciliationRequested,
+    DocumentReady, ExportRequested, IndexRequested, NotificationRequested, OcrRequested,
+    OcrRequestedEngine, OcrRequestedPriority, OcrRequestedV1, ReconciliationRequested,
+    ThumbnailRequested,
 };
 use docs_pipeline::queues::ocr;
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::envelope::{self, Header};
 use queuegen_runtime::StreamSlot;
+use queuegen_runtime::runs::Step;
 use queuegen_runtime::{Envelope, FieldMap, JobContext, JobError, Outcome, Redis, Timestamp};
 use queuegen_tests::support::{dead_letters, init_tracing, pending_count, wait_until};
 use queuegen_tests::{library, RedisServer};
@@ -63,6 +65,16 @@ fn decode_as<E: Envelope + std::fmt::Debug>(pairs: &[(String, String)]) -> Strin
     }
 }
 
+/// As [`decode_as`], for the envelope of a pipeline stage handed jobs: its
+/// run (`run_id`, `parent`) too.
+fn decode_stage_as<E: Envelope + std::fmt::Debug>(pairs: &[(String, String)]) -> String {
+    let fields = FieldMap::from_pairs(E::TYPE, pairs).unwrap();
+    let run = envelope::decode_run_link(&fields)
+        .unwrap_or_else(|err| panic!("{}'s run does not decode: {err}", E::TYPE))
+        .unwrap_or_else(|| panic!("{} is handed on, so it carries its run", E::TYPE));
+    format!("{}\n{run:#?}", decode_as::<E>(pairs))
+}
+
 #[test]
 fn every_accepted_version_has_a_golden_envelope_and_nothing_else_does() {
     let spec = queuegen::spec::check_file(&example_dir().join("queues.yaml"))
@@ -95,6 +107,9 @@ fn golden_envelopes_of_every_accepted_version_decode() {
             "NotificationRequested" => decode_as::<NotificationRequested>(&pairs),
             "ExportRequested" => decode_as::<ExportRequested>(&pairs),
             "ReconciliationRequested" => decode_as::<ReconciliationRequested>(&pairs),
+            "IndexRequested" => decode_stage_as::<IndexRequested>(&pairs),
+            "ThumbnailRequested" => decode_stage_as::<ThumbnailRequested>(&pairs),
+            "DocumentReady" => decode_stage_as::<DocumentReady>(&pairs),
             other => panic!("golden envelope of unknown envelope {other}"),
         };
         insta::assert_snapshot!(format!("golden_{name}_v{version}"), decoded);
@@ -173,12 +188,17 @@ struct Recorder {
 }
 
 impl ocr::Handler for Recorder {
-    async fn handle(&self, job: OcrRequested, ctx: &JobContext) -> Result<Outcome, JobError> {
+    async fn handle(
+        &self,
+        job: OcrRequested,
+        ctx: &JobContext,
+    ) -> Result<Step<ocr::Next>, JobError> {
         self.handled
             .lock()
             .unwrap()
             .insert(ctx.job_id().to_owned(), job);
-        Ok(Outcome::Done)
+        // Hands nothing on: the run ends at the first stage.
+        Ok(Outcome::Done.into())
     }
 }
 

@@ -1,7 +1,11 @@
-//! Small handlers for the four queues, each making its effect once across redeliveries.
+//! Small handlers for the seven queues, each making its effect once across redeliveries.
 //!
-//! `ocr` and `notification` record their effect under the job's id in the
-//! runtime's Redis result store. `export` and `reconciliation` change rows
+//! `ocr`, `index`, `thumbnail`, `document-ready` and `notification` record
+//! their effect under the job's id in the runtime's Redis result store. The
+//! first four are the `documents` pipeline: OCR hands one index job per page
+//! and a thumbnail job on, and `document-ready` runs once per document when
+//! both are done, with the run's summary, and asks for the owner's
+//! notification. `export` and `reconciliation` change rows
 //! in PostgreSQL (spec `results: postgres`): the change and the job's marker
 //! commit in one transaction, so a redelivered job finds the marker and
 //! does not repeat the change. `reconciliation` also reports to a ledger
@@ -10,10 +14,16 @@
 use std::time::Duration;
 
 use queuegen_runtime::postgres::{Begun, PgResults, Postgres};
-use queuegen_runtime::{JobContext, JobError, Outcome, Redis, RedisResults, Results};
+use queuegen_runtime::runs::{RunSummary, Step};
+use queuegen_runtime::{
+    JobContext, JobError, NewJob, Outcome, Producer, Redis, RedisResults, Results,
+};
 
-use crate::queues::envelopes::NotificationRequestedChannel;
-use crate::queues::{export, notification, ocr, reconciliation};
+use crate::queues::envelopes::{
+    DocumentReady, IndexRequested, NotificationRequested, NotificationRequestedChannel,
+    ThumbnailRequested,
+};
+use crate::queues::{document_ready, export, index, notification, ocr, reconciliation, thumbnail};
 
 /// Where handlers store their results: `work:results:{queue}:{job_id}`, under
 /// the spec's `redis.key_prefix` (the only keys the generated worker user may
@@ -41,7 +51,11 @@ pub struct OcrHandler {
 }
 
 impl ocr::Handler for OcrHandler {
-    async fn handle(&self, job: ocr::OcrRequested, ctx: &JobContext) -> Result<Outcome, JobError> {
+    async fn handle(
+        &self,
+        job: ocr::OcrRequested,
+        ctx: &JobContext,
+    ) -> Result<Step<ocr::Next>, JobError> {
         // Stand-in for real text extraction: a little work proportional to the pages.
         let pages = job.pages.unwrap_or(1);
         tokio::time::sleep(Duration::from_millis(u64::from(pages.min(20)))).await;
@@ -55,7 +69,99 @@ impl ocr::Handler for OcrHandler {
                 "ocr result already stored; redelivery"
             );
         }
-        Ok(Outcome::Done)
+        // Handed on after the text is stored, the same on every delivery:
+        // one index job per page, a thumbnail, and the document's ready job,
+        // which runs once both are done. More than `max_children` (500
+        // pages and the thumbnail) dead-letters the document instead.
+        let subject = job.subject_ref;
+        Ok(Step::hand_on(ocr::Next {
+            index: (0..pages)
+                .map(|page| IndexRequested {
+                    subject_ref: subject.clone(),
+                    page,
+                })
+                .collect(),
+            thumbnail: vec![ThumbnailRequested {
+                subject_ref: subject.clone(),
+            }],
+            document_ready: DocumentReady {
+                subject_ref: subject,
+            },
+        }))
+    }
+}
+
+pub struct IndexHandler {
+    pub results: ResultStore,
+}
+
+impl index::Handler for IndexHandler {
+    async fn handle(
+        &self,
+        job: IndexRequested,
+        ctx: &JobContext,
+    ) -> Result<Step<index::Next>, JobError> {
+        let entry = format!("page {} of {} indexed", job.page, job.subject_ref);
+        record_once(&self.results, ctx, entry).await?;
+        // The ready job's summary names each page by it.
+        Ok(Step::done().with_result(format!("page-{}", job.page)))
+    }
+}
+
+pub struct ThumbnailHandler {
+    pub results: ResultStore,
+}
+
+impl thumbnail::Handler for ThumbnailHandler {
+    async fn handle(
+        &self,
+        job: ThumbnailRequested,
+        ctx: &JobContext,
+    ) -> Result<Step<thumbnail::Next>, JobError> {
+        let file = format!("thumbnails/{}.png", job.subject_ref);
+        record_once(&self.results, ctx, file.clone()).await?;
+        Ok(Step::done().with_result(file))
+    }
+}
+
+/// Runs once per document, after its pages are indexed and its thumbnail
+/// made: asks for the owner's notification.
+pub struct DocumentReadyHandler {
+    pub notifications: Producer<NotificationRequested>,
+}
+
+impl document_ready::Handler for DocumentReadyHandler {
+    async fn handle(
+        &self,
+        job: DocumentReady,
+        summary: RunSummary,
+        ctx: &JobContext,
+    ) -> Result<Step<document_ready::Next>, JobError> {
+        // `on_dead_letter: continue`: a page that could not be indexed is
+        // named here rather than holding the document back.
+        let template = match summary.dead_lettered().count() {
+            0 => "document_ready",
+            _ => "document_partly_indexed",
+        };
+        tracing::info!(
+            subject_ref = job.subject_ref,
+            finished = summary.finished().count(),
+            dead_lettered = summary.dead_lettered().count(),
+            "document ready"
+        );
+        // Under this job's ID: the notification queue's dedup absorbs the
+        // repeat of a delivery that crashed before its ack.
+        let notification = NotificationRequested {
+            recipient_ref: format!("owner@{}", ctx.tenant()),
+            channel: NotificationRequestedChannel::Email,
+            template: template.to_owned(),
+            urgent: false,
+        };
+        self.notifications
+            .publish(NewJob::new(ctx.job_id(), ctx.tenant(), notification).with_trace_id(ctx.trace_id()))
+            .await
+            .map_err(JobError::transient)?;
+        Ok(Step::done())
     }
 }
 
@@ -183,6 +289,13 @@ impl reconciliation::Handler for ReconciliationHandler {
         .await?;
         tx.commit(b"").await?;
         Ok(Outcome::Done)
+    }
+}
+
+/// The handler of `document-ready`, publishing to `notification`.
+pub fn document_ready_handler(redis: &Redis) -> DocumentReadyHandler {
+    DocumentReadyHandler {
+        notifications: notification::producer(redis),
     }
 }
 

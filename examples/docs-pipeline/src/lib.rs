@@ -31,6 +31,12 @@ mod stubs_wiring {
         let _ =
             queues::notification::worker(redis, stubs::notification_handler::NotificationHandler);
         let _ = queues::ocr::worker(redis, stubs::ocr_handler::OcrHandler);
+        let _ = queues::index::worker(redis, stubs::index_handler::IndexHandler);
+        let _ = queues::thumbnail::worker(redis, stubs::thumbnail_handler::ThumbnailHandler);
+        let _ = queues::document_ready::worker(
+            redis,
+            stubs::document_ready_handler::DocumentReadyHandler,
+        );
         let _ = queues::reconciliation::worker(
             redis,
             stubs::reconciliation_handler::ReconciliationHandler {

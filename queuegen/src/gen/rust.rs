@@ -10,9 +10,12 @@ use super::templates::render;
 use super::{header, layout, rust_value, upcast, GeneratedFile};
 use crate::error::{Error, Result};
 use crate::spec::cadence::Cadence;
-use crate::spec::model::{Envelope, Field, FieldType, Missed, Queue, ResultStore, Schedule, Spec};
+use crate::spec::model::{
+    Envelope, Field, FieldType, Missed, OnDeadLetter, Pipeline, Queue, ResultStore, Schedule, Spec,
+};
 
 const ENVELOPES_MODULE: &str = "envelopes";
+const PIPELINES_MODULE: &str = "pipelines";
 
 /// Generates every file of the module tree. `spec_file` is how the header
 /// names the spec (a path relative to the output directory).
@@ -21,11 +24,13 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
     let mut files = Vec::with_capacity(spec.queues.len() + 2);
 
     let queues: Vec<QueueContext> = spec.queues.iter().map(|q| queue_context(spec, q)).collect();
-    if let Some(clash) = queues.iter().find(|q| q.module == ENVELOPES_MODULE) {
-        return Err(Error::Unsupported(format!(
-            "queue `{}` would generate a module named like the envelopes module; rename the queue",
-            clash.name
-        )));
+    for module in [ENVELOPES_MODULE, PIPELINES_MODULE] {
+        if let Some(clash) = queues.iter().find(|q| q.module == module) {
+            return Err(Error::Unsupported(format!(
+                "queue `{}` would generate a module named like the {module} module; rename the queue",
+                clash.name
+            )));
+        }
     }
     // Each schedule is a const of its queue's module, named after it.
     for schedule in &spec.schedules {
@@ -49,6 +54,9 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
     // Sorted as rustfmt orders `mod` items.
     let mut modules: Vec<&str> = queues.iter().map(|q| q.module.as_str()).collect();
     modules.push(ENVELOPES_MODULE);
+    if !spec.pipelines.is_empty() {
+        modules.push(PIPELINES_MODULE);
+    }
     modules.sort_unstable();
     let postgres = postgres_context(spec, &queues);
     let service = &spec.service;
@@ -67,6 +75,12 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
     for queue in &queues {
         let path = format!("{}.rs", queue.module.trim_start_matches("r#"));
         files.push(rust_file(&header, &path, "queue.rs", context! { queue })?);
+    }
+    if !spec.pipelines.is_empty() {
+        let pipelines: Vec<PipelineContext> =
+            spec.pipelines.iter().map(pipeline_context).collect();
+        let context = context! { service, pipelines };
+        files.push(rust_file(&header, "pipelines.rs", "pipelines.rs", context)?);
     }
     Ok(files)
 }
@@ -192,6 +206,142 @@ pub(crate) struct QueueContext {
     schedules: Vec<ScheduleContext>,
     /// Whether one of them is a `cron` (its strings need `Cow`).
     schedule_cron: bool,
+    /// Set when the queue is a stage of a pipeline: its handler returns
+    /// what it hands on.
+    pub stage: Option<StageContext>,
+}
+
+/// A queue as a pipeline stage: what its handler hands on, typed.
+#[derive(Serialize)]
+pub(crate) struct StageContext {
+    pipeline: String,
+    /// The function of the `pipelines` module that builds the pipeline.
+    pipeline_fn: String,
+    first: bool,
+    /// A join: its handler also receives the run's summary.
+    pub join: bool,
+    /// The stages of its `then`: one `Vec` field each of the module's `Next`.
+    then: Vec<NextContext>,
+    /// The first stage's: the joins, one envelope field each of `Next`.
+    joins: Vec<NextContext>,
+    max_children: u32,
+    /// Envelopes `Next` names besides the queue's own, sorted, for the `use`.
+    other_envelopes: Vec<String>,
+}
+
+/// One field of a stage's `Next`: a stage handed to.
+#[derive(Serialize)]
+struct NextContext {
+    stage: String,
+    field: String,
+    envelope: String,
+}
+
+/// One pipeline's graph, for `pipelines.rs`.
+#[derive(Serialize)]
+struct PipelineContext {
+    name: String,
+    function: String,
+    first: String,
+    /// `keep` as a Rust `Duration` expression.
+    keep: String,
+    stages: Vec<PipelineStageContext>,
+    /// The stages' queue modules, in stage order.
+    modules: Vec<String>,
+    /// The graph in words, for the function's doc.
+    describe: String,
+}
+
+#[derive(Serialize)]
+struct PipelineStageContext {
+    queue: String,
+    then: Vec<String>,
+    max_children: u32,
+    /// `(after, the OnDeadLetter variant)` for a join.
+    join: Option<(Vec<String>, &'static str)>,
+}
+
+fn pipeline_context(pipeline: &Pipeline) -> PipelineContext {
+    let describe = pipeline
+        .stages
+        .iter()
+        .filter_map(|stage| {
+            if let Some(join) = &stage.join {
+                Some(format!("{} joins {}", stage.queue, join.after.join(", ")))
+            } else if !stage.then.is_empty() {
+                Some(format!("{} hands on to {}", stage.queue, stage.then.join(", ")))
+            } else {
+                None
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    PipelineContext {
+        name: pipeline.name.clone(),
+        function: module_name(&pipeline.name),
+        first: pipeline.first.clone(),
+        keep: rust_value::source(&pipeline.keep),
+        stages: pipeline
+            .stages
+            .iter()
+            .map(|stage| PipelineStageContext {
+                queue: stage.queue.clone(),
+                then: stage.then.clone(),
+                max_children: stage.max_children,
+                join: stage.join.as_ref().map(|join| {
+                    let policy = match join.on_dead_letter {
+                        OnDeadLetter::Fail => "Fail",
+                        OnDeadLetter::Continue => "Continue",
+                    };
+                    (join.after.clone(), policy)
+                }),
+            })
+            .collect(),
+        modules: pipeline
+            .stages
+            .iter()
+            .map(|stage| module_name(&stage.queue))
+            .collect(),
+        describe,
+    }
+}
+
+fn stage_context(spec: &Spec, queue: &Queue) -> Option<StageContext> {
+    let pipeline = spec.pipeline_of(&queue.name)?;
+    let stage = pipeline.stage(&queue.name)?;
+    let next = |stage: &str| NextContext {
+        stage: stage.to_owned(),
+        field: module_name(stage),
+        envelope: spec
+            .queue(stage)
+            .map(|q| q.envelope.clone())
+            .expect("check: a stage is a queue"),
+    };
+    let first = pipeline.first == queue.name;
+    let then: Vec<NextContext> = stage.then.iter().map(|s| next(s)).collect();
+    let joins: Vec<NextContext> = if first {
+        pipeline.joins().map(|(s, _)| next(&s.queue)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut other_envelopes: Vec<String> = then
+        .iter()
+        .chain(&joins)
+        .map(|n| n.envelope.clone())
+        .filter(|e| *e != queue.envelope)
+        .collect();
+    other_envelopes.sort_unstable();
+    other_envelopes.dedup();
+    Some(StageContext {
+        pipeline: pipeline.name.clone(),
+        pipeline_fn: module_name(&pipeline.name),
+        first,
+        join: stage.join.is_some(),
+        then,
+        joins,
+        max_children: stage.max_children,
+        other_envelopes,
+    })
 }
 
 #[derive(Serialize)]
@@ -246,9 +396,11 @@ pub(crate) fn queue_context(spec: &Spec, queue: &Queue) -> QueueContext {
         .schedules_of(&queue.name)
         .map(|s| schedule_context(spec, queue, s))
         .collect();
+    let stage = stage_context(spec, queue);
     QueueContext {
         schedule_cron: schedules.iter().any(|s| s.cron.is_some()),
-        runtime_imports: runtime_imports(queue, !schedules.is_empty()),
+        runtime_imports: runtime_imports(queue, !schedules.is_empty(), stage.is_some()),
+        stage,
         config_imports: config_imports(queue),
         schedules,
         name: queue.name.clone(),
@@ -282,17 +434,20 @@ fn const_ident(name: &str) -> String {
 }
 
 /// What the queue's module uses of `queuegen_runtime`, sorted.
-fn runtime_imports(queue: &Queue, schedules: bool) -> Vec<&'static str> {
+fn runtime_imports(queue: &Queue, schedules: bool, stage: bool) -> Vec<&'static str> {
     let mut names = vec![
         "Jitter",
         "JobContext",
         "JobError",
-        "Outcome",
         "Producer",
         "QueueConfig",
         "Redis",
         "Worker",
     ];
+    // A stage's handler answers a `Step`; `Outcome` is only named in its docs.
+    if !stage {
+        names.push("Outcome");
+    }
     if schedules {
         names.extend(["Cadence", "Missed", "Schedule", "Scheduler"]);
     }

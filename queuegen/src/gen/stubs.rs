@@ -32,11 +32,9 @@ fn stub_module(queue: &QueueContext) -> String {
 }
 
 /// Columns of the one-line `handle` signature in the stub, as rustfmt
-/// counts them; the job's parameter is `param`.
-fn handle_signature_width(param: &str, envelope: &str) -> usize {
-    "    async fn handle(&self, : , ctx: &JobContext) -> Result<Outcome, JobError> {".len()
-        + param.len()
-        + envelope.len()
+/// counts them: `params` between `&self, ` and `ctx`, returning `returns`.
+fn handle_signature_width(params: &str, returns: &str) -> usize {
+    "    async fn handle(&self, ctx: &JobContext) ->  {".len() + params.len() + returns.len()
 }
 
 /// Columns of the one-line `change` signature of a `results: postgres` stub.
@@ -57,17 +55,28 @@ pub fn generate(spec: &Spec, module_path: &str) -> Result<Vec<GeneratedFile>> {
             let queue = queue_context(spec, queue);
             // A transactional stub names the job's transaction `job`, so
             // the envelope is the `event`.
-            let param = if queue.results_postgres {
+            let param = if queue.results_postgres && queue.stage.is_none() {
                 "event"
             } else {
                 "job"
             };
             // Whether `handle`'s signature fits rustfmt's 100 columns on one
             // line; the same for `change`, in a `results: postgres` stub.
-            let one_line_signature = handle_signature_width(param, &queue.envelope) <= MAX_WIDTH;
+            let mut params = format!("{param}: {}, ", queue.envelope);
+            let returns = match &queue.stage {
+                Some(stage) => {
+                    if stage.join {
+                        params.push_str("summary: RunSummary, ");
+                    }
+                    format!("Result<Step<{}::Next>, JobError>", queue.module)
+                }
+                None => "Result<Outcome, JobError>".to_owned(),
+            };
+            let one_line_signature = handle_signature_width(&params, &returns) <= MAX_WIDTH;
             let one_line_change = change_signature_width(&queue.envelope) <= MAX_WIDTH;
             let path = format!("{}.rs", stub_module(&queue));
-            let context = context! { queue, module_path, one_line_signature, one_line_change };
+            let context =
+                context! { queue, module_path, one_line_signature, one_line_change, returns };
             let contents = render("handler_stub.rs", context)?;
             Ok(GeneratedFile::new(path, contents))
         })

@@ -19,6 +19,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     embedded!("mod.rs"),
     embedded!("envelopes.rs"),
     embedded!("queue.rs"),
+    embedded!("pipelines.rs"),
     embedded!("handler_stub.rs"),
     embedded!("handlers_mod.rs"),
     embedded!("queues.yaml"),

@@ -41,6 +41,13 @@ impl<N> Step<N> {
     }
 }
 
+impl Step<()> {
+    /// Done, handing nothing on: the job settles at its joins and is acked.
+    pub fn done() -> Self {
+        Step::hand_on(())
+    }
+}
+
 impl<N> From<Outcome> for Step<N> {
     fn from(outcome: Outcome) -> Self {
         Step::Outcome(outcome)

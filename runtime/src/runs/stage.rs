@@ -31,6 +31,13 @@ pub trait StageHandler<E: Envelope>: Send + Sync + 'static {
         summary: Option<RunSummary>,
         ctx: &JobContext,
     ) -> impl Future<Output = Result<Step<Self::Next>, JobError>> + Send;
+
+    /// As [`Handler::reconcile`]: called after `Outcome::Reconcile` or an
+    /// ambiguous error, the job staying pending. Does nothing by default.
+    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, reason);
+        async {}
+    }
 }
 
 /// A [`Handler`] for a stage's queue, wrapping its [`StageHandler`]: give
@@ -163,6 +170,10 @@ impl<E: Envelope, H: StageHandler<E>> Handler<E> for StageWorker<E, H> {
             }
             Step::Outcome(outcome) => Ok(outcome),
         }
+    }
+
+    fn reconcile(&self, ctx: &JobContext, reason: &str) -> impl Future<Output = ()> + Send {
+        self.handler.reconcile(ctx, reason)
     }
 
     async fn dead_lettering(&self, ctx: &JobContext) -> crate::Result<()> {

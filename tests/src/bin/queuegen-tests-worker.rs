@@ -9,16 +9,23 @@
 //! (`queuegen/tests/rehearsal/`) drives: a job whose subject starts with
 //! `dead` fails permanently (it is dead-lettered) until an operator replays
 //! it (the replayed envelope's `reason` is `replay`: the cause was fixed);
-//! every other job is done.
+//! every other job is done. The `docs` pipeline's stages (`split`, `page`,
+//! `cover`, `merge`) run their generated stage workers: a split job hands
+//! one page job per page and one cover job on, and the run's merge job.
 
 use std::process::ExitCode;
 
+use queuegen_runtime::runs::{RunSummary, Step};
 use queuegen_runtime::{
     shutdown_signal, Envelope, Handler, JobContext, JobError, Outcome, Redis, Scheduler, Worker,
     QUEUE_ENV,
 };
-use queuegen_tests::queues::envelopes::{DefaultsJob, EvolvedJob, TestJob};
-use queuegen_tests::queues::{crashy, defaults, evolving, jobs, laned, retrying};
+use queuegen_tests::queues::envelopes::{
+    DefaultsJob, EvolvedJob, MergeJob, PartJob, SplitJob, TestJob,
+};
+use queuegen_tests::queues::{
+    cover, crashy, defaults, evolving, jobs, laned, merge, page, retrying, split,
+};
 
 /// Subjects that dead-letter until replayed.
 const DEAD_PREFIX: &str = "dead";
@@ -46,6 +53,10 @@ async fn run() -> Result<(), String> {
         "laned" => work(laned::worker(&redis, Rehearsed), None).await,
         "evolving" => work(evolving::worker(&redis, Rehearsed), None).await,
         "defaults" => work(defaults::worker(&redis, Rehearsed), None).await,
+        "split" => work(split::worker(&redis, Rehearsed), None).await,
+        "page" => work(page::worker(&redis, Rehearsed), None).await,
+        "cover" => work(cover::worker(&redis, Rehearsed), None).await,
+        "merge" => work(merge::worker(&redis, Rehearsed), None).await,
         other => Err(format!(
             "{QUEUE_ENV}={other}: no such queue in tests/queues.yaml"
         )),
@@ -116,3 +127,38 @@ rehearsed!(
     evolving: EvolvedJob,
     defaults: DefaultsJob,
 );
+
+impl split::Handler for Rehearsed {
+    async fn handle(&self, job: SplitJob, ctx: &JobContext) -> Result<Step<split::Next>, JobError> {
+        Ok(Step::hand_on(split::Next {
+            page: (0..job.pages).map(|page| PartJob { page }).collect(),
+            cover: vec![PartJob { page: 0 }],
+            merge: MergeJob {
+                doc: ctx.job_id().to_owned(),
+            },
+        }))
+    }
+}
+
+impl page::Handler for Rehearsed {
+    async fn handle(&self, job: PartJob, _ctx: &JobContext) -> Result<Step<page::Next>, JobError> {
+        Ok(Step::done().with_result(format!("page-{}", job.page)))
+    }
+}
+
+impl cover::Handler for Rehearsed {
+    async fn handle(&self, _job: PartJob, _ctx: &JobContext) -> Result<Step<cover::Next>, JobError> {
+        Ok(Step::done().with_result("cover"))
+    }
+}
+
+impl merge::Handler for Rehearsed {
+    async fn handle(
+        &self,
+        _job: MergeJob,
+        _summary: RunSummary,
+        _ctx: &JobContext,
+    ) -> Result<Step<merge::Next>, JobError> {
+        Ok(Step::done())
+    }
+}

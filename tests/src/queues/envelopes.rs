@@ -207,3 +207,26 @@ const _: () = if !queuegen_runtime::__private::same_values(
 ) {
     panic!("the wire values of WireNamesJobLevel are not the spec's");
 };
+
+/// The `SplitJob` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "SplitJob", schema = 1, accepts = [1])]
+pub struct SplitJob {
+    pub pages: u32,
+}
+
+/// The `PartJob` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "PartJob", schema = 1, accepts = [1])]
+pub struct PartJob {
+    pub page: u32,
+}
+
+/// The `MergeJob` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "MergeJob", schema = 1, accepts = [1])]
+pub struct MergeJob {
+    /// At most 128 bytes.
+    #[envelope(max_bytes = 128)]
+    pub doc: String,
+}

@@ -8,6 +8,8 @@
 //! The envelope types live in [`envelopes`].
 
 #[rustfmt::skip]
+pub mod cover;
+#[rustfmt::skip]
 pub mod crashy;
 #[rustfmt::skip]
 pub mod defaults;
@@ -20,4 +22,12 @@ pub mod jobs;
 #[rustfmt::skip]
 pub mod laned;
 #[rustfmt::skip]
+pub mod merge;
+#[rustfmt::skip]
+pub mod page;
+#[rustfmt::skip]
+pub mod pipelines;
+#[rustfmt::skip]
 pub mod retrying;
+#[rustfmt::skip]
+pub mod split;

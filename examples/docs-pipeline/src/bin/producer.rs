@@ -1,4 +1,4 @@
-//! Publishes a batch of example jobs to each of the four queues; export jobs go through the PostgreSQL outbox with the export request they carry out.
+//! Publishes a batch of example jobs to each queue that takes work from outside (an `ocr` job starts its document's pipeline run; `index`, `thumbnail` and `document-ready` are fed by it); export jobs go through the PostgreSQL outbox with the export request they carry out.
 
 use clap::Parser;
 use docs_pipeline::queues::envelopes::{

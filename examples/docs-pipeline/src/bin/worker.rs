@@ -1,4 +1,4 @@
-//! Runs a worker for each of the four queues (or the `--queue`s named), and with `--outbox-publisher` the export outbox's publisher, until Ctrl-C or SIGTERM.
+//! Runs a worker for each of the seven queues (or the `--queue`s named), and with `--outbox-publisher` the export outbox's publisher, until Ctrl-C or SIGTERM.
 //!
 //! Each process also runs the schedules (queues.yaml `schedules:`) of the
 //! queues it works: `ocr-canary` with `ocr`, `daily-digest` with
@@ -16,9 +16,12 @@
 
 use clap::Parser;
 use docs_pipeline::handlers::{
-    self, ExportHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
+    self, ExportHandler, IndexHandler, NotificationHandler, OcrHandler, ReconciliationHandler,
+    ThumbnailHandler,
 };
-use docs_pipeline::queues::{self, export, notification, ocr, reconciliation};
+use docs_pipeline::queues::{
+    self, document_ready, export, index, notification, ocr, reconciliation, thumbnail,
+};
 use queuegen_runtime::postgres::Postgres;
 use queuegen_runtime::{
     Envelope, Handler, Scheduler, Worker, WorkerReport, METRICS_ADDR_ENV, QUEUE_ENV,
@@ -26,7 +29,15 @@ use queuegen_runtime::{
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-const QUEUES: [&str; 4] = ["ocr", "notification", "export", "reconciliation"];
+const QUEUES: [&str; 7] = [
+    "ocr",
+    "index",
+    "thumbnail",
+    "document-ready",
+    "notification",
+    "export",
+    "reconciliation",
+];
 /// `--queue none`: work no queue (the outbox publisher's pods).
 const NO_QUEUE: &str = "none";
 
@@ -36,7 +47,7 @@ struct Args {
     /// Redis URL.
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     redis: String,
-    /// Only these queues (repeatable, or comma-separated in QUEUEGEN_QUEUE); default all four.
+    /// Only these queues (repeatable, or comma-separated in QUEUEGEN_QUEUE); default all seven.
     /// `none`: no queue worker at all, only the outbox publisher (needs
     /// --outbox-publisher; not together with queue names).
     #[arg(long, env = QUEUE_ENV, value_delimiter = ',')]
@@ -116,6 +127,25 @@ async fn main() -> anyhow::Result<()> {
         };
         running.start("ocr", ocr::worker(&redis, handler).with_env()?);
         running.schedule("ocr", ocr::scheduler(&redis));
+    }
+    if wanted("index") {
+        let handler = IndexHandler {
+            results: results.clone(),
+        };
+        running.start("index", index::worker(&redis, handler).with_env()?);
+    }
+    if wanted("thumbnail") {
+        let handler = ThumbnailHandler {
+            results: results.clone(),
+        };
+        running.start("thumbnail", thumbnail::worker(&redis, handler).with_env()?);
+    }
+    if wanted("document-ready") {
+        let handler = handlers::document_ready_handler(&redis);
+        running.start(
+            "document-ready",
+            document_ready::worker(&redis, handler).with_env()?,
+        );
     }
     if wanted("notification") {
         let handler = NotificationHandler {

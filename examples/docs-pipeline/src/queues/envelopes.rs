@@ -165,6 +165,34 @@ const _: () = if !queuegen_runtime::__private::same_values(
     panic!("the wire values of ExportRequestedFormat are not the spec's");
 };
 
+/// The `IndexRequested` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "IndexRequested", schema = 1, accepts = [1])]
+pub struct IndexRequested {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+    pub page: u32,
+}
+
+/// The `ThumbnailRequested` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "ThumbnailRequested", schema = 1, accepts = [1])]
+pub struct ThumbnailRequested {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+}
+
+/// The `DocumentReady` envelope, written with schema version 1.
+#[derive(Debug, Clone, PartialEq, Envelope)]
+#[envelope(name = "DocumentReady", schema = 1, accepts = [1])]
+pub struct DocumentReady {
+    /// At most 200 bytes.
+    #[envelope(max_bytes = 200)]
+    pub subject_ref: String,
+}
+
 /// The `ReconciliationRequested` envelope, written with schema version 1.
 #[derive(Debug, Clone, PartialEq, Envelope)]
 #[envelope(name = "ReconciliationRequested", schema = 1, accepts = [1])]

@@ -13,15 +13,23 @@
 //! publishes what the outboxes committed.
 
 #[rustfmt::skip]
+pub mod document_ready;
+#[rustfmt::skip]
 pub mod envelopes;
 #[rustfmt::skip]
 pub mod export;
+#[rustfmt::skip]
+pub mod index;
 #[rustfmt::skip]
 pub mod notification;
 #[rustfmt::skip]
 pub mod ocr;
 #[rustfmt::skip]
+pub mod pipelines;
+#[rustfmt::skip]
 pub mod reconciliation;
+#[rustfmt::skip]
+pub mod thumbnail;
 
 use queuegen_runtime::postgres::{OutboxPublisher, Postgres};
 use queuegen_runtime::{QueueConfig, Redis};

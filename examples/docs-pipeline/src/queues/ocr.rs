@@ -12,11 +12,17 @@ use queuegen_runtime::config::{
     EntryShape, HandlerConfig, PayloadConfig, PoisonConfig, RetentionConfig, RetryConfig,
 };
 use queuegen_runtime::{
-    Cadence, Jitter, JobContext, JobError, Missed, Outcome, Producer, QueueConfig, Redis,
+    Cadence, Jitter, JobContext, JobError, Missed, Producer, QueueConfig, Redis,
     Schedule, Scheduler, Worker,
 };
 
 pub use super::envelopes::OcrRequested;
+
+use super::envelopes::{DocumentReady, IndexRequested, ThumbnailRequested};
+
+use queuegen_runtime::runs::{
+    HandOn, Handoff, RunSummary, StageHandler, StageWorker, Step,
+};
 
 /// The `ocr` queue's settings, as reviewed in the spec.
 pub const CONFIG: QueueConfig = QueueConfig {
@@ -113,21 +119,52 @@ pub fn producer(redis: &Redis) -> Producer<OcrRequested> {
     Producer::new(redis, CONFIG)
 }
 
-/// Works `ocr` jobs. Implement it and pass it to [`worker`].
+/// What one `ocr` job hands on in pipeline `documents`: the
+/// envelopes of the stages in its `then`, and of each join (published
+/// once per run, when everything it waits for has ended). At most
+/// 501 jobs (`max_children`); more hand on nothing and dead-letter the job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Next {
+    /// Jobs for stage `index`: none, one or many.
+    pub index: Vec<IndexRequested>,
+    /// Jobs for stage `thumbnail`: none, one or many.
+    pub thumbnail: Vec<ThumbnailRequested>,
+    /// The job of join `document-ready` for this run.
+    pub document_ready: DocumentReady,
+}
+
+impl HandOn for Next {
+    fn count(&self) -> usize {
+        self.index.len() + self.thumbnail.len()
+    }
+
+    fn hand_on(self, to: &mut Handoff<'_>) -> queuegen_runtime::Result<()> {
+        to.publish("index", self.index)?;
+        to.publish("thumbnail", self.thumbnail)?;
+        to.join("document-ready", self.document_ready)?;
+        Ok(())
+    }
+}
+
+/// Works `ocr` jobs, stage of pipeline `documents`. Implement it
+/// and pass it to [`worker`].
 ///
-/// A job can be delivered more than once (after a crash or a claim), so make
-/// the effect idempotent by `ctx.job_id()` and return [`Outcome::Done`] only
-/// once the effect is durable: only then is the job acknowledged. A transient
-/// error is retried (at most 5 attempts), a permanent one dead-lettered;
-/// an ambiguous one leaves the job pending and calls [`Handler::reconcile`].
+/// Return [`Step::hand_on`] with what the job hands on once its effect is
+/// durable: the jobs are published, under IDs derived from the run and this
+/// job, and the job is settled at its joins, before it is acknowledged.
+/// A job delivered again (after a crash or a claim) hands on the same jobs,
+/// which the next stages' `dedup` absorbs, so make the effect idempotent by
+/// `ctx.job_id()`. Any other [`Outcome`](queuegen_runtime::Outcome) converts
+/// into a `Step` with `.into()`: a transient error is retried (at most
+/// 5 attempts), a dead letter ends the job as dead at its joins.
 pub trait Handler: Send + Sync + 'static {
     fn handle(
         &self,
         job: OcrRequested,
         ctx: &JobContext,
-    ) -> impl Future<Output = Result<Outcome, JobError>> + Send;
+    ) -> impl Future<Output = Result<Step<Next>, JobError>> + Send;
 
-    /// Called after [`Outcome::Reconcile`] or an ambiguous error: the effect
+    /// Called after `Outcome::Reconcile` or an ambiguous error: the effect
     /// may or may not have happened, and the job stays pending. Start
     /// reconciliation here (look the effect up, alert). Does nothing by default.
     fn reconcile(
@@ -141,22 +178,29 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The worker type [`worker`] returns.
-pub type QueueWorker<H> = Worker<OcrRequested, Adapter<H>>;
+pub type QueueWorker<H> = Worker<OcrRequested, StageWorker<OcrRequested, Adapter<H>>>;
 
-/// A worker of the `ocr` queue running `handler`; start it with `run_until`.
+/// A worker of the `ocr` stage running `handler`; start it with `run_until`.
 pub fn worker<H: Handler>(redis: &Redis, handler: H) -> QueueWorker<H> {
-    Worker::new(redis, CONFIG, Adapter(handler))
+    let pipeline = super::pipelines::documents(redis);
+    let stage = StageWorker::new(pipeline, "ocr", Adapter(handler))
+        .expect("a generated stage is in its pipeline");
+    Worker::new(redis, CONFIG, stage)
 }
 
-/// Connects a [`Handler`] to the runtime's handler trait.
+/// Connects a [`Handler`] to the runtime's stage handler trait.
 pub struct Adapter<H>(H);
 
-impl<H: Handler> queuegen_runtime::Handler<OcrRequested> for Adapter<H> {
+impl<H: Handler> StageHandler<OcrRequested> for Adapter<H> {
+    type Next = Next;
+
     fn handle(
         &self,
         job: OcrRequested,
+        summary: Option<RunSummary>,
         ctx: &JobContext,
-    ) -> impl Future<Output = Result<Outcome, JobError>> + Send {
+    ) -> impl Future<Output = Result<Step<Next>, JobError>> + Send {
+        let _ = summary;
         self.0.handle(job, ctx)
     }
 
