@@ -320,6 +320,16 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
         succeeds(who, &["pending", SPEC, "--queue", "retrying", "--json"]);
         let listed = succeeds(who, &["dlq", "list", SPEC, "--queue", "retrying", "--json"]);
         assert!(listed.contains("\"dead\""), "{listed}");
+        // `runs`: the join's index of runs in flight; one run's keys (it
+        // sends every read of a lookup, then finds no such run).
+        let runs = succeeds(who, &["runs", SPEC, "--json"]);
+        assert!(runs.contains("\"in_flight\""), "{runs}");
+        let lookup = queuegen(who, &["runs", SPEC, "--run", "run-none"]);
+        let stderr = String::from_utf8_lossy(&lookup.stderr);
+        assert!(
+            stderr.contains("no run \"run-none\" at any join"),
+            "{stderr}"
+        );
     }
     let exporter = ops_state::Monitor::start_for(SPEC, "retrying", &monitor, "3600");
     assert_eq!(exporter.get("/readyz", None).0, 200);

@@ -30,7 +30,7 @@ pub enum Role {
     /// `FUNCTION LOAD`: code every worker then runs, so its credentials
     /// belong to the deploy pipeline, not to a person's shell.
     Deployer,
-    /// Reads only: `status`, `pending`, `dlq list` and the `monitor` exporter.
+    /// Reads only: `status`, `pending`, `runs`, `dlq list` and the `monitor` exporter.
     Monitor,
 }
 
@@ -65,7 +65,7 @@ impl Role {
                 "trim, dlq replay, pause and resume (CLI, dashboard or the trim CronJob), and every read"
             }
             Role::Deployer => "apply from CI: load the Function library, create streams and groups",
-            Role::Monitor => "read-only: status, pending, dlq list, the monitor's exporter and a read-only dashboard",
+            Role::Monitor => "read-only: status, pending, runs, dlq list, the monitor's exporter and a read-only dashboard",
         }
     }
 
@@ -91,11 +91,12 @@ impl Role {
                 TRIM_DIRECT,
                 LEASES,
                 READS,
+                RUN_READS,
                 PAUSE,
                 FEATURE_PROBES,
                 LIBRARY_INTERNALS,
             ],
-            Role::Monitor => &[CONNECT, INVENTORY, READS, &["fcall_ro"]],
+            Role::Monitor => &[CONNECT, INVENTORY, READS, RUN_READS, &["fcall_ro"]],
             Role::Deployer => &[CONNECT, APPLY, FUNCTION_CALLS, LEASES, LEASE_INTERNALS],
         };
         let mut commands: Vec<&'static str> =
@@ -423,6 +424,13 @@ const READS: &[&str] = &[
     "zrange",
     "time",
 ];
+
+/// `queuegen runs` (`ops::runs`): what a pipeline run's state at a join
+/// holds beyond its hash's fields (`HMGET`, in [`READS`]) and the index of
+/// runs in flight (`ZCARD`, `ZRANGE`): when an ended run's state expires
+/// (`PTTL`), the count of its outstanding jobs and of its settled ones, and
+/// a bounded sample of each.
+const RUN_READS: &[&str] = &["pttl", "scard", "srandmember", "hlen", "hrandfield"];
 
 /// What `lease_acquire` and `lease_release` call (with their preflight's
 /// `TYPE`): all the deployer's functions need.

@@ -19,6 +19,7 @@ pub mod monitor;
 pub mod pause;
 pub mod pending;
 pub mod resume;
+pub mod runs;
 pub mod schedules;
 pub mod schema;
 pub mod status;
@@ -46,6 +47,7 @@ pub enum Subcommands {
     Dlq(dlq::Args),
     Status(status::Args),
     Pending(pending::Args),
+    Runs(runs::Args),
     Monitor(monitor::Args),
     Trim(trim::Args),
     Pause(pause::Args),
@@ -69,6 +71,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Subcommands::Dlq(args) => dlq::run(args),
         Subcommands::Status(args) => status::run(args),
         Subcommands::Pending(args) => pending::run(args),
+        Subcommands::Runs(args) => runs::run(args),
         Subcommands::Monitor(args) => monitor::run(args),
         Subcommands::Trim(args) => trim::run(args),
         Subcommands::Pause(args) => pause::run(args),

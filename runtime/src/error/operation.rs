@@ -40,6 +40,21 @@ pub enum OperationError {
     )]
     BadDeadLetterId { queue: String, id: String },
 
+    /// An operator asked about a pipeline run that no join keeps.
+    #[error(
+        "pipeline {pipeline}: no run {run_id:?} at any join ({places}): its first stage's \
+         job with that job_id has not finished yet, or the run ended more than keep \
+         ({keep}) ago, or it never started"
+    )]
+    NoSuchRun {
+        pipeline: String,
+        run_id: String,
+        /// Where it was looked for: `notify partition 2, archive partition 0`.
+        places: String,
+        /// The pipeline's `keep`, e.g. `7days`.
+        keep: String,
+    },
+
     /// A stream's groups or boundaries could not be read as expected.
     #[error("inventory of stream {key}: {problem}")]
     Inventory {

@@ -1,6 +1,7 @@
 //! The operator's views of a queue: status, pending entries, dead letters,
 //! held jobs (scheduled retries and delayed jobs), the pause flags and the monitor's gauges, which the CLI and
-//! the dashboard share.
+//! the dashboard share; and of a pipeline: its runs in flight at each join,
+//! and one run's state ([`runs`](mod@runs)).
 //!
 //! Everything here reads with commands a least-privilege monitor user may
 //! run (`XINFO`, `XPENDING`, `XRANGE`, `XLEN`, `ZRANGE`, `HMGET`, `GET`…),
@@ -14,6 +15,7 @@ pub mod gauges;
 pub mod held;
 pub mod pause;
 pub mod pending;
+pub mod runs;
 pub mod status;
 
 pub use dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
@@ -22,4 +24,5 @@ pub use gauges::{QueueGauges, QueueMonitor};
 pub use held::{held_jobs, HeldFor, HeldJob, HeldJobs};
 pub use pause::{PauseChange, PauseNote};
 pub use pending::{pending, PendingQuery, PendingReport};
+pub use runs::{run, runs, RunReport, RunsReport};
 pub use status::{status, AlertThresholds, StatusReport, WatchedQueue};
