@@ -13,6 +13,11 @@
 //! - `before_schedule_tick` / `after_schedule_tick`: around a schedule
 //!   loop's `schedule_tick` call (after = it published the tick, before the
 //!   schedule's hint is set).
+//! - A pipeline stage's job (`runs`), before its ack: `after_handoff_published`
+//!   (its children published, not yet settled), `after_join_published` (a
+//!   settle published a join's job), `after_run_settled` (settled at every
+//!   join); `before_dead_letter_after_hook`: a job about to be dead-lettered
+//!   was settled dead, the `dead_letter` call not yet made.
 
 /// The environment variable naming the point at which to die.
 pub const ENV: &str = "QUEUEGEN_FAILPOINT";

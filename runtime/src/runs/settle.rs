@@ -77,7 +77,11 @@ pub(crate) async fn settle(pipeline: &PipelineRuntime, job: &Ended<'_>) -> Resul
             children: &children,
             envelope,
         };
-        if run_settle(pipeline, job.run_id, &call).await?.failed() {
+        let settled = run_settle(pipeline, job.run_id, &call).await?;
+        if matches!(settled, RunSettled::Published { .. }) {
+            crate::failpoint::failpoint("after_join_published");
+        }
+        if settled.failed() {
             failed.push(join);
         }
     }

@@ -6,6 +6,7 @@
 
 pub mod handler;
 pub mod ledger;
+pub mod pipeline;
 pub mod places;
 pub mod script;
 pub mod target;

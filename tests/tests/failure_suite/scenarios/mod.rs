@@ -10,6 +10,7 @@
 mod crash;
 mod functions;
 mod pause;
+mod pipeline;
 mod poison;
 mod recovery;
 mod restart;
@@ -96,6 +97,11 @@ const STANDALONE: &[Target] = &[Target::STANDALONE, Target::STANDALONE_ACL];
 /// by `CLUSTER FAILOVER`.
 const WITH_REPLICAS: &[Target] = &[Target::PAIR, Target::CLUSTER, Target::CLUSTER_ACL];
 const CLUSTER: &[Target] = &[Target::CLUSTER, Target::CLUSTER_ACL];
+/// The pipeline rows: a server, and a Cluster where the stages' partitions
+/// are in different slots (each a queue of its own), so every hand-off
+/// crosses slots. The ACL targets need the worker role's run keys, which
+/// the deploy_acl test proves on the generated user.
+const PIPELINE: &[Target] = &[Target::STANDALONE, Target::CLUSTER];
 
 /// The suite, in table order.
 pub fn all() -> Vec<Scenario> {
@@ -253,6 +259,48 @@ pub fn all() -> Vec<Scenario> {
             row: Some(17),
             title: "SIGTERM mid-batch",
             run: |run| Box::pin(shutdown::sigterm_mid_batch(run)),
+        },
+        Scenario {
+            targets: PIPELINE,
+            id: "pipeline-kill-after-handoff",
+            row: None,
+            title: "pipeline: kill -9 after the children are published, before the parent's ack",
+            run: |run| {
+                Box::pin(pipeline::killed_at(
+                    run,
+                    "after_handoff_published",
+                    &["split"],
+                    &[],
+                ))
+            },
+        },
+        Scenario {
+            targets: PIPELINE,
+            id: "pipeline-kill-after-settle",
+            row: None,
+            title: "pipeline: kill -9 after a child's completion is recorded, before its ack",
+            run: |run| {
+                Box::pin(pipeline::killed_at(
+                    run,
+                    "after_run_settled",
+                    &["page", "cover"],
+                    &["split"],
+                ))
+            },
+        },
+        Scenario {
+            targets: PIPELINE,
+            id: "pipeline-kill-after-join",
+            row: None,
+            title: "pipeline: kill -9 after the last completion published the join, before its ack",
+            run: |run| {
+                Box::pin(pipeline::killed_at(
+                    run,
+                    "after_join_published",
+                    &["page", "cover"],
+                    &["split"],
+                ))
+            },
         },
     ]
 }
