@@ -12,9 +12,12 @@ use queuegen::gen::runtime_config::queue_config;
 use queuegen::spec::check_str;
 use queuegen::spec::model::Spec;
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetterQuery};
+use queuegen_runtime::runs::child_job_id;
 use queuegen_runtime::runs::{
     HandOn, Handoff, PipelineRuntime, RunSummary, StageHandler, StageWorker, Step,
 };
+use queuegen_runtime::transitions::replay;
 use queuegen_runtime::{
     Envelope, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
 };
@@ -185,7 +188,9 @@ impl StageHandler<Page> for PageStage {
         ctx: &JobContext,
     ) -> Result<Step<()>, JobError> {
         assert!(ctx.run().is_some(), "a handed-on job knows its run");
-        if job.fail == self.0 {
+        // Dead until an operator replays it (the cause was fixed).
+        let replayed = ctx.header().reason.as_deref() == Some("replay");
+        if job.fail == self.0 && !replayed {
             return Ok(Outcome::dead_letter("page is blank").into());
         }
         self.1.record(self.0, ctx.job_id());
@@ -445,4 +450,151 @@ async fn a_dead_lettered_page_fails_the_run_or_is_named_in_the_summary() {
             }
         }
     }
+}
+
+/// The settled record of `job_id` at the join (`done:…`, `dead`), if any.
+async fn record_at_join(docs: &Docs, run: &str, job_id: &str) -> Option<String> {
+    let config = docs.config("notify");
+    let keys = config.run_keys(
+        queuegen_runtime::partition::run_partition(&config, run),
+        "documents",
+        run,
+    );
+    redis::cmd("HGET")
+        .arg(&keys.settled)
+        .arg(job_id)
+        .query_async(&mut docs.redis.shared())
+        .await
+        .unwrap()
+}
+
+/// A dead page replayed after its run ended runs its handler again, and
+/// its settle records nothing: under `fail` the run stays failed and the
+/// join never runs; under `continue` the join ran once, naming it dead, and
+/// does not run again (docs/spec.md#pipelines).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_dead_page_runs_again_and_changes_no_ended_run() {
+    for policy in ["fail", "continue"] {
+        let docs = Docs::start(policy).await;
+        let effects = Effects::default();
+        let workers = docs.workers(&effects);
+        docs.publish(&[("blank".to_owned(), document(1, "index"))])
+            .await;
+        wait_until(Duration::from_secs(30), "the run ends", || async {
+            docs.status("blank").await.is_some()
+        })
+        .await;
+        let ended = docs.status("blank").await;
+        let page = child_job_id("blank", "blank", "index", 0);
+        assert_eq!(
+            record_at_join(&docs, "blank", &page).await.as_deref(),
+            Some("dead")
+        );
+        let notices = effects.of("notify").len();
+
+        let index = docs.config("index");
+        let letters = dead_letters(
+            &mut docs.redis.shared(),
+            &index,
+            &DeadLetterQuery {
+                limit: 10,
+                ..DeadLetterQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            letters.len(),
+            1,
+            "{policy}: the page is the one dead letter"
+        );
+        let letter = &letters[0];
+        replay(
+            &mut docs.redis.shared(),
+            &index,
+            letter.stream,
+            &letter.id,
+            None,
+            &[1],
+        )
+        .await
+        .unwrap();
+        wait_until(Duration::from_secs(30), "the replayed page runs", || {
+            let effects = effects.clone();
+            let page = page.clone();
+            async move { effects.of("index").contains(&page) }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for worker in workers {
+            worker.stop().await;
+        }
+        assert_eq!(
+            docs.status("blank").await,
+            ended,
+            "{policy}: the run's end stands"
+        );
+        assert_eq!(
+            record_at_join(&docs, "blank", &page).await.as_deref(),
+            Some("dead"),
+            "{policy}: the summary keeps the dead letter"
+        );
+        assert_eq!(
+            effects.of("notify").len(),
+            notices,
+            "{policy}: no second join"
+        );
+        match policy {
+            "fail" => assert_eq!(ended.as_deref(), Some("failed")),
+            _ => assert_eq!(ended.as_deref(), Some("published")),
+        }
+    }
+}
+
+/// A handler handing on more than `max_children` hands on nothing: its job
+/// is dead-lettered (`too_many_children`), which fails the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handing_on_more_than_max_children_publishes_nothing_and_dead_letters() {
+    let docs = Docs::start("continue").await;
+    let effects = Effects::default();
+    let workers = docs.workers(&effects);
+    // 8 pages and a thumbnail: 9 jobs, one more than ocr's max_children.
+    docs.publish(&[("thick".to_owned(), document(8, ""))]).await;
+    wait_until(Duration::from_secs(30), "the run ends", || async {
+        docs.status("thick").await.is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for worker in workers {
+        worker.stop().await;
+    }
+    assert_eq!(docs.status("thick").await.as_deref(), Some("failed"));
+    let mut conn = docs.redis.shared();
+    for stage in ["index", "thumbnail"] {
+        for key in docs.config(stage).ready_keys() {
+            let len: u64 = redis::cmd("XLEN")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(len, 0, "nothing handed to {stage} ({key})");
+        }
+    }
+    let letters = dead_letters(
+        &mut conn,
+        &docs.config("ocr"),
+        &DeadLetterQuery {
+            limit: 10,
+            ..DeadLetterQuery::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(letters.len(), 1);
+    let detail = &letters[0].fields["detail"];
+    assert!(
+        detail
+            .contains("too_many_children: handed on 9 jobs, more than max_children 8 of stage ocr"),
+        "{detail}"
+    );
 }
