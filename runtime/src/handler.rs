@@ -36,6 +36,8 @@ pub(crate) struct Ownership {
     pub(crate) consumer: Arc<str>,
     pub(crate) config: QueueConfig,
     pub(crate) conn: Connection,
+    /// Where a pipeline stage's handler counts its runs' events.
+    pub(crate) run_events: crate::runs::RunEvents,
 }
 
 impl fmt::Debug for Ownership {
@@ -79,6 +81,11 @@ impl JobContext {
     /// a queue outside any pipeline.
     pub fn run(&self) -> Option<&RunLink> {
         self.run.as_ref()
+    }
+
+    /// Where a stage's handler counts its runs' events.
+    pub(crate) fn run_events(&self) -> &crate::runs::RunEvents {
+        &self.owner.run_events
     }
 
     /// The ID of the pipeline run this job belongs to: its run's, or its

@@ -12,6 +12,7 @@ use queuegen::gen::runtime_config::queue_config;
 use queuegen::spec::check_str;
 use queuegen::spec::model::Spec;
 use queuegen_runtime::admin::ensure_groups;
+use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetterQuery};
 use queuegen_runtime::runs::child_job_id;
 use queuegen_runtime::runs::{
@@ -275,39 +276,56 @@ impl Docs {
     }
 
     fn workers(&self, effects: &Effects) -> Vec<RunningWorker> {
+        self.metered_workers(effects, &WorkerMetrics::new())
+    }
+
+    /// The four stage workers, recording into `metrics`.
+    fn metered_workers(&self, effects: &Effects, metrics: &WorkerMetrics) -> Vec<RunningWorker> {
         let pipeline = self.pipeline();
         let stage = |name| self.config(name);
         vec![
-            spawn_worker(Worker::new(
-                &self.redis,
-                stage("ocr"),
-                StageWorker::new(pipeline.clone(), "ocr", Ocr(effects.clone())).unwrap(),
-            )),
-            spawn_worker(Worker::new(
-                &self.redis,
-                stage("index"),
-                StageWorker::new(
-                    pipeline.clone(),
-                    "index",
-                    PageStage("index", effects.clone()),
+            spawn_worker(
+                Worker::new(
+                    &self.redis,
+                    stage("ocr"),
+                    StageWorker::new(pipeline.clone(), "ocr", Ocr(effects.clone())).unwrap(),
                 )
-                .unwrap(),
-            )),
-            spawn_worker(Worker::new(
-                &self.redis,
-                stage("thumbnail"),
-                StageWorker::new(
-                    pipeline.clone(),
-                    "thumbnail",
-                    PageStage("thumbnail", effects.clone()),
+                .with_metrics(metrics.clone()),
+            ),
+            spawn_worker(
+                Worker::new(
+                    &self.redis,
+                    stage("index"),
+                    StageWorker::new(
+                        pipeline.clone(),
+                        "index",
+                        PageStage("index", effects.clone()),
+                    )
+                    .unwrap(),
                 )
-                .unwrap(),
-            )),
-            spawn_worker(Worker::new(
-                &self.redis,
-                stage("notify"),
-                StageWorker::new(pipeline, "notify", Notify(effects.clone())).unwrap(),
-            )),
+                .with_metrics(metrics.clone()),
+            ),
+            spawn_worker(
+                Worker::new(
+                    &self.redis,
+                    stage("thumbnail"),
+                    StageWorker::new(
+                        pipeline.clone(),
+                        "thumbnail",
+                        PageStage("thumbnail", effects.clone()),
+                    )
+                    .unwrap(),
+                )
+                .with_metrics(metrics.clone()),
+            ),
+            spawn_worker(
+                Worker::new(
+                    &self.redis,
+                    stage("notify"),
+                    StageWorker::new(pipeline, "notify", Notify(effects.clone())).unwrap(),
+                )
+                .with_metrics(metrics.clone()),
+            ),
         ]
     }
 
@@ -351,7 +369,10 @@ fn document(pages: u32, fail: &str) -> Document {
 async fn every_run_joins_once_with_the_jobs_it_waited_for() {
     let docs = Docs::start("fail").await;
     let effects = Effects::default();
-    let workers = docs.workers(&effects);
+    let metrics = WorkerMetrics::new();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let workers = docs.metered_workers(&effects, &metrics);
     // 0 to 3 pages: a fan-out of none still has its thumbnail to wait for.
     let documents: Vec<(String, Document)> = (0..24)
         .map(|n| (format!("doc-{n}"), document(n % 4, "")))
@@ -400,6 +421,16 @@ async fn every_run_joins_once_with_the_jobs_it_waited_for() {
         );
         assert_eq!(docs.status(id).await.as_deref(), Some("published"));
     }
+    // Each event once per run, however often a job was delivered.
+    let mut exposition = String::new();
+    prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
+    for event in ["started", "published"] {
+        let series = format!(
+            "queuegen_pipeline_runs_total{{pipeline=\"documents\",join=\"notify\",event=\"{event}\"}} 24"
+        );
+        assert!(exposition.contains(&series), "{series} in:\n{exposition}");
+    }
+    assert!(!exposition.contains("event=\"failed\""), "{exposition}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,4 +39,4 @@ pub use trim::TrimMetrics;
 #[cfg(feature = "metrics")]
 pub use worker::WorkerMetrics;
 #[cfg(feature = "metrics")]
-pub(crate) use worker::{PartitionMeters, SecondsCounter};
+pub(crate) use worker::{PartitionMeters, RunLabels, SecondsCounter};

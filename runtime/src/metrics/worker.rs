@@ -73,6 +73,14 @@ struct QueueLabels {
     group: Cow<'static, str>,
 }
 
+/// A pipeline run's event at one join: `started`, `published`, `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RunLabels {
+    pub(crate) pipeline: String,
+    pub(crate) join: String,
+    pub(crate) event: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LaneLabels {
     queue: Cow<'static, str>,
@@ -120,6 +128,7 @@ pub struct WorkerMetrics {
     intake_paused: Family<PartitionLabels, Gauge>,
     rate_limited: Family<QueueLabels, SecondsCounter>,
     lane_deliveries: Family<LaneLabels, Counter>,
+    pipeline_runs: Family<RunLabels, Counter>,
     trim: TrimMetrics,
 }
 
@@ -147,6 +156,7 @@ impl Default for WorkerMetrics {
             intake_paused: Family::default(),
             rate_limited: Family::default(),
             lane_deliveries: Family::default(),
+            pipeline_runs: Family::default(),
             trim: TrimMetrics::default(),
         }
     }
@@ -187,6 +197,11 @@ impl WorkerMetrics {
             "Time the intake waited, holding no permit, because the queue's handler.rate bucket was empty: jobs being held back by the rate limit (only for queues with a rate)",
             Unit::Seconds,
             self.rate_limited.clone(),
+        );
+        registry.register(
+            "queuegen_pipeline_runs",
+            "Pipeline runs by what the stage workers' settles did at a join (labels pipeline and join, the spec's names): started (a first stage's job opened the run there), published (the join's job was published: once per run), failed (a dead letter failed the run there; its join never runs)",
+            self.pipeline_runs.clone(),
         );
         registry.register(
             "queuegen_lane_deliveries",
@@ -363,6 +378,11 @@ impl WorkerMetrics {
             queue: queue.clone(),
             group: group.clone(),
         })
+    }
+
+    /// The counters of pipeline runs' events, shared by the stage workers.
+    pub(crate) fn pipeline_runs(&self) -> Family<RunLabels, Counter> {
+        self.pipeline_runs.clone()
     }
 
     /// The counter of entries the intake read from `lane`.

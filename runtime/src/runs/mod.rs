@@ -16,6 +16,7 @@
 //! A job dead-lettered settles as `dead` first. The plan, and why it is
 //! crash-safe, is in docs/architecture.md#pipelines.
 
+mod events;
 mod handoff;
 mod ids;
 mod pipeline;
@@ -23,6 +24,7 @@ mod settle;
 mod stage;
 mod summary;
 
+pub(crate) use events::RunEvents;
 pub use handoff::{HandOn, Handoff, Step};
 pub use ids::{child_job_id, join_job_id};
 pub use pipeline::PipelineRuntime;

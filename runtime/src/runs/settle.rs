@@ -7,6 +7,7 @@ use crate::functions::{self, CallContext, Function, RunOutcome, RunSettle, RunSe
 use crate::packed::EntryArgs;
 use crate::partition::run_partition;
 
+use super::events::{RunEvent, RunEvents};
 use super::ids::join_job_id;
 use super::pipeline::PipelineRuntime;
 
@@ -29,7 +30,11 @@ pub(crate) struct Ended<'a> {
 /// that join's own job (counted on by the joins after it) as dead there,
 /// and so on downstream. Every call is idempotent, so a job delivered
 /// again after a crash settles again with no effect but the missing ones.
-pub(crate) async fn settle(pipeline: &PipelineRuntime, job: &Ended<'_>) -> Result<()> {
+pub(crate) async fn settle(
+    pipeline: &PipelineRuntime,
+    job: &Ended<'_>,
+    events: &RunEvents,
+) -> Result<()> {
     let graph = pipeline.graph();
     // A dead first-stage job has no join envelopes to open the run with:
     // it fails the run at every join, under either policy.
@@ -78,6 +83,13 @@ pub(crate) async fn settle(pipeline: &PipelineRuntime, job: &Ended<'_>) -> Resul
             envelope,
         };
         let settled = run_settle(pipeline, job.run_id, &call).await?;
+        // A repeat (`already`, `ended`) recorded nothing: only what this
+        // call did is counted, so each event is counted once per run.
+        let recorded = !matches!(settled, RunSettled::Already | RunSettled::Ended { .. });
+        if opens && recorded {
+            events.record(pipeline.name(), join, RunEvent::Started);
+        }
+        record(events, pipeline, join, &settled);
         if matches!(settled, RunSettled::Published { .. }) {
             crate::failpoint::failpoint("after_join_published");
         }
@@ -109,12 +121,23 @@ pub(crate) async fn settle(pipeline: &PipelineRuntime, job: &Ended<'_>) -> Resul
                 children: &[],
                 envelope: None,
             };
-            if run_settle(pipeline, job.run_id, &call).await?.failed() {
+            let settled = run_settle(pipeline, job.run_id, &call).await?;
+            record(events, pipeline, next, &settled);
+            if settled.failed() {
                 failed.push(next);
             }
         }
     }
     Ok(())
+}
+
+/// Counts what `settled` says this call did at `join`: published or failed it.
+fn record(events: &RunEvents, pipeline: &PipelineRuntime, join: &str, settled: &RunSettled) {
+    match settled {
+        RunSettled::Published { .. } => events.record(pipeline.name(), join, RunEvent::Published),
+        RunSettled::Failed => events.record(pipeline.name(), join, RunEvent::Failed),
+        _ => {}
+    }
 }
 
 /// One `run_settle` at one join.

@@ -134,7 +134,7 @@ impl<E: Envelope, H: StageHandler<E>> StageWorker<E, H> {
             children: &handoff.children,
             join_envelopes: &handoff.join_envelopes,
         };
-        settle::settle(&self.pipeline, &ended)
+        settle::settle(&self.pipeline, &ended, ctx.run_events())
             .await
             .map_err(classify)?;
         crate::failpoint::failpoint("after_run_settled");
@@ -190,7 +190,7 @@ impl<E: Envelope, H: StageHandler<E>> Handler<E> for StageWorker<E, H> {
             children: &[],
             join_envelopes: &[],
         };
-        settle::settle(&self.pipeline, &ended).await
+        settle::settle(&self.pipeline, &ended, ctx.run_events()).await
     }
 }
 
@@ -205,7 +205,7 @@ impl<E: Envelope, H: StageHandler<E>> StageWorker<E, H> {
             children: &[],
             join_envelopes: &[],
         };
-        settle::settle(&self.pipeline, &ended)
+        settle::settle(&self.pipeline, &ended, ctx.run_events())
             .await
             .map_err(classify)?;
         crate::failpoint::failpoint("after_run_settled");

@@ -40,6 +40,11 @@ pub(super) struct Events {
 #[cfg(feature = "metrics")]
 struct Installed {
     queue: Cow<'static, str>,
+    /// Pipeline runs' events, recorded by a stage's handler (`runs`).
+    pipeline_runs: prometheus_client::metrics::family::Family<
+        crate::metrics::RunLabels,
+        prometheus_client::metrics::counter::Counter,
+    >,
     /// By partition number; `None` for the partitions this worker does not work.
     partitions: Vec<Option<PartitionMeters>>,
     handler_duration: prometheus_client::metrics::histogram::Histogram,
@@ -93,6 +98,7 @@ impl Events {
             counts: WorkerReport::default(),
             installed: Some(Installed {
                 queue: config.queue.clone(),
+                pipeline_runs: metrics.pipeline_runs(),
                 partitions: table,
                 handler_duration,
                 publish_to_start,
@@ -543,5 +549,23 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
         assert!(!text.contains(r#"partition="9""#), "{text}");
+    }
+}
+
+impl Events {
+    /// Where a stage's handler records its runs' events (nothing without metrics).
+    pub(super) fn run_events(&self) -> crate::runs::RunEvents {
+        #[cfg(feature = "metrics")]
+        {
+            crate::runs::RunEvents::new(
+                self.installed
+                    .as_ref()
+                    .map(|installed| installed.pipeline_runs.clone()),
+            )
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            crate::runs::RunEvents::default()
+        }
     }
 }

@@ -369,6 +369,7 @@ impl<E: Envelope, H: Handler<E>> Worker<E, H> {
                     consumer: consumer.clone(),
                     config: self.config.clone(),
                     conn: self.redis.shared(),
+                    run_events: events.run_events(),
                 }),
             },
             ready_keys,
