@@ -14,8 +14,8 @@ use docs_pipeline::queues::envelopes::{
 use docs_pipeline::queues::ocr;
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::envelope::{self, Header};
-use queuegen_runtime::StreamSlot;
 use queuegen_runtime::runs::Step;
+use queuegen_runtime::StreamSlot;
 use queuegen_runtime::{Envelope, FieldMap, JobContext, JobError, Outcome, Redis, Timestamp};
 use queuegen_tests::support::{dead_letters, init_tracing, pending_count, wait_until};
 use queuegen_tests::{library, RedisServer};

@@ -158,7 +158,9 @@ impl document_ready::Handler for DocumentReadyHandler {
             urgent: false,
         };
         self.notifications
-            .publish(NewJob::new(ctx.job_id(), ctx.tenant(), notification).with_trace_id(ctx.trace_id()))
+            .publish(
+                NewJob::new(ctx.job_id(), ctx.tenant(), notification).with_trace_id(ctx.trace_id()),
+            )
             .await
             .map_err(JobError::transient)?;
         Ok(Step::done())

@@ -77,8 +77,7 @@ pub fn generate(spec: &Spec, spec_file: &str) -> Result<Vec<GeneratedFile>> {
         files.push(rust_file(&header, &path, "queue.rs", context! { queue })?);
     }
     if !spec.pipelines.is_empty() {
-        let pipelines: Vec<PipelineContext> =
-            spec.pipelines.iter().map(pipeline_context).collect();
+        let pipelines: Vec<PipelineContext> = spec.pipelines.iter().map(pipeline_context).collect();
         let context = context! { service, pipelines };
         files.push(rust_file(&header, "pipelines.rs", "pipelines.rs", context)?);
     }
@@ -269,7 +268,11 @@ fn pipeline_context(pipeline: &Pipeline) -> PipelineContext {
             if let Some(join) = &stage.join {
                 Some(format!("{} joins {}", stage.queue, join.after.join(", ")))
             } else if !stage.then.is_empty() {
-                Some(format!("{} hands on to {}", stage.queue, stage.then.join(", ")))
+                Some(format!(
+                    "{} hands on to {}",
+                    stage.queue,
+                    stage.then.join(", ")
+                ))
             } else {
                 None
             }

@@ -147,7 +147,11 @@ impl page::Handler for Rehearsed {
 }
 
 impl cover::Handler for Rehearsed {
-    async fn handle(&self, _job: PartJob, _ctx: &JobContext) -> Result<Step<cover::Next>, JobError> {
+    async fn handle(
+        &self,
+        _job: PartJob,
+        _ctx: &JobContext,
+    ) -> Result<Step<cover::Next>, JobError> {
         Ok(Step::done().with_result("cover"))
     }
 }
