@@ -104,6 +104,9 @@ fn rules_aggregate_to_bounded_labels_and_name_queue_and_partition() {
         "library",
         "namespace",
         "cronjob",
+        // A pipeline's and its joins' names, from the spec.
+        "pipeline",
+        "join",
     ];
     for spec in committed_specs() {
         let dir = generated(&spec);
@@ -490,6 +493,49 @@ fn age_alerts_fire_only_past_the_spec_thresholds() {
         }
     }
     run_promtool_tests(dir.path(), &rules, &cases);
+}
+
+/// The example's join: its oldest run's wait climbing past the bound
+/// the rule was generated with fires (once above it), one parked just
+/// under it and another pipeline's far above never do.
+#[test]
+fn a_join_waiting_past_its_stages_settle_bound_fires() {
+    let dir = generated(&example_spec());
+    let rules = rules(dir.path());
+    let rule = rule(&rules, "QueuegenJoinWaiting", "document-ready");
+    let expr = text(&rule["expr"]);
+    let threshold: u64 = expr
+        .rsplit("> ")
+        .next()
+        .and_then(|bound| bound.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a whole-second bound in {expr}"));
+    let metric = "queuegen_pipeline_join_oldest_wait_seconds";
+    let climbing = [("pipeline", "documents"), ("join", "document-ready")];
+    let other = [("pipeline", "billing"), ("join", "settle")];
+    let step = threshold / 10 + 1;
+    let case = Case {
+        alert: "QueuegenJoinWaiting",
+        series: vec![
+            series(metric, &climbing, format!("0+{step}x20")),
+            series(metric, &other, format!("{}x20", threshold * 10)),
+        ],
+        evals: vec![
+            (5, vec![]),
+            (
+                10,
+                vec![Expected {
+                    labels: labels_of(rule, &climbing),
+                    value: (step * 10).to_string(),
+                    value_duration: humanize_duration(step * 10),
+                }],
+            ),
+        ],
+    };
+    assert!(
+        step * 9 <= threshold && step * 10 > threshold,
+        "{step} {threshold}"
+    );
+    run_promtool_tests(dir.path(), &rules, &[case]);
 }
 
 #[test]

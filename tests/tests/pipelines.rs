@@ -14,6 +14,8 @@ use queuegen::spec::model::Spec;
 use queuegen_runtime::admin::ensure_groups;
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
 use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetterQuery};
+use queuegen_runtime::ops::gauges::{QueueMonitor, WatchedPipeline};
+use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
 use queuegen_runtime::runs::child_job_id;
 use queuegen_runtime::runs::{
     HandOn, Handoff, PipelineRuntime, RunSummary, StageHandler, StageWorker, Step,
@@ -628,4 +630,61 @@ async fn handing_on_more_than_max_children_publishes_nothing_and_dead_letters() 
             .contains("too_many_children: handed on 9 jobs, more than max_children 8 of stage ocr"),
         "{detail}"
     );
+}
+
+/// `queuegen monitor`'s join gauges: a run whose first stage ran but whose
+/// pages nobody works is in flight at the join, and its wait grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitor_gauges_each_join_s_oldest_wait_and_runs_in_flight() {
+    let docs = Docs::start("fail").await;
+    let effects = Effects::default();
+    let ocr = spawn_worker(Worker::new(
+        &docs.redis,
+        docs.config("ocr"),
+        StageWorker::new(docs.pipeline(), "ocr", Ocr(effects.clone())).unwrap(),
+    ));
+    docs.publish(&[("waiting".to_owned(), document(2, ""))])
+        .await;
+    wait_until(Duration::from_secs(15), "the run is opened", || {
+        let effects = effects.clone();
+        async move { !effects.of("ocr").is_empty() }
+    })
+    .await;
+    ocr.stop().await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let mut registry = Registry::default();
+    let watched = ["ocr", "index", "thumbnail", "notify"]
+        .map(|queue| WatchedQueue {
+            config: docs.config(queue),
+            alerts: AlertThresholds::default(),
+        })
+        .to_vec();
+    let monitor =
+        QueueMonitor::new(docs.redis.clone(), watched, &mut registry).with_pipelines(vec![
+            WatchedPipeline {
+                graph: docs.spec.pipelines[0].clone(),
+                configs: vec![docs.config("notify")],
+            },
+        ]);
+    monitor.refresh().await.unwrap();
+    let mut exposition = String::new();
+    prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
+    assert!(
+        exposition.contains(
+            "queuegen_pipeline_runs_in_flight{pipeline=\"documents\",join=\"notify\"} 1\n"
+        ),
+        "{exposition}"
+    );
+    let wait: f64 = exposition
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(
+                "queuegen_pipeline_join_oldest_wait_seconds{pipeline=\"documents\",join=\"notify\"} ",
+            )
+        })
+        .unwrap_or_else(|| panic!("no join wait gauge in:\n{exposition}"))
+        .parse()
+        .unwrap();
+    assert!(wait >= 1.0, "the run has waited over a second: {wait}");
 }

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use queuegen_runtime::metrics::{router, serve, Registry};
-use queuegen_runtime::ops::gauges::QueueMonitor;
+use queuegen_runtime::ops::gauges::{QueueMonitor, WatchedPipeline};
+use queuegen_runtime::ops::status::WatchedQueue;
 
 use super::common;
 use super::status::watched_queues;
@@ -67,7 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let redis = args.redis.connect().await?;
         let server = redis.addr();
         let mut registry = Registry::default();
-        let monitor = QueueMonitor::new(redis, watched, &mut registry);
+        let pipelines = watched_pipelines(&spec, &watched);
+        let monitor = QueueMonitor::new(redis, watched, &mut registry).with_pipelines(pipelines);
         monitor
             .refresh()
             .await
@@ -116,4 +118,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("serving on {local}"))?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The pipelines whose every join is a watched queue: their joins' waits
+/// are gauged (`queuegen_pipeline_join_oldest_wait_seconds`).
+fn watched_pipelines(
+    spec: &queuegen::spec::model::Spec,
+    watched: &[WatchedQueue],
+) -> Vec<WatchedPipeline> {
+    spec.pipelines
+        .iter()
+        .filter_map(|pipeline| {
+            let configs: Vec<_> = pipeline
+                .joins()
+                .map(|(stage, _)| {
+                    watched
+                        .iter()
+                        .find(|queue| *queue.config.queue == stage.queue)
+                        .map(|queue| queue.config.clone())
+                })
+                .collect::<Option<_>>()?;
+            Some(WatchedPipeline {
+                graph: pipeline.clone(),
+                configs,
+            })
+        })
+        .collect()
 }

@@ -22,6 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{Atomic, Gauge};
 use prometheus_client::registry::{Registry, Unit};
 
+use super::runs::RunsReport;
 use super::status::{status_of, LibraryStatus, QueueStatus, StatusReport, WatchedQueue};
 use crate::connect::Redis;
 use crate::error::Result;
@@ -40,6 +41,13 @@ pub(crate) struct GroupLabels {
 pub(crate) struct PartitionLabels {
     pub queue: String,
     pub partition: String,
+}
+
+/// A series about one join of a pipeline.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct JoinLabels {
+    pub pipeline: String,
+    pub join: String,
 }
 
 /// A series about one Function library version.
@@ -64,6 +72,8 @@ pub struct QueueGauges {
     delayed: Series<PartitionLabels, Gauge>,
     paused: Series<PartitionLabels, Gauge>,
     library_loaded: Series<LibraryLabels, Gauge>,
+    join_oldest_wait: Series<JoinLabels, Seconds>,
+    runs_in_flight: Series<JoinLabels, Gauge>,
     refresh_failures: Counter,
     last_success: Seconds,
 }
@@ -84,6 +94,17 @@ impl QueueGauges {
             "Age of the group's oldest pending entry, since it was added (0 when none)",
             Unit::Seconds,
             gauges.oldest_pending_age.family.clone(),
+        );
+        registry.register_with_unit(
+            "queuegen_pipeline_join_oldest_wait",
+            "How long the oldest run in flight at a pipeline's join has waited since its first stage opened it (0 when none): a join waiting too long has a job that never ended (lost to a poison quarantine, or stuck)",
+            Unit::Seconds,
+            gauges.join_oldest_wait.family.clone(),
+        );
+        registry.register(
+            "queuegen_pipeline_runs_in_flight",
+            "Runs of a pipeline open at a join: opened by their first stage, neither published nor failed yet",
+            gauges.runs_in_flight.family.clone(),
         );
         registry.register(
             "queuegen_queue_pending",
@@ -149,6 +170,7 @@ impl QueueGauges {
     pub(crate) fn refresh_failed(&self) {
         self.refresh_failures.inc();
         self.set_queue_gauges(&[], &[]);
+        self.set_join_gauges(&[]);
     }
 
     /// Makes the queue gauges say `queues` and `libraries`, and nothing else.
@@ -226,6 +248,31 @@ impl QueueGauges {
     }
 }
 
+impl QueueGauges {
+    /// Sets each join's oldest wait and runs in flight from `reports`.
+    fn set_join_gauges(&self, reports: &[RunsReport]) {
+        let joins = || {
+            reports.iter().flat_map(|report| {
+                report.joins.iter().map(|join| {
+                    let labels = JoinLabels {
+                        pipeline: report.pipeline.clone(),
+                        join: join.join.clone(),
+                    };
+                    (labels, join)
+                })
+            })
+        };
+        self.join_oldest_wait.set(
+            joins().map(|(l, join)| (l, seconds(join.oldest.as_ref().map_or(0, |run| run.age_ms)))),
+            f64::max,
+        );
+        self.runs_in_flight.set(
+            joins().map(|(l, join)| (l, to_i64(join.in_flight))),
+            i64::max,
+        );
+    }
+}
+
 fn seconds(ms: u64) -> f64 {
     ms as f64 / 1_000.0
 }
@@ -287,6 +334,8 @@ where
 pub struct QueueMonitor {
     redis: Redis,
     queues: Arc<[WatchedQueue]>,
+    /// The pipelines whose joins' waits are gauged.
+    pipelines: Arc<[WatchedPipeline]>,
     gauges: QueueGauges,
     ready: Arc<AtomicBool>,
 }
@@ -297,18 +346,43 @@ impl QueueMonitor {
         QueueMonitor {
             redis,
             queues: queues.into(),
+            pipelines: Arc::new([]),
             gauges: QueueGauges::register(registry),
             ready: Arc::default(),
         }
+    }
+
+    /// Also gauges the joins of `pipelines`: how long each one's oldest
+    /// run in flight has waited, and how many are in flight.
+    pub fn with_pipelines(mut self, pipelines: Vec<WatchedPipeline>) -> QueueMonitor {
+        self.pipelines = pipelines.into();
+        self
     }
 
     /// Reads the status once and sets the gauges from it; on an error counts
     /// the failure, withdraws the gauges and is not ready until the next
     /// success.
     pub async fn refresh(&self) -> Result<StatusReport> {
-        match status_of(&self.redis, &self.queues).await {
-            Ok(report) => {
+        let read = async {
+            let status = status_of(&self.redis, &self.queues).await?;
+            let mut runs = Vec::with_capacity(self.pipelines.len());
+            for pipeline in self.pipelines.iter() {
+                // The oldest run of each join is all a gauge needs.
+                let report = super::runs::runs(
+                    &mut self.redis.shared(),
+                    &pipeline.graph,
+                    &pipeline.configs,
+                    1,
+                )
+                .await?;
+                runs.push(report);
+            }
+            Ok::<_, crate::Error>((status, runs))
+        };
+        match read.await {
+            Ok((report, runs)) => {
                 self.gauges.update(&report);
+                self.gauges.set_join_gauges(&runs);
                 self.ready.store(true, Ordering::Relaxed);
                 Ok(report)
             }
@@ -342,4 +416,12 @@ impl QueueMonitor {
             }
         }
     }
+}
+
+/// A pipeline whose joins [`QueueMonitor`] gauges: its graph and the
+/// configurations of its join queues (others are ignored).
+#[derive(Debug, Clone)]
+pub struct WatchedPipeline {
+    pub graph: queuegen_core::pipeline::Pipeline,
+    pub configs: Vec<crate::config::QueueConfig>,
 }

@@ -16,7 +16,8 @@ use super::{k8s, quoted, runbook};
 use crate::error::Result;
 use crate::gen::templates::render;
 use crate::gen::{functions, header_in, CommentSyntax, GeneratedFile};
-use crate::spec::model::{Queue, Spec, TrimMode};
+use crate::spec::limits::RetentionFloor;
+use crate::spec::model::{Pipeline, Queue, Spec, TrimMode};
 use crate::spec::units::format_duration;
 
 /// The file the rules are written to, relative to the deploy directory.
@@ -44,6 +45,9 @@ pub enum AlertKind {
     TrimAborted,
     /// The service's Function library is not on the server.
     LibraryMissing,
+    /// A pipeline's run has waited at this join longer than its stages can
+    /// take (only join queues).
+    JoinWaiting,
 }
 
 impl AlertKind {
@@ -72,6 +76,7 @@ impl AlertKind {
             AlertKind::LibraryMissing => {
                 ("QueuegenFunctionLibraryMissing", "function library missing")
             }
+            AlertKind::JoinWaiting => ("QueuegenJoinWaiting", "join waiting too long"),
         }
     }
 }
@@ -124,6 +129,8 @@ pub struct Alert {
     pub runbook_url: String,
     /// The spec setting the alert's threshold comes from, when it has one.
     pub threshold: Option<String>,
+    /// The pipeline a join's alert is about.
+    pub pipeline: Option<String>,
 }
 
 /// The alerts of one rule group: one queue's, or the service's.
@@ -177,6 +184,35 @@ fn queue_alerts(spec: &Spec, queue: &Queue) -> Vec<Alert> {
     };
     let selector = format!("{{queue=\"{}\"}}", queue.name);
     let mut alerts = Vec::new();
+
+    if let Some((pipeline, bound, chain)) = join_wait_bound(spec, &queue.name) {
+        let limit = format_duration(bound);
+        alerts.push(rule(AlertKind::JoinWaiting).build(
+            format!(
+                "max by (pipeline, join) (queuegen_pipeline_join_oldest_wait_seconds{{pipeline=\"{pipeline}\",join=\"{}\"}}) > {}",
+                queue.name,
+                seconds(bound)
+            ),
+            // The gauge is itself an age, refreshed by `queuegen monitor`.
+            None,
+            Severity::Warning,
+            vec![("pipeline".to_owned(), pipeline.to_owned())],
+            format!(
+                "Pipeline {pipeline}: a run has waited at join {} for more than {limit}",
+                queue.name
+            ),
+            format!(
+                "The oldest run in flight at join {} has waited {{{{ $value | humanizeDuration }}}} since its first stage opened it. The longest chain of stages before the join ({chain}) ends every job within {limit} (each stage's retries, handler timeouts, and claim and poison windows), so a job of the run ended without settling (quarantined as poison, or deleted while pending), or no worker runs one of the stages.",
+                queue.name
+            ),
+            Some(format!(
+                "the retry, handler.timeout, claim and poison settings of {chain}"
+            )),
+        ));
+        if let Some(alert) = alerts.last_mut() {
+            alert.pipeline = Some(pipeline.to_owned());
+        }
+    }
 
     if let Some(threshold) = queue.alerts.oldest_pending_age {
         let limit = format_duration(threshold);
@@ -381,6 +417,48 @@ fn trim_cronjob_stuck(spec: &Spec, queue: &Queue, rule: RuleOf<'_>, stuck: Durat
     )
 }
 
+/// How long a job of `queue` can take to end, settled one way or another:
+/// every attempt's handler timeout, the retries' delays, and the claim and
+/// poison windows (the retention floor).
+fn settle_bound(queue: &Queue) -> Duration {
+    let attempts = queue
+        .handler
+        .timeout
+        .saturating_mul(queue.retry.max_attempts);
+    RetentionFloor::of(queue).total().saturating_add(attempts)
+}
+
+/// For a join queue: its pipeline, the longest time a run can wait there
+/// while every job settles (the largest sum of [`settle_bound`] over a
+/// chain of stages from the first to the join, the join excluded), and
+/// that chain in words.
+fn join_wait_bound<'s>(spec: &'s Spec, queue: &str) -> Option<(&'s str, Duration, String)> {
+    let pipeline = spec.pipeline_of(queue)?;
+    pipeline.stage(queue)?.join.as_ref()?;
+    // The graph is acyclic (checked): the longest chain by depth-first walk.
+    fn longest<'p>(
+        spec: &Spec,
+        pipeline: &'p Pipeline,
+        at: &'p str,
+        join: &str,
+    ) -> Option<(Duration, Vec<&'p str>)> {
+        if at == join {
+            return Some((Duration::ZERO, Vec::new()));
+        }
+        let own = spec.queue(at).map_or(Duration::ZERO, settle_bound);
+        pipeline
+            .next_of(at)
+            .filter_map(|next| longest(spec, pipeline, next, join))
+            .max_by_key(|(bound, _)| *bound)
+            .map(|(bound, mut chain)| {
+                chain.insert(0, at);
+                (bound.saturating_add(own), chain)
+            })
+    }
+    let (bound, chain) = longest(spec, pipeline, &pipeline.first, queue)?;
+    Some((&pipeline.name, bound, chain.join(" → ")))
+}
+
 /// The one alert about the whole service: its Function library version.
 fn library_missing(spec: &Spec) -> Alert {
     let library = functions::library_name(&spec.service);
@@ -446,6 +524,7 @@ impl RuleOf<'_> {
             runbook_url: runbook_url(&anchor),
             anchor,
             threshold,
+            pipeline: None,
         }
     }
 }
