@@ -296,6 +296,17 @@ const REFUSALS: &[Refusal] = &[
         message: "partition_by is never used: queue `notify` is a join of pipeline `documents`",
         help: "remove partition_by: a join's job goes to the partition its run ID hashes to",
     },
+    Refusal {
+        name: "a schedule publishing to a stage handed jobs",
+        pipelines: "  documents:\n    stages:\n      ocr: { then: [index] }\n      index: {}\n",
+        edits: &[(
+            "pipelines:\n",
+            "schedules:\n  nightly:\n    queue: index\n    every: 1h\n    body: { doc_ref: nightly }\npipelines:\n",
+        )],
+        at: Spec(28, 12),
+        message: "schedule `nightly` publishes to queue `index`, a stage of pipeline `documents` that is handed jobs: its jobs would carry no run, and the stage's worker dead-letters a job without one",
+        help: "schedule the pipeline's first stage",
+    },
 ];
 
 #[test]

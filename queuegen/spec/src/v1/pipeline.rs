@@ -50,6 +50,7 @@ pub(crate) fn pipelines(
     let written = Written {
         queues: spec.get("queues"),
         envelopes: spec.get("envelopes"),
+        schedules: spec.get("schedules"),
     };
     let all: Vec<Option<Pipeline>> = found
         .iter()
@@ -359,6 +360,7 @@ fn deduplicates(ctx: &mut Ctx<'_>, parent: &str, child: &str, at: &At, known: &K
 struct Written<'w, 'a> {
     queues: Option<&'w Item<'a>>,
     envelopes: Option<&'w Item<'a>>,
+    schedules: Option<&'w Item<'a>>,
 }
 
 /// The body fields already reported as colliding with a run field, by
@@ -401,6 +403,7 @@ fn handed_on(
                 );
             }
         }
+        scheduled_into(ctx, pipeline, queue, written);
         let envelope = find(&queue_item, &["envelope"]).and_then(|it| it.node.as_str());
         if let Some(envelope) = envelope {
             run_field_collisions(ctx, pipeline, queue, envelope, written, collisions);
@@ -409,6 +412,30 @@ fn handed_on(
         let envelope = model.and_then(|q| known.envelopes.iter().find(|e| e.name == q.envelope));
         if let (Some(model), Some(envelope)) = (model, envelope) {
             payload_counts_run_fields(ctx, pipeline, model, envelope, &queue_item);
+        }
+    }
+}
+
+/// A schedule's jobs carry no run: published into a stage handed jobs, its
+/// worker would dead-letter every one (`PipelineError::NoRun`).
+fn scheduled_into(ctx: &mut Ctx<'_>, pipeline: &str, queue: &str, written: &Written<'_, '_>) {
+    let Some(Node::Map(schedules)) = written.schedules.map(|s| &s.node) else {
+        return;
+    };
+    let schedules_item = written.schedules.expect("matched above");
+    for (key, _) in schedules.iter() {
+        let name = key.key_text();
+        let Some(target) = find(schedules_item, &[&name, "queue"]) else {
+            continue;
+        };
+        if target.node.as_str() == Some(queue) {
+            ctx.error(
+                &target.value(),
+                format!(
+                    "schedule `{name}` publishes to queue `{queue}`, a stage of pipeline `{pipeline}` that is handed jobs: its jobs would carry no run, and the stage's worker dead-letters a job without one"
+                ),
+                "schedule the pipeline's first stage (each of its jobs starts a run), or a queue outside the pipeline",
+            );
         }
     }
 }
