@@ -74,12 +74,15 @@ impl HandOn for Handed {
     }
 }
 
+/// A summary as the test compares it: job ID -> dead.
+type SummaryView = BTreeMap<String, bool>;
+
 /// What the handlers saw: every job that ran (its stage, and whether it
 /// was dead-lettered), and each join's summaries.
 #[derive(Default, Clone)]
 struct Seen {
     ran: Arc<Mutex<BTreeMap<String, (String, bool)>>>,
-    summaries: Arc<Mutex<BTreeMap<String, Vec<BTreeMap<String, bool>>>>>,
+    summaries: Arc<Mutex<BTreeMap<String, Vec<SummaryView>>>>,
 }
 
 fn fixed(seed: u64, job: &str, salt: &str) -> u64 {

@@ -3,285 +3,32 @@
 //! The stages are those of tests/tests/pipelines.rs: OCR a document, index
 //! each page and make one thumbnail, then notify once after both.
 
+#[path = "common/docs_pipeline.rs"]
+mod docs_pipeline;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use queuegen::gen::functions::{render_library, LIBRARY_VERSION};
-use queuegen::gen::runtime_config::queue_config;
-use queuegen::spec::check_str;
-use queuegen::spec::model::Spec;
-use queuegen_runtime::admin::ensure_groups;
+use docs_pipeline::{stop, Docs, Document, Effects, STAGES};
 use queuegen_runtime::error::OperationError;
+use queuegen_runtime::metrics::WorkerMetrics;
 use queuegen_runtime::ops::runs::{
     run, runs, JoinRun, RunReport, RunState, RunsReport, SettledOutcome,
 };
 use queuegen_runtime::partition::run_partition;
-use queuegen_runtime::runs::{
-    HandOn, Handoff, Pipeline, PipelineRuntime, RunSummary, StageHandler, StageWorker, Step,
-};
-use queuegen_runtime::{
-    Envelope, Error, JobContext, JobError, NewJob, Outcome, Producer, QueueConfig, Redis, Worker,
-};
-use queuegen_tests::support::{init_tracing, spawn_worker, unique_prefix, RunningWorker};
-use queuegen_tests::{library, RedisCluster, RedisServer};
+use queuegen_runtime::Error;
+use queuegen_tests::support::RunningWorker;
+use queuegen_tests::{RedisCluster, RedisServer};
 
-const SPEC: &str = r#"
-version: 1
-service: docs
-envelopes:
-  Document:
-    schema: 1
-    fields:
-      pages: { type: u32 }
-      fail: { type: string, max_bytes: 16 }
-  Page:
-    schema: 1
-    fields:
-      page: { type: u32 }
-      fail: { type: string, max_bytes: 16 }
-  Notice:
-    schema: 1
-    fields:
-      document: { type: string, max_bytes: 128 }
-queues:
-  ocr:
-    envelope: Document
-    partitions: 2
-    dead_letter: { owner: docs }
-  index:
-    envelope: Page
-    partitions: 3
-    dead_letter: { owner: docs }
-    dedup: { window: 1h }
-  thumbnail:
-    envelope: Page
-    partitions: 2
-    dead_letter: { owner: docs }
-    dedup: { window: 1h }
-  notify:
-    envelope: Notice
-    partitions: 4
-    dead_letter: { owner: docs }
-pipelines:
-  documents:
-    stages:
-      ocr: { then: [index, thumbnail], max_children: 8 }
-      index: {}
-      thumbnail: {}
-      notify: { join: [index, thumbnail], on_dead_letter: fail }
-"#;
-
-const STAGES: [&str; 4] = ["ocr", "index", "thumbnail", "notify"];
-
-#[derive(Debug, Clone, PartialEq, Envelope)]
-#[envelope(name = "Document", schema = 1)]
-struct Document {
-    pages: u32,
-    /// `index`: the page jobs dead-letter; `ocr`: this job does.
-    fail: String,
+/// The operator's view of the fixture's runs.
+trait RunsView {
+    async fn runs(&self, limit: usize) -> RunsReport;
+    async fn run(&self, run_id: &str) -> queuegen_runtime::Result<RunReport>;
+    async fn wait_for(&self, run_id: &str, state: RunState) -> RunReport;
+    async fn wait_in_flight(&self, count: u64) -> RunsReport;
 }
 
-#[derive(Debug, Clone, PartialEq, Envelope)]
-#[envelope(name = "Page", schema = 1)]
-struct Page {
-    page: u32,
-    fail: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Envelope)]
-#[envelope(name = "Notice", schema = 1)]
-struct Notice {
-    document: String,
-}
-
-struct OcrNext {
-    index: Vec<Page>,
-    thumbnail: Vec<Page>,
-    notify: Notice,
-}
-
-impl HandOn for OcrNext {
-    fn count(&self) -> usize {
-        self.index.len() + self.thumbnail.len()
-    }
-
-    fn hand_on(self, to: &mut Handoff<'_>) -> queuegen_runtime::Result<()> {
-        to.publish("index", self.index)?;
-        to.publish("thumbnail", self.thumbnail)?;
-        to.join("notify", self.notify)
-    }
-}
-
-struct Ocr;
-
-impl StageHandler<Document> for Ocr {
-    type Next = OcrNext;
-
-    async fn handle(
-        &self,
-        job: Document,
-        _summary: Option<RunSummary>,
-        ctx: &JobContext,
-    ) -> Result<Step<OcrNext>, JobError> {
-        if job.fail == "ocr" {
-            return Ok(Outcome::dead_letter("unreadable").into());
-        }
-        let page = |page| Page {
-            page,
-            fail: job.fail.clone(),
-        };
-        Ok(Step::hand_on(OcrNext {
-            index: (0..job.pages).map(page).collect(),
-            thumbnail: vec![Page {
-                page: 0,
-                fail: String::new(),
-            }],
-            notify: Notice {
-                document: ctx.job_id().to_owned(),
-            },
-        }))
-    }
-}
-
-struct PageStage(&'static str);
-
-impl StageHandler<Page> for PageStage {
-    type Next = ();
-
-    async fn handle(
-        &self,
-        job: Page,
-        _summary: Option<RunSummary>,
-        _ctx: &JobContext,
-    ) -> Result<Step<()>, JobError> {
-        if job.fail == self.0 {
-            return Ok(Outcome::dead_letter("page is blank").into());
-        }
-        Ok(Step::hand_on(()).with_result(format!("{}:{}", self.0, job.page)))
-    }
-}
-
-struct Notify;
-
-impl StageHandler<Notice> for Notify {
-    type Next = ();
-
-    async fn handle(
-        &self,
-        _job: Notice,
-        _summary: Option<RunSummary>,
-        _ctx: &JobContext,
-    ) -> Result<Step<()>, JobError> {
-        Ok(Outcome::Done.into())
-    }
-}
-
-/// The docs service on a server or a Cluster: library loaded, groups made.
-struct Docs {
-    redis: Redis,
-    spec: Spec,
-    prefix: String,
-}
-
-impl Docs {
-    async fn start(url: &str, name: &str) -> Docs {
-        init_tracing();
-        let checked = check_str(SPEC, "docs.yaml");
-        let spec = checked
-            .spec
-            .unwrap_or_else(|| panic!("{:#?}", checked.diagnostics));
-        let redis = Redis::connect(url).await.unwrap();
-        let code = render_library(&spec, "docs.yaml", LIBRARY_VERSION).unwrap();
-        library::load_code(&redis, &code).await;
-        let docs = Docs {
-            redis,
-            spec,
-            prefix: unique_prefix(name),
-        };
-        for queue in STAGES {
-            ensure_groups(&docs.redis, &docs.config(queue))
-                .await
-                .unwrap();
-        }
-        docs
-    }
-
-    fn config(&self, queue: &str) -> QueueConfig {
-        let mut config = queue_config(&self.spec, self.spec.queue(queue).unwrap());
-        config.key_prefix = self.prefix.clone().into();
-        config.claim.min_idle = Duration::from_secs(2);
-        config.claim.every = Duration::from_millis(200);
-        config
-    }
-
-    fn configs(&self) -> Vec<QueueConfig> {
-        STAGES.iter().map(|queue| self.config(queue)).collect()
-    }
-
-    fn graph(&self) -> Pipeline {
-        self.spec.pipelines[0].clone()
-    }
-
-    fn pipeline(&self) -> PipelineRuntime {
-        PipelineRuntime::new(&self.redis, self.graph(), self.configs()).unwrap()
-    }
-
-    /// Workers of the stages named, each on its own queue.
-    fn workers(&self, stages: &[&'static str]) -> Vec<RunningWorker> {
-        let pipeline = self.pipeline();
-        let block = Duration::from_millis(200);
-        stages
-            .iter()
-            .map(|&stage| {
-                let config = self.config(stage);
-                let p = pipeline.clone();
-                match stage {
-                    "ocr" => spawn_worker(
-                        Worker::new(
-                            &self.redis,
-                            config,
-                            StageWorker::new(p, stage, Ocr).unwrap(),
-                        )
-                        .read_block(block),
-                    ),
-                    "index" | "thumbnail" => spawn_worker(
-                        Worker::new(
-                            &self.redis,
-                            config,
-                            StageWorker::new(p, stage, PageStage(stage)).unwrap(),
-                        )
-                        .read_block(block),
-                    ),
-                    "notify" => spawn_worker(
-                        Worker::new(
-                            &self.redis,
-                            config,
-                            StageWorker::new(p, stage, Notify).unwrap(),
-                        )
-                        .read_block(block),
-                    ),
-                    other => panic!("no stage {other}"),
-                }
-            })
-            .collect()
-    }
-
-    async fn publish(&self, documents: &[(&str, u32, &str)]) {
-        Producer::<Document>::new(&self.redis, self.config("ocr"))
-            .publish_many(documents.iter().map(|(id, pages, fail)| {
-                NewJob::new(
-                    *id,
-                    "acme",
-                    Document {
-                        pages: *pages,
-                        fail: fail.to_string(),
-                    },
-                )
-            }))
-            .await
-            .unwrap();
-    }
-
+impl RunsView for Docs {
     async fn runs(&self, limit: usize) -> RunsReport {
         runs(
             &mut self.redis.shared(),
@@ -339,10 +86,9 @@ impl Docs {
     }
 }
 
-async fn stop(workers: Vec<RunningWorker>) {
-    for worker in workers {
-        worker.stop().await;
-    }
+/// The stage workers of `stages`, with the fixture's handlers.
+fn workers(docs: &Docs, stages: &[&'static str]) -> Vec<RunningWorker> {
+    docs.workers(stages, &Effects::default(), &WorkerMetrics::new())
 }
 
 /// The stages of the jobs listed, sorted (a job's stage is read from its ID).
@@ -363,12 +109,12 @@ fn notify(report: &RunReport) -> &JoinRun {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_in_flight_shows_what_it_waits_for_then_is_found_published() {
     let server = RedisServer::start();
-    let docs = Docs::start(&server.url(), "runs-view").await;
+    let docs = Docs::start(&server.url(), "runs-view", "fail").await;
     // Only the first stage runs: the runs open at the join and wait there.
-    let ocr = docs.workers(&["ocr"]);
-    docs.publish(&[("doc-a", 2, "")]).await;
+    let ocr = workers(&docs, &["ocr"]);
+    docs.publish(&[("doc-a", Document::new(2, ""))]).await;
     docs.wait_in_flight(1).await;
-    docs.publish(&[("doc-b", 0, "")]).await;
+    docs.publish(&[("doc-b", Document::new(0, ""))]).await;
     let report = docs.wait_in_flight(2).await;
     stop(ocr).await;
 
@@ -446,7 +192,7 @@ async fn a_run_in_flight_shows_what_it_waits_for_then_is_found_published() {
 
     // The other stages finish both runs: they leave the in-flight index,
     // and each is found by its ID, published with its summary.
-    let rest = docs.workers(&["index", "thumbnail", "notify"]);
+    let rest = workers(&docs, &["index", "thumbnail", "notify"]);
     let published = docs.wait_for("doc-a", RunState::Published).await;
     docs.wait_for("doc-b", RunState::Published).await;
     stop(rest).await;
@@ -521,12 +267,15 @@ async fn a_run_in_flight_shows_what_it_waits_for_then_is_found_published() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_shows_as_failed_and_leaves_the_runs_in_flight() {
     let server = RedisServer::start();
-    let docs = Docs::start(&server.url(), "runs-failed").await;
-    let workers = docs.workers(&STAGES);
+    let docs = Docs::start(&server.url(), "runs-failed", "fail").await;
+    let workers = workers(&docs, &STAGES);
     // A page that dead-letters fails the run at the join (`fail`); a first
     // stage's job that does fails it before it opened there.
-    docs.publish(&[("blank", 2, "index"), ("unreadable", 1, "ocr")])
-        .await;
+    docs.publish(&[
+        ("blank", Document::new(2, "index")),
+        ("unreadable", Document::new(1, "ocr")),
+    ])
+    .await;
     let blank = docs.wait_for("blank", RunState::Failed).await;
     let unreadable = docs.wait_for("unreadable", RunState::Failed).await;
     // Let the last pages of `blank` settle (a failed run records nothing more).
@@ -563,7 +312,7 @@ async fn a_failed_run_shows_as_failed_and_leaves_the_runs_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_the_view_reads_runs_from_partitions_in_different_slots() {
     let cluster = RedisCluster::start();
-    let docs = Docs::start(&cluster.url(), "runs-cluster").await;
+    let docs = Docs::start(&cluster.url(), "runs-cluster", "fail").await;
     assert!(docs.redis.is_cluster());
     let config = docs.config("notify");
     // One run in each partition of the join's queue.
@@ -578,8 +327,11 @@ async fn on_a_cluster_the_view_reads_runs_from_partitions_in_different_slots() {
             break;
         }
     }
-    let ocr = docs.workers(&["ocr"]);
-    let documents: Vec<(&str, u32, &str)> = ids.iter().map(|id| (id.as_str(), 1, "")).collect();
+    let ocr = workers(&docs, &["ocr"]);
+    let documents: Vec<(&str, Document)> = ids
+        .iter()
+        .map(|id| (id.as_str(), Document::new(1, "")))
+        .collect();
     docs.publish(&documents).await;
     let report = docs.wait_in_flight(ids.len() as u64).await;
     stop(ocr).await;
