@@ -624,6 +624,8 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
     let (monitor, operator) = (user(Role::Monitor), user(Role::Operator));
     let server = RedisServer::start();
     let built = build(&server);
+    // A run in flight, so the pipelines' pages send every read they can.
+    dashboard_state::open_run(&server, "doc-monitor");
     let mut conn = server.connection();
     monitor.create(&mut conn, &server.addr());
     operator.create(&mut conn, &server.addr());
@@ -644,6 +646,9 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
         "/queues/ocr",
         "/queues/ocr/partitions/3",
         "/api/status",
+        "/pipelines",
+        "/pipelines/documents",
+        "/pipelines/documents/runs/doc-monitor",
     ] {
         let page = get(&router, uri, None).await;
         assert_eq!(
@@ -653,6 +658,19 @@ async fn the_generated_monitor_user_serves_the_pages_and_the_operator_user_the_a
             page.body
         );
     }
+    let pipelines = get(&router, "/pipelines", None).await.body;
+    assert!(
+        pipelines.contains("data-run=\"doc-monitor\""),
+        "{pipelines}"
+    );
+    // A run no join keeps: a 404, not a refusal.
+    let run = get(&router, "/pipelines/documents/runs/doc-none", None).await;
+    assert_eq!(run.status, StatusCode::NOT_FOUND, "{}", run.body);
+    assert!(
+        run.body.contains("no run &quot;doc-none&quot;"),
+        "{}",
+        run.body
+    );
     let partition = get(&router, "/queues/ocr/partitions/3", None).await.body;
     assert!(partition.contains("job-1") && partition.contains(&built.dead_id));
 
@@ -1166,6 +1184,8 @@ async fn pages_hold_no_inline_script_or_style_so_the_policy_needs_no_unsafe_inli
         "/queues/ocr/pause",
         "/actions",
         "/queues/nope",
+        "/pipelines",
+        "/pipelines/documents/runs/doc-none",
     ] {
         let page = get(&router, uri, Some(&cookie)).await;
         let html = page.body.to_ascii_lowercase();

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dashboard_state::{build, keyspace, xlen, EXAMPLE, OCR_READY};
+use dashboard_state::{apply, build, keyspace, open_run, xlen, EXAMPLE, OCR_READY};
 use queuegen_tests::browser::{artefact_dir, Browser, Client, Locator};
 use queuegen_tests::RedisServer;
 
@@ -346,6 +346,115 @@ async fn an_operator_sees_the_numbers_and_replays_a_dead_letter_in_chromium() {
     assert!(
         log.contains("alice") && log.contains("replay") && log.contains(&built.dead_id),
         "{log}"
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_follows_a_run_in_flight_from_the_overview_to_its_jobs_in_chromium() {
+    let server = RedisServer::start();
+    apply(&server);
+    // Run doc-browser waits at document-ready for its thumbnail; its page is done.
+    open_run(&server, "doc-browser");
+    let served = Served::start(EXAMPLE, &server, None);
+    let browser = Browser::start().await;
+    let client = &browser.client;
+
+    // The overview's row of the join, then the pipelines' page from the nav.
+    client.goto(&format!("{}/", served.url)).await.unwrap();
+    assert_eq!(
+        text(
+            client,
+            "#join-documents-document-ready td[data-field=\"in-flight\"]"
+        )
+        .await,
+        "1"
+    );
+    client
+        .find(Locator::Css("header nav a[href$=\"/pipelines\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        text(
+            client,
+            "#join-documents-document-ready strong[data-field=\"in-flight\"]"
+        )
+        .await,
+        "1"
+    );
+    assert_eq!(
+        text(
+            client,
+            "#runs-documents-document-ready tr[data-run=\"doc-browser\"] td[data-field=\"waiting\"]"
+        )
+        .await,
+        "1"
+    );
+    browser.screenshot("dashboard-pipelines").await;
+
+    // The run's link: open at the join, its jobs by stage.
+    client
+        .find(Locator::Css("#runs-documents-document-ready a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(client, "#run-id").await, "doc-browser");
+    assert_eq!(
+        text(client, "#join-document-ready [data-field=\"state\"]").await,
+        "open"
+    );
+    assert_eq!(
+        text(
+            client,
+            "tbody[data-stage=\"index\"] td[data-field=\"result\"]"
+        )
+        .await,
+        "s3://pages/doc-browser/0"
+    );
+    assert_eq!(
+        text(
+            client,
+            "tbody[data-stage=\"thumbnail\"] td[data-field=\"state\"]"
+        )
+        .await,
+        "waiting"
+    );
+    assert_eq!(
+        text(client, "tbody[data-stage=\"ocr\"] td[data-field=\"state\"]").await,
+        "ended"
+    );
+    browser.screenshot("dashboard-run").await;
+
+    // The lookup form finds a run by its ID (how an ended one is reached).
+    client
+        .goto(&format!("{}/pipelines/documents", served.url))
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form.lookup input[name=\"id\"]"))
+        .await
+        .unwrap()
+        .send_keys("doc-browser")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form.lookup button[type=\"submit\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(client, "#run-id").await, "doc-browser");
+    let url = client.current_url().await.unwrap();
+    assert!(
+        url.path()
+            .ends_with("/pipelines/documents/runs/doc-browser"),
+        "{url}"
     );
     browser.close().await;
 }

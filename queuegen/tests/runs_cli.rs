@@ -1,4 +1,4 @@
-//! `queuegen runs` against a private redis-server: the runs in flight at a pipeline's join with what each waits for, one run by ID (open, published with its summary, failed), `--json`, and errors that name the pipeline and the run.
+//! `queuegen runs` against a private redis-server: the runs in flight at a pipeline's join with what each waits for, one run by ID (open, published with its summary, failed), `--json`, and errors that name the pipeline and the run; and `queuegen status`'s line per join (runs in flight, the oldest wait) and its `pipelines` key.
 //!
 //! The runs' state is written by the library's own `run_settle`, called
 //! as a stage worker calls it (tests/tests/runs_view.rs runs real stage
@@ -319,4 +319,92 @@ fn errors_name_the_pipeline_and_the_run() {
         stderr(&out).contains("the spec has no pipelines"),
         "{out:?}"
     );
+}
+
+#[test]
+fn status_shows_each_join_s_runs_in_flight_and_the_oldest_wait() {
+    let setup = Setup::start();
+
+    // Before any run: the join is there, with nothing in flight.
+    let out = setup.queuegen(&["status"], &["--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let join = &json["pipelines"][0]["joins"][0];
+    assert_eq!(join["join"], "notify");
+    assert_eq!(
+        (&join["in_flight"], &join["oldest"]),
+        (&0.into(), &Value::Null)
+    );
+    let text = stdout(&setup.queuegen(&["status"], &[]));
+    assert!(
+        text.contains("\npipeline documents join notify (after index): no runs in flight\n"),
+        "{text}"
+    );
+
+    runs_of_every_kind(&setup);
+    let out = setup.queuegen(&["status"], &["--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["queues"].as_array().unwrap().len(), 3, "{json}");
+    let pipelines = json["pipelines"].as_array().unwrap();
+    assert_eq!(pipelines.len(), 1, "{json}");
+    assert_eq!(pipelines[0]["pipeline"], "documents");
+    let join = &pipelines[0]["joins"][0];
+    assert_eq!(join["join"], "notify");
+    assert_eq!(join["after"], serde_json::json!(["index"]));
+    // Only doc-open is in flight (doc-done was published, doc-failed failed).
+    assert_eq!(join["in_flight"], 1, "{json}");
+    assert_eq!(join["oldest"]["run_id"], "doc-open");
+    assert_eq!(join["oldest"]["waiting"], 2);
+    let age = join["oldest"]["age_ms"].as_u64().unwrap();
+    assert!(age < 60_000, "{json}");
+    assert_eq!(
+        join["runs"].as_array().unwrap().len(),
+        1,
+        "read with limit 1"
+    );
+    let partition = join["oldest"]["partition"].as_u64().unwrap();
+
+    let out = setup.queuegen(&["status"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("pipeline documents join notify"))
+        .unwrap_or_else(|| panic!("a line for the join: {text}"));
+    assert!(
+        line.starts_with(
+            "pipeline documents join notify (after index): 1 run in flight, oldest waiting "
+        ) && line.ends_with(&format!("(run doc-open, partition {partition})")),
+        "{line}"
+    );
+    // After the queues, before the footnote.
+    let at = text.find(line).unwrap();
+    assert!(at > text.rfind("queue notify (group").unwrap(), "{text}");
+    assert!(at < text.find("HISTORY counts").unwrap(), "{text}");
+
+    // With --queue: the pipelines that queue is a stage of.
+    let out = setup.queuegen(&["status"], &["--queue", "index", "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["pipelines"][0]["joins"][0]["in_flight"], 1, "{json}");
+
+    // A spec without pipelines: an empty list, and no line.
+    let plain = setup.dir.path().join("plain.yaml");
+    std::fs::write(&plain, SPEC.split("pipelines:").next().unwrap()).unwrap();
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_queuegen"));
+        command
+            .arg("status")
+            .arg(&plain)
+            .args(["--redis", setup.server.url().as_str()])
+            .env_remove("REDIS_URL")
+            .env("NO_COLOR", "1");
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let json: Value = serde_json::from_slice(&run(true).stdout).unwrap();
+    assert_eq!(json["pipelines"], serde_json::json!([]));
+    assert!(!stdout(&run(false)).contains("pipeline "));
 }

@@ -85,6 +85,22 @@ async fn the_ops_app_serves_the_dashboard_under_its_mount_point() {
         "links stay under the mount point"
     );
     assert!(body.contains("read-only"), "no token: read-only");
+    // The pipeline's page: its join, from the generated pipeline and configs.
+    let (status, body) = get(port, "/ops/queues/pipelines").unwrap();
+    assert!(status.contains("200"), "{status}: {body}");
+    assert!(
+        body.contains("id=\"join-documents-document-ready\"")
+            && body.contains("No runs in flight."),
+        "{body}"
+    );
+    let (status, body) = get(port, "/ops/queues/pipelines/documents/runs/doc-none").unwrap();
+    assert!(status.contains("404"), "{status}: {body}");
+    assert!(
+        body.contains(
+            "pipeline documents: no run &quot;doc-none&quot; at any join (document-ready partition"
+        ),
+        "{body}"
+    );
     let (status, _) = get(port, "/healthz").unwrap();
     assert!(status.contains("200"), "the app's own route: {status}");
 }

@@ -9,7 +9,7 @@ pub enum Error {
     #[error(transparent)]
     Runtime(#[from] queuegen_runtime::Error),
 
-    /// Something the spec does not have (a queue); says which exist.
+    /// Something the spec does not have (a queue, a pipeline); says which exist.
     #[error("{0}")]
     NotFound(String),
 
@@ -37,6 +37,9 @@ impl Error {
                 )
                 | queuegen_runtime::Error::Operation(
                     queuegen_runtime::error::OperationError::NoSuchDeadLetter { .. },
+                )
+                | queuegen_runtime::Error::Operation(
+                    queuegen_runtime::error::OperationError::NoSuchRun { .. },
                 ),
             ) => StatusCode::NOT_FOUND,
             // Redis refused or could not be reached: the dashboard is a gateway to it.

@@ -1,7 +1,7 @@
-//! The numbers the dashboard takes from a request to name a partition or a
-//! stream entry, checked before anything is sent to Redis: a malformed one
-//! is the operator's mistake (400, naming it and the expected form), never a
-//! Redis error passed on as a 502.
+//! The numbers and names the dashboard takes from a request to name a
+//! partition, a stream entry or a pipeline run, checked before anything is
+//! sent to Redis: a malformed one is the operator's mistake (400, naming it
+//! and the expected form), never a Redis error passed on as a 502.
 
 use queuegen_runtime::stream_id::StreamId;
 use queuegen_runtime::{Partition, QueueConfig};
@@ -44,9 +44,75 @@ pub(super) fn partition_path(config: &QueueConfig, text: &str) -> Result<Partiti
     }
 }
 
+/// A run ID from a page's path or the lookup form, in `pipeline`: the
+/// `job_id` of the first stage's job that started the run. Any text a
+/// producer could have given, except an empty one, one with spaces at
+/// either end (a copy-and-paste slip; no producer's job_id has them in
+/// practice) or one with control characters (a newline or tab pasted along).
+pub(super) fn run_id<'a>(pipeline: &str, text: &'a str) -> Result<&'a str, Error> {
+    let problem = if text.is_empty() {
+        "is empty"
+    } else if text.trim() != text {
+        "has spaces at its start or end"
+    } else if text.chars().any(char::is_control) {
+        "holds a control character"
+    } else {
+        return Ok(text);
+    };
+    Err(Error::BadRequest(format!(
+        "run ID {text:?} of pipeline {pipeline} {problem}: a run ID is the job_id of the \
+         first stage's job that started the run, such as doc-42 (copy it from the \
+         pipeline's page or `queuegen runs`)"
+    )))
+}
+
+/// `text` as one segment of a URL path: every byte but the unreserved
+/// `A-Z a-z 0-9 - . _ ~` percent-encoded, so a run ID holding `/`, `?`,
+/// `#` or `%` links to its own page.
+pub(super) fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_id_is_any_text_but_an_empty_padded_or_control_one() {
+        for good in ["doc-42", "doc/1", "a b", "ünï", "{x}", "x%2F"] {
+            assert_eq!(run_id("documents", good).unwrap(), good);
+        }
+        for (bad, problem) in [
+            ("", "is empty"),
+            (" doc", "has spaces at its start or end"),
+            ("doc\n", "has spaces at its start or end"),
+            ("do\tc", "holds a control character"),
+            ("do\u{7f}c", "holds a control character"),
+        ] {
+            let err = run_id("documents", bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("run ID {bad:?} of pipeline documents {problem}")),
+                "{err}"
+            );
+            assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn a_path_segment_keeps_only_unreserved_bytes() {
+        assert_eq!(path_segment("doc-42_a.b~"), "doc-42_a.b~");
+        assert_eq!(path_segment("doc/1 ?#%"), "doc%2F1%20%3F%23%25");
+        assert_eq!(path_segment("é"), "%C3%A9");
+    }
 
     #[test]
     fn only_whole_stream_ids_name_a_dead_letter() {

@@ -1,11 +1,13 @@
 //! The operator dashboard: the `status` model, an hour of history sampled in
-//! process, per-partition drill-down and the operator's actions (replay,
-//! pause, resume), as server-rendered pages an axum app can mount.
+//! process, per-partition drill-down, each pipeline's runs, and the
+//! operator's actions (replay, pause, resume), as server-rendered pages an
+//! axum app can mount.
 //!
-//! Pages read with the same calls as `queuegen status`, `pending` and `dlq`
-//! (`queuegen_runtime::ops`), so the page and the CLI never disagree. The
-//! actions need the operator token ([`DashboardOptions::operator_token`]);
-//! without one the dashboard is read-only.
+//! Pages read with the same calls as `queuegen status`, `pending`, `dlq`
+//! and `runs` (`queuegen_runtime::ops`), so the page and the CLI never
+//! disagree. The actions need the operator token
+//! ([`DashboardOptions::operator_token`]); without one the dashboard is
+//! read-only.
 
 mod actions;
 mod assets;
@@ -15,6 +17,7 @@ mod headers;
 mod history;
 mod ids;
 mod pages;
+mod pipelines;
 mod render;
 mod view;
 
@@ -25,10 +28,13 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use axum::Router;
 use queuegen_runtime::envelope::header_fields;
-use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
+use queuegen_runtime::error::PipelineError;
+use queuegen_runtime::ops::runs::RunsReport;
+use queuegen_runtime::ops::status::{AlertThresholds, StatusReport, WatchedQueue};
 use queuegen_runtime::{QueueConfig, Redis};
+use serde::Serialize;
 
-use queuegen_spec::model::{Queue, Spec};
+use queuegen_spec::model::{Pipeline, Queue, Spec};
 
 pub use actions::ActionRecord;
 pub use error::{Error, Result};
@@ -120,6 +126,115 @@ pub fn watched_queue(queue: &Queue, config: QueueConfig) -> WatchedQueue {
     }
 }
 
+/// One pipeline as the dashboard shows it (`/pipelines`): its graph, and
+/// the configuration of its stages' queues, where each join keeps its runs.
+#[derive(Debug, Clone)]
+pub struct DashboardPipeline {
+    graph: Pipeline,
+    configs: Vec<QueueConfig>,
+}
+
+impl DashboardPipeline {
+    /// `graph` (the spec's pipeline, or a generated `PipelineRuntime`'s
+    /// `graph()`) with its stages' queue configurations among `configs`
+    /// (the generated `CONFIG`s; others are ignored). Refused, naming the
+    /// stage, when a join has none: its runs could not be read.
+    pub fn new(
+        graph: Pipeline,
+        configs: impl IntoIterator<Item = QueueConfig>,
+    ) -> Result<DashboardPipeline, queuegen_runtime::Error> {
+        let configs: Vec<QueueConfig> = configs
+            .into_iter()
+            .filter(|config| graph.stage(&config.queue).is_some())
+            .collect();
+        if let Some((missing, _)) = graph
+            .joins()
+            .find(|(stage, _)| !configs.iter().any(|c| *c.queue == stage.queue))
+        {
+            return Err(PipelineError::NoSuchStage {
+                pipeline: graph.name.clone(),
+                stage: missing.queue.clone(),
+                known: configs
+                    .iter()
+                    .map(|c| &*c.queue)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+            .into());
+        }
+        Ok(DashboardPipeline { graph, configs })
+    }
+
+    /// Every pipeline of `spec` with a stage among `queues` (all of them
+    /// when `queues` is empty), each with its stages' configurations from
+    /// `config_of` (`queuegen::runtime_config::queue_config`): what
+    /// `queuegen status` and `queuegen dashboard` show.
+    pub fn of_spec(
+        spec: &Spec,
+        queues: &[&str],
+        config_of: impl Fn(&Queue) -> QueueConfig,
+    ) -> Vec<DashboardPipeline> {
+        spec.pipelines
+            .iter()
+            .filter(|pipeline| {
+                queues.is_empty() || queues.iter().any(|queue| pipeline.stage(queue).is_some())
+            })
+            .map(|pipeline| DashboardPipeline {
+                graph: pipeline.clone(),
+                configs: spec
+                    .queues
+                    .iter()
+                    .filter(|queue| pipeline.stage(&queue.name).is_some())
+                    .map(&config_of)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The pipeline's graph.
+    pub fn graph(&self) -> &Pipeline {
+        &self.graph
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.graph.name
+    }
+
+    /// The configurations of its stages' queues.
+    pub fn configs(&self) -> &[QueueConfig] {
+        &self.configs
+    }
+}
+
+/// Each pipeline's joins with how many runs are in flight there and the
+/// oldest wait (`ops::runs` with limit 1: two round trips per pipeline,
+/// read-only), in the order given: the `pipelines` of `queuegen status
+/// --json` and `/api/status`.
+pub async fn pipeline_status(
+    redis: &Redis,
+    pipelines: &[DashboardPipeline],
+) -> Result<Vec<RunsReport>> {
+    let mut reports = Vec::with_capacity(pipelines.len());
+    for pipeline in pipelines {
+        let mut conn = redis.shared();
+        let report =
+            queuegen_runtime::ops::runs::runs(&mut conn, &pipeline.graph, &pipeline.configs, 1)
+                .await?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// What `queuegen status --json` prints and `/api/status` answers: the
+/// status model's fields, and `pipelines` ([`pipeline_status`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusDocument {
+    #[serde(flatten)]
+    pub status: StatusReport,
+    pub pipelines: Vec<RunsReport>,
+}
+
 /// A dashboard over one Redis (standalone or Cluster) and a spec's queues.
 /// Cheap to clone; clones share the history, sessions and action log.
 #[derive(Clone)]
@@ -130,6 +245,7 @@ pub struct Dashboard {
 struct Inner {
     redis: Redis,
     queues: Vec<DashboardQueue>,
+    pipelines: Vec<DashboardPipeline>,
     options: DashboardOptions,
     history: history::History,
     sessions: auth::Sessions,
@@ -138,9 +254,17 @@ struct Inner {
 }
 
 impl Dashboard {
-    /// A dashboard of `queues` (a [`DashboardQueue`] per queue to show).
-    pub fn new(
+    /// A dashboard of `queues` (a [`DashboardQueue`] per queue to show),
+    /// without pipelines.
+    pub fn new(queues: Vec<DashboardQueue>, redis: Redis, options: DashboardOptions) -> Dashboard {
+        Dashboard::with_pipelines(queues, Vec::new(), redis, options)
+    }
+
+    /// A dashboard of `queues` and `pipelines` (each pipeline's joins with
+    /// their runs in flight, and each run at every join: `/pipelines`).
+    pub fn with_pipelines(
         queues: Vec<DashboardQueue>,
+        pipelines: Vec<DashboardPipeline>,
         redis: Redis,
         mut options: DashboardOptions,
     ) -> Dashboard {
@@ -160,6 +284,7 @@ impl Dashboard {
                 pages: render::Pages::new(),
                 redis,
                 queues,
+                pipelines,
                 options,
             }),
         }
@@ -190,6 +315,10 @@ impl Dashboard {
                 "/queues/{queue}/resume",
                 get(actions::confirm_resume).post(actions::resume),
             )
+            .route("/pipelines", get(pipelines::all))
+            .route("/pipelines/{pipeline}", get(pipelines::one))
+            .route("/pipelines/{pipeline}/runs", get(pipelines::lookup))
+            .route("/pipelines/{pipeline}/runs/{*run_id}", get(pipelines::run))
             .route("/actions", get(actions::log_page))
             .route("/login", get(auth::login_page).post(auth::login))
             .route("/logout", post(auth::logout))
@@ -235,6 +364,26 @@ impl Dashboard {
         let queues = &self.inner.queues;
         let watched: Vec<WatchedQueue> = queues.iter().map(|queue| queue.watched.clone()).collect();
         Ok(queuegen_runtime::ops::status::status_of(&self.inner.redis, &watched).await?)
+    }
+
+    /// The status model and each pipeline's joins: `/api/status`.
+    async fn status_document(&self) -> Result<StatusDocument> {
+        let status = self.status().await?;
+        let pipelines = pipeline_status(&self.inner.redis, &self.inner.pipelines).await?;
+        Ok(StatusDocument { status, pipelines })
+    }
+
+    fn pipeline(&self, name: &str) -> Result<&DashboardPipeline> {
+        let pipelines = &self.inner.pipelines;
+        let found = pipelines.iter().find(|pipeline| pipeline.name() == name);
+        found.ok_or_else(|| {
+            let names: Vec<&str> = pipelines.iter().map(DashboardPipeline::name).collect();
+            let names = match names.as_slice() {
+                [] => "this dashboard shows none".to_owned(),
+                names => format!("pipelines: {}", names.join(", ")),
+            };
+            Error::NotFound(format!("the dashboard has no pipeline {name:?} ({names})"))
+        })
     }
 
     fn queue(&self, name: &str) -> Result<&DashboardQueue> {

@@ -41,6 +41,8 @@ pub(super) async fn overview_fragment(
 
 async fn overview_context(dashboard: &Dashboard) -> crate::Result<minijinja::Value> {
     let report = dashboard.status().await?;
+    let pipelines =
+        crate::pipeline_status(&dashboard.inner.redis, &dashboard.inner.pipelines).await?;
     let queues: Vec<QueueRow> = report.queues.iter().map(QueueRow::of).collect();
     let libraries: Vec<LibraryRow> = report.libraries.iter().map(LibraryRow::of).collect();
     Ok(context! {
@@ -49,6 +51,7 @@ async fn overview_context(dashboard: &Dashboard) -> crate::Result<minijinja::Val
         libraries => libraries,
         queues => queues,
         alerts => alert_rows(&report.queues),
+        pipelines => pipelines,
         sample_every_s => dashboard.inner.options.sample_every.as_secs_f64(),
     })
 }
@@ -230,9 +233,10 @@ pub(super) async fn not_found(
     dashboard.error_page(&headers, &err)
 }
 
-/// `GET /api/status`: the `status` model as `queuegen status --json` prints it.
+/// `GET /api/status`: the `status` model and each pipeline's joins, as
+/// `queuegen status --json` prints them.
 pub(super) async fn status_json(State(dashboard): State<Dashboard>) -> Response {
-    match dashboard.status().await {
+    match dashboard.status_document().await {
         Ok(report) => Json(report).into_response(),
         Err(err) => err.json(),
     }

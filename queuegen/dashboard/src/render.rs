@@ -17,6 +17,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("queue.html", include_str!("templates/queue.html")),
     ("partition.html", include_str!("templates/partition.html")),
+    ("pipelines.html", include_str!("templates/pipelines.html")),
+    ("run.html", include_str!("templates/run.html")),
     ("confirm.html", include_str!("templates/confirm.html")),
     ("actions.html", include_str!("templates/actions.html")),
     ("login.html", include_str!("templates/login.html")),
@@ -38,6 +40,7 @@ impl Pages {
         env.add_filter("age", age);
         env.add_filter("due", due);
         env.add_filter("clock", clock);
+        env.add_filter("segment", |text: &str| super::ids::path_segment(text));
         Pages { env }
     }
 
@@ -58,6 +61,7 @@ impl Dashboard {
             operator => operator.as_ref().map(|operator| operator.who.clone()),
             csrf => operator.as_ref().map_or("", |operator| operator.csrf()),
             read_only => self.inner.options.operator_token.is_none(),
+            has_pipelines => !self.inner.pipelines.is_empty(),
             flash => self.take_flash(headers),
         };
         match self.inner.pages.render(name, context! { ..page, ..common }) {

@@ -8,14 +8,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 use queuegen::runtime_config::queue_config;
-use queuegen_dashboard::{Dashboard, DashboardOptions, DashboardQueue, TOKEN_ENV};
+use queuegen_dashboard::{
+    pipeline_status, Dashboard, DashboardOptions, DashboardPipeline, DashboardQueue, TOKEN_ENV,
+};
 
 use super::common;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Serve the operator dashboard: queues at a glance, the last hour charted, drill-down and safe actions",
-    after_help = "Reads with the same calls as `status`, `pending` and `dlq`. Actions (replay dead \
+    about = "Serve the operator dashboard: queues at a glance, the last hour charted, drill-down, pipeline runs and safe actions",
+    after_help = "Reads with the same calls as `status`, `pending`, `dlq` and `runs`: each pipeline's \
+joins with their runs in flight, and each run at every join, are at /pipelines (with --queue, the \
+pipelines those queues are stages of). Actions (replay dead \
 letters, pause and resume partitions) need the operator token: set QUEUEGEN_DASHBOARD_TOKEN (or \
 --token-file); without it the dashboard is read-only. Operators sign in with the token in the \
 browser; scripts send `Authorization: Bearer <token>`. Every action shows what it will do first \
@@ -83,9 +87,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .expect("a valid spec's queue is in the spec")
             })
             .collect();
+        let names: Vec<&str> = selected.iter().map(|queue| queue.name.as_str()).collect();
+        let pipelines =
+            DashboardPipeline::of_spec(&spec, &names, |queue| queue_config(&spec, queue));
+        // The first read must work: a wrong URL or a key of the wrong type stops it here.
+        pipeline_status(&redis, &pipelines)
+            .await
+            .with_context(|| format!("reading the pipelines' runs on {server}"))?;
         let read_only = operator_token.is_none();
-        let dashboard = Dashboard::new(
+        let dashboard = Dashboard::with_pipelines(
             queues,
+            pipelines,
             redis,
             DashboardOptions {
                 operator_token,

@@ -1,5 +1,6 @@
 //! `queuegen status`: each queue's health per partition and group, the
-//! Function library, and the spec's alerts that would fire now.
+//! Function library, the spec's alerts that would fire now, and each
+//! pipeline join's runs in flight with the oldest wait.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -9,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use queuegen::runtime_config::queue_config;
 use queuegen::spec::model;
-use queuegen_dashboard::watched_queue;
+use queuegen_dashboard::{pipeline_status, watched_queue, DashboardPipeline, StatusDocument};
+use queuegen_runtime::ops::runs::RunsReport;
 use queuegen_runtime::ops::status::{
     status_of, AlertKind, AlertThresholds, GroupStatus, LibraryStatus, PartitionStatus,
     QueueStatus, StatusReport, WatchedQueue,
@@ -20,10 +22,15 @@ use super::table::{short_duration, Colours, Paint, Table};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Show each queue's backlog, pending entries, retries, dead letters and firing alerts",
-    after_help = "Reads only (two round trips per refresh, whatever the partition count), with \
-commands a monitor user may run: TIME, XINFO, XLEN, XRANGE, XREVRANGE, XPENDING, ZCARD, ZRANGE \
-and FCALL_RO of the library's version function.
+    about = "Show each queue's backlog, pending entries, retries, dead letters and firing alerts, and each pipeline join's runs in flight",
+    after_help = "Reads only (two round trips per refresh, whatever the partition count, and two \
+per pipeline), with commands a monitor user may run: TIME, XINFO, XLEN, XRANGE, XREVRANGE, \
+XPENDING, ZCARD, ZRANGE, SCARD and FCALL_RO of the library's version function.
+
+After the queues, one line per join of each pipeline (with --queue, of the pipelines those queues \
+are stages of): the runs in flight there and the oldest wait, with the run that has waited longest \
+(`queuegen runs` lists them; --json: the `pipelines` key, as `queuegen runs --json` with one run per \
+join).
 
 HISTORY is XLEN: every entry still stored, acknowledged ones included, so it is not the backlog; \
 UNDELIVERED and PENDING are. LAG is n/a when Redis cannot count (an entry after the group's \
@@ -53,14 +60,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let watched = watched_queues(&spec, &args.target.spec, &args.target.queues)?;
+    let names: Vec<&str> = watched.iter().map(|queue| &*queue.config.queue).collect();
+    let pipelines = DashboardPipeline::of_spec(&spec, &names, |queue| queue_config(&spec, queue));
 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let redis = args.target.redis.connect().await?;
         let server = redis.addr();
         let colours = Colours::for_stdout();
+        let read = || async {
+            let status = status_of(&redis, &watched).await?;
+            let pipelines = pipeline_status(&redis, &pipelines).await?;
+            Ok::<_, queuegen_dashboard::Error>(StatusDocument { status, pipelines })
+        };
         let Some(every) = args.watch else {
-            let report = status_of(&redis, &watched)
+            let report = read()
                 .await
                 .with_context(|| format!("reading the status on {server}"))?;
             print_report(&report, &watched, &server, args.json, colours)?;
@@ -73,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let stop = queuegen_runtime::shutdown_signal();
         tokio::pin!(stop);
         loop {
-            match status_of(&redis, &watched).await {
+            match read().await {
                 Ok(report) => {
                     if !args.json && std::io::stdout().is_terminal() {
                         // Home the cursor and clear the screen: a redraw, not a scroll.
@@ -114,7 +128,7 @@ fn now_text() -> String {
 }
 
 fn print_report(
-    report: &StatusReport,
+    document: &StatusDocument,
     watched: &[WatchedQueue],
     server: &str,
     json: bool,
@@ -122,9 +136,10 @@ fn print_report(
 ) -> anyhow::Result<()> {
     if json {
         // One line per document, so that `--watch --json` is a stream of them.
-        println!("{}", serde_json::to_string(report)?);
+        println!("{}", serde_json::to_string(document)?);
         return Ok(());
     }
+    let report: &StatusReport = &document.status;
     let time = UNIX_EPOCH + Duration::from_millis(report.server_time_ms);
     println!(
         "redis {server} at {} (server clock; ages are measured against it)",
@@ -137,11 +152,57 @@ fn print_report(
         println!();
         print_queue(queue, &watched.alerts, colours);
     }
+    if !document.pipelines.is_empty() {
+        println!();
+        for pipeline in &document.pipelines {
+            for line in pipeline_lines(pipeline, colours) {
+                println!("{line}");
+            }
+        }
+    }
     println!();
     println!(
         "HISTORY counts stored entries, acknowledged ones included (XLEN): not the backlog; UNDELIVERED and PENDING are."
     );
     Ok(())
+}
+
+/// One line per join of `pipeline`: `pipeline documents join notify (after
+/// index, thumbnail): 2 runs in flight, oldest waiting 5m12s (run doc-a,
+/// partition 0)`.
+fn pipeline_lines(pipeline: &RunsReport, colours: Colours) -> Vec<String> {
+    if pipeline.joins.is_empty() {
+        return vec![format!(
+            "pipeline {}: no join (its runs keep no state)",
+            pipeline.pipeline
+        )];
+    }
+    pipeline
+        .joins
+        .iter()
+        .map(|join| {
+            let head = format!(
+                "pipeline {} join {} (after {})",
+                pipeline.pipeline,
+                join.join,
+                join.after.join(", ")
+            );
+            match &join.oldest {
+                None => format!(
+                    "{head}: {}",
+                    colours.paint("no runs in flight", Paint::Green)
+                ),
+                Some(oldest) => format!(
+                    "{head}: {} run{} in flight, oldest waiting {} (run {}, partition {})",
+                    join.in_flight,
+                    if join.in_flight == 1 { "" } else { "s" },
+                    colours.paint(&short_duration(oldest.age_ms), Paint::Yellow),
+                    oldest.run_id,
+                    oldest.partition
+                ),
+            }
+        })
+        .collect()
 }
 
 fn library_line(library: &LibraryStatus, colours: Colours) -> String {

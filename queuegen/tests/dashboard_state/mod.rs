@@ -170,7 +170,7 @@ pub fn publish_notification(server: &RedisServer, job_id: &str) {
     publish(&mut server.connection(), NOTIFICATION_READY, job_id, &[]);
 }
 
-/// A dashboard of every queue of `spec`, as `queuegen dashboard` builds it.
+/// A dashboard of every queue and pipeline of `spec`, as `queuegen dashboard` builds it.
 #[allow(dead_code)] // used by the handler tests only
 pub fn dashboard_of(
     spec: &queuegen::spec::model::Spec,
@@ -185,5 +185,71 @@ pub fn dashboard_of(
             queuegen_dashboard::DashboardQueue::new(spec, config).expect("the queue is in the spec")
         })
         .collect();
-    queuegen_dashboard::Dashboard::new(queues, redis, options)
+    let pipelines = queuegen_dashboard::DashboardPipeline::of_spec(spec, &[], |queue| {
+        queuegen::runtime_config::queue_config(spec, queue)
+    });
+    queuegen_dashboard::Dashboard::with_pipelines(queues, pipelines, redis, options)
+}
+
+/// Opens run `run_id` of the example's pipeline `documents` at its join
+/// `document-ready`, as the stage workers would with the library's
+/// `run_settle`: the OCR job hands on one page to index and one thumbnail,
+/// and the page is done (result `s3://pages/<run_id>/0`); the thumbnail is
+/// still outstanding. Apply the example spec first.
+#[allow(dead_code)] // used by the browser test and the monitor user's handler test
+pub fn open_run(server: &RedisServer, run_id: &str) {
+    use queuegen_runtime::functions::{command, RunOutcome, RunSettle, RunSettled};
+    use queuegen_runtime::runs::{child_job_id, join_job_id};
+
+    let spec = queuegen::spec::check_file(std::path::Path::new(EXAMPLE))
+        .expect("the example reads")
+        .spec
+        .expect("the example spec is valid");
+    let config =
+        queuegen::runtime_config::queue_config(&spec, spec.queue("document-ready").unwrap());
+    let partition = queuegen_runtime::partition::run_partition(&config, run_id);
+    let keys = config.run_keys(partition, "documents", run_id);
+    let join_id = join_job_id(run_id, "document-ready");
+    let envelope = vec![
+        "job_id",
+        join_id.as_str(),
+        "type",
+        "DocumentReady",
+        "tenant",
+        "acme",
+        "schema",
+        "1",
+        "subject_ref",
+        run_id,
+    ];
+    let page = child_job_id(run_id, run_id, "index", 0);
+    let thumbnail = child_job_id(run_id, run_id, "thumbnail", 0);
+    let result = format!("s3://pages/{run_id}/0");
+    let mut conn = server.connection();
+    let mut settle = |job_id: &str, children: &[&str], result_ref: &str| -> RunSettled {
+        let call = RunSettle {
+            run_key: &keys.run,
+            out_key: &keys.out,
+            settled_key: &keys.settled,
+            ready_key: &keys.ready,
+            runs_key: &keys.runs,
+            pipeline: "documents",
+            run_id,
+            job_id,
+            outcome: RunOutcome::Done,
+            counted: job_id != run_id,
+            fails_run: false,
+            result_ref,
+            keep_ms: 3_600_000,
+            children,
+            join_envelope: (job_id == run_id).then_some(&envelope),
+        };
+        command(&config.function(Function::RunSettle), &call)
+            .query(&mut conn)
+            .unwrap_or_else(|err| panic!("run_settle {run_id} {job_id}: {err}"))
+    };
+    let opened = settle(run_id, &[page.as_str(), thumbnail.as_str()], "");
+    assert_eq!(opened, RunSettled::Settled { outstanding: 2 });
+    let done = settle(&page, &[], &result);
+    assert_eq!(done, RunSettled::Settled { outstanding: 1 });
 }

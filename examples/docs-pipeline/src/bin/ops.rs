@@ -1,6 +1,7 @@
 //! The team's own operations app with the queuegen dashboard mounted at
 //! `/ops/queues`: how a service serves the dashboard beside its own routes,
-//! from the generated queue configs and the reviewed spec compiled in.
+//! from the generated queue configs and pipelines and the reviewed spec
+//! compiled in.
 //!
 //! `QUEUEGEN_DASHBOARD_TOKEN` enables replay, pause and resume; without it
 //! the dashboard is read-only.
@@ -9,8 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use docs_pipeline::queues::{export, notification, ocr, reconciliation};
-use queuegen_dashboard::{Dashboard, DashboardOptions, DashboardQueue, TOKEN_ENV};
+use docs_pipeline::queues::{
+    document_ready, export, index, notification, ocr, pipelines, reconciliation, thumbnail,
+};
+use queuegen_dashboard::{
+    Dashboard, DashboardOptions, DashboardPipeline, DashboardQueue, TOKEN_ENV,
+};
 
 /// The spec the queues were generated from, checked at start so the pages
 /// show the alerts and fields it declares.
@@ -46,8 +51,20 @@ async fn main() -> anyhow::Result<()> {
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
     let redis = queuegen_runtime::Redis::connect(&args.redis).await?;
-    let dashboard = Dashboard::new(
+    // The generated pipeline's graph, with its stages' queue configurations:
+    // the dashboard's /pipelines pages read each join's runs where it keeps them.
+    let documents = DashboardPipeline::new(
+        pipelines::documents(&redis).graph().clone(),
+        [
+            ocr::CONFIG,
+            index::CONFIG,
+            thumbnail::CONFIG,
+            document_ready::CONFIG,
+        ],
+    )?;
+    let dashboard = Dashboard::with_pipelines(
         queues,
+        vec![documents],
         redis,
         DashboardOptions {
             operator_token: std::env::var(TOKEN_ENV).ok(),
