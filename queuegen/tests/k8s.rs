@@ -346,8 +346,8 @@ fn the_configmap_hash_follows_the_spec_and_rolls_the_pods() {
     assert_ne!(before, after);
     assert_eq!(
         before_pods.len(),
-        6,
-        "four workers, the monitor and the outbox publisher"
+        9,
+        "seven workers, the monitor and the outbox publisher"
     );
     assert!(before_pods.iter().all(|h| *h == before));
     assert!(after_pods.iter().all(|h| *h == after));

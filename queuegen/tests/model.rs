@@ -65,6 +65,9 @@ fn the_example_becomes_the_model() {
         in_postgres,
         [
             ("ocr", false, false),
+            ("index", false, false),
+            ("thumbnail", false, false),
+            ("document-ready", false, false),
             ("notification", false, false),
             ("export", true, true),
             ("reconciliation", true, false),
