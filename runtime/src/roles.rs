@@ -351,9 +351,11 @@ const ADMISSION: &[&str] = &["xinfo|groups", "xlen", "xpending", "xrange"];
 /// read (`MGET`), `TIME`, `WAIT` after commits that ask for durability, and
 /// the pause flags' refresh (`EXISTS`, `worker::pause`) and its
 /// subscription to the queue's pause channel (`SUBSCRIBE`; `PING` is in
-/// [`CONNECT`]).
+/// [`CONNECT`]), and a pipeline join's summary of its run (`HGETALL` of the
+/// run's settled hash, `runs::summary`).
 const WORKER_DIRECT: &[&str] = &[
     "exists",
+    "hgetall",
     "subscribe",
     "xreadgroup",
     "xread",
