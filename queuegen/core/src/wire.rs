@@ -183,6 +183,10 @@ pub mod library {
     /// Longest result reference a `run_settle` call records for a join's
     /// summary, in bytes (an object key, a row's ID).
     pub const MAX_RESULT_REF_BYTES: u64 = 512;
+    /// Most envelopes one `publish_batch` call appends (its keys and
+    /// envelopes are unpacked, as for `MAX_ACK_IDS`): a hand-off of more
+    /// children to one partition takes several calls.
+    pub const MAX_PUBLISH_BATCH: u64 = 100;
 }
 
 /// Header fields that may be used in `partition_by`.

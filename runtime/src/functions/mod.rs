@@ -24,7 +24,7 @@ pub use call::{command, FunctionCall, Moved};
 pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
-pub use publish::{DelaySchedule, PublishOnce};
+pub use publish::{DelaySchedule, PublishBatch, PublishOnce};
 pub use runs::{RunOutcome, RunSettle, RunSettled};
 pub(crate) use settle::ClaimReply;
 pub use settle::{
@@ -40,6 +40,7 @@ pub enum Function {
     RetryPromote,
     DelayedPromote,
     PublishOnce,
+    PublishBatch,
     DelaySchedule,
     DeadLetter,
     Replay,
@@ -83,12 +84,13 @@ impl Runs {
 /// Each function, its name and how Redis may run it ([`Function::name`],
 /// [`Function::runs`]), in the order the library registers them and
 /// `Function` declares them.
-const LIBRARY: [(Function, &str, Runs); 19] = [
+const LIBRARY: [(Function, &str, Runs); 20] = [
     (Function::RetrySchedule, "retry_schedule", Runs::Writes),
     (Function::Defer, "defer", Runs::Writes),
     (Function::RetryPromote, "retry_promote", Runs::Writes),
     (Function::DelayedPromote, "delayed_promote", Runs::Writes),
     (Function::PublishOnce, "publish_once", Runs::Writes),
+    (Function::PublishBatch, "publish_batch", Runs::Writes),
     (Function::DelaySchedule, "delay_schedule", Runs::Writes),
     (Function::DeadLetter, "dead_letter", Runs::Writes),
     (Function::Replay, "replay", Runs::Writes),
@@ -107,8 +109,8 @@ const LIBRARY: [(Function, &str, Runs); 19] = [
 
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 19] = {
-        let mut all = [Function::Version; 19];
+    pub const ALL: [Function; 20] = {
+        let mut all = [Function::Version; 20];
         let mut i = 0;
         while i < all.len() {
             // `name` and `runs` find a function's row by its discriminant.
@@ -139,8 +141,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v11`):
-    /// `qg_docs_pipeline_v11_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v12`):
+    /// `qg_docs_pipeline_v12_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

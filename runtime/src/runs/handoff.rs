@@ -5,10 +5,46 @@ use crate::error::{PipelineError, Result};
 use crate::outcome::Outcome;
 use crate::packed::EntryArgs;
 use crate::producer::{self, Encoded, NewJob};
+use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, Appended};
 
 use super::ids::{child_job_id, join_job_id};
 use super::pipeline::PipelineRuntime;
+
+/// Most envelopes of one `publish_batch` call.
+const MAX_PUBLISH_BATCH: usize = queuegen_core::wire::library::MAX_PUBLISH_BATCH as usize;
+
+/// Children handed to one partition stream of one stage: their indexes in
+/// the hand-off, in order.
+#[derive(Debug, PartialEq)]
+struct Batch {
+    stage: &'static str,
+    stream: StreamSlot,
+    children: Vec<usize>,
+}
+
+/// The children, given by the stage and partition stream each goes to,
+/// grouped into one batch per stream in the order first handed on, each at
+/// most `MAX_PUBLISH_BATCH` long.
+fn batches(children: impl Iterator<Item = (&'static str, StreamSlot)>) -> Vec<Batch> {
+    let mut batches: Vec<Batch> = Vec::new();
+    for (i, (stage, stream)) in children.enumerate() {
+        let open = batches.iter_mut().rev().find(|batch| {
+            batch.stage == stage
+                && batch.stream == stream
+                && batch.children.len() < MAX_PUBLISH_BATCH
+        });
+        match open {
+            Some(batch) => batch.children.push(i),
+            None => batches.push(Batch {
+                stage,
+                stream,
+                children: vec![i],
+            }),
+        }
+    }
+    batches
+}
 
 /// What a stage's handler decided for its job.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,35 +179,49 @@ impl<'a> Handoff<'a> {
         Ok(())
     }
 
-    /// Publishes every job handed on, each with `publish_once` (the
-    /// stages handed to have `dedup`, which `check` requires), in one
-    /// pipeline: a parent delivered again publishes the same IDs, and the
-    /// markers absorb them. Admission does not apply: refusing a hand-off
-    /// would only run the parent's handler again.
+    /// Publishes every job handed on: one `publish_batch` per partition
+    /// handed to (the stages handed to have `dedup`, which `check`
+    /// requires), all in one pipeline. A parent delivered again publishes
+    /// the same IDs, and the markers absorb them. Admission does not apply:
+    /// refusing a hand-off would only run the parent's handler again.
     pub(crate) async fn send(&self) -> Result<()> {
         if self.encoded.is_empty() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
-        for ((stage, id), job) in self.children.iter().zip(&self.encoded) {
-            let config = self.pipeline.config(stage)?;
+        let mut calls = 0;
+        let streams = self.children.iter().zip(&self.encoded);
+        for batch in batches(streams.map(|((stage, _), job)| (*stage, job.stream))) {
+            let config = self.pipeline.config(batch.stage)?;
             let window = config
                 .dedup
                 .map(|dedup| dedup.window)
-                .ok_or_else(|| self.no_dedup(stage))?;
-            let entry = EntryArgs::of_pairs(config.payload.shape, &job.pairs);
-            pipe.add_command(transitions::publish_once_command(
-                config, job.stream, id, window, &entry,
+                .ok_or_else(|| self.no_dedup(batch.stage))?;
+            let jobs: Vec<(&str, EntryArgs<'_>)> = batch
+                .children
+                .iter()
+                .map(|&i| {
+                    let envelope =
+                        EntryArgs::of_pairs(config.payload.shape, &self.encoded[i].pairs);
+                    (self.children[i].1.as_str(), envelope)
+                })
+                .collect();
+            pipe.add_command(transitions::publish_batch_command(
+                config,
+                batch.stream,
+                window,
+                &jobs,
             ));
+            calls += 1;
         }
-        let _: Vec<Appended> = pipe
+        let _: Vec<Vec<Appended>> = pipe
             .query_async(&mut self.pipeline.redis().shared())
             .await
             .map_err(|err| {
                 let (stage, id) = &self.children[0];
                 crate::Error::redis(
                     format!(
-                        "pipeline of {} publish_once calls handing on job {:?} of pipeline {} (first: {id} to {stage})",
+                        "pipeline of {calls} publish_batch calls handing on {} jobs of job {:?} of pipeline {} (first: {id} to {stage})",
                         self.encoded.len(),
                         self.job_id,
                         self.pipeline.name()
@@ -240,5 +290,40 @@ impl<'a> Handoff<'a> {
             problem,
         }
         .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_are_batched_per_stage_and_stream_in_order_and_split_at_the_limit() {
+        let (a, b) = (StreamSlot::new(0), StreamSlot::new(1));
+        let given = [("page", a), ("page", b), ("cover", a), ("page", a)];
+        assert_eq!(
+            batches(given.into_iter()),
+            [
+                Batch {
+                    stage: "page",
+                    stream: a,
+                    children: vec![0, 3]
+                },
+                Batch {
+                    stage: "page",
+                    stream: b,
+                    children: vec![1]
+                },
+                Batch {
+                    stage: "cover",
+                    stream: a,
+                    children: vec![2]
+                },
+            ]
+        );
+        let many = batches(std::iter::repeat_n(("page", a), MAX_PUBLISH_BATCH * 2 + 1));
+        let sizes: Vec<usize> = many.iter().map(|batch| batch.children.len()).collect();
+        assert_eq!(sizes, [MAX_PUBLISH_BATCH, MAX_PUBLISH_BATCH, 1]);
+        assert_eq!(many[2].children, [MAX_PUBLISH_BATCH * 2]);
     }
 }
