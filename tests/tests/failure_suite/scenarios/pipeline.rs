@@ -16,7 +16,7 @@ use queuegen_runtime::{NewJob, Producer};
 use queuegen_tests::queues::envelopes::SplitJob;
 use queuegen_tests::queues::split;
 use queuegen_tests::suite::pipeline::{self, Document, Record};
-use queuegen_tests::support::eventually;
+use queuegen_tests::support::{all_pending, eventually};
 
 use super::Run;
 use crate::process::killed;
@@ -81,15 +81,21 @@ pub async fn killed_at(
         .collect();
     let survivors = pipeline::start(&redis, &rest, "survivor");
     let admin = deployment.admin().clone();
+    // Finished: every run's effects and join recorded, and nothing pending
+    // in any stage, so the job the kill interrupted has been claimed and
+    // worked again (the runs can finish before that: its effect and the
+    // join it published were recorded before the kill).
     let finished = eventually(Duration::from_secs(40), || {
         let admin = admin.clone();
         let documents = documents.clone();
         async move {
-            Record::read(&admin)
-                .await
-                .judge(&documents)
-                .problems
-                .is_empty()
+            let judged = Record::read(&admin).await.judge(&documents);
+            let mut conn = admin.shared();
+            let mut pending = 0;
+            for config in pipeline::configs() {
+                pending += all_pending(&mut conn, &config).await.len();
+            }
+            judged.problems.is_empty() && pending == 0
         }
     })
     .await;
@@ -103,7 +109,7 @@ pub async fn killed_at(
     verdict.count(judged.lost, judged.duplicates);
     verdict.problems.extend(judged.problems);
     verdict.check(finished, || {
-        "the runs did not all finish within 40 s".to_owned()
+        "the runs did not all finish, with nothing pending, within 40 s".to_owned()
     });
     verdict.check(record.redeliveries() > 0, || {
         "no job was delivered twice: the kill interrupted nothing".to_owned()
