@@ -3,7 +3,7 @@
 //!
 //! This file holds the arguments and the run: start (or connect to) Redis
 //! and, for baseP / qg8p / --outbox, PostgreSQL, load the Function library,
-//! run every variant once per round (or the fleet or outbox mode), then
+//! run every variant once per round (or the fleet, outbox or pipeline mode), then
 //! print the markdown table and write the JSON report.
 
 mod baseline;
@@ -11,11 +11,13 @@ mod cluster_baseline;
 mod fleet;
 mod outbox;
 mod pg;
+mod pipeline;
 mod probe;
 mod queuegen;
 mod report;
 mod shape;
 mod shape_lua;
+mod slowlog;
 mod stats;
 mod steady;
 mod telemetry;
@@ -55,7 +57,10 @@ use crate::shape::Shape;
         cargo run --release -p queuegen-bench -- --variant baseP --variant qg8p --pg-pool 8 --jobs 50000\n  \
         cargo run --release -p queuegen-bench -- --variant qg8p --postgres-url postgres://app@db:5432/bench\n  \
         cargo run --release -p queuegen-bench -- --outbox --rounds 1\n  \
-        cargo run --release -p queuegen-bench -- --outbox --jobs 100000 --rate 5000 --seconds 20\n\n\
+        cargo run --release -p queuegen-bench -- --outbox --jobs 100000 --rate 5000 --seconds 20\n  \
+        cargo run --release -p queuegen-bench -- --pipeline --runs 2000 --rounds 3\n  \
+        cargo run --release -p queuegen-bench -- --pipeline --runs 2000 --rounds 3 --slowlog\n  \
+        cargo run --release -p queuegen-bench -- --pipeline --runs 1000 --fan-out 1 --stage-workers 2\n\n\
         Without --redis a private redis-server (from $REDIS_SERVER or PATH) is started on a\n\
         free loopback port and stopped at the end; with --cluster, a private 6-node Redis\n\
         Cluster (3 primaries, 3 replicas). A --redis URL may name a Cluster node: the bench\n\
@@ -192,6 +197,33 @@ pub struct Args {
     /// (`OutboxPublisher::idle_poll`), in ms: the bound on an idle outbox's lag.
     #[arg(long, default_value_t = 25, value_name = "MS")]
     pub idle_poll: u64,
+    /// Pipeline mode instead of the variants: a three-stage pipeline
+    /// (first → middle with a fan-out of --fan-out → a join after middle),
+    /// runs/s end to end of queuegen's stage workers (`StageWorker`:
+    /// publish_batch per child partition, run_settle per job at the join) against a
+    /// hand-written redis-rs chain in the same run (XADD of the children
+    /// before XACK, an INCR counter per run for the join, no dedup), with
+    /// server CPU, client CPU and commands per run and the commands by name.
+    /// Each round publishes --runs first-stage jobs, then works them until
+    /// every join is handled. On one server only; --partitions per stage.
+    #[arg(long, conflicts_with_all = ["fleet", "variants", "outbox", "rate", "cluster"])]
+    pub pipeline: bool,
+    /// Runs (first-stage jobs) per side and round of --pipeline.
+    #[arg(long, default_value_t = 2_000, value_name = "N")]
+    pub runs: u64,
+    /// Jobs each first-stage job hands on to the middle stage (--pipeline).
+    #[arg(long, default_value_t = 10, value_name = "F")]
+    pub fan_out: u32,
+    /// Workers (queuegen) and consumers (baseline) per stage (--pipeline),
+    /// each with its own connection.
+    #[arg(long, default_value_t = 1, value_name = "W")]
+    pub stage_workers: usize,
+    /// With --pipeline: after the rounds, one more round of each side (at
+    /// most 500 runs; not in the medians) with the server's slowlog
+    /// recording every command, which gives each FCALL's Function its
+    /// calls and server time per run.
+    #[arg(long, requires = "pipeline")]
+    pub slowlog: bool,
 }
 
 /// `NAME=VALUE` of --pg-setting.
@@ -598,6 +630,9 @@ fn main() -> Result<()> {
     if args.fleet.contains(&0) || !args.idle.is_finite() || args.idle <= 0.0 {
         bail!("--fleet and --idle must be above 0");
     }
+    if args.pipeline && (args.runs == 0 || args.fan_out == 0 || args.stage_workers == 0) {
+        bail!("--runs, --fan-out and --stage-workers must be at least 1");
+    }
     if args.batch == 0 || args.concurrency == 0 {
         bail!("--batch and --concurrency must be at least 1");
     }
@@ -620,7 +655,9 @@ fn main() -> Result<()> {
         (None, None) => unreachable!("a server is started when no URL is given"),
     };
     let needs_postgres = args.outbox
-        || (args.fleet.is_empty() && chosen_variants(&args).iter().any(|v| v.is_postgres()));
+        || (args.fleet.is_empty()
+            && !args.pipeline
+            && chosen_variants(&args).iter().any(|v| v.is_postgres()));
     // Dropped at the end of main (or on an error): stops the server and removes its directory.
     let private_pg = match (&args.postgres_url, needs_postgres) {
         (None, true) => Some(start_postgres(&args)?),
@@ -683,6 +720,11 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         "a server".to_owned()
     };
     let load = match (args.fleet.as_slice(), args.rate, args.seconds) {
+        _ if args.pipeline => format!(
+            "pipeline first -> middle (fan-out {}) -> join, {} runs, {} partitions per stage, \
+             {} worker(s) per stage, {} rounds",
+            args.fan_out, args.runs, args.partitions, args.stage_workers, args.rounds
+        ),
         _ if args.outbox => format!(
             "outbox, {} rows dispatched, then {} rows/s for {} s, {} partitions, {} rounds",
             args.jobs,
@@ -746,6 +788,16 @@ async fn run(args: &Args, url: &str, pg_url: Option<&str>) -> Result<()> {
         let table = fleet::markdown(&results, redis.is_cluster());
         let json = fleet::json(args, &results);
         return report::finish(args, redis.is_cluster(), &redis_version, &table, json);
+    }
+
+    if args.pipeline {
+        if redis.is_cluster() {
+            bail!("--pipeline runs on one server only");
+        }
+        let results = pipeline::run(args, url, &redis).await?;
+        let table = pipeline::markdown(args, &results);
+        let json = pipeline::json(args, &results);
+        return report::finish(args, false, &redis_version, &table, json);
     }
 
     if args.variants.contains(&Variant::Trim) {
