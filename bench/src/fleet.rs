@@ -102,14 +102,7 @@ pub async fn run(args: &Args, url: &str, prefix: &str, workers: usize) -> Result
             config
         })
         .collect();
-    let redis = Redis::connect(url)
-        .await
-        .context("connecting the producer")?;
-    for config in &configs {
-        queuegen_runtime::admin::ensure_groups(&redis, config)
-            .await
-            .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
-    }
+    let redis = crate::queuegen::producer_redis(url, &configs).await?;
     let probe = Arc::new(Probe::new(args.jobs, false));
     let (stop, stopped) = watch::channel(false);
     let mut running = Vec::with_capacity(workers);

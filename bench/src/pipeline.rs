@@ -381,14 +381,7 @@ async fn queuegen(args: &Args, url: &str, prefix: &str) -> Result<PipelineRound>
         .iter()
         .map(|stage| stage_config(args, prefix, stage))
         .collect();
-    let redis = Redis::connect(url)
-        .await
-        .context("connecting the producer")?;
-    for config in &configs {
-        queuegen_runtime::admin::ensure_groups(&redis, config)
-            .await
-            .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
-    }
+    let redis = crate::queuegen::producer_redis(url, &configs).await?;
     let producer = queuegen_runtime::Producer::<SplitJob>::new(&redis, configs[0].clone());
     let probe = Arc::new(Probe::new(args.jobs, false));
     let short = Arc::new(AtomicU64::new(0));

@@ -106,6 +106,20 @@ pub const TWO_LANES: &[Lane] = &[
     },
 ];
 
+/// The producer's connection to `url`, with the consumer groups of every
+/// queue of `configs` created (the workers' start checks want them).
+pub async fn producer_redis(url: &str, configs: &[QueueConfig]) -> Result<Redis> {
+    let redis = Redis::connect(url)
+        .await
+        .context("connecting the producer")?;
+    for config in configs {
+        queuegen_runtime::admin::ensure_groups(&redis, config)
+            .await
+            .with_context(|| format!("creating the consumer groups of {}", config.queue))?;
+    }
+    Ok(redis)
+}
+
 pub async fn run(
     args: &Args,
     url: &str,
@@ -134,12 +148,7 @@ pub async fn run(
     if qg.feature == Feature::Fields {
         config.payload.shape = EntryShape::Fields;
     }
-    let redis = Redis::connect(url)
-        .await
-        .context("connecting the producer")?;
-    queuegen_runtime::admin::ensure_groups(&redis, &config)
-        .await
-        .context("creating the consumer groups")?;
+    let redis = producer_redis(url, std::slice::from_ref(&config)).await?;
     let producer = queuegen_runtime::Producer::<TestJob>::new(&redis, config.clone());
     let probe = Arc::new(Probe::new(args.jobs, args.rate.is_some()));
     let mut worker_redis = Vec::with_capacity(qg.workers);
