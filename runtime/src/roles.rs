@@ -132,6 +132,7 @@ impl Role {
                 Function::DeadLetter,
                 Function::ScheduleTick,
                 Function::RunSettle,
+                Function::RunSettleBatch,
                 Function::LeaseAcquire,
                 Function::LeaseRelease,
                 Function::Trim,

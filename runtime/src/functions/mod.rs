@@ -25,7 +25,7 @@ pub(crate) use call::{pipe_command, refusal_of, CallContext};
 pub use leases::{LeaseAcquire, LeaseRelease};
 pub use library::verify_library;
 pub use publish::{DelaySchedule, PublishBatch, PublishOnce};
-pub use runs::{RunOutcome, RunSettle, RunSettled};
+pub use runs::{RunOutcome, RunSettle, RunSettleBatch, RunSettled};
 pub(crate) use settle::ClaimReply;
 pub use settle::{
     Ack, AckStream, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick,
@@ -54,6 +54,7 @@ pub enum Function {
     Renew,
     RateTake,
     RunSettle,
+    RunSettleBatch,
     Version,
 }
 
@@ -84,7 +85,7 @@ impl Runs {
 /// Each function, its name and how Redis may run it ([`Function::name`],
 /// [`Function::runs`]), in the order the library registers them and
 /// `Function` declares them.
-const LIBRARY: [(Function, &str, Runs); 20] = [
+const LIBRARY: [(Function, &str, Runs); 21] = [
     (Function::RetrySchedule, "retry_schedule", Runs::Writes),
     (Function::Defer, "defer", Runs::Writes),
     (Function::RetryPromote, "retry_promote", Runs::Writes),
@@ -104,13 +105,14 @@ const LIBRARY: [(Function, &str, Runs); 20] = [
     (Function::Renew, "renew", Runs::PastMaxmemory),
     (Function::RateTake, "rate_take", Runs::PastMaxmemory),
     (Function::RunSettle, "run_settle", Runs::Writes),
+    (Function::RunSettleBatch, "run_settle_batch", Runs::Writes),
     (Function::Version, "version", Runs::ReadOnly),
 ];
 
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 20] = {
-        let mut all = [Function::Version; 20];
+    pub const ALL: [Function; 21] = {
+        let mut all = [Function::Version; 21];
         let mut i = 0;
         while i < all.len() {
             // `name` and `runs` find a function's row by its discriminant.
@@ -141,8 +143,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v12`):
-    /// `qg_docs_pipeline_v12_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v13`):
+    /// `qg_docs_pipeline_v13_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

@@ -1,4 +1,4 @@
-//! The call that keeps a pipeline run's fan-in at one join: `run_settle`.
+//! The calls that keep a pipeline run's fan-in at one join: `run_settle`, and `run_settle_batch` for several jobs at once.
 
 use redis::{Cmd, FromRedisValue, ParsingError, ToRedisArgs, Value};
 
@@ -55,17 +55,28 @@ pub struct RunSettle<'a, E> {
     pub join_envelope: Option<&'a E>,
 }
 
-impl<E: ToRedisArgs> FunctionCall for RunSettle<'_, E> {
-    fn command(&self, name: &str) -> Cmd {
-        let keys = [
+impl<E: ToRedisArgs> RunSettle<'_, E> {
+    fn keys(&self) -> [&str; 5] {
+        [
             self.run_key,
             self.out_key,
             self.settled_key,
             self.ready_key,
             self.runs_key,
-        ];
+        ]
+    }
+
+    /// How many ARGV items [`RunSettle::push_args`] appends.
+    fn arg_count(&self) -> usize {
+        10 + self.children.len()
+            + self
+                .join_envelope
+                .map_or(0, |envelope| envelope.num_of_args())
+    }
+
+    /// Appends its ARGV, as docs/functions.md gives it.
+    fn push_args(&self, cmd: &mut Cmd) {
         let flag = |on: bool| if on { "1" } else { "0" };
-        let mut cmd = fcall(name, Function::RunSettle, &keys);
         cmd.arg(self.pipeline)
             .arg(self.run_id)
             .arg(self.job_id)
@@ -79,6 +90,36 @@ impl<E: ToRedisArgs> FunctionCall for RunSettle<'_, E> {
             .arg(self.children);
         if let Some(envelope) = self.join_envelope {
             cmd.arg(envelope);
+        }
+    }
+}
+
+impl<E: ToRedisArgs> FunctionCall for RunSettle<'_, E> {
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(name, Function::RunSettle, &self.keys());
+        self.push_args(&mut cmd);
+        cmd
+    }
+}
+
+/// `run_settle_batch`: the [`RunSettle`]s of several jobs at one partition
+/// of one join in one call, settled in order as if one after the other
+/// (at most `library::MAX_SETTLE_BATCH` jobs, their children together at
+/// most `library::MAX_CHILDREN`). Every job is checked before the first
+/// write; answers one [`RunSettled`] per job (`Vec<RunSettled>`).
+#[derive(Debug, Clone, Copy)]
+pub struct RunSettleBatch<'a, E> {
+    pub jobs: &'a [RunSettle<'a, E>],
+}
+
+impl<E: ToRedisArgs> FunctionCall for RunSettleBatch<'_, E> {
+    fn command(&self, name: &str) -> Cmd {
+        let keys: Vec<&str> = self.jobs.iter().flat_map(RunSettle::keys).collect();
+        let mut cmd = fcall(name, Function::RunSettleBatch, &keys);
+        cmd.arg(self.jobs.len());
+        for job in self.jobs {
+            cmd.arg(job.arg_count());
+            job.push_args(&mut cmd);
         }
         cmd
     }

@@ -28,7 +28,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("retry-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v12"),
+    functions: Cow::Borrowed("qg_queuegen_tests_v13"),
     handler: HandlerConfig {
         timeout: Duration::from_millis(200),
         concurrency: 8,

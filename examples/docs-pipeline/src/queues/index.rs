@@ -29,7 +29,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("job_id")]),
     group: Cow::Borrowed("index-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v12"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(30),
         concurrency: 32,

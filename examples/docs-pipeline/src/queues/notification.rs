@@ -30,7 +30,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("notification-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v12"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 64,

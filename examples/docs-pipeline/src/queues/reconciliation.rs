@@ -27,7 +27,7 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("ledger_ref")]),
     group: Cow::Borrowed("reconciliation-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v12"),
+    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(300),
         concurrency: 1,
