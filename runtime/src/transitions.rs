@@ -410,36 +410,9 @@ pub(crate) fn publish_once_command(
     )
 }
 
-/// `FCALL publish_batch`: [`publish_once_command`] for each of `jobs`
-/// (job_id and encoded envelope, in the queue's shape), all to one
-/// partition stream, at most `library::MAX_PUBLISH_BATCH` of them. Answers
-/// one [`Appended`] per job, in order.
-pub(crate) fn publish_batch_command<P: redis::ToRedisArgs>(
-    config: &QueueConfig,
-    stream: StreamSlot,
-    window: std::time::Duration,
-    jobs: &[(&str, P)],
-) -> redis::Cmd {
-    let marker_keys: Vec<String> = jobs
-        .iter()
-        .map(|(job_id, _)| config.marker_key(stream, MarkerKind::Publish, job_id))
-        .collect();
-    let envelopes: Vec<&P> = jobs.iter().map(|(_, envelope)| envelope).collect();
-    functions::command(
-        &config.function(Function::PublishBatch),
-        &functions::PublishBatch {
-            ready_key: &config.ready_key(stream),
-            marker_keys: &marker_keys,
-            window_ms: window_ms(window),
-            payload_max_bytes: config.payload.max_bytes,
-            envelopes: &envelopes,
-        },
-    )
-}
-
 /// A dedup window in whole milliseconds, at least 1: `SET … PX 0` fails
 /// (the spec never gives a zero window).
-fn window_ms(window: std::time::Duration) -> u64 {
+pub(crate) fn window_ms(window: std::time::Duration) -> u64 {
     u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 

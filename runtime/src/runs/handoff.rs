@@ -1,13 +1,16 @@
 //! What a stage's handler hands on, and how it is published: typed envelopes in, derived IDs and deduplicated appends out.
 
+use crate::config::MarkerKind;
 use crate::envelope::{Envelope, RunLink};
 use crate::error::{PipelineError, Result};
+use crate::functions::Function;
 use crate::outcome::Outcome;
 use crate::packed::EntryArgs;
 use crate::producer::{self, Encoded, NewJob};
 use crate::stream_slot::StreamSlot;
-use crate::transitions::{self, Appended};
+use crate::transitions;
 
+use super::batched::{self, PublishRequest};
 use super::ids::{child_job_id, join_job_id};
 use super::pipeline::PipelineRuntime;
 
@@ -179,17 +182,18 @@ impl<'a> Handoff<'a> {
         Ok(())
     }
 
-    /// Publishes every job handed on: one `publish_batch` per partition
+    /// Publishes every job handed on: one request per partition stream
     /// handed to (the stages handed to have `dedup`, which `check`
-    /// requires), all in one pipeline. A parent delivered again publishes
-    /// the same IDs, and the markers absorb them. Admission does not apply:
-    /// refusing a hand-off would only run the parent's handler again.
+    /// requires), sent with those of the process's other hand-offs that
+    /// wait with them (one `publish_batch` per stream). A parent delivered
+    /// again publishes the same IDs, and the markers absorb them. Admission
+    /// does not apply: refusing a hand-off would only run the parent's
+    /// handler again.
     pub(crate) async fn send(&self) -> Result<()> {
         if self.encoded.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        let mut calls = 0;
+        let mut requests = Vec::new();
         let streams = self.children.iter().zip(&self.encoded);
         for batch in batches(streams.map(|((stage, _), job)| (*stage, job.stream))) {
             let config = self.pipeline.config(batch.stage)?;
@@ -197,38 +201,43 @@ impl<'a> Handoff<'a> {
                 .dedup
                 .map(|dedup| dedup.window)
                 .ok_or_else(|| self.no_dedup(batch.stage))?;
-            let jobs: Vec<(&str, EntryArgs<'_>)> = batch
+            let jobs = batch
                 .children
                 .iter()
                 .map(|&i| {
+                    let job_id = self.children[i].1.as_str();
                     let envelope =
                         EntryArgs::of_pairs(config.payload.shape, &self.encoded[i].pairs);
-                    (self.children[i].1.as_str(), envelope)
+                    (
+                        config.marker_key(batch.stream, MarkerKind::Publish, job_id),
+                        batched::items(&envelope),
+                    )
                 })
                 .collect();
-            pipe.add_command(transitions::publish_batch_command(
-                config,
-                batch.stream,
-                window,
-                &jobs,
-            ));
-            calls += 1;
+            requests.push(PublishRequest {
+                function: config.function(Function::PublishBatch),
+                partition: config.partition_of_stream(batch.stream),
+                ready_key: config.ready_key(batch.stream),
+                window_ms: transitions::window_ms(window),
+                payload_max_bytes: config.payload.max_bytes,
+                jobs,
+                first_child: self.children[batch.children[0]].1.clone(),
+            });
         }
-        let _: Vec<Vec<Appended>> = pipe
-            .query_async(&mut self.pipeline.redis().shared())
-            .await
-            .map_err(|err| {
-                let (stage, id) = &self.children[0];
-                crate::Error::redis(
-                    format!(
-                        "pipeline of {calls} publish_batch calls handing on {} jobs of job {:?} of pipeline {} (first: {id} to {stage})",
-                        self.encoded.len(),
-                        self.job_id,
-                        self.pipeline.name()
-                    ),
-                    err,
+        let publishes = self.pipeline.publishes();
+        let sent = requests.into_iter().map(|request| {
+            publishes.send(request, || {
+                format!(
+                    "handing on {} jobs of job {:?} of pipeline {}",
+                    self.encoded.len(),
+                    self.job_id,
+                    self.pipeline.name()
                 )
-            })?;
+            })
+        });
+        for result in futures_util::future::join_all(sent).await {
+            result?;
+        }
         Ok(())
     }
 

@@ -16,6 +16,8 @@
 //! A job dead-lettered settles as `dead` first. The plan, and why it is
 //! crash-safe, is in docs/architecture.md#pipelines.
 
+mod batched;
+mod coalesce;
 mod events;
 mod handoff;
 mod ids;

@@ -1,12 +1,19 @@
 //! A pipeline as its stage workers need it: the graph, and each stage's queue configuration.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use queuegen_core::pipeline::Pipeline;
 
 use crate::config::QueueConfig;
 use crate::connect::Redis;
 use crate::error::{PipelineError, Result};
+use crate::functions::RunSettled;
+
+use super::batched::{self, PublishRequest, SettleRequest};
+use super::coalesce::Coalescer;
+
+/// Most requests one batch of each kind takes from its queue.
+const MAX_WAITING: usize = 1024;
 
 /// One pipeline, shared by the workers of its stages in a process: the
 /// graph the spec check accepted, the configuration of every stage's queue
@@ -21,6 +28,10 @@ struct Inner {
     graph: Pipeline,
     configs: Vec<QueueConfig>,
     redis: Redis,
+    /// The settles and the hand-offs of this process's stage workers,
+    /// sent together when they wait together; started on first use.
+    settles: OnceLock<Coalescer<SettleRequest, RunSettled>>,
+    publishes: OnceLock<Coalescer<PublishRequest, ()>>,
 }
 
 impl std::fmt::Debug for PipelineRuntime {
@@ -65,6 +76,8 @@ impl PipelineRuntime {
                 graph,
                 configs,
                 redis: redis.clone(),
+                settles: OnceLock::new(),
+                publishes: OnceLock::new(),
             }),
         })
     }
@@ -79,6 +92,28 @@ impl PipelineRuntime {
 
     pub(crate) fn redis(&self) -> &Redis {
         &self.inner.redis
+    }
+
+    /// Where settles go to be sent with those that wait with them.
+    pub(crate) fn settles(&self) -> &Coalescer<SettleRequest, RunSettled> {
+        self.inner.settles.get_or_init(|| {
+            let redis = self.inner.redis.clone();
+            Coalescer::start(MAX_WAITING, move |requests| {
+                let redis = redis.clone();
+                async move { batched::send_settles(&redis, requests).await }
+            })
+        })
+    }
+
+    /// Where hand-offs go to be sent with those that wait with them.
+    pub(crate) fn publishes(&self) -> &Coalescer<PublishRequest, ()> {
+        self.inner.publishes.get_or_init(|| {
+            let redis = self.inner.redis.clone();
+            Coalescer::start(MAX_WAITING, move |requests| {
+                let redis = redis.clone();
+                async move { batched::send_publishes(&redis, requests).await }
+            })
+        })
     }
 
     /// The queue configuration of `stage`, checked to exist by [`PipelineRuntime::new`].

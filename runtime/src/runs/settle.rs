@@ -3,10 +3,11 @@
 use queuegen_core::pipeline::OnDeadLetter;
 
 use crate::error::Result;
-use crate::functions::{self, CallContext, Function, RunOutcome, RunSettle, RunSettled};
+use crate::functions::{Function, RunOutcome, RunSettled};
 use crate::packed::EntryArgs;
 use crate::partition::run_partition;
 
+use super::batched::{self, SettleRequest};
 use super::events::{RunEvent, RunEvents};
 use super::ids::join_job_id;
 use super::pipeline::PipelineRuntime;
@@ -159,43 +160,38 @@ async fn run_settle(
 ) -> Result<RunSettled> {
     let config = pipeline.config(call.join)?;
     let partition = run_partition(config, run_id);
-    let keys = config.run_keys(partition, pipeline.name(), run_id);
-    let function = config.function(Function::RunSettle);
-    let children: Vec<&str> = call.children.iter().map(String::as_str).collect();
     let envelope = call
         .envelope
-        .map(|pairs| EntryArgs::of_pairs(config.payload.shape, pairs));
-    let command = functions::command(
-        &function,
-        &RunSettle {
-            run_key: &keys.run,
-            out_key: &keys.out,
-            settled_key: &keys.settled,
-            ready_key: &keys.ready,
-            runs_key: &keys.runs,
-            pipeline: pipeline.name(),
-            run_id,
-            job_id: call.job_id,
-            outcome: call.outcome,
-            counted: call.counted,
-            fails_run: call.fails_run,
-            result_ref: call.result_ref,
-            keep_ms: pipeline.keep_ms(),
-            children: &children,
-            join_envelope: envelope.as_ref(),
-        },
-    );
-    let context = CallContext {
-        function: &function,
-        key: keys.run.clone(),
+        .map(|pairs| batched::items(&EntryArgs::of_pairs(config.payload.shape, pairs)));
+    let request = SettleRequest {
+        single: config.function(Function::RunSettle),
+        batch: config.function(Function::RunSettleBatch),
         partition,
-        job: call.job_id,
-        entry: None,
+        keys: config.run_keys(partition, pipeline.name(), run_id),
+        pipeline: pipeline.name().to_owned(),
+        run_id: run_id.to_owned(),
+        job_id: call.job_id.to_owned(),
+        outcome: call.outcome,
+        counted: call.counted,
+        fails_run: call.fails_run,
+        result_ref: call.result_ref.to_owned(),
+        keep_ms: pipeline.keep_ms(),
+        children: call.children.to_vec(),
+        envelope,
     };
-    let settled: RunSettled = command
-        .query_async(&mut pipeline.redis().shared())
-        .await
-        .map_err(|err| context.error(err))?;
+    // Sent with the settles of the process's other jobs that wait with it
+    // (one call per join partition), answered for this job alone.
+    let settled = pipeline
+        .settles()
+        .send(request, || {
+            format!(
+                "settling job {} of run {run_id} at join {} of pipeline {}",
+                call.job_id,
+                call.join,
+                pipeline.name()
+            )
+        })
+        .await?;
     match &settled {
         RunSettled::Published { ready_id } => tracing::info!(
             pipeline = pipeline.name(),
