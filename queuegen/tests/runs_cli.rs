@@ -128,9 +128,11 @@ impl Setup {
             join_envelope: (job_id == run_id).then_some(&envelope),
         };
         let mut conn = self.server.client().get_connection().unwrap();
-        command(&config.function(Function::RunSettle), &call)
+        let replies: Vec<RunSettled> = command(&config.function(Function::RunSettle), &call)
             .query(&mut conn)
-            .unwrap_or_else(|err| panic!("run_settle {run_id} {job_id}: {err}"))
+            .unwrap_or_else(|err| panic!("run_settle {run_id} {job_id}: {err}"));
+        let [reply] = <[RunSettled; 1]>::try_from(replies).expect("one reply for one job");
+        reply
     }
 }
 

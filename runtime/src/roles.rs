@@ -132,7 +132,6 @@ impl Role {
                 Function::DeadLetter,
                 Function::ScheduleTick,
                 Function::RunSettle,
-                Function::RunSettleBatch,
                 Function::LeaseAcquire,
                 Function::LeaseRelease,
                 Function::Trim,

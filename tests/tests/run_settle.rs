@@ -84,10 +84,10 @@ impl Joins for OnServer<'_> {
             children: &children,
             join_envelope: call.first.then_some(&envelope),
         };
-        let reply: RunSettled = command(&self.function, &settle)
+        let replies: Vec<RunSettled> = command(&self.function, &settle)
             .query(self.conn)
             .unwrap_or_else(|err| panic!("run_settle at {join}: {err}"));
-        match reply {
+        match one_reply(replies) {
             RunSettled::Settled { .. } | RunSettled::Already => (Status::Open, false),
             RunSettled::Published { .. } => (Status::Published, true),
             RunSettled::Failed => (Status::Failed, false),
@@ -186,7 +186,9 @@ impl Single {
     }
 
     fn call(&mut self, settle: &RunSettle<'_, Vec<&str>>) -> redis::RedisResult<RunSettled> {
-        command(&self.function, settle).query(&mut self.conn)
+        command(&self.function, settle)
+            .query(&mut self.conn)
+            .map(one_reply)
     }
 
     /// `ZCARD` or `XLEN` of `key`.
@@ -208,6 +210,13 @@ impl Single {
         all.sort();
         all
     }
+}
+
+/// The one reply of a call of one job.
+fn one_reply(replies: Vec<RunSettled>) -> RunSettled {
+    let [reply] = <[RunSettled; 1]>::try_from(replies)
+        .unwrap_or_else(|replies| panic!("one reply for one job, got {replies:?}"));
+    reply
 }
 
 /// A settle of `job` (done, counted, not first) with `children`.
@@ -368,7 +377,7 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
             "QG_BADARG child_count 10001 is more than MAX_CHILDREN 10000",
             settle(&keys, "c1", &too_many),
         ),
-        ("QG_BADARG KEYS[4] must be", {
+        ("QG_BADARG KEYS[2] must be", {
             let mut s = settle(&keys, "c1", &[]);
             s.ready_key = &other_partition;
             s
@@ -397,14 +406,14 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
         .arg(&one.function)
         .arg(5)
         .arg(&[
+            &one.keys.ready,
+            &one.keys.runs,
             &one.keys.run,
             &one.keys.out,
             &one.keys.settled,
-            &one.keys.ready,
-            &one.keys.runs,
         ])
         .arg(&[
-            PIPELINE, RUN, "c1", "done", "1", "0", "", "60000", "0", "0", "job_id", "x",
+            PIPELINE, "60000", "1", "10", RUN, "c1", "done", "1", "0", "", "0", "0", "job_id", "x",
         ])
         .query(&mut one.conn);
     let err = raw.expect_err("an envelope from a job that is not first");

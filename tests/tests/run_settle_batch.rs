@@ -1,4 +1,4 @@
-//! The library's `run_settle_batch` (docs/functions.md) on a real server: a batch settles its jobs exactly as `run_settle` would one after the other, and a refused batch names the job at fault and writes nothing.
+//! The library's `run_settle` (docs/functions.md) with several jobs on a real server: a batch settles its jobs exactly as calls of one job each would, one after the other, and a refused batch names the job at fault and writes nothing.
 
 #[path = "../../queuegen/tests/pipeline_sim/mod.rs"]
 mod pipeline_sim;
@@ -15,7 +15,7 @@ use queuegen_runtime::functions::{
 };
 use queuegen_runtime::partition::run_partition;
 use queuegen_runtime::{Partition, QueueConfig};
-use queuegen_tests::support::unique_prefix;
+use queuegen_tests::support::{keyspace, unique_prefix};
 use queuegen_tests::RedisServer;
 
 const PIPELINE: &str = "sim";
@@ -26,8 +26,7 @@ const KEEP_MS: u64 = 60_000;
 struct Join {
     conn: redis::Connection,
     config: QueueConfig,
-    single: String,
-    batch: String,
+    function: String,
     _server: RedisServer,
 }
 
@@ -47,8 +46,7 @@ impl Join {
         Join {
             conn,
             config,
-            single: Function::RunSettle.in_library(&library),
-            batch: Function::RunSettleBatch.in_library(&library),
+            function: Function::RunSettle.in_library(&library),
             _server: server,
         }
     }
@@ -68,29 +66,16 @@ impl Join {
     }
 
     fn single(&mut self, call: &RunSettle<'_, Vec<String>>) -> redis::RedisResult<RunSettled> {
-        command(&self.single, call).query(&mut self.conn)
+        let replies: Vec<RunSettled> = command(&self.function, call).query(&mut self.conn)?;
+        assert_eq!(replies.len(), 1, "one reply for one job: {replies:?}");
+        Ok(replies.into_iter().next().unwrap())
     }
 
     fn batch(
         &mut self,
         calls: &[RunSettle<'_, Vec<String>>],
     ) -> redis::RedisResult<Vec<RunSettled>> {
-        command(&self.batch, &RunSettleBatch { jobs: calls }).query(&mut self.conn)
-    }
-
-    /// Every key and its value as text, to compare before and after.
-    fn keyspace(&mut self) -> Vec<(String, String)> {
-        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.conn).unwrap();
-        let mut all: Vec<(String, String)> = keys
-            .into_iter()
-            .map(|key| {
-                let dump: Option<Vec<u8>> =
-                    redis::cmd("DUMP").arg(&key).query(&mut self.conn).unwrap();
-                (key, format!("{dump:?}"))
-            })
-            .collect();
-        all.sort();
-        all
+        command(&self.function, &RunSettleBatch { jobs: calls }).query(&mut self.conn)
     }
 
     /// What a run's keys say, without times and entry IDs: status, opened,
@@ -284,7 +269,7 @@ fn a_batch_settles_its_jobs_as_run_settle_would_one_after_the_other() {
                 ..call(step, owned)
             })
             .collect();
-        let settled = join.batch(&calls).expect("run_settle_batch");
+        let settled = join.batch(&calls).expect("run_settle of several jobs");
         assert_eq!(settled.len(), steps.len());
         replies.extend(settled.iter().map(shape));
     }
@@ -329,7 +314,7 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
     good[0].children = &["x1", "x2"];
     // Something on the server before, so that "nothing written" means something.
     join.single(&good[1]).unwrap();
-    let before = join.keyspace();
+    let before = keyspace(&mut join.conn);
 
     let other = join.keys(&elsewhere[0]);
     let no_job_id = vec!["type".to_owned(), "Job".to_owned()];
@@ -341,7 +326,7 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
             calls[1].job_id = "";
             calls
         }),
-        ("QG_BADARG job 3: KEYS[14] must be", {
+        ("QG_BADARG job 3: KEYS[9] must be", {
             // Job 3's keys in the other partition (the right names there).
             let mut calls = good.clone();
             calls[2].run_key = &other.run;
@@ -383,7 +368,11 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
             err.detail().unwrap_or("")
         );
         assert!(text.starts_with(expected), "{expected}: {text}");
-        assert_eq!(join.keyspace(), before, "{expected}: the keyspace changed");
+        assert_eq!(
+            keyspace(&mut join.conn),
+            before,
+            "{expected}: the keyspace changed"
+        );
     }
 
     // A key of another type in the last job: found before the first write.
@@ -392,13 +381,13 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
         .arg("squatter")
         .query(&mut join.conn)
         .unwrap();
-    let squatted = join.keyspace();
+    let squatted = keyspace(&mut join.conn);
     let err = join
         .batch(&good)
         .expect_err("a settled key that is a string");
     assert_eq!(err.code(), Some("QG_WRONGTYPE"), "{err}");
     assert!(err.to_string().contains(&owned[2].keys.settled), "{err}");
-    assert_eq!(join.keyspace(), squatted);
+    assert_eq!(keyspace(&mut join.conn), squatted);
     let _: () = redis::cmd("DEL")
         .arg(&owned[2].keys.settled)
         .query(&mut join.conn)
@@ -412,7 +401,7 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
         .arg("not an envelope")
         .query(&mut join.conn)
         .unwrap();
-    let corrupt = join.keyspace();
+    let corrupt = keyspace(&mut join.conn);
     let (x1, x2) = (step(&runs[0], "x1", &[]), step(&runs[0], "x2", &[]));
     let last_two = [
         call(&steps[2], &owned[2]),
@@ -423,7 +412,7 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
         .batch(&last_two)
         .expect_err("a stored envelope that does not decode");
     assert_eq!(err.code(), Some("QG_BADENVELOPE"), "{err}");
-    assert_eq!(join.keyspace(), corrupt);
+    assert_eq!(keyspace(&mut join.conn), corrupt);
     // Alone, the job of the other run is settled: the refusal was the run's.
     let settled = join.batch(&last_two[..1]).unwrap();
     assert_eq!(settled, [RunSettled::Settled { outstanding: 0 }]);

@@ -102,7 +102,7 @@ local TRUNCATED_MARK = '...[truncated]'
 -- Most envelopes one `publish_batch` call appends.
 local MAX_PUBLISH_BATCH = 100
 
--- Most jobs one `run_settle_batch` call settles (their children together at
+-- Most jobs one `run_settle` call settles (their children together at
 -- most MAX_CHILDREN).
 local MAX_SETTLE_BATCH = 100
 
@@ -1304,31 +1304,35 @@ local function schedule_tick(KEYS, ARGV)
 end
 
 -- run_settle -------------------------------------------------------------------
--- KEYS = [run:<pipeline>:<run_id>, run:<pipeline>:<run_id>:out,
---         run:<pipeline>:<run_id>:settled, ready, runs:<pipeline>]
---   all in one partition of the join's queue (the run's), `ready` its stream
--- ARGV = [pipeline, run_id, job_id, outcome, counted, fails_run, result_ref,
---         keep_ms, first, child_count, child_1, ..., child_n,
+-- KEYS = [ready, runs:<pipeline>, then for each job: run:<pipeline>:<run_id>,
+--         run:<pipeline>:<run_id>:out, run:<pipeline>:<run_id>:settled]
+--   all in one partition of the join's queue (the runs'), `ready` its stream
+-- ARGV = [pipeline, keep_ms, job_count, then for each job: item_count and
+--         its item_count items: run_id, job_id, outcome, counted, fails_run,
+--         result_ref, first, child_count, child_1, ..., child_n,
 --         (first = 1 only) the join's envelope: field, value, ... or one packed pair]
--- Records that job `job_id` of run `run_id` has ended (`outcome` done or
--- dead) at one join of the pipeline: its children that lead to the join
--- become outstanding (unless they settled already, before their parent), the
--- job stops being outstanding, and, when `counted` (the join waits for its
--- stage), the summary records it as `done:<result_ref>` or `dead`. The first
--- stage's job opens the run here and stores the join's envelope. When the run
--- is open and nothing is outstanding, the join's envelope is appended to
--- `ready` and the run is published: once, in this call. `fails_run` (a dead
--- job under `on_dead_letter: fail`) fails the run instead. An ended run keeps
--- its keys for `keep_ms`; `runs` lists the runs open here by start time.
--- Returns ['settled', outstanding], ['published', ready_id], ['failed'],
+-- Records, for each job in order, that job `job_id` of run `run_id` has
+-- ended (`outcome` done or dead) at one join of the pipeline: its children
+-- that lead to the join become outstanding (unless they settled already,
+-- before their parent), the job stops being outstanding, and, when `counted`
+-- (the join waits for its stage), the summary records it as
+-- `done:<result_ref>` or `dead`. The first stage's job opens the run here and
+-- stores the join's envelope. When the run is open and nothing is
+-- outstanding, the join's envelope is appended to `ready` and the run is
+-- published: once, in the call that ends it. `fails_run` (a dead job under
+-- `on_dead_letter: fail`) fails the run instead. An ended run keeps its keys
+-- for `keep_ms`; `runs` lists the runs open here by start time. Returns, per
+-- job, ['settled', outstanding], ['published', ready_id], ['failed'],
 -- ['already', status] (this job was settled before: nothing changes) or
 -- ['ended', status] (the run was published or failed before: nothing
 -- changes).
 --
--- Every job of a run settles here, so each key's first command doubles as
--- its type check, and a run's keys are read once and written once however
--- many of its jobs one call settles (run_settle_batch): everything is read
--- first, each job's outcome worked out in memory, then written.
+-- Up to MAX_SETTLE_BATCH jobs (their children together at most
+-- MAX_CHILDREN) go in one call, as a worker settles the jobs that end
+-- together: what they share is passed once, each run's keys are read once
+-- (each key's first command its type check), each job is worked out in
+-- memory, and only then is anything written. A refusal names the job and
+-- nothing is written.
 
 -- Fails unless `value` is the flag '0' or '1'.
 local function flag_err(name, value)
@@ -1353,56 +1357,83 @@ end
 -- arguments into a call at most): longer lists go in slices of this many.
 local SLICE = 1000
 
--- One job's settle from run_settle's ARGV, given as ARGV[at + 1 .. stop],
--- and its five KEYS after the first `skip`, every argument and key name
--- checked: the job, or nil and the error. (Read in place: a batch's jobs
--- are not copied out of its ARGV.)
-local function settle_parse(KEYS, skip, ARGV, at, stop, seen)
-  local err = count_is(KEYS, ARGV, skip + 5, at + 10, false)
+-- What the jobs of one call share, checked once: the pipeline, keep_ms,
+-- the partition's `ready` and `runs` keys and the hash-tagged prefix
+-- (`<prefix>{<partition>}`) every run key must start with; or nil and the
+-- error.
+local function settle_shared(KEYS, ARGV)
+  local err = count_is(KEYS, ARGV, 5, 12, false)
   if err then return nil, err end
-  local pipeline = ARGV[at + 1]
-  if pipeline ~= seen.pipeline then
-    if pipeline == '' or string.find(pipeline, '[{}:%s]') then
-      return nil, fail('QG_BADARG', 'pipeline must be a name without {, }, : or whitespace, got ' .. shown(pipeline))
-    end
+  local pipeline = ARGV[1]
+  if pipeline == '' or string.find(pipeline, '[{}:%s]') then
+    return nil, fail('QG_BADARG', 'pipeline must be a name without {, }, : or whitespace, got ' .. shown(pipeline))
   end
+  local keep_ms, job_count
+  keep_ms, err = parse_integer('keep_ms', ARGV[2], 1)
+  if err then return nil, err end
+  job_count, err = parse_integer('job_count', ARGV[3], 1)
+  if err then return nil, err end
+  if job_count > MAX_SETTLE_BATCH then
+    return nil, fail('QG_BADARG', 'job_count ' .. job_count .. ' is more than MAX_SETTLE_BATCH ' .. MAX_SETTLE_BATCH)
+  end
+  if #KEYS ~= 2 + 3 * job_count then
+    return nil, fail('QG_BADARG', 'KEYS expected ' .. (2 + 3 * job_count) .. ' keys (ready, runs and three per job), got ' .. #KEYS)
+  end
+  local ready_key = KEYS[1]
+  local runs_key = KEYS[2]
+  local base = string.match(ready_key, '^([^{]*{[^}]+}):ready$')
+  if not base then
+    return nil, fail('QG_BADARG', 'KEYS[1] must be <prefix>{<partition>}:ready, got ' .. shown(ready_key))
+  end
+  if runs_key ~= base .. ':runs:' .. pipeline then
+    return nil, fail('QG_BADARG', 'KEYS[2] must be ' .. base .. ':runs:' .. pipeline .. ' (one partition), got ' .. shown(runs_key))
+  end
+  return {pipeline = pipeline, keep_ms = keep_ms, job_count = job_count, base = base}
+end
+
+-- Job `n`'s settle from ARGV[at + 1 .. stop] and its three KEYS after the
+-- first `skip`, every argument and key name checked (read in place, not
+-- copied out of ARGV): the job, or nil and the error.
+local function settle_parse(KEYS, skip, ARGV, at, stop, shared)
+  if stop - at < 8 then
+    return nil, fail('QG_BADARG', 'a job has ' .. (stop - at) .. ' items, at least 8 expected')
+  end
+  local err
   local run_id, job_id
-  run_id, err = parse_job_id('run_id', ARGV[at + 2])
+  run_id, err = parse_job_id('run_id', ARGV[at + 1])
   if err then return nil, err end
-  job_id, err = parse_job_id('job_id', ARGV[at + 3])
+  job_id, err = parse_job_id('job_id', ARGV[at + 2])
   if err then return nil, err end
-  local outcome = ARGV[at + 4]
+  local outcome = ARGV[at + 3]
   if outcome ~= 'done' and outcome ~= 'dead' then
     return nil, fail('QG_BADARG', 'outcome must be done or dead, got ' .. shown(outcome))
   end
-  local counted, fails_run, first = ARGV[at + 5], ARGV[at + 6], ARGV[at + 9]
+  local counted, fails_run, first = ARGV[at + 4], ARGV[at + 5], ARGV[at + 7]
   err = flag_err('counted', counted) or flag_err('fails_run', fails_run) or flag_err('first', first)
   if err then return nil, err end
   if fails_run == '1' and outcome ~= 'dead' then
     return nil, fail('QG_BADARG', 'fails_run is 1 for a job that is not dead')
   end
-  local result_ref = ARGV[at + 7]
+  local result_ref = ARGV[at + 6]
   if #result_ref > MAX_RESULT_REF_BYTES then
     return nil, fail('QG_BADARG', 'result_ref is ' .. #result_ref .. ' bytes, more than MAX_RESULT_REF_BYTES ' .. MAX_RESULT_REF_BYTES)
   end
-  local keep_ms, child_count
-  keep_ms, err = parse_integer('keep_ms', ARGV[at + 8], 1)
-  if err then return nil, err end
-  child_count, err = parse_integer('child_count', ARGV[at + 10], 0)
+  local child_count
+  child_count, err = parse_integer('child_count', ARGV[at + 8], 0)
   if err then return nil, err end
   if child_count > MAX_CHILDREN then
     return nil, fail('QG_BADARG', 'child_count ' .. child_count .. ' is more than MAX_CHILDREN ' .. MAX_CHILDREN)
   end
-  if stop - at < 10 + child_count then
-    return nil, fail('QG_BADARG', 'ARGV has ' .. (stop - at - 10) .. ' children, child_count says ' .. child_count)
+  if stop - at < 8 + child_count then
+    return nil, fail('QG_BADARG', 'the job has ' .. (stop - at - 8) .. ' children, child_count says ' .. child_count)
   end
-  local first_child, last_child = at + 11, at + 10 + child_count
+  local first_child, last_child = at + 9, at + 8 + child_count
   for i = first_child, last_child do
-    local _, child_err = parse_job_id('child', ARGV[i], i - at - 10)
+    local _, child_err = parse_job_id('child', ARGV[i], i - at - 8)
     if child_err then return nil, child_err end
   end
   if stop > last_child and first ~= '1' then
-    return nil, fail('QG_BADARG', 'ARGV has ' .. (stop - last_child) .. ' items after the children; only the first stage passes the join\'s envelope')
+    return nil, fail('QG_BADARG', 'the job has ' .. (stop - last_child) .. ' items after its children; only the first stage passes the join\'s envelope')
   end
   local given, join_fields, join_packed
   if first == '1' then
@@ -1422,36 +1453,25 @@ local function settle_parse(KEYS, skip, ARGV, at, stop, seen)
     end
   end
 
-  -- The key names: one comparison each when they are right (the common
-  -- case, checked for every job; `ready` and `runs` once for the jobs that
-  -- share them, as `seen` remembers), keys_are for the error otherwise.
+  -- The key names, one comparison each (the names said for an error only).
   local run_key = KEYS[skip + 1]
   local out_key = KEYS[skip + 2]
   local settled_key = KEYS[skip + 3]
-  local ready_key = KEYS[skip + 4]
-  local runs_key = KEYS[skip + 5]
-  local base = seen.base
-  if pipeline ~= seen.pipeline or ready_key ~= seen.ready or runs_key ~= seen.runs then
-    base = string.match(ready_key, '^([^{]*{[^}]+}):ready$')
-    if base and runs_key == base .. ':runs:' .. pipeline then
-      seen.pipeline, seen.base, seen.ready, seen.runs = pipeline, base, ready_key, runs_key
-    else
-      base = nil
-    end
+  local run_name = shared.base .. ':run:' .. shared.pipeline .. ':' .. run_id
+  if run_key ~= run_name then
+    return nil, fail('QG_BADARG', 'KEYS[' .. (skip + 1) .. '] must be ' .. run_name .. ' (one partition), got ' .. shown(run_key))
   end
-  local named = base and run_key == base .. ':run:' .. pipeline .. ':' .. run_id
-    and out_key == run_key .. ':out' and settled_key == run_key .. ':settled'
-  if not named then
-    local run_role = 'run:' .. pipeline .. ':' .. run_id
-    err = keys_are(KEYS, {run_role, run_role .. ':out', run_role .. ':settled', 'ready', 'runs:' .. pipeline}, skip)
-      or fail('QG_BADARG', 'KEYS[' .. (skip + 1) .. '..' .. (skip + 5) .. '] are not the run\'s keys in one partition')
-    return nil, err
+  if out_key ~= run_key .. ':out' then
+    return nil, fail('QG_BADARG', 'KEYS[' .. (skip + 2) .. '] must be ' .. run_name .. ':out, got ' .. shown(out_key))
+  end
+  if settled_key ~= run_key .. ':settled' then
+    return nil, fail('QG_BADARG', 'KEYS[' .. (skip + 3) .. '] must be ' .. run_name .. ':settled, got ' .. shown(settled_key))
   end
 
   return {
     skip = skip, ARGV = ARGV, run_id = run_id, job_id = job_id, outcome = outcome,
     counted = counted, fails_run = fails_run, first = first,
-    result_ref = result_ref, keep_ms = keep_ms,
+    result_ref = result_ref, keep_ms = shared.keep_ms,
     first_child = first_child, last_child = last_child,
     given = given, join_fields = join_fields, join_packed = join_packed,
   }
@@ -1572,13 +1592,13 @@ local function settle_in_memory(job, run)
 end
 
 -- Settles `jobs` (parsed by settle_parse, each with its `skip`), all in the
--- partition of KEYS[4], in order, as if one after the other: every read and
+-- partition of KEYS[1], in order, as if one after the other: every read and
 -- check first, each job's outcome worked out in memory, then the writes,
 -- run by run. Returns one reply per job, or nil and the error, having
 -- written nothing.
 local function settle_jobs(KEYS, jobs)
-  local ready_key = KEYS[4]
-  local runs_key = KEYS[5]
+  local ready_key = KEYS[1]
+  local runs_key = KEYS[2]
   local runs, order = runs_of(jobs)
   local err
   for _, run in ipairs(order) do
@@ -1677,62 +1697,23 @@ local function settle_jobs(KEYS, jobs)
 end
 
 local function run_settle(KEYS, ARGV)
-  if #KEYS ~= 5 then
-    return fail('QG_BADARG', 'KEYS expected 5 keys, got ' .. #KEYS)
-  end
-  local job, err = settle_parse(KEYS, 0, ARGV, 0, #ARGV, {})
+  local shared, err = settle_shared(KEYS, ARGV)
   if err then return err end
-  local replies
-  replies, err = settle_jobs(KEYS, {job})
-  if err then return err end
-  return replies[1]
-end
-
--- run_settle_batch -----------------------------------------------------------
--- KEYS = run_settle's five keys for each job, in order, every job's in the
---        same partition of one join's queue
--- ARGV = [job_count, then for each job: item_count, and run_settle's ARGV
---         for it (item_count items)]
--- run_settle for up to MAX_SETTLE_BATCH jobs (their children together at
--- most MAX_CHILDREN), in order, as if called one after the other: a worker
--- settles the jobs it ends together at one join partition in one call, so
--- the call's own cost is paid once, and each run's keys are read and
--- written once for all its jobs. Everything is read and checked before the
--- first write: a refusal names the job and writes nothing. Returns one
--- run_settle reply per job.
-local function run_settle_batch(KEYS, ARGV)
-  local err = count_is(KEYS, ARGV, 5, 1, false)
-  if err then return err end
-  local job_count
-  job_count, err = parse_integer('job_count', ARGV[1], 1)
-  if err then return err end
-  if job_count > MAX_SETTLE_BATCH then
-    return fail('QG_BADARG', 'job_count ' .. job_count .. ' is more than MAX_SETTLE_BATCH ' .. MAX_SETTLE_BATCH)
-  end
-  if #KEYS ~= 5 * job_count then
-    return fail('QG_BADARG', 'KEYS expected ' .. (5 * job_count) .. ' keys (five per job), got ' .. #KEYS)
-  end
-
-  -- Arguments and key names, job by job.
-  local ready_key = KEYS[4]
-  local jobs, children, at, seen = {}, 0, 2, {}
+  local job_count = shared.job_count
+  local jobs, children, at = {}, 0, 4
   for n = 1, job_count do
     local item_count
-    item_count, err = parse_integer('item_count of job', ARGV[at] or '', 10, n)
+    item_count, err = parse_integer('item_count of job', ARGV[at] or '', 8, n)
     if err then return err end
     if at + item_count > #ARGV then
       return fail('QG_BADARG', 'job ' .. n .. ' has ' .. item_count .. ' items, ARGV has ' .. (#ARGV - at))
     end
-    local k = 5 * (n - 1)
     local job
-    job, err = settle_parse(KEYS, k, ARGV, at, at + item_count, seen)
+    job, err = settle_parse(KEYS, 2 + 3 * (n - 1), ARGV, at, at + item_count, shared)
     if err then
+      if job_count == 1 then return err end
       local code, message = string.match(err.err, '^(%S+) (.*)$')
       return fail(code, 'job ' .. n .. ': ' .. message)
-    end
-    local job_ready_key = KEYS[k + 4]
-    if job_ready_key ~= ready_key then
-      return fail('QG_BADARG', 'job ' .. n .. ': KEYS[' .. (k + 4) .. '] must be ' .. ready_key .. ' (one partition), got ' .. shown(job_ready_key))
     end
     children = children + job.last_child - job.first_child + 1
     if children > MAX_CHILDREN then
@@ -2472,11 +2453,6 @@ redis.register_function{
 redis.register_function{
   function_name = LIBRARY .. '_run_settle',
   callback = run_settle,
-  flags = {},
-}
-redis.register_function{
-  function_name = LIBRARY .. '_run_settle_batch',
-  callback = run_settle_batch,
   flags = {},
 }
 redis.register_function{

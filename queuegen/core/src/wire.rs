@@ -187,9 +187,9 @@ pub mod library {
     /// envelopes are unpacked, as for `MAX_ACK_IDS`): a hand-off of more
     /// children to one partition takes several calls.
     pub const MAX_PUBLISH_BATCH: u64 = 100;
-    /// Most jobs one `run_settle_batch` call settles (their children
-    /// together at most `MAX_CHILDREN`): a worker settles the jobs that
-    /// end together at one join partition in one call.
+    /// Most jobs one `run_settle` call settles (their children together
+    /// at most `MAX_CHILDREN`): a worker settles the jobs that end
+    /// together at one join partition in one call.
     pub const MAX_SETTLE_BATCH: u64 = 100;
 }
 

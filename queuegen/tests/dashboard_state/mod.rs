@@ -244,9 +244,11 @@ pub fn open_run(server: &RedisServer, run_id: &str) {
             children,
             join_envelope: (job_id == run_id).then_some(&envelope),
         };
-        command(&config.function(Function::RunSettle), &call)
+        let replies: Vec<RunSettled> = command(&config.function(Function::RunSettle), &call)
             .query(&mut conn)
-            .unwrap_or_else(|err| panic!("run_settle {run_id} {job_id}: {err}"))
+            .unwrap_or_else(|err| panic!("run_settle {run_id} {job_id}: {err}"));
+        let [reply] = <[RunSettled; 1]>::try_from(replies).expect("one reply for one job");
+        reply
     };
     let opened = settle(run_id, &[page.as_str(), thumbnail.as_str()], "");
     assert_eq!(opened, RunSettled::Settled { outstanding: 2 });

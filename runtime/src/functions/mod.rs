@@ -54,7 +54,6 @@ pub enum Function {
     Renew,
     RateTake,
     RunSettle,
-    RunSettleBatch,
     Version,
 }
 
@@ -85,7 +84,7 @@ impl Runs {
 /// Each function, its name and how Redis may run it ([`Function::name`],
 /// [`Function::runs`]), in the order the library registers them and
 /// `Function` declares them.
-const LIBRARY: [(Function, &str, Runs); 21] = [
+const LIBRARY: [(Function, &str, Runs); 20] = [
     (Function::RetrySchedule, "retry_schedule", Runs::Writes),
     (Function::Defer, "defer", Runs::Writes),
     (Function::RetryPromote, "retry_promote", Runs::Writes),
@@ -105,14 +104,13 @@ const LIBRARY: [(Function, &str, Runs); 21] = [
     (Function::Renew, "renew", Runs::PastMaxmemory),
     (Function::RateTake, "rate_take", Runs::PastMaxmemory),
     (Function::RunSettle, "run_settle", Runs::Writes),
-    (Function::RunSettleBatch, "run_settle_batch", Runs::Writes),
     (Function::Version, "version", Runs::ReadOnly),
 ];
 
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 21] = {
-        let mut all = [Function::Version; 21];
+    pub const ALL: [Function; 20] = {
+        let mut all = [Function::Version; 20];
         let mut i = 0;
         while i < all.len() {
             // `name` and `runs` find a function's row by its discriminant.

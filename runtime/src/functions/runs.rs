@@ -1,4 +1,4 @@
-//! The calls that keep a pipeline run's fan-in at one join: `run_settle`, and `run_settle_batch` for several jobs at once.
+//! The call that keeps a pipeline run's fan-in at one join: `run_settle`, for one job or several.
 
 use redis::{Cmd, FromRedisValue, ParsingError, ToRedisArgs, Value};
 
@@ -21,10 +21,12 @@ impl RunOutcome {
     }
 }
 
-/// `run_settle`: record at one join that `job_id` of run `run_id` has
-/// ended, count its `children` that lead to the join as outstanding, and
-/// publish the join's job (once) when the run is open here and nothing is
-/// outstanding. Answers a [`RunSettled`].
+/// One job for `run_settle`: record at one join that `job_id` of run
+/// `run_id` has ended, count its `children` that lead to the join as
+/// outstanding, and publish the join's job (once) when the run is open
+/// here and nothing is outstanding. Sent alone it is a call of one job;
+/// [`RunSettleBatch`] sends several. Answers one [`RunSettled`] per job
+/// (`Vec<RunSettled>`).
 ///
 /// Every key is in the run's partition of the join's queue
 /// (`QueueConfig::run_keys`).
@@ -56,35 +58,24 @@ pub struct RunSettle<'a, E> {
 }
 
 impl<E: ToRedisArgs> RunSettle<'_, E> {
-    fn keys(&self) -> [&str; 5] {
-        [
-            self.run_key,
-            self.out_key,
-            self.settled_key,
-            self.ready_key,
-            self.runs_key,
-        ]
-    }
-
-    /// How many ARGV items [`RunSettle::push_args`] appends.
-    fn arg_count(&self) -> usize {
-        10 + self.children.len()
+    /// How many ARGV items [`RunSettle::push_job`] appends after the count.
+    fn item_count(&self) -> usize {
+        8 + self.children.len()
             + self
                 .join_envelope
                 .map_or(0, |envelope| envelope.num_of_args())
     }
 
-    /// Appends its ARGV, as docs/functions.md gives it.
-    fn push_args(&self, cmd: &mut Cmd) {
+    /// Appends the job's item count and items, as docs/functions.md gives them.
+    fn push_job(&self, cmd: &mut Cmd) {
         let flag = |on: bool| if on { "1" } else { "0" };
-        cmd.arg(self.pipeline)
+        cmd.arg(self.item_count())
             .arg(self.run_id)
             .arg(self.job_id)
             .arg(self.outcome.as_str())
             .arg(flag(self.counted))
             .arg(flag(self.fails_run))
             .arg(self.result_ref)
-            .arg(self.keep_ms)
             .arg(flag(self.join_envelope.is_some()))
             .arg(self.children.len())
             .arg(self.children);
@@ -96,17 +87,19 @@ impl<E: ToRedisArgs> RunSettle<'_, E> {
 
 impl<E: ToRedisArgs> FunctionCall for RunSettle<'_, E> {
     fn command(&self, name: &str) -> Cmd {
-        let mut cmd = fcall(name, Function::RunSettle, &self.keys());
-        self.push_args(&mut cmd);
-        cmd
+        RunSettleBatch {
+            jobs: std::slice::from_ref(self),
+        }
+        .command(name)
     }
 }
 
-/// `run_settle_batch`: the [`RunSettle`]s of several jobs at one partition
-/// of one join in one call, settled in order as if one after the other
-/// (at most `library::MAX_SETTLE_BATCH` jobs, their children together at
-/// most `library::MAX_CHILDREN`). Every job is checked before the first
-/// write; answers one [`RunSettled`] per job (`Vec<RunSettled>`).
+/// `run_settle` for several jobs at one partition of one join, settled in
+/// order as if one after the other (at most `library::MAX_SETTLE_BATCH`,
+/// their children together at most `library::MAX_CHILDREN`): the `ready`
+/// and `runs` keys, pipeline and `keep_ms` are the first job's, which every
+/// job shares. Every job is checked before the first write; answers one
+/// [`RunSettled`] per job (`Vec<RunSettled>`).
 #[derive(Debug, Clone, Copy)]
 pub struct RunSettleBatch<'a, E> {
     pub jobs: &'a [RunSettle<'a, E>],
@@ -114,12 +107,23 @@ pub struct RunSettleBatch<'a, E> {
 
 impl<E: ToRedisArgs> FunctionCall for RunSettleBatch<'_, E> {
     fn command(&self, name: &str) -> Cmd {
-        let keys: Vec<&str> = self.jobs.iter().flat_map(RunSettle::keys).collect();
-        let mut cmd = fcall(name, Function::RunSettleBatch, &keys);
-        cmd.arg(self.jobs.len());
+        let Some(first) = self.jobs.first() else {
+            // No job: the library refuses `job_count` 0, naming it.
+            let mut cmd = fcall(name, Function::RunSettle, &[]);
+            cmd.arg("").arg(0).arg(0);
+            return cmd;
+        };
+        let mut keys = Vec::with_capacity(2 + 3 * self.jobs.len());
+        keys.extend([first.ready_key, first.runs_key]);
         for job in self.jobs {
-            cmd.arg(job.arg_count());
-            job.push_args(&mut cmd);
+            keys.extend([job.run_key, job.out_key, job.settled_key]);
+        }
+        let mut cmd = fcall(name, Function::RunSettle, &keys);
+        cmd.arg(first.pipeline)
+            .arg(first.keep_ms)
+            .arg(self.jobs.len());
+        for job in self.jobs {
+            job.push_job(&mut cmd);
         }
         cmd
     }

@@ -1,7 +1,7 @@
-//! How a pipeline's settles and hand-offs that wait together are sent: merged into one `run_settle_batch` per join partition and one `publish_batch` per stream, a refused call retried job by job.
+//! How a pipeline's settles and hand-offs that wait together are sent: merged into one `run_settle` per join partition and one `publish_batch` per stream, a refused call retried job by job.
 //!
-//! Merging changes no outcome: `run_settle_batch` settles its jobs in
-//! order as one `run_settle` each would, and `publish_batch` publishes a
+//! Merging changes no outcome: `run_settle` settles several jobs in order
+//! as it would settle each alone, and `publish_batch` publishes a
 //! job_id given twice once. A merged call refused (a key of another type,
 //! an argument the library rejects) fails no one yet: each request is sent
 //! again alone, so only the request at fault gets the refusal, naming its
@@ -22,9 +22,8 @@ use queuegen_core::wire::library::{MAX_CHILDREN, MAX_PUBLISH_BATCH, MAX_SETTLE_B
 
 /// One job to settle at one join: everything its `run_settle` sends.
 pub(crate) struct SettleRequest {
-    /// `run_settle` and `run_settle_batch` in the join's library.
-    pub single: String,
-    pub batch: String,
+    /// `run_settle` in the join's library.
+    pub function: String,
     pub partition: Partition,
     pub keys: crate::config::RunKeys,
     pub pipeline: String,
@@ -63,7 +62,7 @@ impl SettleRequest {
 
     fn context(&self) -> CallContext<'_> {
         CallContext {
-            function: &self.single,
+            function: &self.function,
             key: self.keys.run.clone(),
             partition: self.partition,
             job: &self.job_id,
@@ -71,19 +70,29 @@ impl SettleRequest {
         }
     }
 
-    /// Sends it alone: `run_settle`.
+    /// Sends it alone: `run_settle` of one job.
     async fn send_alone(&self, redis: &Redis) -> Result<RunSettled> {
         let children: Vec<&str> = self.children.iter().map(String::as_str).collect();
-        functions::command(&self.single, &self.call(&children))
+        let settled: Vec<RunSettled> = functions::command(&self.function, &self.call(&children))
             .query_async(&mut redis.shared())
             .await
-            .map_err(|err| self.context().error(err))
+            .map_err(|err| self.context().error(err))?;
+        let count = settled.len();
+        settled
+            .into_iter()
+            .next()
+            .filter(|_| count == 1)
+            .ok_or_else(|| {
+                self.context()
+                    .unexpected(format!("{count} replies for one job"))
+            })
     }
 }
 
-/// Sends `requests`: per join partition (its `ready` key), in order, one
-/// `run_settle_batch` per `MAX_SETTLE_BATCH` jobs (children together at
-/// most `MAX_CHILDREN`), or `run_settle` for a job alone; all at once.
+/// Sends `requests`: per join partition and pipeline (its `runs` key, which
+/// names both: a call's jobs share them), in order, one `run_settle` per
+/// `MAX_SETTLE_BATCH` jobs (children together at most `MAX_CHILDREN`); all
+/// at once.
 pub(crate) async fn send_settles(
     redis: &Redis,
     requests: Vec<SettleRequest>,
@@ -91,7 +100,7 @@ pub(crate) async fn send_settles(
     let chunks = chunks(
         requests
             .iter()
-            .map(|r| (r.keys.ready.as_str(), r.children.len())),
+            .map(|r| (r.keys.runs.as_str(), r.children.len())),
         MAX_SETTLE_BATCH as usize,
         MAX_CHILDREN as usize,
     );
@@ -123,7 +132,7 @@ async fn settle_chunk(
         .collect();
     let first = &requests[chunk[0]];
     let batch: redis::RedisResult<Vec<RunSettled>> =
-        functions::command(&first.batch, &RunSettleBatch { jobs: &calls })
+        functions::command(&first.function, &RunSettleBatch { jobs: &calls })
             .query_async(&mut redis.shared())
             .await;
     match batch {
@@ -224,9 +233,10 @@ pub(crate) async fn send_publishes(
     answer_in_order(requests.len(), chunks, sent)
 }
 
-/// The requests, given by their `ready` key and size, grouped per key in
-/// the order first seen, each group split where it would exceed `max_count`
-/// requests or `max_size` in all (a request larger than that goes alone).
+/// The requests, given by the key the requests of one call share and their
+/// size, grouped per key in the order first seen, each group split where it
+/// would exceed `max_count` requests or `max_size` in all (a request larger
+/// than that goes alone).
 fn chunks<'a>(
     requests: impl Iterator<Item = (&'a str, usize)>,
     max_count: usize,

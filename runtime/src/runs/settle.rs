@@ -164,8 +164,7 @@ async fn run_settle(
         .envelope
         .map(|pairs| batched::items(&EntryArgs::of_pairs(config.payload.shape, pairs)));
     let request = SettleRequest {
-        single: config.function(Function::RunSettle),
-        batch: config.function(Function::RunSettleBatch),
+        function: config.function(Function::RunSettle),
         partition,
         keys: config.run_keys(partition, pipeline.name(), run_id),
         pipeline: pipeline.name().to_owned(),
