@@ -3,6 +3,10 @@
 #[path = "../../queuegen/tests/pipeline_sim/mod.rs"]
 mod pipeline_sim;
 
+/// Calls of several jobs, checked against calls of one.
+#[path = "run_settle/batch.rs"]
+mod batch;
+
 use std::collections::BTreeMap;
 
 use pipeline_sim::{join_job, simulate, spec_of, JoinView, Joins, Settle, Status, RUN};
@@ -13,7 +17,7 @@ use queuegen_runtime::config::RunKeys;
 use queuegen_runtime::functions::{command, Function, RunOutcome, RunSettle, RunSettled};
 use queuegen_runtime::partition::run_partition;
 use queuegen_runtime::{Partition, QueueConfig};
-use queuegen_tests::support::unique_prefix;
+use queuegen_tests::support::{keyspace, unique_prefix};
 use queuegen_tests::RedisServer;
 
 /// The simulation's pipeline name (`pipeline_sim::random_spec`).
@@ -195,21 +199,15 @@ impl Single {
     fn count(&mut self, command: &str, key: &str) -> u64 {
         redis::cmd(command).arg(key).query(&mut self.conn).unwrap()
     }
+}
 
-    /// Every key and its value as text, to compare before and after.
-    fn keyspace(&mut self) -> Vec<(String, String)> {
-        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.conn).unwrap();
-        let mut all: Vec<(String, String)> = keys
-            .into_iter()
-            .map(|key| {
-                let dump: Option<Vec<u8>> =
-                    redis::cmd("DUMP").arg(&key).query(&mut self.conn).unwrap();
-                (key, format!("{dump:?}"))
-            })
-            .collect();
-        all.sort();
-        all
-    }
+/// A refusal as `<code> <detail>`, for the start of its text to be compared.
+fn refusal(err: &redis::RedisError) -> String {
+    format!(
+        "{} {}",
+        err.code().unwrap_or(""),
+        err.detail().unwrap_or("")
+    )
 }
 
 /// The one reply of a call of one job.
@@ -347,7 +345,7 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
     let keys = one.keys.clone();
     let join_envelope = envelope();
     one.call(&opening(&keys, &["c1"], &join_envelope)).unwrap();
-    let before = one.keyspace();
+    let before = keyspace(&mut one.conn);
     let other_partition = one.other_ready.clone();
     let long_ref = "x".repeat(513);
     let no_job_id = vec!["type", "Job", "tenant", "t"];
@@ -391,13 +389,13 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
     ];
     for (expected, call) in &cases {
         let err = one.call(call).expect_err(expected);
-        let text = format!(
-            "{} {}",
-            err.code().unwrap_or(""),
-            err.detail().unwrap_or("")
-        );
+        let text = refusal(&err);
         assert!(text.starts_with(expected), "{expected}: {text}");
-        assert_eq!(one.keyspace(), before, "{expected}: the keyspace changed");
+        assert_eq!(
+            keyspace(&mut one.conn),
+            before,
+            "{expected}: the keyspace changed"
+        );
     }
     // A job that is not first passing an envelope (RunSettle sends `first`
     // exactly when it passes one, so this call is made by hand), and a
@@ -418,16 +416,16 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
         .query(&mut one.conn);
     let err = raw.expect_err("an envelope from a job that is not first");
     assert_eq!(err.code(), Some("QG_BADARG"), "{err}");
-    assert_eq!(one.keyspace(), before);
+    assert_eq!(keyspace(&mut one.conn), before);
     let _: () = redis::cmd("SET")
         .arg(&one.keys.runs)
         .arg("squatter")
         .query(&mut one.conn)
         .unwrap();
-    let squatted = one.keyspace();
+    let squatted = keyspace(&mut one.conn);
     let err = one
         .call(&settle(&keys, "c1", &[]))
         .expect_err("a runs key that is a string");
     assert_eq!(err.code(), Some("QG_WRONGTYPE"), "{err}");
-    assert_eq!(one.keyspace(), squatted);
+    assert_eq!(keyspace(&mut one.conn), squatted);
 }

@@ -1,12 +1,7 @@
 //! The library's `run_settle` (docs/functions.md) with several jobs on a real server: a batch settles its jobs exactly as calls of one job each would, one after the other, and a refused batch names the job at fault and writes nothing.
 
-#[path = "../../queuegen/tests/pipeline_sim/mod.rs"]
-mod pipeline_sim;
-
 use std::collections::BTreeMap;
 
-use pipeline_sim::spec_of;
-use queuegen::gen::functions::{render_library, LIBRARY_VERSION};
 use queuegen::gen::runtime_config::queue_config;
 use queuegen::spec::limits::library::{MAX_CHILDREN, MAX_SETTLE_BATCH};
 use queuegen_runtime::config::RunKeys;
@@ -18,8 +13,8 @@ use queuegen_runtime::{Partition, QueueConfig};
 use queuegen_tests::support::{keyspace, unique_prefix};
 use queuegen_tests::RedisServer;
 
-const PIPELINE: &str = "sim";
-const KEEP_MS: u64 = 60_000;
+use super::pipeline_sim::spec_of;
+use super::{refusal, server, KEEP_MS, PIPELINE};
 
 /// One join queue (two partitions) with the library loaded, and runs whose
 /// keys are all in its first partition.
@@ -32,15 +27,8 @@ struct Join {
 
 impl Join {
     fn start() -> Join {
-        let server = RedisServer::start();
-        let mut conn = server.client().get_connection().expect("a connection");
+        let (server, conn, library) = server();
         let (spec, _) = spec_of(0);
-        let code = render_library(&spec, "sim.yaml", LIBRARY_VERSION).expect("the library renders");
-        let library: String = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg(&code)
-            .query(&mut conn)
-            .expect("the library loads");
         let mut config = queue_config(&spec, &spec.queues[0]);
         config.key_prefix = unique_prefix("batch").into();
         Join {
@@ -362,11 +350,7 @@ fn a_refused_batch_names_the_job_at_fault_and_writes_nothing() {
     ];
     for (expected, calls) in &cases {
         let err = join.batch(calls).expect_err(expected);
-        let text = format!(
-            "{} {}",
-            err.code().unwrap_or(""),
-            err.detail().unwrap_or("")
-        );
+        let text = refusal(&err);
         assert!(text.starts_with(expected), "{expected}: {text}");
         assert_eq!(
             keyspace(&mut join.conn),
