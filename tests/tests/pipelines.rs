@@ -16,6 +16,7 @@ use queuegen_runtime::transitions::replay;
 mod docs_pipeline;
 
 use docs_pipeline::{stop, Docs, Document, Effects, STAGES};
+use queuegen_runtime::{packed, QueueConfig};
 use queuegen_tests::support::wait_until;
 use queuegen_tests::RedisServer;
 
@@ -219,6 +220,199 @@ async fn a_replayed_dead_page_runs_again_and_changes_no_ended_run() {
             _ => assert_eq!(ended.as_deref(), Some("published")),
         }
     }
+}
+
+/// A page whose handler crashes on every delivery is quarantined by the
+/// recovery loop, and a page whose schema this worker does not read is
+/// dead-lettered unread: each settles dead at the join first, as a page its
+/// handler dead-letters does, so its run ends as the policy says instead
+/// of its join waiting for it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_page_or_one_that_does_not_decode_settles_dead_at_the_join() {
+    for policy in ["fail", "continue"] {
+        let (_server, mut docs) = docs(policy).await;
+        docs.max_deliveries = Some(2);
+        let effects = Effects::default();
+        let metrics = WorkerMetrics::new();
+        // OCR alone first, so that a page can be rewritten before it is read.
+        let ocr = docs.workers(&["ocr"], &effects, &metrics);
+        docs.publish(&[
+            ("crashing", Document::new(2, "crash")),
+            ("garbled", Document::new(2, "")),
+        ])
+        .await;
+        let index = docs.config("index");
+        wait_until(Duration::from_secs(30), "both runs hand on", || {
+            let docs = &docs;
+            let index = &index;
+            async move { stream_lengths(docs, index).await >= 4 }
+        })
+        .await;
+        stop(ocr).await;
+        let garbled = child_job_id("garbled", "garbled", "index", 0);
+        rewrite_schema(&docs, &index, &garbled, "99").await;
+
+        let workers = docs.workers(&STAGES[1..], &effects, &metrics);
+        wait_until(Duration::from_secs(30), "both runs end", || async {
+            docs.status("crashing").await.is_some() && docs.status("garbled").await.is_some()
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop(workers).await;
+
+        let mut reasons: Vec<String> = dead_letters(
+            &mut docs.redis.shared(),
+            &index,
+            &DeadLetterQuery {
+                limit: 10,
+                ..DeadLetterQuery::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|letter| format!("{} {}", letter.fields["reason"], letter.fields["job_id"]))
+        .collect();
+        reasons.sort();
+        let crashing = |page| child_job_id("crashing", "crashing", "index", page);
+        let mut expected = vec![
+            format!("poison {}", crashing(0)),
+            format!("poison {}", crashing(1)),
+            format!("unsupported_schema {garbled}"),
+        ];
+        expected.sort();
+        assert_eq!(
+            reasons, expected,
+            "{policy}: the dead letters name their jobs"
+        );
+        // The first dead page ends a run under `fail`; a settle after the
+        // end records nothing, so only under `continue` are both recorded.
+        let mut recorded = 0;
+        for (run, page) in [
+            ("crashing", crashing(0)),
+            ("crashing", crashing(1)),
+            ("garbled", garbled.clone()),
+        ] {
+            let record = docs.record_at_join(run, &page).await;
+            assert!(
+                matches!(record.as_deref(), None | Some("dead")),
+                "{policy}: {page} recorded {record:?}"
+            );
+            recorded += usize::from(record.is_some());
+        }
+        let expected = if policy == "fail" { 2 } else { 3 };
+        assert_eq!(
+            recorded, expected,
+            "{policy}: dead pages recorded at the join"
+        );
+        let summaries = effects.summaries.lock().unwrap().clone();
+        match policy {
+            "fail" => {
+                for run in ["crashing", "garbled"] {
+                    assert_eq!(docs.status(run).await.as_deref(), Some("failed"), "{run}");
+                    assert!(!summaries.contains_key(run), "a failed run never joins");
+                }
+            }
+            _ => {
+                for (run, dead, finished) in [("crashing", 2, 1), ("garbled", 1, 2)] {
+                    assert_eq!(
+                        docs.status(run).await.as_deref(),
+                        Some("published"),
+                        "{run}"
+                    );
+                    assert_eq!(summaries[run].len(), 1, "{run} joined once");
+                    let summary = &summaries[run][0];
+                    assert_eq!(summary.dead_lettered().count(), dead, "{run}");
+                    assert_eq!(summary.finished().count(), finished, "{run}");
+                }
+            }
+        }
+    }
+}
+
+/// How many entries the streams of `config`'s queue hold.
+async fn stream_lengths(docs: &Docs, config: &QueueConfig) -> u64 {
+    let mut total = 0;
+    for key in config.ready_keys() {
+        let len: u64 = redis::cmd("XLEN")
+            .arg(&key)
+            .query_async(&mut docs.redis.shared())
+            .await
+            .unwrap();
+        total += len;
+    }
+    total
+}
+
+/// A stream entry's field/value pairs, in stream order.
+type Fields = Vec<(String, Vec<u8>)>;
+
+/// Replaces the unread entry of `job_id` with a copy whose `schema` is
+/// `schema`, as a producer of a newer spec would write it.
+async fn rewrite_schema(docs: &Docs, config: &QueueConfig, job_id: &str, schema: &str) {
+    let mut conn = docs.redis.shared();
+    for key in config.ready_keys() {
+        // Pairs in stream order, as the producer wrote them.
+        let entries: Vec<(String, Fields)> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for (id, fields) in entries {
+            // Either shape: one `packed` field, or a field per pair.
+            let pairs: Vec<(String, String)> = match packed::packed_value(&fields) {
+                Some(value) => packed::unpack(value)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), String::from_utf8_lossy(value).into()))
+                    .collect(),
+                None => fields
+                    .iter()
+                    .map(|(name, value)| (name.clone(), String::from_utf8_lossy(value).into()))
+                    .collect(),
+            };
+            if !pairs
+                .iter()
+                .any(|(name, value)| name == "job_id" && value == job_id)
+            {
+                continue;
+            }
+            let pairs: Vec<(&str, &str)> = pairs
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.as_str(),
+                        if name == "schema" {
+                            schema
+                        } else {
+                            value.as_str()
+                        },
+                    )
+                })
+                .collect();
+            let mut add = redis::cmd("XADD");
+            add.arg(&key).arg("*");
+            if packed::packed_value(&fields).is_some() {
+                add.arg(packed::PACKED_FIELD)
+                    .arg(packed::pack(pairs.into_iter()));
+            } else {
+                for (name, value) in pairs {
+                    add.arg(name).arg(value);
+                }
+            }
+            let _: String = add.query_async(&mut conn).await.unwrap();
+            let _: u64 = redis::cmd("XDEL")
+                .arg(&key)
+                .arg(&id)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            return;
+        }
+    }
+    panic!("no entry of {job_id} in {:?}", config.ready_keys());
 }
 
 /// A handler handing on more than `max_children` hands on nothing: its job

@@ -308,9 +308,8 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
 ) {
     shared.events.malformed(delivery.stream);
     // The header alone may still decode and name the job.
-    let job_id = envelope::decode_header(fields)
-        .map(|header| header.job_id)
-        .ok();
+    let header = envelope::decode_header(fields).ok();
+    let job_id = header.as_ref().map(|header| header.job_id.clone());
     tracing::error!(
         queue = &*shared.config.queue,
         partition = shared.config.partition_of_stream(delivery.stream).index(),
@@ -325,6 +324,12 @@ async fn decode_failed<E: Envelope, H: Handler<E>>(
         Error::Decode(DecodeError::UnsupportedSchema { .. }) => DeadReason::UnsupportedSchema,
         _ => DeadReason::DecodeError,
     };
+    if let Some(header) = header {
+        let ctx = dead_job_context(shared, delivery.stream, &delivery.entry.id, header, fields);
+        if !before_dead_letter(shared, &ctx).await {
+            return;
+        }
+    }
     dead_letter(
         shared,
         (delivery.stream, &delivery.entry.id),
@@ -411,11 +416,37 @@ async fn schedule_retry<E: Envelope, H: Handler<E>>(
     }
 }
 
+/// The context of a job that is dead-lettered without running (its body
+/// does not decode, or it is poison), for [`before_dead_letter`]: its
+/// header, and its run when the queue is a pipeline stage's (a run link
+/// that does not decode leaves the job outside any run).
+pub(super) fn dead_job_context<E: Envelope, H: Handler<E>>(
+    shared: &Runner<E, H>,
+    stream: StreamSlot,
+    stream_id: &str,
+    header: envelope::Header,
+    fields: &FieldMap<'_>,
+) -> JobContext {
+    let run = if H::READS_RUN {
+        envelope::decode_run_link(fields).ok().flatten()
+    } else {
+        None
+    };
+    JobContext {
+        header,
+        run,
+        stream_id: stream_id.to_owned(),
+        stream,
+        claim_epoch: None,
+        owner: shared.jobs.ownership.clone(),
+    }
+}
+
 /// The handler's [`Handler::dead_lettering`] hook (a pipeline stage settles
 /// the job dead at its joins); `false` when it failed: the job then stays
-/// pending and is dead-lettered on a later delivery.
-async fn before_dead_letter<E: Envelope, H: Handler<E>>(
-    shared: &Arc<Runner<E, H>>,
+/// pending and is dead-lettered on a later delivery (or recovery pass).
+pub(super) async fn before_dead_letter<E: Envelope, H: Handler<E>>(
+    shared: &Runner<E, H>,
     ctx: &JobContext,
 ) -> bool {
     match shared.handler.dead_lettering(ctx).await {

@@ -49,9 +49,10 @@ use redis::streams::StreamPendingCountReply;
 
 use super::claim_pace::ClaimPace;
 use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
-use crate::envelope::Envelope;
+use crate::entry::{entries_of, Entry};
+use crate::envelope::{self, Envelope, FieldMap, Header};
 use crate::error::{Error, Result, TransitionError};
-use crate::handler::Handler;
+use crate::handler::{Handler, JobContext};
 use crate::metrics::{FailedTransition, Settlement};
 use crate::stream_slot::StreamSlot;
 use crate::transitions::{self, DeadReason};
@@ -291,8 +292,14 @@ async fn first_idle_pages(
 /// Dead-letters the idle entries of one partition, up to entries added at
 /// `newest` ms, that reached `poison.max_deliveries`, starting with
 /// `first_page`; `Ok(false)` if stop was raised meanwhile.
-async fn quarantine_partition(
-    shared: &Core,
+///
+/// Each goes through the handler's `dead_lettering` hook first, as a job
+/// its handler dead-letters does: a pipeline stage's poison job settles
+/// dead at its joins, or its join would wait for it forever. When the hook
+/// fails the entry stays pending with this worker, and the next pass tries
+/// again.
+async fn quarantine_partition<E: Envelope, H: Handler<E>>(
+    shared: &Runner<E, H>,
     stream: StreamSlot,
     newest: u64,
     first_page: StreamPendingCountReply,
@@ -309,11 +316,21 @@ async fn quarantine_partition(
             if deliveries < max_deliveries || shared.jobs.in_flight.contains(stream, &entry.id) {
                 continue;
             }
-            match take_over(shared, stream, &entry.id, min_idle_ms).await? {
-                TakeOver::Taken => {}
+            let stored = match take_over(shared, stream, &entry.id, min_idle_ms).await? {
+                TakeOver::Taken(stored) => stored,
                 TakeOver::Elsewhere => continue,
                 TakeOver::Deleted => {
                     report_deleted(shared, stream, &key, std::slice::from_ref(&entry.id));
+                    continue;
+                }
+            };
+            let header = poison_header(shared, stream, &stored);
+            if let Some((header, ctx)) = &header {
+                tracing::debug!(
+                    job_id = header.job_id.as_str(),
+                    "settling a poison job before its quarantine"
+                );
+                if !job::before_dead_letter(shared, ctx).await {
                     continue;
                 }
             }
@@ -325,7 +342,7 @@ async fn quarantine_partition(
                 stream,
                 consumer: &shared.consumer,
                 source_id: &entry.id,
-                job_id: None,
+                job_id: header.as_ref().map(|(header, _)| header.job_id.as_str()),
                 reason: DeadReason::Poison,
                 detail: &detail,
                 deliveries,
@@ -389,10 +406,24 @@ async fn quarantine_partition(
     }
 }
 
+/// A poison entry's header and the context its `dead_lettering` hook
+/// runs in; `None` when its header does not decode (then nothing names its
+/// job or run, and it is quarantined as it is).
+fn poison_header<E: Envelope, H: Handler<E>>(
+    shared: &Runner<E, H>,
+    stream: StreamSlot,
+    stored: &Entry,
+) -> Option<(Header, JobContext)> {
+    let fields = FieldMap::from_pairs(E::TYPE, &stored.fields).ok()?;
+    let header = envelope::decode_header(&fields).ok()?;
+    let ctx = job::dead_job_context(shared, stream, &stored.id, header.clone(), &fields);
+    Some((header, ctx))
+}
+
 /// What [`take_over`] found.
 enum TakeOver {
-    /// This worker owns the entry now.
-    Taken,
+    /// This worker owns the entry now; the entry as stored.
+    Taken(Entry),
     /// Someone else claimed it since `XPENDING`: they keep it.
     Elsewhere,
     /// Its stream entry was deleted; `XCLAIM` dropped it from the pending list.
@@ -404,7 +435,8 @@ enum TakeOver {
 /// delivery. `XCLAIM` drops a deleted entry from the pending list without a
 /// word (Redis 7), so an `XRANGE` of the entry runs with it in one
 /// `MULTI`/`EXEC` (one partition: one slot on a Cluster) to tell that case
-/// apart, and so does an `INCR` of the claim epoch: a claim from another
+/// apart (and to name the entry's job and run), and so does an `INCR` of
+/// the claim epoch: a claim from another
 /// consumer must raise it atomically, or that consumer's acks could skip
 /// their ownership check (see `acks`).
 async fn take_over(
@@ -416,7 +448,7 @@ async fn take_over(
     let key = shared.ready_key(stream);
     let claims_key = shared.claims_key(stream);
     let config = &shared.config;
-    let (stored, claimed, _epoch): (Vec<redis::Value>, Vec<String>, u64) = redis::pipe()
+    let (stored, claimed, _epoch): (redis::Value, Vec<String>, u64) = redis::pipe()
         .atomic()
         .cmd("XRANGE")
         .arg(key)
@@ -434,12 +466,13 @@ async fn take_over(
         .query_async(&mut shared.multiplexed.clone())
         .await
         .map_err(|err| classify(err, "XCLAIM", &[key], &config.group))?;
-    Ok(if stored.is_empty() {
-        TakeOver::Deleted
-    } else if claimed.iter().any(|claimed| claimed == id) {
-        TakeOver::Taken
-    } else {
-        TakeOver::Elsewhere
+    let stored = entries_of(stored)
+        .map_err(|err| classify(err.into(), "XRANGE", &[key], &config.group))?
+        .pop();
+    Ok(match stored {
+        None => TakeOver::Deleted,
+        Some(stored) if claimed.iter().any(|claimed| claimed == id) => TakeOver::Taken(stored),
+        Some(_) => TakeOver::Elsewhere,
     })
 }
 

@@ -81,7 +81,8 @@ pub const STAGES: [&str; 4] = ["ocr", "index", "thumbnail", "notify"];
 #[envelope(name = "Document", schema = 1)]
 pub struct Document {
     pub pages: u32,
-    /// `index`: the page jobs dead-letter (until replayed); `ocr`: this job does.
+    /// `index`: the page jobs dead-letter (until replayed); `crash`: their
+    /// handler panics on every delivery (poison); `ocr`: this job dead-letters.
     pub fail: String,
 }
 
@@ -203,6 +204,9 @@ impl StageHandler<Page> for PageStage {
         assert!(ctx.run().is_some(), "a handed-on job knows its run");
         // Dead until an operator replays it (the cause was fixed).
         let replayed = ctx.header().reason.as_deref() == Some("replay");
+        if job.fail == "crash" && self.0 == "index" {
+            panic!("a bug that takes the handler down on {}", ctx.job_id());
+        }
         if job.fail == self.0 && !replayed {
             return Ok(Outcome::dead_letter("page is blank").into());
         }
@@ -241,6 +245,8 @@ pub struct Docs {
     pub redis: Redis,
     pub spec: Spec,
     pub prefix: String,
+    /// `poison.max_deliveries` of every queue, when not the spec's.
+    pub max_deliveries: Option<u32>,
 }
 
 impl Docs {
@@ -259,6 +265,7 @@ impl Docs {
             redis,
             spec,
             prefix: unique_prefix(name),
+            max_deliveries: None,
         };
         for queue in STAGES {
             ensure_groups(&docs.redis, &docs.config(queue))
@@ -274,6 +281,9 @@ impl Docs {
         config.key_prefix = self.prefix.clone().into();
         config.claim.min_idle = Duration::from_secs(2);
         config.claim.every = Duration::from_millis(200);
+        if let Some(max) = self.max_deliveries {
+            config.poison.max_deliveries = max;
+        }
         config
     }
 
