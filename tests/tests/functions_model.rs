@@ -584,7 +584,8 @@ impl Run {
 
     fn one_step(&mut self) {
         match self.rng.random_range(0..100) {
-            0..=11 => self.publish(),
+            0..=9 => self.publish(),
+            10..=11 => self.publish_batch(),
             12..=14 => self.publish_again(),
             15..=20 => self.delay(),
             21..=22 => self.delay_again(),
@@ -661,6 +662,93 @@ impl Run {
         self.part_mut(p)
             .markers
             .insert(format!("publish:{}", job.job_id), id);
+    }
+
+    /// A `publish_batch` call (a pipeline stage's hand-off) of `envelopes`
+    /// (job_id, envelope) to `p`'s stream.
+    fn publish_batch_call(
+        &self,
+        p: u16,
+        max_bytes: usize,
+        envelopes: &[(String, Vec<String>)],
+    ) -> Call {
+        let mut keys = vec![self.key(p, "ready")];
+        let mut args = vec![TTL.to_owned(), max_bytes.to_string()];
+        for (job_id, envelope) in envelopes {
+            keys.push(self.marker_key(p, "publish", job_id));
+            args.push(envelope.len().to_string());
+            args.extend(envelope.iter().cloned());
+        }
+        Call::new("publish_batch", keys, args)
+    }
+
+    /// Job IDs published to `p` before, with the stream ID of their entry.
+    fn published(&self, p: u16) -> Vec<(String, String)> {
+        let mut earlier: Vec<(String, String)> = self
+            .part(p)
+            .markers
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("publish:")?.to_owned(), v.clone())))
+            .collect();
+        // HashMap order is not the seed's: sort, so a seed replays the run.
+        earlier.sort();
+        earlier
+    }
+
+    /// A hand-off of 1..=MAX_BATCH envelopes to one partition: new jobs,
+    /// jobs published before (duplicates of their first entry) and a job
+    /// twice in the call (published once, its repeat a duplicate of it).
+    fn publish_batch(&mut self) {
+        /// What the model expects of one envelope of the call.
+        enum Expect {
+            /// Appended: the `n`th new entry.
+            New(usize),
+            /// A duplicate of the `n`th new entry of this call.
+            Repeat(usize),
+            /// A duplicate of an entry published before.
+            Before(String),
+        }
+        let p = self.live_partition();
+        let earlier = self.published(p);
+        let mut envelopes = Vec::new();
+        let mut expected = Vec::new();
+        let mut appended: Vec<Job> = Vec::new();
+        for _ in 0..self.rng.random_range(1..=MAX_BATCH) {
+            let roll = self.rng.random_range(0..10);
+            let mut job = self.new_job();
+            if roll < 2 && !earlier.is_empty() {
+                let (job_id, first) = earlier[self.rng.random_range(0..earlier.len())].clone();
+                job.job_id = job_id;
+                expected.push(Expect::Before(first));
+            } else if roll < 3 && !appended.is_empty() {
+                let n = self.rng.random_range(0..appended.len());
+                job.job_id = appended[n].job_id.clone();
+                expected.push(Expect::Repeat(n));
+            } else {
+                expected.push(Expect::New(appended.len()));
+                appended.push(job.clone());
+            }
+            let envelope = self.envelope(&job);
+            envelopes.push((job.job_id, envelope));
+        }
+        let call = self.publish_batch_call(p, MAX_BYTES, &envelopes);
+        let reply = self.accepted(&call);
+        let ids = self.sync_ready(p, appended.clone());
+        let answers: Vec<(String, String)> = array(&reply).iter().map(status_pair).collect();
+        let predicted: Vec<(String, String)> = expected
+            .iter()
+            .map(|expect| match expect {
+                Expect::New(n) => ("published".to_owned(), id_text(ids[*n])),
+                Expect::Repeat(n) => ("duplicate".to_owned(), id_text(ids[*n])),
+                Expect::Before(first) => ("duplicate".to_owned(), first.clone()),
+            })
+            .collect();
+        assert_eq!(answers, predicted, "step {}: {}", self.step, call.shown());
+        for (job, id) in appended.iter().zip(ids) {
+            self.part_mut(p)
+                .markers
+                .insert(format!("publish:{}", job.job_id), id_text(id));
+        }
     }
 
     /// A publish of a job_id published before: a duplicate, nothing written.
@@ -1525,6 +1613,7 @@ impl Run {
             .filter(|call| {
                 [
                     "publish_once",
+                    "publish_batch",
                     "delay_schedule",
                     "schedule_tick",
                     "replay",
@@ -1542,10 +1631,17 @@ impl Run {
         }
         let call = again[self.rng.random_range(0..again.len())].clone();
         let reply = self.accepted(&call);
-        let (status, _) = status_pair(&reply);
+        // A hand-off answers per envelope.
+        let statuses: Vec<String> = if call.function == "publish_batch" {
+            array(&reply).iter().map(|one| status_pair(one).0).collect()
+        } else {
+            vec![status_pair(&reply).0]
+        };
         assert!(
-            ["duplicate", "already"].contains(&status.as_str()),
-            "step {}: the replay of {} answered {status}",
+            statuses
+                .iter()
+                .all(|status| ["duplicate", "already"].contains(&status.as_str())),
+            "step {}: the replay of {} answered {statuses:?}",
             self.step,
             call.shown()
         );
@@ -1592,7 +1688,7 @@ impl Run {
             oversized
         };
         let huge = || "h".repeat(1 << 20);
-        let (call, code): (Call, Option<&'static str>) = match self.rng.random_range(0..30) {
+        let (call, code): (Call, Option<&'static str>) = match self.rng.random_range(0..34) {
             0 => {
                 let call = self.schedule_call("retry_schedule", p, consumer, &id, 1, "r");
                 (self.foreign(call, p, other), Some("QG_BADARG"))
@@ -1766,6 +1862,35 @@ impl Run {
                 };
                 (call, Some("QG_BADARG"))
             }
+            29 => {
+                let call = self.hand_off(p, &envelope, None);
+                (self.foreign(call, p, other), Some("QG_BADARG"))
+            }
+            30 => (
+                self.hand_off(p, &envelope, Some(oversized())),
+                Some("QG_BADENVELOPE"),
+            ),
+            31 => {
+                // A marker that names another job than its envelope.
+                let mut call = self.hand_off(p, &envelope, None);
+                let last = call.keys.len() - 1;
+                call.keys[last] = self.marker_key(p, "publish", "someone-else");
+                (call, Some("QG_BADARG"))
+            }
+            32 => {
+                let many = queuegen_core::wire::library::MAX_PUBLISH_BATCH as usize + 1;
+                let envelopes: Vec<(String, Vec<String>)> = (0..many)
+                    .map(|n| {
+                        let mut envelope = envelope.clone();
+                        envelope[1] = format!("{}-{n}", job.job_id);
+                        (envelope[1].clone(), envelope)
+                    })
+                    .collect();
+                (
+                    self.publish_batch_call(p, MAX_BYTES, &envelopes),
+                    Some("QG_BADARG"),
+                )
+            }
             _ => {
                 let mut call = self.replay_call(p, &id, "");
                 call.args[3] = ["", "1;2", "x"][self.rng.random_range(0..3)].to_owned();
@@ -1773,6 +1898,21 @@ impl Run {
             }
         };
         self.refused(&call, code);
+    }
+
+    /// A `publish_batch` of a few valid new envelopes to `p` with
+    /// `envelope` (a job never accepted) last, or `last` in its place: a
+    /// refusal must leave the valid ones unwritten too.
+    fn hand_off(&mut self, p: u16, envelope: &[String], last: Option<Vec<String>>) -> Call {
+        let mut envelopes = Vec::new();
+        for _ in 0..self.rng.random_range(0..3) {
+            let job = self.new_job();
+            let valid = self.envelope(&job);
+            envelopes.push((job.job_id, valid));
+        }
+        let last = last.unwrap_or_else(|| envelope.to_vec());
+        envelopes.push((envelope[1].clone(), last));
+        self.publish_batch_call(p, MAX_BYTES, &envelopes)
     }
 
     /// A call of the squatted partition, whose keys all have other types.
@@ -1783,6 +1923,10 @@ impl Run {
             1 => self.dead_call(p, consumer, id, "permanent", "d"),
             2 => self.promote_call("retry", p, &[id.to_owned()], MAX_BATCH),
             3 => self.promote_call("delayed", p, &["j1".to_owned()], MAX_BATCH),
+            4 if self.rng.random_bool(0.5) => {
+                let envelopes = [(envelope[1].clone(), envelope.to_vec())];
+                self.publish_batch_call(p, MAX_BYTES, &envelopes)
+            }
             4 => self.publish_call(p, &envelope[1], MAX_BYTES, envelope),
             5 => self.delay_call(p, &envelope[1], 1, MAX_BYTES, envelope),
             6 => self.ack_one(p, consumer, &[id.to_owned()]),
