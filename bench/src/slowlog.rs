@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn an_fcall_is_named_by_its_function_without_the_library() {
         assert_eq!(
-            short_function("qg_queuegen_tests_v13_run_settle"),
+            short_function("qg_queuegen_tests_v14_run_settle"),
             "run_settle"
         );
         assert_eq!(

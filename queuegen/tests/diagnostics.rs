@@ -69,6 +69,17 @@ fn claim_margin() {
     case("claim_margin", &spec("", queue), Expect::Errors);
 }
 
+/// A worker between two reads must not be pruned from its group.
+#[test]
+fn prune_consumers_after_floor() {
+    let queue = "    group: { prune_consumers_after: 30s }\n";
+    case(
+        "prune_consumers_after_floor",
+        &spec("", queue),
+        Expect::Errors,
+    );
+}
+
 #[test]
 fn retention_floor() {
     let queue = "    retry: { max_attempts: 10, backoff: { initial: 30s, max: 1h } }

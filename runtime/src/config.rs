@@ -31,6 +31,9 @@ pub struct QueueConfig {
     pub group: Cow<'static, str>,
     /// Where a newly created group starts (`group.start`): `$`, `0-0` or a stream ID.
     pub group_start: Cow<'static, str>,
+    /// A consumer idle this long that holds no pending entry is removed
+    /// from the group by the partition's leader (`group.prune_consumers_after`).
+    pub prune_consumers_after: Duration,
     /// The service's Function library, e.g. `qg_docs_pipeline_v1`: the
     /// version this code was generated with. Function names are
     /// `{functions}_{name}`, so two versions run side by side.
@@ -470,6 +473,13 @@ impl QueueConfig {
         self.partition_key(stream, "claims")
     }
 
+    /// How many consumers the group's leader removed from this stream's
+    /// group (`group.prune_consumers_after`): `{prefix}:{queue-NN}:pruned`,
+    /// a counter the library's `consumers_prune` raises; `status` shows it.
+    pub fn pruned_key(&self, stream: StreamSlot) -> String {
+        self.partition_key(stream, "pruned")
+    }
+
     /// The partition's pause flag: `{prefix}:{queue-NN}:paused`. While it
     /// exists, workers read no new entries of the partition (recovery, acks
     /// and producers carry on); its value says who paused it, when and why
@@ -582,6 +592,7 @@ pub(crate) mod tests {
         partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant"), Cow::Borrowed("subject_ref")]),
         group: Cow::Borrowed("ocr-workers-v2"),
         group_start: Cow::Borrowed("$"),
+        prune_consumers_after: Duration::from_secs(86_400),
         functions: Cow::Borrowed("qg_docs_pipeline_v1"),
         handler: HandlerConfig {
             timeout: Duration::from_secs(60),

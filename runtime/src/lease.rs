@@ -142,7 +142,7 @@ pub(crate) async fn acquire_waiting<C: ConnectionLike>(
 }
 
 /// Releases `lease` if its holder still holds it (compare-and-delete by the
-/// library `functions`, e.g. `qg_docs_pipeline_v13`); `false` when it had
+/// library `functions`, e.g. `qg_docs_pipeline_v14`); `false` when it had
 /// expired and nobody, or someone else, holds it now.
 pub async fn release<C: ConnectionLike>(
     conn: &mut C,

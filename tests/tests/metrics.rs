@@ -72,11 +72,12 @@ impl Expected {
 }
 
 /// The worker's counter families, each with its extra label (or none).
-const COUNTERS: [(&str, Option<&str>); 13] = [
+const COUNTERS: [(&str, Option<&str>); 14] = [
     ("queuegen_jobs_total", Some("outcome")),
     ("queuegen_claims_total", None),
     ("queuegen_claim_throttled_seconds_total", None),
     ("queuegen_poison_quarantined_total", None),
+    ("queuegen_consumers_pruned_total", None),
     ("queuegen_pending_deleted_total", None),
     ("queuegen_retries_scheduled_total", None),
     ("queuegen_retries_promoted_total", None),

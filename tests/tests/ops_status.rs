@@ -102,10 +102,11 @@ async fn a_refresh_is_two_round_trips_for_any_partition_count() {
             2,
             "status with {partitions} partition(s)"
         );
-        // TIME and FCALL_RO once, then 11 reads per partition (the retry
-        // and delayed sets two each, the pause flag's GET) and 2 per group.
+        // TIME and FCALL_RO once, then 12 reads per partition (the retry
+        // and delayed sets two each, the pause flag's and the pruned
+        // count's GET) and 2 per group.
         let sent = commands.swap(0, Ordering::Relaxed);
-        assert_eq!(sent, 2 + 13 * usize::from(partitions), "{partitions}");
+        assert_eq!(sent, 2 + 14 * usize::from(partitions), "{partitions}");
 
         let listed = pending(
             &mut counting,

@@ -977,6 +977,16 @@ fn queue_changes(
             ),
         );
     }
+    if old.group.prune_consumers_after != new.group.prune_consumers_after {
+        out.info(
+            path("group.prune_consumers_after"),
+            format!(
+                "{} → {}: consumers idle longer than that with nothing pending are removed, from the deploy on; no job is affected",
+                format_duration(old.group.prune_consumers_after),
+                format_duration(new.group.prune_consumers_after)
+            ),
+        );
+    }
     let mut changed = Vec::new();
     let mut note = |same: bool, key: &str| {
         if !same {
@@ -1244,6 +1254,17 @@ mod tests {
         );
         // The default claim.min_idle follows handler.timeout.
         assert_eq!(found[3].2, "settings changed: handler, claim");
+    }
+
+    #[test]
+    fn pruning_consumers_sooner_is_info() {
+        let old = spec(V1, "");
+        let new = spec(V1, "    group: { prune_consumers_after: 2h }\n");
+        let found = findings(&old, &new);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].0, Impact::Info);
+        assert_eq!(found[0].1, "queues.orders.group.prune_consumers_after");
+        assert!(found[0].2.starts_with("1d → 2h: "), "{}", found[0].2);
     }
 
     #[test]

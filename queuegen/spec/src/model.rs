@@ -402,6 +402,9 @@ pub struct Group {
     pub name: String,
     /// Default `$`.
     pub start: GroupStart,
+    /// A consumer idle this long that holds no pending entry is removed
+    /// from the group by the partition's leader. Default 1d; at least 1m.
+    pub prune_consumers_after: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

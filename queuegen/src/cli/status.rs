@@ -428,6 +428,13 @@ fn print_queue(queue: &QueueStatus, thresholds: &AlertThresholds, colours: Colou
     } else {
         print!("{}", consumers.render(colours));
     }
+    let pruned: u64 = queue.partitions.iter().map(|p| p.consumers_pruned).sum();
+    if pruned > 0 {
+        println!(
+            "{pruned} idle consumer(s) with nothing pending removed from group {} so far (group.prune_consumers_after)",
+            queue.group
+        );
+    }
     for note in &notes {
         println!("{}", colours.paint(note, Paint::Yellow));
     }

@@ -22,6 +22,7 @@ pub fn queue_config(spec: &Spec, queue: &Queue) -> QueueConfig {
         partition_by: queue.partition_by.iter().map(|f| owned(f)).collect(),
         group: owned(&queue.group.name),
         group_start: owned(queue.group.start.as_redis_arg()),
+        prune_consumers_after: queue.group.prune_consumers_after,
         functions: Cow::Owned(super::functions::library_name(&spec.service)),
         handler: sections::HandlerConfig {
             timeout: queue.handler.timeout,

@@ -42,7 +42,8 @@ macro_rules! struct_values {
 
 struct_values! {
     QueueConfig {
-        service, key_prefix, queue, partitions, partition_by, group, group_start, functions,
+        service, key_prefix, queue, partitions, partition_by, group, group_start,
+        prune_consumers_after, functions,
         handler, claim, payload, retry, poison, dead_letter, retention, admission, redis, dedup,
         lanes, default_lane
     }

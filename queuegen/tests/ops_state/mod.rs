@@ -23,7 +23,7 @@ pub const BROKEN: &str = concat!(
     "/tests/fixtures/five_mistakes.yaml"
 );
 pub const GROUP: &str = "ocr-workers";
-pub const LIBRARY: &str = "qg_docs_pipeline_v13";
+pub const LIBRARY: &str = "qg_docs_pipeline_v14";
 
 /// `LIBRARY` follows the generator's library version (bumped with the library's code).
 #[test]

@@ -30,7 +30,7 @@ pub(crate) use settle::ClaimReply;
 pub use settle::{
     Ack, AckStream, Claim, DeadLetterCall, Promote, Renew, Replay, Reschedule, ScheduleTick,
 };
-pub use upkeep::{RateTake, Trim, TrimGroup, Version};
+pub use upkeep::{ConsumersPrune, RateTake, Trim, TrimGroup, Version};
 
 /// One function of the library, by the name after the library prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +54,7 @@ pub enum Function {
     Renew,
     RateTake,
     RunSettle,
+    ConsumersPrune,
     Version,
 }
 
@@ -84,7 +85,7 @@ impl Runs {
 /// Each function, its name and how Redis may run it ([`Function::name`],
 /// [`Function::runs`]), in the order the library registers them and
 /// `Function` declares them.
-const LIBRARY: [(Function, &str, Runs); 20] = [
+const LIBRARY: [(Function, &str, Runs); 21] = [
     (Function::RetrySchedule, "retry_schedule", Runs::Writes),
     (Function::Defer, "defer", Runs::Writes),
     (Function::RetryPromote, "retry_promote", Runs::Writes),
@@ -104,13 +105,18 @@ const LIBRARY: [(Function, &str, Runs); 20] = [
     (Function::Renew, "renew", Runs::PastMaxmemory),
     (Function::RateTake, "rate_take", Runs::PastMaxmemory),
     (Function::RunSettle, "run_settle", Runs::Writes),
+    (
+        Function::ConsumersPrune,
+        "consumers_prune",
+        Runs::PastMaxmemory,
+    ),
     (Function::Version, "version", Runs::ReadOnly),
 ];
 
 impl Function {
     /// Every function of the library, in the order the library registers them.
-    pub const ALL: [Function; 20] = {
-        let mut all = [Function::Version; 20];
+    pub const ALL: [Function; 21] = {
+        let mut all = [Function::Version; 21];
         let mut i = 0;
         while i < all.len() {
             // `name` and `runs` find a function's row by its discriminant.
@@ -141,8 +147,8 @@ impl Function {
         matches!(self.runs(), Runs::ReadOnly)
     }
 
-    /// Its full name in `library` (e.g. `qg_docs_pipeline_v13`):
-    /// `qg_docs_pipeline_v13_ack`.
+    /// Its full name in `library` (e.g. `qg_docs_pipeline_v14`):
+    /// `qg_docs_pipeline_v14_ack`.
     pub fn in_library(self, library: &str) -> String {
         format!("{library}_{}", self.name())
     }

@@ -1,4 +1,4 @@
-//! Calls that keep a queue in shape: `trim`, `rate_take` and `version`.
+//! Calls that keep a queue in shape: `trim`, `rate_take`, `consumers_prune` and `version`.
 
 use redis::Cmd;
 
@@ -64,6 +64,32 @@ impl FunctionCall for RateTake<'_> {
             .arg(self.per_ms)
             .arg(self.wanted)
             .arg(self.carry);
+        cmd
+    }
+}
+
+/// `consumers_prune`: remove from `group` every consumer of the stream
+/// idle longer than `min_idle_ms` that holds no pending entry, except
+/// `keep`, counting them in the partition's `pruned` counter. Answers the
+/// names removed.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumersPrune<'a> {
+    pub ready_key: &'a str,
+    pub pruned_key: &'a str,
+    pub group: &'a str,
+    /// The caller's own consumer, never removed.
+    pub keep: &'a str,
+    pub min_idle_ms: u64,
+}
+
+impl FunctionCall for ConsumersPrune<'_> {
+    fn command(&self, name: &str) -> Cmd {
+        let mut cmd = fcall(
+            name,
+            Function::ConsumersPrune,
+            &[self.ready_key, self.pruned_key],
+        );
+        cmd.arg(self.group).arg(self.keep).arg(self.min_idle_ms);
         cmd
     }
 }

@@ -113,6 +113,7 @@ pub struct WorkerMetrics {
     claims: Family<PartitionLabels, Counter>,
     claim_throttled: Family<PartitionLabels, SecondsCounter>,
     poison_quarantined: Family<PartitionLabels, Counter>,
+    consumers_pruned: Family<PartitionLabels, Counter>,
     pending_deleted: Family<PartitionLabels, Counter>,
     retries_scheduled: Family<PartitionLabels, Counter>,
     retries_promoted: Family<PartitionLabels, Counter>,
@@ -141,6 +142,7 @@ impl Default for WorkerMetrics {
             claims: Family::default(),
             claim_throttled: Family::default(),
             poison_quarantined: Family::default(),
+            consumers_pruned: Family::default(),
             pending_deleted: Family::default(),
             retries_scheduled: Family::default(),
             retries_promoted: Family::default(),
@@ -223,6 +225,11 @@ impl WorkerMetrics {
             "queuegen_poison_quarantined",
             "Pending entries delivered poison.max_deliveries times without an outcome, moved to the dead-letter stream (reason poison)",
             self.poison_quarantined.clone(),
+        );
+        registry.register(
+            "queuegen_consumers_pruned",
+            "Consumers idle longer than group.prune_consumers_after with no pending entry, removed from the group by the partition's leader",
+            self.consumers_pruned.clone(),
         );
         registry.register(
             "queuegen_pending_deleted",
@@ -320,6 +327,7 @@ impl WorkerMetrics {
             claims: counter(&self.claims),
             claim_throttled: self.claim_throttled.get_or_create_owned(&labels),
             poison_quarantined: counter(&self.poison_quarantined),
+            consumers_pruned: counter(&self.consumers_pruned),
             pending_deleted: counter(&self.pending_deleted),
             retries_scheduled: counter(&self.retries_scheduled),
             retries_promoted: counter(&self.retries_promoted),
@@ -438,6 +446,7 @@ pub(crate) struct PartitionMeters {
     /// 1 while the partition is paused.
     pub intake_paused: Gauge,
     pub poison_quarantined: Counter,
+    pub consumers_pruned: Counter,
     pub pending_deleted: Counter,
     pub retries_scheduled: Counter,
     pub retries_promoted: Counter,

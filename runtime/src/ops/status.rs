@@ -106,6 +106,9 @@ pub struct PartitionStatus {
     pub groups: Vec<GroupStatus>,
     /// The consumers of the queue's group (`XINFO CONSUMERS`).
     pub consumers: Vec<ConsumerStatus>,
+    /// Consumers the partition's leader has removed from the queue's group
+    /// so far, idle past `group.prune_consumers_after` with nothing pending.
+    pub consumers_pruned: u64,
     pub retries: RetryStatus,
     /// The delayed set: jobs published with `publish_at`/`publish_after`,
     /// not yet due (or due and not yet promoted).
@@ -329,6 +332,7 @@ pub async fn status<C: ConnectionLike>(
             // Each lane reads its partition's one flag.
             let partition = config.partition_of_stream(stream);
             first.cmd("GET").arg(config.paused_key(partition));
+            first.cmd("GET").arg(config.pruned_key(stream));
         }
     }
     let answers: Vec<RedisResult<Value>> = first
@@ -359,6 +363,7 @@ pub async fn status<C: ConnectionLike>(
             let dead_letters = dead_letters(config.dead_key(slot), server_time_ms, &mut answers)?;
             let paused_key = config.paused_key(config.partition_of_stream(slot));
             let paused = pause::note_of(&paused_key, answers.next())?;
+            let consumers_pruned = counter(&config.pruned_key(slot), answers.next())?;
             streams.push(Some(stream));
             partial.push(Partial {
                 stream: slot,
@@ -367,6 +372,7 @@ pub async fn status<C: ConnectionLike>(
                 delayed,
                 dead_letters,
                 paused,
+                consumers_pruned,
             });
         }
     }
@@ -413,6 +419,7 @@ pub async fn status<C: ConnectionLike>(
                     .collect(),
                 ready_key: stream.key,
                 consumers: rest.consumers,
+                consumers_pruned: rest.consumers_pruned,
                 retries: rest.retries,
                 delayed: rest.delayed,
                 dead_letters: rest.dead_letters,
@@ -450,6 +457,18 @@ struct Partial {
     delayed: RetryStatus,
     dead_letters: DeadLetterStatus,
     paused: Option<PauseNote>,
+    consumers_pruned: u64,
+}
+
+/// A counter's value (`GET`; 0 when the key does not exist).
+fn counter(key: &str, answer: Option<RedisResult<Value>>) -> Result<u64> {
+    let answer = answer.ok_or_else(|| inventory::short_reply("GET"))?;
+    match answer {
+        Ok(Value::Nil) => Ok(0),
+        Ok(value) => <u64 as redis::FromRedisValue>::from_redis_value(value.clone())
+            .map_err(|_| inventory::unexpected(key, "GET", &value)),
+        Err(err) => Err(Error::redis(format!("GET {key}"), err)),
+    }
 }
 
 fn describe_read(queues: &[WatchedQueue]) -> String {
@@ -802,6 +821,7 @@ mod tests {
             history: 3,
             groups: vec![status],
             consumers: vec![],
+            consumers_pruned: 0,
             retries: RetryStatus {
                 key: "r".into(),
                 scheduled: 0,

@@ -337,6 +337,15 @@ impl Events {
         }
     }
 
+    /// The partition's leader removed `consumers` idle consumers from the group of `stream`.
+    pub(super) fn consumers_pruned(&self, stream: StreamSlot, consumers: u64) {
+        add(&self.counts.consumers_pruned, consumers);
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.meters(stream) {
+            meters.consumers_pruned.inc_by(consumers);
+        }
+    }
+
     /// `entries` pending entries of `stream` were found deleted from the stream.
     pub(super) fn pending_deleted(&self, stream: StreamSlot, entries: u64) {
         #[cfg(feature = "metrics")]

@@ -29,6 +29,7 @@
 
 mod acks;
 mod claim_pace;
+mod consumers;
 mod core;
 #[cfg(feature = "metrics")]
 mod endpoint;

@@ -1,4 +1,4 @@
-//! The recovery loop: every `claim_every`, quarantine poison entries, then take over entries idle longer than `claim_min_idle` with `XAUTOCLAIM`.
+//! The recovery loop: every `claim_every`, quarantine poison entries, then take over entries idle longer than `claim_min_idle` with `XAUTOCLAIM`; now and then, prune idle consumers (`consumers`).
 //!
 //! Poison quarantine comes first in each pass: an idle entry already
 //! delivered `poison.max_deliveries` times (a handler that crashes or hangs
@@ -48,6 +48,7 @@ use std::sync::Arc;
 use redis::streams::StreamPendingCountReply;
 
 use super::claim_pace::ClaimPace;
+use super::consumers::{self, Pruning};
 use super::{classify, classify_error, every, job, now_ms, Core, Delivery, Failure, Runner};
 use crate::entry::{entries_of, Entry};
 use crate::envelope::{self, Envelope, FieldMap, Header};
@@ -64,6 +65,7 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
     streams: Vec<StreamSlot>,
 ) -> Result<()> {
     let mut ticker = every(shared.config.claim.every);
+    let mut pruning = Pruning::new(&shared);
     // Kept across passes: a pass starts with what the pause refilled, at most one batch.
     let mut paces: HashMap<StreamSlot, ClaimPace> = streams
         .iter()
@@ -80,6 +82,9 @@ pub(super) async fn run<E: Envelope, H: Handler<E>>(
         let led = shared.leadership.led(&streams);
         if led.is_empty() {
             continue;
+        }
+        if pruning.due() && !consumers::prune(&shared, &led).await {
+            return Ok(());
         }
         let newest = newest_claimable(&shared);
         let first_pages = match first_idle_pages(&shared, &led, newest).await {

@@ -26,6 +26,9 @@ pub struct WorkerReport<N = u64> {
     pub decode_errors: N,
     /// Pending entries delivered `poison.max_deliveries` times, dead-lettered as poison.
     pub quarantined: N,
+    /// Idle consumers without pending entries this worker removed from its
+    /// group as the partitions' leader (`group.prune_consumers_after`).
+    pub consumers_pruned: N,
     /// Retries this worker's scheduler moved back to the ready streams.
     pub promoted: N,
     /// Delayed jobs this worker's scheduler appended to the ready streams when due.
@@ -76,6 +79,7 @@ impl WorkerReport<AtomicU64> {
             failed: get(&self.failed),
             decode_errors: get(&self.decode_errors),
             quarantined: get(&self.quarantined),
+            consumers_pruned: get(&self.consumers_pruned),
             promoted: get(&self.promoted),
             delayed_promoted: get(&self.delayed_promoted),
             claimed: get(&self.claimed),

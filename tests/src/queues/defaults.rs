@@ -26,7 +26,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
     group: Cow::Borrowed("defaults-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_queuegen_tests_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(30),
         concurrency: 8,

@@ -29,7 +29,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_queuegen_tests_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 8,

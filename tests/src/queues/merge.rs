@@ -28,7 +28,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("job_id")]),
     group: Cow::Borrowed("merge-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_queuegen_tests_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_queuegen_tests_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(1),
         concurrency: 8,

@@ -28,7 +28,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("job_id")]),
     group: Cow::Borrowed("ready-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_docs_pipeline_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 16,

@@ -27,7 +27,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("tenant")]),
     group: Cow::Borrowed("export-workers"),
     group_start: Cow::Borrowed("0-0"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_docs_pipeline_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(900),
         concurrency: 2,

@@ -30,7 +30,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     ),
     group: Cow::Borrowed("notification-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_docs_pipeline_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(10),
         concurrency: 64,

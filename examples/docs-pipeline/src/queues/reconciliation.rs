@@ -27,7 +27,8 @@ pub const CONFIG: QueueConfig = QueueConfig {
     partition_by: Cow::Borrowed(&[Cow::Borrowed("ledger_ref")]),
     group: Cow::Borrowed("reconciliation-workers"),
     group_start: Cow::Borrowed("$"),
-    functions: Cow::Borrowed("qg_docs_pipeline_v13"),
+    prune_consumers_after: Duration::from_secs(86400),
+    functions: Cow::Borrowed("qg_docs_pipeline_v14"),
     handler: HandlerConfig {
         timeout: Duration::from_secs(300),
         concurrency: 1,

@@ -440,6 +440,8 @@ pub static GROUP: Obj = Obj {
             "Consumer group name; no `{`, `}`, `:` or whitespace."),
         prop!("start", Ty::GroupStart, default = Some("\"$\""),
             "Where a newly created group starts: \"$\" (entries added afterwards), \"0-0\" (everything in the stream) or a stream ID (`<ms>` or `<ms>-<seq>`)."),
+        prop!("prune_consumers_after", Ty::Duration, default = Some("1d"),
+            "A consumer idle this long (no read, claim or ack) that holds no pending entry is removed from the group by the partition's leader, checked and removed in one Function call; at least 1m. Workers are consumers named after their pod, so without this every deploy would add consumers that stay forever. A removed worker that reads again comes back as a new consumer."),
     ],
 };
 

@@ -33,6 +33,10 @@ const MAX_LANES: usize = 16;
 /// `handler.tenant_rate.classes`: buckets tenants are hashed into, unless told.
 const TENANT_CLASSES: u16 = 64;
 
+/// `group.prune_consumers_after`'s default and its floor.
+const DEFAULT_PRUNE_CONSUMERS_AFTER: Duration = secs(24 * 3600);
+const MIN_PRUNE_CONSUMERS_AFTER: Duration = secs(60);
+
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -252,6 +256,22 @@ fn group(ctx: &mut Ctx<'_>, q: &Object<'_>, queue: &str) -> Option<Group> {
         })
         .or(format!("{queue}-workers"));
     let start = g.read(ctx, "start", group_start).or(GroupStart::NewEntries);
+    let prune_consumers_after = g
+        .read(ctx, "prune_consumers_after", |ctx, it| {
+            let after = values::duration(ctx, it)?;
+            if after < MIN_PRUNE_CONSUMERS_AFTER {
+                return ctx.refuse(
+                    &it.value(),
+                    format!(
+                        "{} is less than 1m: a worker between two reads would be removed and come back as a new consumer over and over",
+                        format_duration(after)
+                    ),
+                    "set group.prune_consumers_after to 1m or more (default 1d)",
+                );
+            }
+            Some(after)
+        })
+        .or(DEFAULT_PRUNE_CONSUMERS_AFTER);
     if let Some(GroupStart::Beginning) = start {
         ctx.warning(
             &g.at("start"),
@@ -262,6 +282,7 @@ fn group(ctx: &mut Ctx<'_>, q: &Object<'_>, queue: &str) -> Option<Group> {
     Some(Group {
         name: name?,
         start: start?,
+        prune_consumers_after: prune_consumers_after?,
     })
 }
 

@@ -238,7 +238,9 @@ mod tests {
                     .strip_prefix(", '")
                     .and_then(|r| r.find('\'').map(|e| r[..e].to_lowercase()));
                 found.insert(match sub {
-                    Some(sub) if name == "xinfo" || name == "memory" => format!("{name}|{sub}"),
+                    Some(sub) if ["xinfo", "memory", "xgroup"].contains(&name.as_str()) => {
+                        format!("{name}|{sub}")
+                    }
                     _ => name,
                 });
             }
