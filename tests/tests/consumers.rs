@@ -60,6 +60,15 @@ async fn create_consumer(conn: &mut MultiplexedConnection, key: &str, group: &st
     assert_eq!(created, 1, "{consumer} was new");
 }
 
+/// The partition's count of consumers removed (`pruned`).
+async fn pruned_count(conn: &mut MultiplexedConnection, pruned_key: &str) -> u64 {
+    redis::cmd("GET")
+        .arg(pruned_key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 /// Appends one entry to `key` (what it holds does not matter to a consumer).
 async fn append(conn: &mut MultiplexedConnection, key: &str) {
     let _: String = redis::cmd("XADD")
@@ -123,24 +132,14 @@ async fn prune_removes_only_idle_consumers_holding_nothing_and_counts_them() {
             ("me".to_owned(), 0)
         ]
     );
-    let count: u64 = redis::cmd("GET")
-        .arg(&pruned_key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(count, 1);
+    assert_eq!(pruned_count(&mut conn, &pruned_key).await, 1);
 
     // Run again: nothing more to remove, the count stands.
     let again = prune(&mut conn, &config, [&key, &pruned_key], group, "me", "200")
         .await
         .unwrap();
     assert!(again.is_empty(), "{again:?}");
-    let count: u64 = redis::cmd("GET")
-        .arg(&pruned_key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(count, 1);
+    assert_eq!(pruned_count(&mut conn, &pruned_key).await, 1);
 
     // A stream that does not exist has no consumers.
     let other = test_config(&unique_prefix("prune-none"), 1);

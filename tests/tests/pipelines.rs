@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use queuegen_runtime::metrics::{prometheus_client, Registry, WorkerMetrics};
-use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetterQuery};
+use queuegen_runtime::ops::dead_letters::{dead_letters, DeadLetter, DeadLetterQuery};
 use queuegen_runtime::ops::gauges::{QueueMonitor, WatchedPipeline};
 use queuegen_runtime::ops::status::{AlertThresholds, WatchedQueue};
 use queuegen_runtime::runs::child_job_id;
@@ -166,16 +166,7 @@ async fn a_replayed_dead_page_runs_again_and_changes_no_ended_run() {
         let notices = effects.of("notify").len();
 
         let index = docs.config("index");
-        let letters = dead_letters(
-            &mut docs.redis.shared(),
-            &index,
-            &DeadLetterQuery {
-                limit: 10,
-                ..DeadLetterQuery::default()
-            },
-        )
-        .await
-        .unwrap();
+        let letters = index_dead_letters(&docs).await;
         assert_eq!(
             letters.len(),
             1,
@@ -260,19 +251,11 @@ async fn a_poison_page_or_one_that_does_not_decode_settles_dead_at_the_join() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         stop(workers).await;
 
-        let mut reasons: Vec<String> = dead_letters(
-            &mut docs.redis.shared(),
-            &index,
-            &DeadLetterQuery {
-                limit: 10,
-                ..DeadLetterQuery::default()
-            },
-        )
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|letter| format!("{} {}", letter.fields["reason"], letter.fields["job_id"]))
-        .collect();
+        let mut reasons: Vec<String> = index_dead_letters(&docs)
+            .await
+            .into_iter()
+            .map(|letter| format!("{} {}", letter.fields["reason"], letter.fields["job_id"]))
+            .collect();
         reasons.sort();
         let crashing = |page| child_job_id("crashing", "crashing", "index", page);
         let mut expected = vec![
@@ -328,6 +311,20 @@ async fn a_poison_page_or_one_that_does_not_decode_settles_dead_at_the_join() {
             }
         }
     }
+}
+
+/// The first ten dead letters of the `index` queue.
+async fn index_dead_letters(docs: &Docs) -> Vec<DeadLetter> {
+    dead_letters(
+        &mut docs.redis.shared(),
+        &docs.config("index"),
+        &DeadLetterQuery {
+            limit: 10,
+            ..DeadLetterQuery::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 /// How many entries the streams of `config`'s queue hold.

@@ -565,6 +565,6 @@ mod tests {
         );
         let unique: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 21, "{names:?}");
+        assert_eq!(names.len(), 22, "{names:?}");
     }
 }
