@@ -311,6 +311,36 @@ async fn every_role_does_its_work_with_only_its_generated_permissions() {
         );
     }
 
+    // Worker: `consumers_prune` as a partition's leader calls it, removing
+    // a consumer an old pod left (XINFO CONSUMERS, XGROUP DELCONSUMER and
+    // INCRBY inside it); `status` below reads its count as either reader.
+    {
+        use queuegen_runtime::functions::{command, ConsumersPrune, Function};
+        let stream = StreamSlot::new(0);
+        let (ready_key, pruned_key) = (config.ready_key(stream), config.pruned_key(stream));
+        let created: u64 = redis::cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg(&ready_key)
+            .arg(&*config.group)
+            .arg("old-pod")
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(created, 1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let prune = ConsumersPrune {
+            ready_key: &ready_key,
+            pruned_key: &pruned_key,
+            group: &config.group,
+            keep: "me",
+            min_idle_ms: 10,
+        };
+        let removed: Vec<String> = command(&config.function(Function::ConsumersPrune), &prune)
+            .query_async(&mut worker_redis.shared())
+            .await
+            .unwrap_or_else(|err| panic!("{err}; denials:\n{}", acl_log(&mut admin).join("\n")));
+        assert!(removed.contains(&"old-pod".to_owned()), "{removed:?}");
+    }
+
     // Operator and monitor: the read-only commands; the operator's changes.
     let monitor = url(&server, Role::Monitor);
     // The operator pauses a partition; both read it in `status`.
